@@ -1,0 +1,29 @@
+# The two set-up commands of the README: `make run` and `make test`.
+# Each installs what it needs (virtualenv, PyPI packages, Debian packages) before it runs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+ARGS   ?=
+
+.PHONY: run test lint clean-venv
+
+run: $(VENV)/.stamp-run
+	$(BIN)/roost up $(ARGS)
+
+test: $(VENV)/.stamp-test
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/python -m pytest $(ARGS)
+
+lint: $(VENV)/.stamp-test
+	$(BIN)/ruff check src tests bench examples
+
+$(VENV)/.stamp-run: pyproject.toml
+	scripts/setup.sh run
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml scripts/setup.sh
+	scripts/setup.sh test
+	touch $@
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,106 @@
+"""Start and stop real `roost` processes for tests.
+
+Every process a test starts is stopped by the fixture that started it; waits are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z-]+) listening on (?P<host>[0-9.]+):(?P<port>\d+)$")
+ROOST = [sys.executable, "-m", "roost.cli.main"]
+
+
+@dataclass
+class RoostProcess:
+    """A running `roost` command whose stdout is read in the background."""
+
+    args: list[str]
+    popen: subprocess.Popen[str]
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    output: list[str] = field(default_factory=list)
+    _ready: threading.Event = field(default_factory=threading.Event)
+    _expected: frozenset[str] = frozenset()
+
+    def address(self, name: str) -> str:
+        host, port = self.listeners[name]
+        return f"{host}:{port}"
+
+    def port(self, name: str) -> int:
+        return self.listeners[name][1]
+
+    def text(self) -> str:
+        return "".join(self.output)
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.output.append(line)
+            match = LISTEN_LINE.match(line.strip())
+            if match:
+                self.listeners[match["name"]] = (match["host"], int(match["port"]))
+                if self._expected <= self.listeners.keys():
+                    self._ready.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        if not self._ready.wait(timeout) or not self._expected <= self.listeners.keys():
+            self.stop()
+            raise RuntimeError(f"roost did not start: {self.args}\n{self.text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Stop the process with `sig`, escalating to SIGKILL after `timeout` seconds."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+        return self.popen.returncode
+
+    def kill9(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
+                env: dict[str, str] | None = None) -> RoostProcess:
+    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`."""
+    full_env = dict(os.environ)
+    full_env["PYTHONUNBUFFERED"] = "1"
+    if env:
+        full_env.update(env)
+    popen = subprocess.Popen(
+        [*ROOST, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+    )
+    proc = RoostProcess(list(args), popen, _expected=frozenset(expect))
+    threading.Thread(target=proc._pump, daemon=True).start()
+    proc.wait_ready(timeout)
+    return proc
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
+    """Poll `predicate` until it returns a truthy value; bounded by `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def data_dir(tmp_path: Path, name: str = "data") -> Path:
+    path = tmp_path / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
