@@ -1,0 +1,215 @@
+"""Admin requests: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, InitProducerId."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from roost.broker.topics import INTERNAL_TOPICS, topic_name_problem
+from roost.config import (
+    BROKER_SETTINGS,
+    FIXED_TOPIC_CONFIGS,
+    SETTINGS_BY_NAME,
+    TOPIC_SETTINGS,
+    ConfigError,
+    Setting,
+    parse_topic_configs,
+)
+from roost.wire.kafka import RequestHeader
+from roost.wire.kafka.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from roost.broker.broker import Broker
+
+log = logging.getLogger("roost.broker.admin")
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+CONFIG_TYPE = {bool: 1, str: 2, int: 5}
+MAX_PARTITIONS = 10_000
+
+
+def handle_create_topics(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    names = [topic["name"] for topic in body["topics"]]
+    duplicated = {name for name in names if names.count(name) > 1}
+    results = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        if name in duplicated:
+            results.append(_topic_error(name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
+            continue
+        results.append(_create_one(broker, topic, body.get("validate_only", False), header.client_id))
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _topic_error(name: str, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"name": name, "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+def _create_one(broker: Broker, topic: dict[str, Any], validate_only: bool, client: str | None) -> dict[str, Any]:
+    name = topic["name"]
+    problem = topic_name_problem(name)
+    if problem is not None:
+        return _topic_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if name in broker.state.topics:
+        return _topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+    assignments = topic.get("assignments") or []
+    partitions = topic["num_partitions"]
+    replication = topic["replication_factor"]
+    if assignments:
+        if partitions != -1 or replication != -1:
+            return _topic_error(name, ErrorCode.INVALID_REQUEST,
+                                "give either assignments or partitions and replication factor")
+        partitions = len(assignments)
+        replication = len(assignments[0]["broker_ids"])
+        unknown = {b for a in assignments for b in a["broker_ids"]} - set(broker.live_broker_ids())
+        if unknown:
+            return _topic_error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {sorted(unknown)}")
+    if partitions == -1:
+        partitions = broker.state.config["num.partitions"]
+    if replication == -1:
+        replication = broker.state.config["default.replication.factor"]
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        return _topic_error(name, ErrorCode.INVALID_PARTITIONS,
+                            f"number of partitions must be between 1 and {MAX_PARTITIONS}")
+    if replication < 1:
+        return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be >= 1")
+    if replication > len(broker.live_broker_ids()):
+        return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"replication factor {replication} larger than available brokers "
+                            f"{len(broker.live_broker_ids())}")
+    try:
+        overrides = parse_topic_configs({c["name"]: c["value"] for c in topic.get("configs") or []},
+                                        f"topic '{name}'")
+    except ConfigError as error:
+        return _topic_error(name, ErrorCode.INVALID_CONFIG, str(error))
+    if not validate_only:
+        broker.state.create_topic(name, partitions, overrides)
+        log.info("client %s created topic %s", client, name)
+    info_configs = dict(broker.state.config.topic_defaults())
+    info_configs.update(overrides)
+    return {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
+            "num_partitions": partitions, "replication_factor": replication,
+            "configs": [{"name": key, "value": _render(value), "read_only": False,
+                         "config_source": SOURCE_TOPIC_CONFIG if key in overrides else SOURCE_DEFAULT_CONFIG,
+                         "is_sensitive": False} for key, value in sorted(info_configs.items())]}
+
+
+def handle_delete_topics(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    responses = []
+    for name in body["topic_names"]:
+        code, message = ErrorCode.NONE, None
+        if not broker.state.config["delete.topic.enable"]:
+            code, message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+        elif name not in broker.state.topics:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif name in INTERNAL_TOPICS:
+            code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal"
+        else:
+            broker.state.delete_topic(name)
+            broker.groups.forget_topic(name)
+            log.info("client %s deleted topic %s", header.client_id, name)
+        responses.append({"name": name, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def handle_create_partitions(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    results = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        info = broker.state.topics.get(name)
+        code, message = ErrorCode.NONE, None
+        if info is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif info.is_internal:
+            code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal"
+        elif topic["count"] <= info.partitions:
+            code = ErrorCode.INVALID_PARTITIONS
+            message = f"topic has {info.partitions} partitions; the new count must be larger"
+        elif topic["count"] > MAX_PARTITIONS:
+            code, message = ErrorCode.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions"
+        elif not body.get("validate_only", False):
+            broker.state.add_partitions(name, topic["count"])
+        results.append({"name": name, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _config_entry(name: str, value: Any, source: int, setting: Setting | None, documentation: bool,
+                  synonyms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "value": _render(value), "read_only": source != SOURCE_TOPIC_CONFIG,
+            "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": False,
+            "synonyms": synonyms, "config_type": CONFIG_TYPE.get(setting.kind, 2) if setting else 2,
+            "documentation": setting.help if (documentation and setting) else None}
+
+
+def handle_describe_configs(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    state = broker.state
+    include_synonyms = body.get("include_synonyms", False)
+    documentation = body.get("include_documentation", False)
+    results = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        wanted = resource["configuration_keys"]
+        entries: list[dict[str, Any]] = []
+        code, message = ErrorCode.NONE, None
+        if kind == RESOURCE_TOPIC:
+            info = state.topics.get(name)
+            if info is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                for key, setting in sorted(TOPIC_SETTINGS.items()):
+                    broker_value = state.config[setting.name]
+                    broker_source = (SOURCE_DEFAULT_CONFIG if broker_value == setting.default
+                                     else SOURCE_STATIC_BROKER_CONFIG)
+                    synonyms = [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
+                    if key in info.configs:
+                        value, source = info.configs[key], SOURCE_TOPIC_CONFIG
+                        synonyms.insert(0, {"name": key, "value": _render(value), "source": source})
+                    else:
+                        value, source = broker_value, broker_source
+                    entries.append(_config_entry(key, value, source, setting, documentation,
+                                                 synonyms if include_synonyms else []))
+                for key, value in FIXED_TOPIC_CONFIGS.items():
+                    entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, []))
+        elif kind == RESOURCE_BROKER:
+            if name not in ("", str(broker.broker_id)):
+                code, message = ErrorCode.INVALID_REQUEST, f"this is broker {broker.broker_id}"
+            else:
+                for setting in BROKER_SETTINGS:
+                    value = state.config[setting.name]
+                    source = SOURCE_DEFAULT_CONFIG if value == setting.default else SOURCE_STATIC_BROKER_CONFIG
+                    synonyms = [{"name": setting.name, "value": _render(value), "source": source}]
+                    entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
+                                                 documentation, synonyms if include_synonyms else []))
+        else:
+            code, message = ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported"
+        if wanted is not None:
+            entries = [e for e in entries if e["name"] in wanted]
+        results.append({"error_code": code, "error_message": message, "resource_type": kind,
+                        "resource_name": name, "configs": entries})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_init_producer_id(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("transactional_id") is not None:
+        log.warning("client %s asked for a transactional producer; transactions are not supported",
+                    header.client_id)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
+    existing, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+    if existing >= 0 and 0 <= epoch < 32766:
+        # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": existing,
+                "producer_epoch": epoch + 1}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "producer_id": broker.state.producer_ids.allocate(), "producer_epoch": 0}

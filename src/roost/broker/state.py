@@ -1,0 +1,140 @@
+"""The broker's local state: topics, the partitions it hosts, their logs, and the upkeep loops.
+
+Handlers (roost.broker.handlers) read and change this; it knows nothing about the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from roost.broker.flusher import GroupCommitter
+from roost.broker.partition import Partition
+from roost.broker.producer_ids import ProducerIdAllocator
+from roost.broker.topics import TopicInfo, TopicStore
+from roost.config import BrokerConfig
+from roost.log import LogConfig, PartitionLog
+
+log = logging.getLogger("roost.broker")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def log_config_from_topic(configs: dict[str, Any]) -> LogConfig:
+    return LogConfig(
+        segment_bytes=configs["segment.bytes"],
+        segment_ms=configs["segment.ms"],
+        retention_ms=configs["retention.ms"],
+        retention_bytes=configs["retention.bytes"],
+        index_interval_bytes=configs["index.interval.bytes"],
+        max_message_bytes=configs["max.message.bytes"],
+        flush_interval_messages=configs["flush.messages"],
+        flush_interval_ms=configs["flush.ms"],
+    )
+
+
+class BrokerState:
+    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.broker_id: int = config["broker.id"]
+        self.topics = TopicStore(data_dir / "meta" / "topics.json")
+        self.producer_ids = ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.committer = GroupCommitter()
+        self._upkeep: list[asyncio.Task[None]] = []
+        for info in self.topics:
+            self._open_partitions(info, range(info.partitions))
+
+    # topics -----------------------------------------------------------------------------------
+    def effective_configs(self, info: TopicInfo) -> dict[str, Any]:
+        configs = self.config.topic_defaults()
+        configs.update(info.configs)
+        return configs
+
+    def _partition_dir(self, topic: str, index: int) -> Path:
+        return self.data_dir / "logs" / f"{topic}-{index}"
+
+    def _open_partitions(self, info: TopicInfo, indexes: range) -> None:
+        configs = self.effective_configs(info)
+        log_config = log_config_from_topic(configs)
+        for index in indexes:
+            plog = PartitionLog.open(self._partition_dir(info.name, index), log_config, now_ms)
+            self.partitions[(info.name, index)] = Partition(info.name, index, plog, configs)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any]) -> TopicInfo:
+        info = self.topics.add(name, partitions, configs)
+        self._open_partitions(info, range(partitions))
+        log.info("created topic %s with %d partitions %s", name, partitions, configs or "")
+        return info
+
+    def add_partitions(self, name: str, total: int) -> None:
+        info = self.topics.get(name)
+        assert info is not None and total > info.partitions
+        old = info.partitions
+        self.topics.set_partitions(name, total)
+        self._open_partitions(info, range(old, total))
+        log.info("topic %s now has %d partitions", name, total)
+
+    def delete_topic(self, name: str) -> None:
+        info = self.topics.remove(name)
+        for index in range(info.partitions):
+            partition = self.partitions.pop((name, index), None)
+            if partition is not None:
+                partition.wake_waiters()
+                partition.log.close()
+            shutil.rmtree(self._partition_dir(name, index), ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    # upkeep -----------------------------------------------------------------------------------
+    def start_upkeep(self) -> None:
+        self._upkeep.append(asyncio.ensure_future(self._retention_loop()))
+        self._upkeep.append(asyncio.ensure_future(self._periodic_flush_loop()))
+
+    async def _retention_loop(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.apply_retention()
+
+    def apply_retention(self) -> int:
+        deleted = 0
+        for partition in list(self.partitions.values()):
+            try:
+                partition.log.roll_if_due()
+                deleted += partition.log.apply_retention()
+            except OSError:
+                log.exception("retention failed for %s-%d", partition.topic, partition.index)
+        return deleted
+
+    async def _periodic_flush_loop(self) -> None:
+        # flush.ms: every partition whose interval is finite is flushed at least that often.
+        while True:
+            intervals = [p.configs["flush.ms"] for p in self.partitions.values()]
+            finite = [i for i in intervals if i < 2**62]
+            await asyncio.sleep(min([*finite, 1000]) / 1000)
+            due = [self.committer.request(p.log) for p in list(self.partitions.values())
+                   if p.configs["flush.ms"] < 2**62]
+            if due:
+                await asyncio.gather(*due, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in self._upkeep:
+            task.cancel()
+        for task in self._upkeep:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for partition in self.partitions.values():
+            partition.wake_waiters()
+            partition.log.close()
+        self.partitions.clear()

@@ -1,0 +1,236 @@
+"""Broker settings: one registry, Kafka's names, loaded from defaults, a TOML file and CLI flags.
+
+Every setting has a type, a default and a check. The same registry drives the TOML loader, the
+command-line flags (`--num.partitions 3` or `--num-partitions 3`) and the per-topic configs that
+CreateTopics and DescribeConfigs use, so a name means one thing everywhere. A bad value is refused
+with a message that names the setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INT64_MAX = 2**63 - 1
+DAY_MS = 24 * 3600 * 1000
+
+
+class ConfigError(ValueError):
+    """A setting's name or value is not acceptable; the message names the setting."""
+
+
+Check = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
+
+
+def at_least(low: int) -> Check:
+    return lambda value: None if value >= low else f"must be >= {low}"
+
+
+def between(low: int, high: int) -> Check:
+    return lambda value: None if low <= value <= high else f"must be between {low} and {high}"
+
+
+def one_of(*choices: str) -> Check:
+    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
+
+
+def minus_one_or_at_least(low: int) -> Check:
+    return lambda value: None if value == -1 or value >= low else f"must be -1 or >= {low}"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type
+    default: Any
+    help: str
+    check: Check | None = None
+    topic_name: str | None = None  # the per-topic override's name, where Kafka has one
+
+    def parse(self, raw: Any, source: str) -> Any:
+        """Convert `raw` (from TOML or a flag string) to this setting's type and check it."""
+        value = self._convert(raw, source)
+        if self.check is not None:
+            complaint = self.check(value)
+            if complaint:
+                raise ConfigError(f"{source}: setting '{self.name}' = {raw!r} {complaint}")
+        return value
+
+    def _convert(self, raw: Any, source: str) -> Any:
+        problem = f"{source}: setting '{self.name}' expects {self.kind.__name__}, got {raw!r}"
+        if self.kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.lower() in ("true", "false"):
+                return raw.lower() == "true"
+            raise ConfigError(problem)
+        if self.kind is int:
+            if isinstance(raw, bool):
+                raise ConfigError(problem)
+            if isinstance(raw, int):
+                return raw
+            if isinstance(raw, str):
+                try:
+                    return int(raw.strip())
+                except ValueError:
+                    raise ConfigError(problem) from None
+            raise ConfigError(problem)
+        if self.kind is str:
+            if isinstance(raw, str):
+                return raw
+            raise ConfigError(problem)
+        raise AssertionError(f"unsupported setting kind {self.kind}")
+
+
+BROKER_SETTINGS: tuple[Setting, ...] = (
+    Setting("broker.id", int, 0, "this broker's node id", at_least(0)),
+    Setting("num.partitions", int, 1, "partitions of an auto-created topic", between(1, 10000)),
+    Setting("default.replication.factor", int, 1, "replicas of an auto-created topic", between(1, 32)),
+    Setting("auto.create.topics.enable", bool, True, "create a topic on first Metadata/Produce for it"),
+    Setting("delete.topic.enable", bool, True, "allow DeleteTopics"),
+    Setting("min.insync.replicas", int, 1, "replicas that must have a write for acks=all",
+            at_least(1), topic_name="min.insync.replicas"),
+    Setting("log.retention.ms", int, 7 * DAY_MS, "delete segments older than this (-1: keep)",
+            minus_one_or_at_least(1), topic_name="retention.ms"),
+    Setting("log.retention.bytes", int, -1, "delete old segments past this size per partition (-1: no limit)",
+            minus_one_or_at_least(0), topic_name="retention.bytes"),
+    Setting("log.segment.bytes", int, 1 << 30, "roll a segment at this size",
+            between(100, 2**31 - 1), topic_name="segment.bytes"),
+    Setting("log.roll.ms", int, 7 * DAY_MS, "roll a segment at this age", at_least(1), topic_name="segment.ms"),
+    Setting("log.index.interval.bytes", int, 4096, "bytes between sparse index entries",
+            at_least(0), topic_name="index.interval.bytes"),
+    Setting("log.flush.interval.messages", int, INT64_MAX,
+            "fsync after this many appended batches; 1 means fsync before every acknowledgement",
+            at_least(1), topic_name="flush.messages"),
+    Setting("log.flush.interval.ms", int, INT64_MAX, "fsync dirty logs at least this often",
+            at_least(0), topic_name="flush.ms"),
+    Setting("log.cleanup.policy", str, "delete", "delete or compact old data",
+            one_of("delete", "compact", "compact,delete", "delete,compact"), topic_name="cleanup.policy"),
+    Setting("log.retention.check.interval.ms", int, 300_000, "how often retention runs", at_least(1)),
+    Setting("log.message.timestamp.type", str, "CreateTime", "timestamp stored with records",
+            one_of("CreateTime", "LogAppendTime"), topic_name="message.timestamp.type"),
+    Setting("message.max.bytes", int, 1048588, "largest record batch accepted",
+            at_least(0), topic_name="max.message.bytes"),
+    Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "largest request frame accepted",
+            between(1024, 2**31 - 1)),
+    Setting("max.connections", int, 1000, "client connections accepted at once", at_least(1)),
+    Setting("queued.max.requests", int, 100, "requests in flight per connection before reading pauses",
+            at_least(1)),
+    Setting("connection.max.buffered.bytes", int, 256 * 1024 * 1024,
+            "response bytes queued per connection before reading pauses", at_least(1024)),
+    Setting("group.min.session.timeout.ms", int, 6000, "smallest consumer session timeout", at_least(1)),
+    Setting("group.max.session.timeout.ms", int, 1_800_000, "largest consumer session timeout", at_least(1)),
+    Setting("group.initial.rebalance.delay.ms", int, 3000,
+            "wait this long for more members before the first rebalance of an empty group", at_least(0)),
+    Setting("group.max.size", int, 10000, "members per consumer group", at_least(1)),
+    Setting("offsets.topic.num.partitions", int, 10, "partitions of __consumer_offsets", between(1, 1000)),
+    Setting("offsets.topic.segment.bytes", int, 100 * 1024 * 1024, "segment size of __consumer_offsets",
+            at_least(1024)),
+    Setting("offsets.retention.minutes", int, 7 * 24 * 60, "keep committed offsets of empty groups this long",
+            at_least(1)),
+    Setting("offsets.commit.timeout.ms", int, 5000, "how long an offset commit waits to be durable", at_least(1)),
+)
+
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}
+
+# Per-topic configs (CreateTopics, DescribeConfigs): Kafka's topic-level names and the broker
+# setting that supplies each default.
+TOPIC_SETTINGS: dict[str, Setting] = {s.topic_name: s for s in BROKER_SETTINGS if s.topic_name}
+# Topic configs Kafka has that only take one value here; stored so clients that set them work.
+FIXED_TOPIC_CONFIGS: dict[str, str] = {"compression.type": "producer"}
+
+
+def flatten_toml(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML turns `log.retention.ms = 5` into nested tables; Kafka names are dotted strings."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_toml(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """A complete, checked set of broker settings."""
+
+    values: Mapping[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @classmethod
+    def build(cls, layers: Iterable[tuple[str, Mapping[str, Any]]]) -> BrokerConfig:
+        """Apply (source, {name: raw}) layers over the defaults, later layers winning."""
+        values = {s.name: s.default for s in BROKER_SETTINGS}
+        for source, layer in layers:
+            for name, raw in layer.items():
+                setting = SETTINGS_BY_NAME.get(name)
+                if setting is None:
+                    raise ConfigError(f"{source}: unknown setting '{name}'")
+                values[name] = setting.parse(raw, source)
+        config = cls(values)
+        config._check_relations()
+        return config
+
+    def _check_relations(self) -> None:
+        if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
+            raise ConfigError(
+                "setting 'group.min.session.timeout.ms' must not exceed 'group.max.session.timeout.ms'"
+            )
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """The topic-level configs a new topic gets when it overrides nothing."""
+        return {topic_name: self.values[s.name] for topic_name, s in TOPIC_SETTINGS.items()}
+
+
+def parse_topic_configs(raw: Mapping[str, str | None], source: str) -> dict[str, Any]:
+    """Check per-topic overrides from CreateTopics; raise ConfigError naming a bad one."""
+    parsed: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name in FIXED_TOPIC_CONFIGS:
+            if value is not None and value != FIXED_TOPIC_CONFIGS[name]:
+                raise ConfigError(f"{source}: topic config '{name}' only supports {FIXED_TOPIC_CONFIGS[name]!r}")
+            continue
+        setting = TOPIC_SETTINGS.get(name)
+        if setting is None:
+            raise ConfigError(f"{source}: unknown topic config '{name}'")
+        if value is None:
+            continue
+        parsed[name] = setting.parse(value, source)
+    return parsed
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return flatten_toml(tomllib.load(handle))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, spelled with dots (Kafka's name) or dashes."""
+    group = parser.add_argument_group("broker settings (Kafka's names; also accepted in the TOML file)")
+    for setting in BROKER_SETTINGS:
+        dashed = setting.name.replace(".", "-")
+        group.add_argument(
+            f"--{setting.name}", f"--{dashed}", dest=f"setting:{setting.name}", metavar="VALUE",
+            default=None, help=f"{setting.help} (default {setting.default})",
+        )
+
+
+def flag_layer(args: argparse.Namespace) -> dict[str, str]:
+    return {
+        name.removeprefix("setting:"): value
+        for name, value in vars(args).items()
+        if name.startswith("setting:") and value is not None
+    }
