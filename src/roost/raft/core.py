@@ -1,0 +1,779 @@
+"""Raft as a pure state machine (sans-IO), in the style of etcd-io/raft.
+
+Inputs: `step(message)`, `tick()`, `propose(data, request_id)`, `read_index(request_id)`, and
+`advance(ready)` once the caller has made a Ready durable. Outputs: `ready()` returns what to
+persist, what to send and what to apply. No clock, no sockets, no disk: the caller owns time (ticks),
+randomness (a seeded `random.Random`), storage and transport.
+
+The caller's loop, for each Ready:
+  1. send `ready.early_messages` (a leader's appends may go out before its own fsync, Raft thesis
+     §10.2.1);
+  2. persist `ready.snapshot`, `ready.entries` (overwriting from their first index) and
+     `ready.hard_state`; fsync if `ready.must_sync`;
+  3. `advance(ready)`;
+  4. send `ready.messages` (votes and acknowledgements promise what is now durable);
+  5. restore `ready.snapshot` into the state machine, then apply `ready.committed_entries`.
+
+Features: pre-vote, randomised election timeouts, check-quorum with a leader lease (members that
+heard from a leader recently ignore vote requests), fast log back-off with (index, term) hints,
+commit by counting only entries of the current term with a no-op entry opening each term,
+snapshots (InstallSnapshot) for members behind the compaction point, ReadIndex read barriers, and
+forwarding of proposals and reads from followers to the leader. Membership is static.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from roost.raft.log import RaftLog
+from roost.raft.messages import (
+    TERMLESS,
+    Entry,
+    EntryKind,
+    HardState,
+    Message,
+    MessageType,
+    Snapshot,
+)
+
+
+class Role(enum.Enum):
+    FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre-candidate"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    election_ticks: int = 10  # a follower campaigns after [election_ticks, 2 * election_ticks) quiet ticks
+    heartbeat_ticks: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_append_entries: int = 512
+    max_append_bytes: int = 1 << 20
+    max_inflight_appends: int = 64
+    snapshot_retry_ticks: int = 30  # resend a snapshot that got no answer after this many ticks
+    max_pending_forwards: int = 4096  # proposals queued on a follower before it refuses more
+
+    def __post_init__(self) -> None:
+        assert self.election_ticks > self.heartbeat_ticks >= 1
+        assert self.max_append_entries >= 1 and self.max_inflight_appends >= 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalResult:
+    """Where a proposal landed in the log (term, index), or `index == 0` if it was refused."""
+
+    request_id: int
+    term: int
+    index: int
+
+    @property
+    def refused(self) -> bool:
+        return self.index == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReadState:
+    """A read barrier: once applied >= `index` a read sees every write committed before the
+    request. `index == -1` means refused (no leader, or leadership lost)."""
+
+    request_id: int
+    index: int
+
+    @property
+    def refused(self) -> bool:
+        return self.index < 0
+
+
+@dataclass(slots=True)
+class Ready:
+    hard_state: HardState | None = None
+    entries: list[Entry] = field(default_factory=list)
+    snapshot: Snapshot | None = None
+    early_messages: list[Message] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    committed_entries: list[Entry] = field(default_factory=list)
+    read_states: list[ReadState] = field(default_factory=list)
+    proposal_results: list[ProposalResult] = field(default_factory=list)
+    must_sync: bool = False
+
+
+class ProgressState(enum.Enum):
+    PROBE = "probe"  # one append at a time until we find where the follower's log matches
+    REPLICATE = "replicate"  # pipelined appends, up to max_inflight_appends
+    SNAPSHOT = "snapshot"  # a snapshot is on its way; wait for its acknowledgement
+
+
+@dataclass(slots=True)
+class Progress:
+    """The leader's view of one follower."""
+
+    next: int
+    match: int = 0
+    state: ProgressState = ProgressState.PROBE
+    probe_sent: bool = False
+    inflight: deque[int] = field(default_factory=deque)
+    pending_snapshot: int = 0
+    snapshot_ticks: int = 0
+    recent_active: bool = False
+    read_ack: int = 0  # highest read-index round this follower acknowledged
+
+    def become_probe(self) -> None:
+        if self.state is ProgressState.SNAPSHOT:
+            self.next = max(self.match + 1, self.pending_snapshot + 1)
+        else:
+            self.next = self.match + 1
+        self.state = ProgressState.PROBE
+        self.probe_sent = False
+        self.inflight.clear()
+        self.pending_snapshot = 0
+
+    def become_replicate(self) -> None:
+        self.state = ProgressState.REPLICATE
+        self.next = self.match + 1
+        self.probe_sent = False
+        self.inflight.clear()
+
+    def become_snapshot(self, index: int) -> None:
+        self.state = ProgressState.SNAPSHOT
+        self.pending_snapshot = index
+        self.snapshot_ticks = 0
+        self.inflight.clear()
+
+    def paused(self, max_inflight: int) -> bool:
+        if self.state is ProgressState.PROBE:
+            return self.probe_sent
+        if self.state is ProgressState.REPLICATE:
+            return len(self.inflight) >= max_inflight
+        return True
+
+    def update(self, index: int) -> bool:
+        """An acknowledgement up to `index`; False if it told us nothing new."""
+        updated = index > self.match
+        if updated:
+            self.match = index
+            self.probe_sent = False
+        self.next = max(self.next, index + 1)
+        while self.inflight and self.inflight[0] <= index:
+            self.inflight.popleft()
+        return updated
+
+    def decrease_to(self, rejected: int, match_hint: int) -> bool:
+        """A rejected append at `rejected`; False if the rejection is stale."""
+        if self.state is ProgressState.REPLICATE:
+            if rejected <= self.match:
+                return False
+            self.next = self.match + 1
+            return True
+        if self.next - 1 != rejected:
+            return False
+        self.next = max(min(rejected, match_hint + 1), self.match + 1)
+        self.probe_sent = False
+        return True
+
+
+@dataclass(slots=True)
+class _PendingRead:
+    round: int  # heartbeat round whose quorum acknowledgement confirms our leadership
+    index: int  # commit index at the time of the request
+    requester: int
+    request_id: int
+
+
+class RaftCore:
+    def __init__(
+        self,
+        node_id: int,
+        members: Iterable[int],
+        config: RaftConfig,
+        rng: random.Random,
+        *,
+        hard_state: HardState | None = None,
+        snapshot: Snapshot | None = None,
+        entries: Sequence[Entry] = (),
+    ) -> None:
+        self.id = node_id
+        self.members: tuple[int, ...] = tuple(sorted(set(members)))
+        assert node_id in self.members and node_id > 0
+        assert len(self.members) % 2 == 1, "an ensemble has an odd number of members"
+        self.peers: tuple[int, ...] = tuple(m for m in self.members if m != node_id)
+        self.quorum = len(self.members) // 2 + 1
+        self.config = config
+        self.rng = rng
+        hard_state = hard_state or HardState()
+        self.term = hard_state.term
+        self.vote = hard_state.vote
+        self.log = RaftLog(snapshot, entries, hard_state.commit)
+        self.snapshot: Snapshot | None = snapshot  # the latest, to send to members behind the log
+        self.role = Role.FOLLOWER
+        self.leader: int | None = None
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_election_timeout = 0
+        self._reset_election_timeout()
+        self.votes: dict[int, bool] = {}
+        self.progress: dict[int, Progress] = {}
+        self._msgs: list[Message] = []
+        self._early_msgs: list[Message] = []
+        self._prev_hard_state = HardState(self.term, self.vote, self.log.commit)
+        self._pending_snapshot: Snapshot | None = None
+        self._read_states: list[ReadState] = []
+        self._proposal_results: list[ProposalResult] = []
+        self._forwards: list[tuple[int, bytes]] = []  # follower: proposals to forward to the leader
+        self._forward_reads: list[int] = []  # follower: read requests to forward
+        self._broadcast_needed = False
+        self._read_round = 0
+        self._read_round_sent = 0
+        self._pending_reads: deque[_PendingRead] = deque()
+        self._deferred_reads: list[_PendingRead] = []  # until a current-term entry commits
+
+    # --- status ------------------------------------------------------------------------------
+
+    @property
+    def commit(self) -> int:
+        return self.log.commit
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def hard_state(self) -> HardState:
+        return HardState(self.term, self.vote, self.log.commit)
+
+    # --- inputs ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        if self.role is Role.LEADER:
+            self._tick_leader()
+        else:
+            self.election_elapsed += 1
+            if self.election_elapsed >= self.randomized_election_timeout:
+                self.election_elapsed = 0
+                self.campaign()
+
+    def campaign(self, transfer: bool = False) -> None:
+        """Start an election: a pre-vote round first, unless this is a leader transfer (which
+        also asks voters to ignore their lease)."""
+        if self.role is Role.LEADER:
+            return
+        self._start_election(pre=self.config.pre_vote and not transfer, transfer=transfer)
+
+    def _start_election(self, pre: bool, transfer: bool) -> None:
+        if pre:
+            self._become_pre_candidate()
+            vote_type, term = MessageType.PREVOTE, self.term + 1
+        else:
+            self._become_candidate()
+            vote_type, term = MessageType.VOTE, self.term
+        if self._tally(self.id, True) is True:
+            self._win_round()
+            return
+        for peer in self.peers:
+            self._send(Message(vote_type, self.id, peer, term=term, index=self.log.last_index,
+                               log_term=self.log.last_term, context=1 if transfer else 0))
+
+    def propose(self, data: bytes, request_id: int) -> bool:
+        """Propose `data`; its ProposalResult comes in a later Ready. False if no leader is known
+        (the caller may wait for one and retry)."""
+        if self.role is Role.LEADER:
+            index = self._append_local([data])
+            self._proposal_results.append(ProposalResult(request_id, self.term, index))
+            return True
+        if self.leader is None or len(self._forwards) >= self.config.max_pending_forwards:
+            return False
+        self._forwards.append((request_id, data))
+        return True
+
+    def read_index(self, request_id: int) -> bool:
+        """Ask for a read barrier; its ReadState comes in a later Ready. False if no leader."""
+        if self.role is Role.LEADER:
+            self._leader_read(self.id, request_id)
+            return True
+        if self.leader is None:
+            return False
+        self._forward_reads.append(request_id)
+        return True
+
+    def transfer_leadership(self, to: int) -> bool:
+        """Ask an up-to-date follower to campaign at once (it skips pre-vote and the lease)."""
+        if self.role is not Role.LEADER or to not in self.peers:
+            return False
+        if self.progress[to].match != self.log.last_index:
+            self._send_append(to)
+            return False
+        self._send(Message(MessageType.TIMEOUT_NOW, self.id, to, term=self.term))
+        return True
+
+    def step(self, m: Message) -> None:
+        assert m.dst == self.id, f"message for {m.dst} stepped into {self.id}"
+        if m.src not in self.peers:
+            return  # not a member of this ensemble
+        if m.type in TERMLESS:
+            self._step_termless(m)
+            return
+        if m.term > self.term:
+            if m.type in (MessageType.VOTE, MessageType.PREVOTE):
+                transfer = m.type is MessageType.VOTE and m.context == 1
+                in_lease = (self.config.check_quorum and self.leader is not None
+                            and self.election_elapsed < self.config.election_ticks)
+                if in_lease and not transfer:
+                    return  # we heard from a live leader recently: do not let a straggler disrupt it
+            if m.type is MessageType.PREVOTE or (m.type is MessageType.PREVOTE_RESP and not m.reject):
+                pass  # a pre-vote never changes anyone's term
+            elif m.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
+                self._become_follower(m.term, m.src)
+            else:
+                self._become_follower(m.term, None)
+        elif m.term < self.term:
+            if m.type in (MessageType.APPEND, MessageType.HEARTBEAT):
+                # A stale leader (e.g. back from a partition): tell it our term so that it steps down.
+                self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term))
+            elif m.type is MessageType.PREVOTE:
+                self._send(Message(MessageType.PREVOTE_RESP, self.id, m.src, term=self.term, reject=True))
+            return
+        if m.type in (MessageType.VOTE, MessageType.PREVOTE):
+            self._handle_vote_request(m)
+        elif self.role is Role.LEADER:
+            self._step_leader(m)
+        elif self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
+            self._step_candidate(m)
+        else:
+            self._step_follower(m)
+
+    def compact(self, snapshot: Snapshot, keep_entries: int = 0) -> None:
+        """The caller took (and made durable) a snapshot of the applied state at `snapshot.index`:
+        remember it for lagging members and forget log entries up to `index - keep_entries`."""
+        assert snapshot.index <= self.log.applied_handed
+        assert self.log.term(snapshot.index) in (snapshot.term, None)
+        if self.snapshot is not None and snapshot.index <= self.snapshot.index:
+            return
+        self.snapshot = snapshot
+        self.log.compact(max(0, min(snapshot.index - keep_entries, self.log.persisted)))
+
+    # --- outputs -----------------------------------------------------------------------------
+
+    def has_ready(self) -> bool:
+        log = self.log
+        return bool(
+            self._msgs or self._early_msgs or self._pending_snapshot or self._read_states
+            or self._proposal_results or self._forwards or self._forward_reads or self._broadcast_needed
+            or self._read_round_sent < self._read_round
+            or log.handed < log.last_index or min(log.commit, log.handed) > log.applied_handed
+            or self.hard_state() != self._prev_hard_state
+        )
+
+    def ready(self) -> Ready:
+        self._flush()
+        hard_state = self.hard_state()
+        rd = Ready()
+        if hard_state != self._prev_hard_state:
+            rd.hard_state = hard_state
+            prev = self._prev_hard_state
+            rd.must_sync = (hard_state.term, hard_state.vote) != (prev.term, prev.vote)
+        rd.snapshot, self._pending_snapshot = self._pending_snapshot, None
+        rd.entries = self.log.take_unstable()
+        rd.must_sync = rd.must_sync or bool(rd.entries) or rd.snapshot is not None
+        rd.committed_entries = self.log.take_committed()
+        rd.early_messages, self._early_msgs = self._early_msgs, []
+        rd.messages, self._msgs = self._msgs, []
+        rd.read_states, self._read_states = self._read_states, []
+        rd.proposal_results, self._proposal_results = self._proposal_results, []
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The caller made `rd` durable (and is about to send and apply it)."""
+        if rd.hard_state is not None:
+            self._prev_hard_state = rd.hard_state
+        if rd.entries:
+            last = rd.entries[-1]
+            self.log.stable_to(last.index, last.term)
+        if self.role is Role.LEADER and self._maybe_commit():
+            self._broadcast_needed = True
+
+    # --- roles -------------------------------------------------------------------------------
+
+    def _reset(self, term: int) -> None:
+        if term != self.term:
+            assert term > self.term, f"term went back from {self.term} to {term}"
+            self.term = term
+            self.vote = 0
+        self.leader = None
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self._reset_election_timeout()
+        self.votes = {}
+        self._fail_leader_reads()
+
+    def _reset_election_timeout(self) -> None:
+        ticks = self.config.election_ticks
+        self.randomized_election_timeout = ticks + self.rng.randrange(ticks)
+
+    def _become_follower(self, term: int, leader: int | None) -> None:
+        self._reset(term)
+        self.role = Role.FOLLOWER
+        self.leader = leader
+
+    def _become_pre_candidate(self) -> None:
+        self.role = Role.PRE_CANDIDATE
+        self.votes = {}
+        self.leader = None
+
+    def _become_candidate(self) -> None:
+        self._reset(self.term + 1)
+        self.role = Role.CANDIDATE
+        self.vote = self.id
+
+    def _become_leader(self) -> None:
+        assert self.role is Role.CANDIDATE
+        self._reset(self.term)
+        self.role = Role.LEADER
+        self.leader = self.id
+        last = self.log.last_index
+        self.progress = {p: Progress(next=last + 1) for p in self.peers}
+        for pr in self.progress.values():
+            pr.recent_active = True  # give every follower a full election timeout to answer
+        self._append_local([b""], kind=EntryKind.NOOP)
+
+    def _win_round(self) -> None:
+        if self.role is Role.PRE_CANDIDATE:
+            self._start_election(pre=False, transfer=False)
+        else:
+            self._become_leader()
+
+    def _tally(self, voter: int, granted: bool) -> bool | None:
+        """Record a vote; True once won, False once lost, None while undecided."""
+        self.votes.setdefault(voter, granted)
+        yes = sum(1 for v in self.votes.values() if v)
+        if yes >= self.quorum:
+            return True
+        if len(self.votes) - yes >= self.quorum:
+            return False
+        return None
+
+    # --- message handling --------------------------------------------------------------------
+
+    def _handle_vote_request(self, m: Message) -> None:
+        is_pre = m.type is MessageType.PREVOTE
+        resp_type = MessageType.PREVOTE_RESP if is_pre else MessageType.VOTE_RESP
+        can_vote = (
+            self.vote == m.src
+            or (self.vote == 0 and self.leader is None)
+            or (is_pre and m.term > self.term)
+        )
+        if can_vote and self.log.is_up_to_date(m.index, m.log_term):
+            self._send(Message(resp_type, self.id, m.src, term=m.term))
+            if not is_pre:
+                assert m.term == self.term
+                assert self.vote in (0, m.src), "two votes in one term"
+                self.vote = m.src
+                self.election_elapsed = 0
+        else:
+            self._send(Message(resp_type, self.id, m.src, term=self.term, reject=True))
+
+    def _step_follower(self, m: Message) -> None:
+        if m.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
+            self.election_elapsed = 0
+            self.leader = m.src
+            if m.type is MessageType.APPEND:
+                self._handle_append(m)
+            elif m.type is MessageType.HEARTBEAT:
+                self._handle_heartbeat(m)
+            else:
+                self._handle_snapshot(m)
+        elif m.type is MessageType.TIMEOUT_NOW:
+            self.campaign(transfer=True)
+
+    def _step_candidate(self, m: Message) -> None:
+        if m.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
+            self._become_follower(m.term, m.src)
+            self._step_follower(m)
+            return
+        expected = MessageType.PREVOTE_RESP if self.role is Role.PRE_CANDIDATE else MessageType.VOTE_RESP
+        if m.type is not expected:
+            return
+        outcome = self._tally(m.src, not m.reject)
+        if outcome is True:
+            self._win_round()
+        elif outcome is False:
+            self._become_follower(self.term, None)
+
+    def _handle_append(self, m: Message) -> None:
+        log = self.log
+        if m.index < log.commit:
+            self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=log.commit))
+            return
+        if log.match_term(m.index, m.log_term):
+            log.append_from_leader(m.index, m.entries)
+            last_new = m.index + len(m.entries)
+            log.commit_to(min(m.commit, last_new))
+            self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=last_new))
+            return
+        hint_index = log.find_conflict_by_term(min(m.index, log.last_index), m.log_term)
+        hint_term = log.term(hint_index)
+        assert hint_term is not None
+        self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=m.index,
+                           reject=True, hint_index=hint_index, hint_term=hint_term))
+
+    def _handle_heartbeat(self, m: Message) -> None:
+        self.log.commit_to(min(m.commit, self.log.last_index))
+        self._send(Message(MessageType.HEARTBEAT_RESP, self.id, m.src, term=self.term, context=m.context))
+
+    def _handle_snapshot(self, m: Message) -> None:
+        snap = m.snapshot
+        assert snap is not None
+        log = self.log
+        if snap.index <= log.commit:
+            self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=log.commit))
+            return
+        if log.match_term(snap.index, snap.term):
+            # We have the snapshot's last entry, so everything up to it: just commit that far.
+            log.commit_to(snap.index)
+            self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=log.commit))
+            return
+        log.restore(snap)
+        self.snapshot = snap
+        self._pending_snapshot = snap
+        self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=snap.index))
+
+    def _step_termless(self, m: Message) -> None:
+        if m.type is MessageType.PROPOSE:
+            if self.role is not Role.LEADER:
+                self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, reject=True,
+                                   request_ids=m.request_ids))
+                return
+            first = self._append_local([e.data for e in m.entries])
+            self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, index=first, log_term=self.term,
+                               request_ids=m.request_ids))
+        elif m.type is MessageType.PROPOSE_RESP:
+            for k, request_id in enumerate(m.request_ids):
+                if m.reject:
+                    self._proposal_results.append(ProposalResult(request_id, 0, 0))
+                else:
+                    self._proposal_results.append(ProposalResult(request_id, m.log_term, m.index + k))
+        elif m.type is MessageType.READ_INDEX:
+            if self.role is Role.LEADER:
+                self._leader_read(m.src, m.context)
+            else:
+                self._send(Message(MessageType.READ_INDEX_RESP, self.id, m.src, context=m.context, reject=True))
+        elif m.type is MessageType.READ_INDEX_RESP:
+            self._read_states.append(ReadState(m.context, -1 if m.reject else m.index))
+
+    # --- leader ------------------------------------------------------------------------------
+
+    def _append_local(self, datas: Sequence[bytes], kind: EntryKind = EntryKind.NORMAL) -> int:
+        """Append entries at our term; returns the first one's index."""
+        assert self.role is Role.LEADER
+        first = self.log.last_index + 1
+        self.log.append(Entry(self.term, first + k, data, kind) for k, data in enumerate(datas))
+        self._broadcast_needed = True
+        if not self.peers:
+            pass  # a lone member commits on advance(), once the entries are durable
+        return first
+
+    def _tick_leader(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.config.election_ticks:
+            self.election_elapsed = 0
+            if self.config.check_quorum:
+                active = 1 + sum(1 for pr in self.progress.values() if pr.recent_active)
+                for pr in self.progress.values():
+                    pr.recent_active = False
+                if active < self.quorum:
+                    self._become_follower(self.term, None)  # lease lost: stop serving reads/writes
+                    return
+        for peer, pr in self.progress.items():
+            if pr.state is ProgressState.SNAPSHOT:
+                pr.snapshot_ticks += 1
+                if pr.snapshot_ticks > self.config.snapshot_retry_ticks:
+                    pr.become_probe()
+                    self._send_append(peer)
+        if self.heartbeat_elapsed >= self.config.heartbeat_ticks:
+            self.heartbeat_elapsed = 0
+            self._broadcast_heartbeat()
+
+    def _broadcast_heartbeat(self) -> None:
+        self._read_round_sent = self._read_round
+        for peer, pr in self.progress.items():
+            commit = min(pr.match, self.log.commit)
+            self._send(Message(MessageType.HEARTBEAT, self.id, peer, term=self.term, commit=commit,
+                               context=self._read_round))
+
+    def _send_append(self, peer: int, send_if_empty: bool = True) -> bool:
+        pr = self.progress[peer]
+        if pr.paused(self.config.max_inflight_appends):
+            return False
+        log = self.log
+        prev = pr.next - 1
+        prev_term = log.term(prev)
+        if prev_term is None:
+            return self._send_snapshot(peer, pr)
+        entries: list[Entry] = []
+        if pr.next <= log.last_index:
+            entries = log.slice(pr.next, self.config.max_append_entries, self.config.max_append_bytes)
+        if not entries and not send_if_empty:
+            return False
+        self._send(Message(MessageType.APPEND, self.id, peer, term=self.term, index=prev, log_term=prev_term,
+                           entries=tuple(entries), commit=log.commit))
+        if pr.state is ProgressState.REPLICATE:
+            if entries:
+                pr.next = entries[-1].index + 1
+                pr.inflight.append(entries[-1].index)
+        else:
+            pr.probe_sent = True
+        return True
+
+    def _send_snapshot(self, peer: int, pr: Progress) -> bool:
+        snap = self.snapshot
+        assert snap is not None and snap.index >= self.log.offset, "entries compacted without a snapshot"
+        self._send(Message(MessageType.SNAPSHOT, self.id, peer, term=self.term, snapshot=snap))
+        pr.become_snapshot(snap.index)
+        return True
+
+    def _broadcast_append(self) -> None:
+        for peer in self.peers:
+            self._send_append(peer, send_if_empty=False)
+
+    def _step_leader(self, m: Message) -> None:
+        pr = self.progress.get(m.src)
+        if pr is None:
+            return
+        if m.type is MessageType.APPEND_RESP:
+            pr.recent_active = True
+            if m.reject:
+                match_hint = m.hint_index
+                if m.hint_term > 0:
+                    match_hint = self.log.find_conflict_by_term(m.hint_index, m.hint_term)
+                if pr.decrease_to(m.index, match_hint):
+                    if pr.state is ProgressState.REPLICATE:
+                        pr.become_probe()
+                    self._send_append(m.src)
+                return
+            was_paused = pr.paused(self.config.max_inflight_appends)
+            if not pr.update(m.index):
+                return
+            if pr.state is ProgressState.PROBE:
+                pr.become_replicate()
+            elif pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot:
+                pr.become_probe()
+                pr.become_replicate()
+            if self._maybe_commit():
+                self._broadcast_needed = True
+            elif was_paused:
+                self._send_append(m.src)
+            for _ in range(self.config.max_inflight_appends):
+                if not self._send_append(m.src, send_if_empty=False):
+                    break
+        elif m.type is MessageType.HEARTBEAT_RESP:
+            pr.recent_active = True
+            pr.probe_sent = False
+            if pr.match < self.log.last_index and pr.state is not ProgressState.SNAPSHOT:
+                if pr.paused(self.config.max_inflight_appends) and pr.inflight:
+                    pr.inflight.popleft()
+                self._send_append(m.src)
+            if m.context > pr.read_ack:
+                pr.read_ack = m.context
+                self._release_reads()
+
+    def _maybe_commit(self) -> bool:
+        matches = sorted([self.log.persisted, *(pr.match for pr in self.progress.values())], reverse=True)
+        candidate = matches[self.quorum - 1]
+        # Raft §5.4.2: only an entry of the current term commits by counting replicas.
+        if candidate > self.log.commit and self.log.term(candidate) == self.term:
+            self.log.commit_to(candidate)
+            self._on_commit_advanced()
+            return True
+        return False
+
+    def _on_commit_advanced(self) -> None:
+        if self._deferred_reads and self.log.term(self.log.commit) == self.term:
+            deferred, self._deferred_reads = self._deferred_reads, []
+            for read in deferred:
+                self._leader_read(read.requester, read.request_id)
+
+    def _leader_read(self, requester: int, request_id: int) -> None:
+        read = _PendingRead(0, self.log.commit, requester, request_id)
+        if self.log.term(self.log.commit) != self.term:
+            # Our commit index may lag the true one until an entry of our term commits (§6.4).
+            self._deferred_reads.append(read)
+            return
+        if not self.peers:
+            self._answer_read(read)
+            return
+        self._read_round += 1
+        read.round = self._read_round
+        self._pending_reads.append(read)
+
+    def _release_reads(self) -> None:
+        while self._pending_reads:
+            read = self._pending_reads[0]
+            acks = 1 + sum(1 for pr in self.progress.values() if pr.read_ack >= read.round)
+            if acks < self.quorum:
+                return
+            self._pending_reads.popleft()
+            self._answer_read(read)
+
+    def _answer_read(self, read: _PendingRead) -> None:
+        if read.requester == self.id:
+            self._read_states.append(ReadState(read.request_id, read.index))
+        else:
+            self._send(Message(MessageType.READ_INDEX_RESP, self.id, read.requester, context=read.request_id,
+                               index=read.index))
+
+    def _fail_leader_reads(self) -> None:
+        reads = [*self._pending_reads, *self._deferred_reads]
+        self._pending_reads.clear()
+        self._deferred_reads = []
+        for read in reads:
+            if read.requester == self.id:
+                self._read_states.append(ReadState(read.request_id, -1))
+            else:
+                self._send(Message(MessageType.READ_INDEX_RESP, self.id, read.requester,
+                                   context=read.request_id, reject=True))
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _send(self, m: Message) -> None:
+        if self.role is Role.LEADER and m.type in (MessageType.APPEND, MessageType.HEARTBEAT,
+                                                   MessageType.SNAPSHOT):
+            self._early_msgs.append(m)
+        else:
+            self._msgs.append(m)
+
+    def _flush(self) -> None:
+        """Work deferred to Ready time so that many proposals in one loop iteration share messages."""
+        if self._forwards:
+            forwards, self._forwards = self._forwards, []
+            if self.role is Role.LEADER:
+                index = self._append_local([data for _, data in forwards])
+                for k, (request_id, _) in enumerate(forwards):
+                    self._proposal_results.append(ProposalResult(request_id, self.term, index + k))
+            elif self.leader is None:
+                self._proposal_results.extend(ProposalResult(rid, 0, 0) for rid, _ in forwards)
+            else:
+                self._send(Message(MessageType.PROPOSE, self.id, self.leader,
+                                   entries=tuple(Entry(0, 0, data) for _, data in forwards),
+                                   request_ids=tuple(rid for rid, _ in forwards)))
+        if self._forward_reads:
+            reads, self._forward_reads = self._forward_reads, []
+            for request_id in reads:
+                if self.role is Role.LEADER:
+                    self._leader_read(self.id, request_id)
+                elif self.leader is None:
+                    self._read_states.append(ReadState(request_id, -1))
+                else:
+                    self._send(Message(MessageType.READ_INDEX, self.id, self.leader, context=request_id))
+        if self._broadcast_needed:
+            self._broadcast_needed = False
+            if self.role is Role.LEADER:
+                self._broadcast_append()
+        if self.role is Role.LEADER and self._read_round_sent < self._read_round:
+            self._broadcast_heartbeat()
+        elif self.role is not Role.LEADER:
+            self._read_round_sent = self._read_round
