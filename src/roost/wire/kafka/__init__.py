@@ -1,0 +1,51 @@
+"""Sans-IO Kafka wire codec: requests and responses to and from plain dicts.
+
+Bodies are dicts keyed by Kafka's JSON field names in snake_case (`TopicData` -> `topic_data`).
+Decoders fill every field of the version; encoders take defaults for fields left out. `records`
+(and `bytes`) fields decode to memoryview slices of the frame; `records` encode from a buffer or a
+list of buffers that end up in the output list uncopied.
+"""
+
+from roost.wire.kafka.apis import API_NAMES, SUPPORTED_VERSIONS, ApiKey
+from roost.wire.kafka.consumer_protocol import (
+    decode_consumer_assignment,
+    decode_consumer_subscription,
+    encode_consumer_assignment,
+    encode_consumer_subscription,
+)
+from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.exceptions import KafkaCodecError, UnknownApiError, UnsupportedVersionError
+from roost.wire.kafka.framing import (
+    RequestHeader,
+    decode_request,
+    decode_response,
+    decode_struct,
+    encode_api_versions_fallback,
+    encode_request,
+    encode_response,
+    encode_struct,
+    peek_request_header,
+)
+
+__all__ = [
+    "API_NAMES",
+    "SUPPORTED_VERSIONS",
+    "ApiKey",
+    "ErrorCode",
+    "KafkaCodecError",
+    "RequestHeader",
+    "UnknownApiError",
+    "UnsupportedVersionError",
+    "decode_consumer_assignment",
+    "decode_consumer_subscription",
+    "decode_request",
+    "decode_response",
+    "decode_struct",
+    "encode_api_versions_fallback",
+    "encode_consumer_assignment",
+    "encode_consumer_subscription",
+    "encode_request",
+    "encode_response",
+    "encode_struct",
+    "peek_request_header",
+]

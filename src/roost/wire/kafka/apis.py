@@ -1,0 +1,114 @@
+"""The table of implemented APIs: keys, names, version ranges, and their compiled codecs.
+
+Codecs are compiled on first use of an (api, version) and cached; compiling is deterministic, so
+a race between two threads only compiles twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
+
+from roost.wire.kafka.compiler import StructCodec, compile_struct
+from roost.wire.kafka.exceptions import KafkaCodecError, UnknownApiError, UnsupportedVersionError
+from roost.wire.kafka.schema import Message
+from roost.wire.kafka.schemas import API_MESSAGES, EMBEDDED_STRUCTS
+
+
+class ApiKey(IntEnum):
+    """The API keys this codec implements, by Kafka's names (org.apache.kafka.common.protocol.ApiKeys)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str  # Kafka's name without the Request/Response suffix, e.g. "Produce"
+    request: Message
+    response: Message
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.request.flexible
+
+
+def _build_table() -> dict[int, Api]:
+    table: dict[int, Api] = {}
+    for request, response in API_MESSAGES:
+        assert request.api_key is not None and request.api_key == response.api_key, request.name
+        assert request.kind == "request" and response.kind == "response", request.name
+        assert (request.versions.low, request.versions.high) == \
+            (response.versions.low, response.versions.high), f"{request.name}: version ranges differ"
+        assert repr(request.flexible) == repr(response.flexible), f"{request.name}: flexible differs"
+        assert request.name.endswith("Request") and response.name == request.name[:-7] + "Response"
+        assert request.api_key not in table, f"api key {request.api_key} twice"
+        table[request.api_key] = Api(request.api_key, request.name[:-7], request, response)
+    assert set(table) == {int(key) for key in ApiKey}, "ApiKey and the schemas disagree"
+    return table
+
+
+APIS: Final = _build_table()
+API_NAMES: Final[dict[int, str]] = {key: api.name for key, api in APIS.items()}
+SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    key: (api.request.versions.low, api.request.versions.high) for key, api in APIS.items()
+}
+
+_codecs: dict[tuple[int, int, bool], tuple[StructCodec, bool]] = {}
+_struct_codecs: dict[tuple[str, int], StructCodec] = {}
+
+
+def lookup_api(api_key: int, api_version: int) -> Api:
+    """The API, or UnknownApiError / UnsupportedVersionError."""
+    api = APIS.get(api_key)
+    if api is None:
+        raise UnknownApiError(api_key)
+    if api_version not in api.request.versions:
+        raise UnsupportedVersionError(api_key, api_version)
+    return api
+
+
+def message_codec(api_key: int, api_version: int, is_request: bool) -> tuple[StructCodec, bool]:
+    """The compiled body codec of a request (or response) and whether that version is flexible."""
+    cache_key = (api_key, api_version, is_request)
+    found = _codecs.get(cache_key)
+    if found is None:
+        api = lookup_api(api_key, api_version)
+        message = api.request if is_request else api.response
+        flexible = api.is_flexible(api_version)
+        found = (compile_struct(message.name, message.fields, api_version, flexible), flexible)
+        _codecs[cache_key] = found
+    return found
+
+
+def struct_codec(name: str, version: int) -> StructCodec:
+    """The compiled codec of an embedded struct such as "ConsumerProtocolSubscription"."""
+    found = _struct_codecs.get((name, version))
+    if found is None:
+        message = EMBEDDED_STRUCTS.get(name)
+        if message is None:
+            raise KafkaCodecError(f"unknown struct {name!r}; known: {sorted(EMBEDDED_STRUCTS)}")
+        if version not in message.versions:
+            raise KafkaCodecError(f"{name} version {version} is not supported ({message.versions!r})")
+        found = compile_struct(name, message.fields, version, version in message.flexible)
+        _struct_codecs[(name, version)] = found
+    return found

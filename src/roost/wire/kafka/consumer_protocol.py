@@ -1,0 +1,33 @@
+"""The consumer protocol carried inside JoinGroup metadata and SyncGroup assignments.
+
+Clients assign partitions themselves; the broker only passes these bytes along, so these helpers
+serve tests and tools. Each value is an int16 version followed by the struct.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roost.wire.kafka.framing import decode_versioned_struct, encode_versioned_struct
+from roost.wire.kafka.primitives import Buffer
+
+SUBSCRIPTION = "ConsumerProtocolSubscription"
+ASSIGNMENT = "ConsumerProtocolAssignment"
+
+
+def decode_consumer_subscription(data: Buffer) -> tuple[int, dict[str, Any]]:
+    """(version, body) of a JoinGroup protocol's metadata: topics, user_data, owned_partitions..."""
+    return decode_versioned_struct(SUBSCRIPTION, data)
+
+
+def encode_consumer_subscription(version: int, body: dict[str, Any]) -> bytes:
+    return encode_versioned_struct(SUBSCRIPTION, version, body)
+
+
+def decode_consumer_assignment(data: Buffer) -> tuple[int, dict[str, Any]]:
+    """(version, body) of a SyncGroup assignment: assigned_partitions, user_data."""
+    return decode_versioned_struct(ASSIGNMENT, data)
+
+
+def encode_consumer_assignment(version: int, body: dict[str, Any]) -> bytes:
+    return encode_versioned_struct(ASSIGNMENT, version, body)

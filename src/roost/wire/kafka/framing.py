@@ -1,0 +1,233 @@
+"""Whole frames: request and response headers around compiled message bodies.
+
+A request frame is `size int32 | header | body`; this module's decoders take the frame *after* the
+size prefix (the transport has already cut it), and its encoders return the complete frame with
+the prefix as a list of buffers to write in order.
+
+Header versions follow the body's flexibility: request header v1 (api_key, api_version,
+correlation_id, client_id as a classic nullable string) or v2 (v1 plus a tagged-field section);
+response header v0 (correlation_id) or v1 (plus tagged fields). ApiVersions is the exception: its
+response header is always v0, so that a client that does not yet know the broker's versions can
+read it (KIP-511).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+from roost.wire.kafka.apis import ApiKey, lookup_api, message_codec, struct_codec
+from roost.wire.kafka.compiler import compile_struct
+from roost.wire.kafka.exceptions import KafkaCodecError
+from roost.wire.kafka.primitives import HEADER_FIXED, INT16, INT32, Buffer, Out, as_view
+from roost.wire.kafka.schemas import EMBEDDED_STRUCTS
+
+# What malformed bytes can make the readers raise; the entry points turn these into KafkaCodecError.
+_DECODE_FAILURES: Final = (struct.error, IndexError, ValueError, OverflowError)
+# What an unencodable body (a wrong type, an out-of-range integer) makes the writers raise.
+_ENCODE_FAILURES: Final = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
+
+# A struct with no fields, flexible: exactly a tagged-field section (header tags are all unknown).
+_HEADER_TAGS: Final = compile_struct("Header", (), 0, True)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def _read_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
+    if len(buf) < HEADER_FIXED.size + 2:
+        raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(buf, 0)
+    pos = HEADER_FIXED.size
+    (length,) = INT16.unpack_from(buf, pos)
+    pos += 2
+    client_id: str | None = None
+    if length >= 0:
+        end = pos + length
+        if end > len(buf):
+            raise KafkaCodecError("request header client_id runs past the end of the frame")
+        try:
+            client_id = str(buf[pos:end], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise KafkaCodecError(f"request header client_id is not UTF-8: {exc}") from exc
+        pos = end
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def peek_request_header(frame: Buffer) -> RequestHeader:
+    """The request header (v1 layout), without decoding the body or knowing the API version.
+
+    Lets a server answer an unknown API or an unsupported version with the right correlation id.
+    """
+    return _read_request_header(as_view(frame))[0]
+
+
+def decode_request(frame: Buffer) -> tuple[RequestHeader, dict[str, Any]]:
+    """Header and body of a request frame (without its size prefix).
+
+    Raises UnknownApiError, UnsupportedVersionError, or KafkaCodecError for malformed bytes
+    (including bytes left over after the body).
+    """
+    buf = as_view(frame)
+    header, pos = _read_request_header(buf)
+    codec, flexible = message_codec(header.api_key, header.api_version, True)
+    try:
+        if flexible:
+            _, pos = _HEADER_TAGS.read(buf, pos)
+        body, pos = codec.read(buf, pos)
+    except _DECODE_FAILURES as exc:
+        raise _malformed("request", header.api_key, header.api_version, exc) from exc
+    if pos != len(buf):
+        raise KafkaCodecError(f"{len(buf) - pos} bytes left after the body of "
+                              f"{_describe(header.api_key, header.api_version)} request")
+    return header, body
+
+
+def encode_request(header: RequestHeader, body: dict[str, Any]) -> list[bytes | memoryview]:
+    """The complete request frame, size prefix included, as buffers to write in order."""
+    codec, flexible = message_codec(header.api_key, header.api_version, True)
+    out = Out(reserve=4)
+    try:
+        out.cur += HEADER_FIXED.pack(header.api_key, header.api_version, header.correlation_id)
+        if header.client_id is None:
+            out.cur += INT16.pack(-1)
+        else:
+            client_id = header.client_id.encode("utf-8")
+            out.cur += INT16.pack(len(client_id))
+            out.cur += client_id
+        if flexible:
+            out.cur += b"\x00"  # no header tagged fields
+        codec.write(body, out)
+    except _ENCODE_FAILURES as exc:
+        raise _unencodable("request", header.api_key, header.api_version, exc) from exc
+    return out.frame()
+
+
+def _response_header_flexible(api_key: int, flexible: bool) -> bool:
+    return flexible and api_key != ApiKey.API_VERSIONS
+
+
+def encode_response(header: RequestHeader, body: dict[str, Any]) -> list[bytes | memoryview]:
+    """The complete response frame for the request `header`, size prefix included."""
+    codec, flexible = message_codec(header.api_key, header.api_version, False)
+    out = Out(reserve=4)
+    try:
+        out.cur += INT32.pack(header.correlation_id)
+        if _response_header_flexible(header.api_key, flexible):
+            out.cur += b"\x00"  # no header tagged fields
+        codec.write(body, out)
+    except _ENCODE_FAILURES as exc:
+        raise _unencodable("response", header.api_key, header.api_version, exc) from exc
+    return out.frame()
+
+
+def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int, dict[str, Any]]:
+    """(correlation_id, body) of a response frame (without its size prefix)."""
+    buf = as_view(frame)
+    codec, flexible = message_codec(api_key, api_version, False)
+    try:
+        (correlation_id,) = INT32.unpack_from(buf, 0)
+        pos = 4
+        if _response_header_flexible(api_key, flexible):
+            _, pos = _HEADER_TAGS.read(buf, pos)
+        body, pos = codec.read(buf, pos)
+    except _DECODE_FAILURES as exc:
+        raise _malformed("response", api_key, api_version, exc) from exc
+    if pos != len(buf):
+        raise KafkaCodecError(f"{len(buf) - pos} bytes left after the body of "
+                              f"{_describe(api_key, api_version)} response")
+    return correlation_id, body
+
+
+def encode_api_versions_fallback(correlation_id: int, error_code: int,
+                                 api_keys: list[tuple[int, int, int]]) -> bytes:
+    """KIP-511: the answer to an ApiVersions request at a version we do not implement.
+
+    A v0-shaped body (error_code, [(api_key, min_version, max_version)]) behind a v0 response
+    header, which every client version can read; it then retries at a version we listed.
+    """
+    header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None)
+    body = {
+        "error_code": error_code,
+        "api_keys": [{"api_key": key, "min_version": low, "max_version": high}
+                     for key, low, high in api_keys],
+    }
+    return b"".join(encode_response(header, body))
+
+
+# ---------------------------------------------------------------- embedded structs
+
+def encode_struct(name: str, version: int, body: dict[str, Any]) -> bytes:
+    """An embedded struct (e.g. "ConsumerProtocolAssignment") without a version prefix."""
+    out = Out()
+    try:
+        struct_codec(name, version).write(body, out)
+    except _ENCODE_FAILURES as exc:
+        raise KafkaCodecError(f"cannot encode {name} v{version}: {exc}") from exc
+    return out.getvalue()
+
+
+def decode_struct(name: str, version: int, data: Buffer) -> dict[str, Any]:
+    """An embedded struct without a version prefix; every byte must belong to it."""
+    buf = as_view(data)
+    body, pos = _read_struct(name, version, buf, 0)
+    if pos != len(buf):
+        raise KafkaCodecError(f"{len(buf) - pos} bytes left after {name} v{version}")
+    return body
+
+
+def _read_struct(name: str, version: int, buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+    codec = struct_codec(name, version)
+    try:
+        return codec.read(buf, pos)
+    except _DECODE_FAILURES as exc:
+        raise KafkaCodecError(f"malformed {name} v{version}: {exc}") from exc
+
+
+def decode_versioned_struct(name: str, data: Buffer) -> tuple[int, dict[str, Any]]:
+    """(version, body) of an int16-version-prefixed embedded struct, read the way Kafka does.
+
+    A version newer than ours is read as our newest (newer versions only append fields), and
+    bytes after the struct are ignored, so newer clients' subscriptions and assignments still parse.
+    """
+    buf = as_view(data)
+    if len(buf) < 2:
+        raise KafkaCodecError(f"{name}: {len(buf)} bytes cannot hold a version")
+    (version,) = INT16.unpack_from(buf, 0)
+    if version < 0:
+        raise KafkaCodecError(f"{name}: negative version {version}")
+    newest = _newest_struct_version(name)
+    body, _ = _read_struct(name, min(version, newest), buf, 2)
+    return version, body
+
+
+def encode_versioned_struct(name: str, version: int, body: dict[str, Any]) -> bytes:
+    """An embedded struct behind its int16 version prefix."""
+    return INT16.pack(version) + encode_struct(name, version, body)
+
+
+def _newest_struct_version(name: str) -> int:
+    message = EMBEDDED_STRUCTS.get(name)
+    if message is None:
+        raise KafkaCodecError(f"unknown struct {name!r}")
+    return message.versions.high
+
+
+# ---------------------------------------------------------------- error messages
+
+def _describe(api_key: int, api_version: int) -> str:
+    return f"{lookup_api(api_key, api_version).name} v{api_version}"
+
+
+def _malformed(kind: str, api_key: int, api_version: int, exc: Exception) -> KafkaCodecError:
+    return KafkaCodecError(f"malformed {_describe(api_key, api_version)} {kind}: {exc!r}")
+
+
+def _unencodable(kind: str, api_key: int, api_version: int, exc: Exception) -> KafkaCodecError:
+    return KafkaCodecError(f"cannot encode {_describe(api_key, api_version)} {kind}: {exc!r}")

@@ -1,0 +1,154 @@
+"""The classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15) and ListGroups (16), from Kafka's
+<Name>Request.json / <Name>Response.json."""
+
+from __future__ import annotations
+
+from roost.wire.kafka.schema import Field, Message
+
+FIND_COORDINATOR_REQUEST = Message(
+    "FindCoordinatorRequest", api_key=10, kind="request", versions="0-3", flexible="3+", fields=(
+        Field("Key", "string", "0-3"),
+        Field("KeyType", "int8", "1+", default=0),  # 0 group, 1 transaction
+    ))
+
+FIND_COORDINATOR_RESPONSE = Message(
+    "FindCoordinatorResponse", api_key=10, kind="response", versions="0-3", flexible="3+", fields=(
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0-3"),
+        Field("ErrorMessage", "string", "1-3", nullable="1-3"),
+        Field("NodeId", "int32", "0-3"),
+        Field("Host", "string", "0-3"),
+        Field("Port", "int32", "0-3"),
+    ))
+
+JOIN_GROUP_REQUEST = Message(
+    "JoinGroupRequest", api_key=11, kind="request", versions="0-7", flexible="6+", fields=(
+        Field("GroupId", "string", "0+"),
+        Field("SessionTimeoutMs", "int32", "0+"),
+        Field("RebalanceTimeoutMs", "int32", "1+", default=-1),
+        Field("MemberId", "string", "0+"),
+        Field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+        Field("ProtocolType", "string", "0+"),
+        Field("Protocols", "[]JoinGroupRequestProtocol", "0+", fields=(
+            Field("Name", "string", "0+"),
+            Field("Metadata", "bytes", "0+"),
+        )),
+    ))
+
+JOIN_GROUP_RESPONSE = Message(
+    "JoinGroupResponse", api_key=11, kind="response", versions="0-7", flexible="6+", fields=(
+        Field("ThrottleTimeMs", "int32", "2+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("GenerationId", "int32", "0+", default=-1),
+        Field("ProtocolType", "string", "7+", nullable="7+", default=None),
+        Field("ProtocolName", "string", "0+", nullable="7+"),
+        Field("Leader", "string", "0+"),
+        Field("MemberId", "string", "0+"),
+        Field("Members", "[]JoinGroupResponseMember", "0+", fields=(
+            Field("MemberId", "string", "0+"),
+            Field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+            Field("Metadata", "bytes", "0+"),
+        )),
+    ))
+
+HEARTBEAT_REQUEST = Message(
+    "HeartbeatRequest", api_key=12, kind="request", versions="0-4", flexible="4+", fields=(
+        Field("GroupId", "string", "0+"),
+        Field("GenerationId", "int32", "0+"),
+        Field("MemberId", "string", "0+"),
+        Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+    ))
+
+HEARTBEAT_RESPONSE = Message(
+    "HeartbeatResponse", api_key=12, kind="response", versions="0-4", flexible="4+", fields=(
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+    ))
+
+LEAVE_GROUP_REQUEST = Message(
+    "LeaveGroupRequest", api_key=13, kind="request", versions="0-4", flexible="4+", fields=(
+        Field("GroupId", "string", "0+"),
+        Field("MemberId", "string", "0-2"),
+        Field("Members", "[]MemberIdentity", "3+", fields=(
+            Field("MemberId", "string", "3+"),
+            Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        )),
+    ))
+
+LEAVE_GROUP_RESPONSE = Message(
+    "LeaveGroupResponse", api_key=13, kind="response", versions="0-4", flexible="4+", fields=(
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("Members", "[]MemberResponse", "3+", fields=(
+            Field("MemberId", "string", "3+"),
+            Field("GroupInstanceId", "string", "3+", nullable="3+"),
+            Field("ErrorCode", "int16", "3+"),
+        )),
+    ))
+
+SYNC_GROUP_REQUEST = Message(
+    "SyncGroupRequest", api_key=14, kind="request", versions="0-5", flexible="4+", fields=(
+        Field("GroupId", "string", "0+"),
+        Field("GenerationId", "int32", "0+"),
+        Field("MemberId", "string", "0+"),
+        Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        Field("ProtocolType", "string", "5+", nullable="5+", default=None),
+        Field("ProtocolName", "string", "5+", nullable="5+", default=None),
+        Field("Assignments", "[]SyncGroupRequestAssignment", "0+", fields=(
+            Field("MemberId", "string", "0+"),
+            Field("Assignment", "bytes", "0+"),
+        )),
+    ))
+
+SYNC_GROUP_RESPONSE = Message(
+    "SyncGroupResponse", api_key=14, kind="response", versions="0-5", flexible="4+", fields=(
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("ProtocolType", "string", "5+", nullable="5+", default=None),
+        Field("ProtocolName", "string", "5+", nullable="5+", default=None),
+        Field("Assignment", "bytes", "0+"),
+    ))
+
+DESCRIBE_GROUPS_REQUEST = Message(
+    "DescribeGroupsRequest", api_key=15, kind="request", versions="0-5", flexible="5+", fields=(
+        Field("Groups", "[]string", "0+"),
+        Field("IncludeAuthorizedOperations", "bool", "3+"),
+    ))
+
+DESCRIBE_GROUPS_RESPONSE = Message(
+    "DescribeGroupsResponse", api_key=15, kind="response", versions="0-5", flexible="5+", fields=(
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("Groups", "[]DescribedGroup", "0+", fields=(
+            Field("ErrorCode", "int16", "0+"),
+            Field("GroupId", "string", "0+"),
+            Field("GroupState", "string", "0+"),
+            Field("ProtocolType", "string", "0+"),
+            Field("ProtocolData", "string", "0+"),
+            Field("Members", "[]DescribedGroupMember", "0+", fields=(
+                Field("MemberId", "string", "0+"),
+                Field("GroupInstanceId", "string", "4+", nullable="4+", default=None),
+                Field("ClientId", "string", "0+"),
+                Field("ClientHost", "string", "0+"),
+                Field("MemberMetadata", "bytes", "0+"),
+                Field("MemberAssignment", "bytes", "0+"),
+            )),
+            Field("AuthorizedOperations", "int32", "3+", default=-2147483648),
+        )),
+    ))
+
+LIST_GROUPS_REQUEST = Message(
+    "ListGroupsRequest", api_key=16, kind="request", versions="0-4", flexible="3+", fields=(
+        Field("StatesFilter", "[]string", "4+"),
+    ))
+
+LIST_GROUPS_RESPONSE = Message(
+    "ListGroupsResponse", api_key=16, kind="response", versions="0-4", flexible="3+", fields=(
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("Groups", "[]ListedGroup", "0+", fields=(
+            Field("GroupId", "string", "0+"),
+            Field("ProtocolType", "string", "0+"),
+            Field("GroupState", "string", "4+"),
+        )),
+    ))
