@@ -31,6 +31,7 @@ CREATE_TOPICS_RESPONSE = Message(
         Field("ThrottleTimeMs", "int32", "2+"),
         Field("Topics", "[]CreatableTopicResult", "0+", fields=(
             Field("Name", "string", "0+"),
+            Field("TopicId", "uuid", "7+"),
             Field("ErrorCode", "int16", "0+"),
             Field("ErrorMessage", "string", "1+", nullable="0+"),
             Field("TopicConfigErrorCode", "int16", "5+", tagged="5+", tag=0),
@@ -48,6 +49,10 @@ CREATE_TOPICS_RESPONSE = Message(
 
 DELETE_TOPICS_REQUEST = Message(
     "DeleteTopicsRequest", api_key=20, kind="request", versions="1-5", flexible="4+", fields=(
+        Field("Topics", "[]DeleteTopicState", "6+", fields=(
+            Field("Name", "string", "6+", nullable="6+", default=None),
+            Field("TopicId", "uuid", "6+"),
+        )),
         Field("TopicNames", "[]string", "0-5"),
         Field("TimeoutMs", "int32", "0+"),
     ))
@@ -56,7 +61,8 @@ DELETE_TOPICS_RESPONSE = Message(
     "DeleteTopicsResponse", api_key=20, kind="response", versions="1-5", flexible="4+", fields=(
         Field("ThrottleTimeMs", "int32", "1+"),
         Field("Responses", "[]DeletableTopicResult", "0+", fields=(
-            Field("Name", "string", "0+"),
+            Field("Name", "string", "0+", nullable="6+"),
+            Field("TopicId", "uuid", "6+"),
             Field("ErrorCode", "int16", "0+"),
             Field("ErrorMessage", "string", "5+", nullable="5+", default=None),
         )),
@@ -111,6 +117,7 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
                 Field("Value", "string", "0+", nullable="0+"),
                 Field("ReadOnly", "bool", "0+"),
                 Field("ConfigSource", "int8", "1+", default=-1),
+                Field("IsDefault", "bool", "0"),
                 Field("IsSensitive", "bool", "0+"),
                 Field("Synonyms", "[]DescribeConfigsSynonym", "1+", fields=(
                     Field("Name", "string", "1+"),

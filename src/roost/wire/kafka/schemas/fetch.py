@@ -29,6 +29,8 @@ FETCH_REQUEST = Message(
                 Field("LastFetchedEpoch", "int32", "12+", default=-1),
                 Field("LogStartOffset", "int64", "5+", default=-1),
                 Field("PartitionMaxBytes", "int32", "0+"),
+                Field("ReplicaDirectoryId", "uuid", "17+", tagged="17+", tag=0),
+                Field("HighWatermark", "int64", "18+", tagged="18+", tag=1, default=0x7FFFFFFFFFFFFFFF),
             )),
         )),
         Field("ForgottenTopicsData", "[]ForgottenTopic", "7+", fields=(
@@ -91,8 +93,10 @@ LIST_OFFSETS_REQUEST = Message(
                 Field("PartitionIndex", "int32", "0+"),
                 Field("CurrentLeaderEpoch", "int32", "4+", default=-1),
                 Field("Timestamp", "int64", "0+"),
+                Field("MaxNumOffsets", "int32", "0", default=1),
             )),
         )),
+        Field("TimeoutMs", "int32", "10+"),
     ))
 
 LIST_OFFSETS_RESPONSE = Message(
@@ -103,6 +107,7 @@ LIST_OFFSETS_RESPONSE = Message(
             Field("Partitions", "[]ListOffsetsPartitionResponse", "0+", fields=(
                 Field("PartitionIndex", "int32", "0+"),
                 Field("ErrorCode", "int16", "0+"),
+                Field("OldStyleOffsets", "[]int64", "0"),
                 Field("Timestamp", "int64", "1+", default=-1),
                 Field("Offset", "int64", "1+", default=-1),
                 Field("LeaderEpoch", "int32", "4+", default=-1),

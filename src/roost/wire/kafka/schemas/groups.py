@@ -10,6 +10,7 @@ FIND_COORDINATOR_REQUEST = Message(
     "FindCoordinatorRequest", api_key=10, kind="request", versions="0-3", flexible="3+", fields=(
         Field("Key", "string", "0-3"),
         Field("KeyType", "int8", "1+", default=0),  # 0 group, 1 transaction
+        Field("CoordinatorKeys", "[]string", "4+"),
     ))
 
 FIND_COORDINATOR_RESPONSE = Message(
@@ -20,6 +21,14 @@ FIND_COORDINATOR_RESPONSE = Message(
         Field("NodeId", "int32", "0-3"),
         Field("Host", "string", "0-3"),
         Field("Port", "int32", "0-3"),
+        Field("Coordinators", "[]Coordinator", "4+", fields=(
+            Field("Key", "string", "4+"),
+            Field("NodeId", "int32", "4+"),
+            Field("Host", "string", "4+"),
+            Field("Port", "int32", "4+"),
+            Field("ErrorCode", "int16", "4+"),
+            Field("ErrorMessage", "string", "4+", nullable="4+"),
+        )),
     ))
 
 JOIN_GROUP_REQUEST = Message(
@@ -34,6 +43,7 @@ JOIN_GROUP_REQUEST = Message(
             Field("Name", "string", "0+"),
             Field("Metadata", "bytes", "0+"),
         )),
+        Field("Reason", "string", "8+", nullable="8+", default=None),
     ))
 
 JOIN_GROUP_RESPONSE = Message(
@@ -44,6 +54,7 @@ JOIN_GROUP_RESPONSE = Message(
         Field("ProtocolType", "string", "7+", nullable="7+", default=None),
         Field("ProtocolName", "string", "0+", nullable="7+"),
         Field("Leader", "string", "0+"),
+        Field("SkipAssignment", "bool", "9+", default=False),
         Field("MemberId", "string", "0+"),
         Field("Members", "[]JoinGroupResponseMember", "0+", fields=(
             Field("MemberId", "string", "0+"),
@@ -73,6 +84,7 @@ LEAVE_GROUP_REQUEST = Message(
         Field("Members", "[]MemberIdentity", "3+", fields=(
             Field("MemberId", "string", "3+"),
             Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+            Field("Reason", "string", "5+", nullable="5+", default=None),
         )),
     ))
 
@@ -121,6 +133,7 @@ DESCRIBE_GROUPS_RESPONSE = Message(
         Field("ThrottleTimeMs", "int32", "1+"),
         Field("Groups", "[]DescribedGroup", "0+", fields=(
             Field("ErrorCode", "int16", "0+"),
+            Field("ErrorMessage", "string", "6+", nullable="6+", default=None),
             Field("GroupId", "string", "0+"),
             Field("GroupState", "string", "0+"),
             Field("ProtocolType", "string", "0+"),
@@ -140,6 +153,7 @@ DESCRIBE_GROUPS_RESPONSE = Message(
 LIST_GROUPS_REQUEST = Message(
     "ListGroupsRequest", api_key=16, kind="request", versions="0-4", flexible="3+", fields=(
         Field("StatesFilter", "[]string", "4+"),
+        Field("TypesFilter", "[]string", "5+"),
     ))
 
 LIST_GROUPS_RESPONSE = Message(
@@ -150,5 +164,6 @@ LIST_GROUPS_RESPONSE = Message(
             Field("GroupId", "string", "0+"),
             Field("ProtocolType", "string", "0+"),
             Field("GroupState", "string", "4+"),
+            Field("GroupType", "string", "5+"),
         )),
     ))

@@ -45,6 +45,7 @@ METADATA_RESPONSE = Message(
             Field("TopicAuthorizedOperations", "int32", "8+", default=-2147483648),
         )),
         Field("ClusterAuthorizedOperations", "int32", "8-10", default=-2147483648),
+        Field("ErrorCode", "int16", "13+"),
     ))
 
 API_VERSIONS_REQUEST = Message(

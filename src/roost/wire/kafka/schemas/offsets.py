@@ -16,11 +16,13 @@ OFFSET_COMMIT_REQUEST = Message(
         Field("GroupInstanceId", "string", "7+", nullable="7+", default=None),
         Field("RetentionTimeMs", "int64", "2-4", default=-1),
         Field("Topics", "[]OffsetCommitRequestTopic", "0+", fields=(
-            Field("Name", "string", "0+"),
+            Field("Name", "string", "0-9"),
+            Field("TopicId", "uuid", "10+"),
             Field("Partitions", "[]OffsetCommitRequestPartition", "0+", fields=(
                 Field("PartitionIndex", "int32", "0+"),
                 Field("CommittedOffset", "int64", "0+"),
                 Field("CommittedLeaderEpoch", "int32", "6+", default=-1),
+                Field("CommitTimestamp", "int64", "1", default=-1),
                 Field("CommittedMetadata", "string", "0+", nullable="0+"),
             )),
         )),
@@ -30,7 +32,8 @@ OFFSET_COMMIT_RESPONSE = Message(
     "OffsetCommitResponse", api_key=8, kind="response", versions="2-8", flexible="8+", fields=(
         Field("ThrottleTimeMs", "int32", "3+"),
         Field("Topics", "[]OffsetCommitResponseTopic", "0+", fields=(
-            Field("Name", "string", "0+"),
+            Field("Name", "string", "0-9"),
+            Field("TopicId", "uuid", "10+"),
             Field("Partitions", "[]OffsetCommitResponsePartition", "0+", fields=(
                 Field("PartitionIndex", "int32", "0+"),
                 Field("ErrorCode", "int16", "0+"),
@@ -45,6 +48,16 @@ OFFSET_FETCH_REQUEST = Message(
         Field("Topics", "[]OffsetFetchRequestTopic", "0-7", nullable="2-7", fields=(
             Field("Name", "string", "0-7"),
             Field("PartitionIndexes", "[]int32", "0-7"),
+        )),
+        Field("Groups", "[]OffsetFetchRequestGroup", "8+", fields=(
+            Field("GroupId", "string", "8+"),
+            Field("MemberId", "string", "9+", nullable="9+", default=None),
+            Field("MemberEpoch", "int32", "9+", default=-1),
+            Field("Topics", "[]OffsetFetchRequestTopics", "8+", nullable="8+", fields=(
+                Field("Name", "string", "8-9"),
+                Field("TopicId", "uuid", "10+"),
+                Field("PartitionIndexes", "[]int32", "8+"),
+            )),
         )),
         Field("RequireStable", "bool", "7+", default=False),
     ))
@@ -63,4 +76,19 @@ OFFSET_FETCH_RESPONSE = Message(
             )),
         )),
         Field("ErrorCode", "int16", "2-7", default=0),
+        Field("Groups", "[]OffsetFetchResponseGroup", "8+", fields=(
+            Field("GroupId", "string", "8+"),
+            Field("Topics", "[]OffsetFetchResponseTopics", "8+", fields=(
+                Field("Name", "string", "8-9"),
+                Field("TopicId", "uuid", "10+"),
+                Field("Partitions", "[]OffsetFetchResponsePartitions", "8+", fields=(
+                    Field("PartitionIndex", "int32", "8+"),
+                    Field("CommittedOffset", "int64", "8+"),
+                    Field("CommittedLeaderEpoch", "int32", "8+", default=-1),
+                    Field("Metadata", "string", "8+", nullable="8+"),
+                    Field("ErrorCode", "int16", "8+"),
+                )),
+            )),
+            Field("ErrorCode", "int16", "8+", default=0),
+        )),
     ))

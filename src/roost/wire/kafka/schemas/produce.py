@@ -11,7 +11,8 @@ PRODUCE_REQUEST = Message(
         Field("Acks", "int16", "0+"),
         Field("TimeoutMs", "int32", "0+"),
         Field("TopicData", "[]TopicProduceData", "0+", fields=(
-            Field("Name", "string", "0+"),
+            Field("Name", "string", "0-12"),
+            Field("TopicId", "uuid", "13+"),
             Field("PartitionData", "[]PartitionProduceData", "0+", fields=(
                 Field("Index", "int32", "0+"),
                 Field("Records", "records", "0+", nullable="0+"),
@@ -22,7 +23,8 @@ PRODUCE_REQUEST = Message(
 PRODUCE_RESPONSE = Message(
     "ProduceResponse", api_key=0, kind="response", versions="0-10", flexible="9+", fields=(
         Field("Responses", "[]TopicProduceResponse", "0+", fields=(
-            Field("Name", "string", "0+"),
+            Field("Name", "string", "0-12"),
+            Field("TopicId", "uuid", "13+"),
             Field("PartitionResponses", "[]PartitionProduceResponse", "0+", fields=(
                 Field("Index", "int32", "0+"),
                 Field("ErrorCode", "int16", "0+"),
@@ -55,6 +57,8 @@ INIT_PRODUCER_ID_REQUEST = Message(
         Field("TransactionTimeoutMs", "int32", "0+"),
         Field("ProducerId", "int64", "3+", default=-1),
         Field("ProducerEpoch", "int16", "3+", default=-1),
+        Field("Enable2Pc", "bool", "6+", default=False),
+        Field("KeepPreparedTxn", "bool", "6+", default=False),
     ))
 
 INIT_PRODUCER_ID_RESPONSE = Message(
@@ -63,4 +67,6 @@ INIT_PRODUCER_ID_RESPONSE = Message(
         Field("ErrorCode", "int16", "0+"),
         Field("ProducerId", "int64", "0+", default=-1),
         Field("ProducerEpoch", "int16", "0+"),
+        Field("OngoingTxnProducerId", "int64", "6+", default=-1),
+        Field("OngoingTxnProducerEpoch", "int16", "6+", default=-1),
     ))
