@@ -142,8 +142,9 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
-def _check_header(header: BatchHeader, available: int) -> None:
-    """Checks that need no record bytes. `available` = bytes from the batch start to the buffer end."""
+def check_header(header: BatchHeader, available: int) -> None:
+    """Every check but the CRC: they need no record bytes. `available` = bytes from the batch
+    start to the end of the buffer. Raises InvalidRecordBatch."""
     if header.magic != MAGIC:
         raise InvalidRecordBatch(
             f"unsupported record batch magic {header.magic}", UNSUPPORTED_FOR_MESSAGE_FORMAT
@@ -191,7 +192,7 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, Bat
                 f"unsupported record batch magic {view[pos + _MAGIC_AT]}", UNSUPPORTED_FOR_MESSAGE_FORMAT
             )
         header = parse_header(view, pos)
-        _check_header(header, available)
+        check_header(header, available)
         actual = batch_crc(view, pos, header.size)
         if actual != header.crc:
             raise InvalidRecordBatch(
@@ -450,7 +451,7 @@ def decode_batch_records(
     """The records of the one batch at the start of `batch` (decompressed when needed)."""
     view = memoryview(batch)
     header = parse_header(view)
-    _check_header(header, len(view))
+    check_header(header, len(view))
     if verify_crc and batch_crc(view, 0, header.size) != header.crc:
         raise InvalidRecordBatch("record batch CRC does not match")
     payload = bytes(view[HEADER_SIZE : header.size])

@@ -1,0 +1,36 @@
+"""Errors of the partition log. Those a Produce can cause carry the Kafka error code to answer."""
+
+from __future__ import annotations
+
+from roost.wire.kafka.records import InvalidRecordBatch
+
+MESSAGE_TOO_LARGE = 10
+RECORD_LIST_TOO_LARGE = 18
+
+
+class OffsetOutOfRange(Exception):
+    """An offset outside [log_start_offset, log_end_offset]."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside the log's range [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class MessageTooLarge(InvalidRecordBatch):
+    """A batch larger than max_message_bytes (Kafka's MESSAGE_TOO_LARGE)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, MESSAGE_TOO_LARGE)
+
+
+class RecordBatchTooLarge(InvalidRecordBatch):
+    """A batch larger than a whole segment (Kafka's RECORD_LIST_TOO_LARGE)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, RECORD_LIST_TOO_LARGE)
+
+
+class NonMonotonicAppend(ValueError):
+    """A replicated append whose offsets do not follow the log end (assign_offsets=False)."""

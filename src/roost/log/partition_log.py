@@ -1,0 +1,722 @@
+"""The log of one partition: a directory of segments, appended and read as whole batches.
+
+Threading: every method runs on one thread (the broker's event loop). The only thing another
+thread may do is fsync the fds that `flush_handle` returns; fds of segments deleted meanwhile are
+closed only once that flush is marked done, so the flusher never fsyncs a closed or reused fd.
+
+Durability bookkeeping: the recovery point is the offset below which everything (batches and the
+segments' indexes) is known to be on disk. After a crash (no clean-shutdown marker) every segment
+from the one holding the recovery point on is re-read with CRC checks and cut at the first bad
+batch, so a torn tail is never served.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from roost.log import producer_state as snapshots
+from roost.log.config import LOG_APPEND_TIME, LogConfig
+from roost.log.errors import MessageTooLarge, NonMonotonicAppend, OffsetOutOfRange, RecordBatchTooLarge
+from roost.log.files import (
+    TEMP_SUFFIX,
+    atomic_write,
+    fsync_directory,
+    parse_offset_file_name,
+    read_checkpoint,
+    write_checkpoint,
+)
+from roost.log.producer_state import ProducerStateManager
+from roost.log.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+from roost.wire.kafka.records import (
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    BatchHeader,
+    InvalidRecordBatch,
+    decode_batch_records,
+    parse_header,
+    validate_batches,
+)
+from roost.wire.kafka.records import assign_offsets as assign_batch_offsets
+
+logger = logging.getLogger("roost.log")
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the log stamps batches (message.timestamp.type=LogAppendTime)
+    size_bytes: int
+
+
+class ReadResult(NamedTuple):
+    buffers: list[bytes | memoryview]  # whole batches, in offset order
+    size: int
+    first_offset: int  # base offset of the first batch returned (the requested offset if none)
+    next_offset: int  # one past the last offset returned (the requested offset if none)
+
+
+@dataclass
+class _PendingFlush:
+    end_offset: int
+    cap: int  # lowered by a truncation while the fsync ran: data above it is newer than the fsync
+
+
+class PartitionLog:
+    """Segments of one partition; see the module docstring. Create with `PartitionLog.open`."""
+
+    def __init__(self, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> None:
+        self.directory = directory
+        self.config = config
+        self.clock_ms = clock_ms
+        self.segments: list[Segment] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self.producer_state = ProducerStateManager()
+        self._closed = False
+        self._pending_flushes: list[_PendingFlush] = []
+        self._fds_to_close: list[int] = []
+        self._checkpointed_recovery_point = -1
+        self._last_checkpoint_ms = 0
+        self._last_flush_ms = clock_ms()
+
+    # ------------------------------------------------------------------------------------------
+    # opening and recovery
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> PartitionLog:
+        """Create the partition directory, or load it, recovering from a crash if needed."""
+        started = time.monotonic()
+        log = cls(Path(directory), config, clock_ms)
+        log.directory.mkdir(parents=True, exist_ok=True)
+        clean = (log.directory / CLEAN_SHUTDOWN_FILE).exists()
+        recovered = log._load(clean)
+        # From here on a crash must look unclean: drop the marker durably before any append.
+        if clean:
+            (log.directory / CLEAN_SHUTDOWN_FILE).unlink()
+        fsync_directory(log.directory)
+        logger.info(
+            "opened partition log %s: %d segments, offsets [%d, %d), %s in %.3fs",
+            log.directory,
+            len(log.segments),
+            log.log_start_offset,
+            log.log_end_offset,
+            "clean shutdown" if clean else f"recovered {recovered} segments",
+            time.monotonic() - started,
+        )
+        return log
+
+    def _load(self, clean: bool) -> int:
+        """Load segments; returns how many were re-read with CRC checks."""
+        for name in os.listdir(self.directory):
+            if name.endswith(TEMP_SUFFIX):
+                (self.directory / name).unlink()
+        bases = sorted(
+            offset
+            for offset in (parse_offset_file_name(name, LOG_SUFFIX) for name in os.listdir(self.directory))
+            if offset is not None
+        )
+        self._delete_orphan_indexes(set(bases))
+        now = self.clock_ms()
+        self.log_start_offset = read_checkpoint(self.directory / LOG_START_FILE) or 0
+        recovery_point = read_checkpoint(self.directory / RECOVERY_POINT_FILE) or 0
+        recovered = 0
+        # After a crash, scan from the segment holding the recovery point (or the first one).
+        first_unflushed = len(bases) if clean else max(0, bisect_right(bases, recovery_point) - 1)
+        for position, base in enumerate(bases):
+            segment = Segment.open_existing(self.directory, base, now)
+            self.segments.append(segment)
+            trusted = position < first_unflushed and segment.load_trusted()
+            if trusted:
+                continue
+            if position < first_unflushed:
+                logger.warning("segment %s: indexes do not match the log; rebuilding them", segment.log_path)
+            recovered += 1
+            size_before = segment.size
+            cut, problem = segment.recover(self.config.index_interval_bytes)
+            if cut:
+                logger.warning(
+                    "recovery: cut %d bytes from %s at position %d (%s); they were never acknowledged "
+                    "as durable",
+                    cut,
+                    segment.log_path,
+                    size_before - cut,
+                    problem,
+                )
+                for later in bases[position + 1 :]:
+                    self._drop_later_segment_files(later)
+                break
+        if not self.segments:
+            self.segments.append(Segment.create(self.directory, self.log_start_offset, now))
+        self.log_end_offset = self.active.next_offset if self.active.size else self.active.base_offset
+        self._settle_log_start(now)
+        if recovered:
+            # What recovery kept may still be only in the page cache (a process crash, not a
+            # power cut): make it durable before the recovery point moves past it.
+            for segment in self.segments[-recovered:]:
+                for fd in segment.fds:
+                    os.fsync(fd)
+        self.recovery_point = self.log_end_offset
+        self._write_recovery_checkpoint(force=True)
+        self._rebuild_producer_state()
+        return recovered
+
+    def _delete_orphan_indexes(self, bases: set[int]) -> None:
+        for name in os.listdir(self.directory):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                offset = parse_offset_file_name(name, suffix)
+                if offset is not None and offset not in bases:
+                    (self.directory / name).unlink()
+
+    def _drop_later_segment_files(self, base: int) -> None:
+        doomed = Segment.open_existing(self.directory, base, self.clock_ms())
+        logger.warning("recovery: deleting %s (%d bytes) after the cut", doomed.log_path, doomed.size)
+        doomed.close()
+        doomed.delete_files()
+
+    def _settle_log_start(self, now: int) -> None:
+        """Reconcile the persisted log start with the segments found."""
+        if self.log_start_offset > self.log_end_offset:
+            # Everything left is below the log start (records deleted, then unflushed data lost):
+            # start afresh there, as Kafka does.
+            logger.warning(
+                "log start %d is beyond the log end %d in %s: starting an empty log there",
+                self.log_start_offset,
+                self.log_end_offset,
+                self.directory,
+            )
+            self._remove_segments(list(self.segments))
+            self.segments = [Segment.create(self.directory, self.log_start_offset, now)]
+            self.log_end_offset = self.log_start_offset
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self._remove_segments([self.segments[0]])
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        write_checkpoint(self.directory / LOG_START_FILE, self.log_start_offset)
+
+    def _rebuild_producer_state(self) -> None:
+        """Latest snapshot at or below the log end, then the batch headers after it."""
+        state = snapshots.load_latest_snapshot(self.directory, self.log_end_offset)
+        first_base = self.segments[0].base_offset
+        if state is None or state.map_end_offset < first_base:
+            state = ProducerStateManager()
+            state.map_end_offset = first_base
+        start = state.map_end_offset
+        for segment in self.segments:
+            if segment.next_offset <= start or segment.size == 0:
+                continue
+            position = segment.offset_index.lookup(start) if start > segment.base_offset else 0
+            for _pos, header in segment.scan(position):
+                if header.base_offset >= state.map_end_offset:
+                    state.update(header, header.base_offset)
+        state.remove_before(self.log_start_offset)
+        self.producer_state = state
+
+    # ------------------------------------------------------------------------------------------
+    # properties
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    def _check_open(self) -> None:
+        assert not self._closed, f"partition log {self.directory} is closed"
+
+    # ------------------------------------------------------------------------------------------
+    # appending
+
+    def append(
+        self,
+        records: memoryview | bytearray | bytes,
+        batches: Sequence[tuple[int, BatchHeader]] | None = None,
+        *,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Append whole batches. See the module docstring of roost.log for the contract."""
+        self._check_open()
+        view = memoryview(records)
+        if batches is None:
+            batches = validate_batches(view)
+        assert batches and batches[0][0] == 0, "batches must start at position 0"
+        assert batches[-1][0] + batches[-1][1].size == len(view), "batches must cover the records exactly"
+        for _pos, header in batches:
+            if header.size > self.config.max_message_bytes:
+                raise MessageTooLarge(
+                    f"batch of {header.size} bytes is larger than max.message.bytes {self.config.max_message_bytes}"
+                )
+            if header.size > self.config.segment_bytes:
+                raise RecordBatchTooLarge(
+                    f"batch of {header.size} bytes is larger than segment.bytes {self.config.segment_bytes}"
+                )
+        now = self.clock_ms()
+        log_append_time = -1
+        if assign_offsets:
+            if view.readonly:
+                view = memoryview(bytearray(view))
+            if self.config.message_timestamp_type == LOG_APPEND_TIME:
+                log_append_time = now
+            batches = self._assign(view, batches, log_append_time)
+        else:
+            self._check_follower_offsets(batches)
+
+        first = batches[0][1].base_offset
+        last = batches[-1][1].last_offset
+        incoming_max_timestamp = max(header.max_timestamp for _pos, header in batches)
+        if self._should_roll(len(view), last, incoming_max_timestamp, now):
+            self._roll(first, now)
+        self.active.append(view, batches, self.config.index_interval_bytes)
+        self.log_end_offset = last + 1
+        for _pos, header in batches:
+            self.producer_state.update(header, header.base_offset)
+
+        max_timestamp, offset_of_max = -1, first
+        for _pos, header in batches:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+        return AppendInfo(first, last, max_timestamp, offset_of_max, log_append_time, len(view))
+
+    def _assign(
+        self, view: memoryview, batches: Sequence[tuple[int, BatchHeader]], log_append_time: int
+    ) -> list[tuple[int, BatchHeader]]:
+        """Rewrite base offsets from the log end (and stamp LogAppendTime); headers to match."""
+        end = assign_batch_offsets(
+            view, batches, self.log_end_offset, log_append_time if log_append_time >= 0 else None
+        )
+        assigned: list[tuple[int, BatchHeader]] = []
+        next_offset = self.log_end_offset
+        for pos, header in batches:
+            header = header._replace(base_offset=next_offset)
+            if log_append_time >= 0:
+                header = header._replace(
+                    attributes=header.attributes | ATTR_TIMESTAMP_TYPE, max_timestamp=log_append_time
+                )
+            assigned.append((pos, header))
+            next_offset = header.next_offset
+        assert next_offset == end
+        return assigned
+
+    def _check_follower_offsets(self, batches: Sequence[tuple[int, BatchHeader]]) -> None:
+        expected = self.log_end_offset
+        for _pos, header in batches:
+            if header.base_offset < expected:
+                raise NonMonotonicAppend(
+                    f"batch at offset {header.base_offset} does not follow offset {expected - 1} in {self.directory}"
+                )
+            expected = header.next_offset
+
+    def _should_roll(self, size: int, last_offset: int, incoming_max_timestamp: int, now: int) -> bool:
+        active = self.active
+        if last_offset - active.base_offset > INT32_MAX:
+            return True  # relative offsets in the indexes are int32
+        if active.size == 0:
+            return False
+        if active.size + size > self.config.segment_bytes:
+            return True
+        if active.size + size > INT32_MAX:
+            return True  # index positions are int32
+        return self._time_waited_for_roll(active, incoming_max_timestamp, now) >= self.config.segment_ms
+
+    @staticmethod
+    def _time_waited_for_roll(segment: Segment, incoming_timestamp: int, now: int) -> int:
+        # Kafka measures a segment's age in record time when records carry timestamps, so that
+        # a replayed or lagging stream rolls by its own clock; else in wall time since creation.
+        if segment.first_batch_timestamp >= 0 and incoming_timestamp >= 0:
+            return incoming_timestamp - segment.first_batch_timestamp
+        return now - segment.created_ms
+
+    def roll_if_due(self) -> None:
+        """Roll the active segment when it is older than segment_ms (so retention can reach it)."""
+        self._check_open()
+        now = self.clock_ms()
+        if self.active.size and self._time_waited_for_roll(self.active, now, now) >= self.config.segment_ms:
+            self._roll(self.log_end_offset, now)
+
+    def _roll(self, new_base: int, now: int) -> None:
+        old = self.active
+        assert new_base >= old.next_offset
+        old.on_roll()
+        # The old segment's indexes are trusted after a crash once the recovery point passes it.
+        os.fsync(old.offset_index.fd)
+        os.fsync(old.time_index.fd)
+        if old.size:
+            snapshots.write_snapshot(self.directory, self.producer_state)
+        else:
+            # An empty active segment (only after truncation in an offset gap) is replaced.
+            self.segments.pop()
+            self._remove_segments_files([old])
+        self.segments.append(Segment.create(self.directory, new_base, now))
+        fsync_directory(self.directory)
+        logger.debug("rolled %s at offset %d", self.directory, new_base)
+
+    # ------------------------------------------------------------------------------------------
+    # reading
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding `offset`: at most `max_bytes` (but at least one
+        batch when `min_one_batch`), none reaching `max_offset` (exclusive, the high watermark)."""
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        empty = ReadResult([], 0, offset, offset)
+        if offset >= limit:
+            return empty
+        buffers: list[bytes | memoryview] = []
+        size = 0
+        first_offset = -1
+        next_offset = offset
+        slot = max(0, bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
+        for segment in self.segments[slot:]:
+            must_take_one = min_one_batch and not buffers
+            if size >= max_bytes and not must_take_one:
+                break
+            part = self._read_segment(segment, next_offset, max_bytes - size, limit, must_take_one)
+            if part is None:
+                if segment.next_offset > next_offset and segment.size:
+                    break  # stopped by the limit or the byte budget inside this segment
+                continue
+            data, part_first, part_next = part
+            buffers.append(data)
+            size += len(data)
+            if first_offset < 0:
+                first_offset = part_first
+            next_offset = part_next
+            if part_next < segment.next_offset:
+                break  # this segment had more: the budget or the limit stopped us
+        if not buffers:
+            return empty
+        return ReadResult(buffers, size, first_offset, next_offset)
+
+    def _read_segment(
+        self, segment: Segment, offset: int, budget: int, limit: int, must_take_one: bool
+    ) -> tuple[memoryview, int, int] | None:
+        """One segment's share of a read: (bytes, first offset, next offset), or None."""
+        if segment.size == 0 or segment.next_offset <= offset:
+            return None
+        start_hint = segment.offset_index.lookup(offset)
+        # One pread that covers the way from the index entry to the wanted batch (at most about
+        # one index interval) plus the budget; more preads only for batches beyond it.
+        want = min(
+            segment.size - start_hint, max(budget, HEADER_SIZE) + 2 * self.config.index_interval_bytes + HEADER_SIZE
+        )
+        chunk = segment.read(start_hint, want)
+
+        def header_at(position: int) -> BatchHeader:
+            relative = position - start_hint
+            if relative + HEADER_SIZE <= len(chunk):
+                return parse_header(chunk, relative)
+            return segment.header_at(position)
+
+        position = start_hint
+        header: BatchHeader | None = None
+        while position < segment.size:
+            header = header_at(position)
+            if header.last_offset >= offset:
+                break
+            position += header.size
+        else:
+            return None
+        assert header is not None
+        start = position
+        first_offset = header.base_offset
+        end = start
+        next_offset = offset
+        while end < segment.size:
+            header = header_at(end)
+            if header.last_offset >= limit:
+                break
+            if end - start + header.size > budget and not (end == start and must_take_one):
+                break
+            end += header.size
+            next_offset = header.next_offset
+        if end == start:
+            return None
+        if end - start_hint <= len(chunk):
+            data = memoryview(chunk)[start - start_hint : end - start_hint]
+        else:
+            data = memoryview(segment.read(start, end - start))
+        return data, first_offset, next_offset
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record at or after the log start whose timestamp
+        is >= `timestamp_ms` (Kafka ListOffsets); None if there is none."""
+        self._check_open()
+        for segment in self.segments:
+            if segment.size == 0 or segment.max_timestamp < timestamp_ms:
+                continue
+            start = 0
+            hint = segment.time_index.lookup_before(timestamp_ms)
+            if hint is not None:
+                start = segment.offset_index.lookup(hint)
+            for position, header in segment.scan(start):
+                if header.max_timestamp < timestamp_ms or header.last_offset < self.log_start_offset:
+                    continue
+                found = self._first_record_at_or_after(segment, position, header, timestamp_ms)
+                if found is not None:
+                    return found
+        return None
+
+    def _first_record_at_or_after(
+        self, segment: Segment, position: int, header: BatchHeader, timestamp_ms: int
+    ) -> tuple[int, int] | None:
+        try:
+            records = decode_batch_records(segment.read(position, header.size), verify_crc=False)
+        except InvalidRecordBatch as error:
+            # E.g. a codec library that is not installed: answer at batch granularity.
+            logger.warning("offset_for_timestamp: cannot decode the batch at %d: %s", header.base_offset, error)
+            return max(header.base_offset, self.log_start_offset), header.max_timestamp
+        for record in records:
+            if record.offset >= self.log_start_offset and record.timestamp >= timestamp_ms:
+                return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with the largest timestamp (ListOffsets -3)."""
+        self._check_open()
+        best: Segment | None = None
+        for segment in self.segments:
+            holds_data = segment.size and segment.next_offset > self.log_start_offset
+            if holds_data and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None or best.max_timestamp < 0:
+            return None
+        found = best.find_batch(best.offset_of_max_timestamp)
+        assert found is not None, "the segment's max timestamp points at a batch it holds"
+        position, header = found
+        return self._first_record_at_or_after(best, position, header, header.max_timestamp)
+
+    # ------------------------------------------------------------------------------------------
+    # durability
+
+    def flush_due(self) -> bool:
+        """Whether flush_interval_messages or flush_interval_ms asks for a flush now."""
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed <= 0:
+            return False
+        if unflushed >= self.config.flush_interval_messages:
+            return True
+        return self.clock_ms() - self._last_flush_ms >= self.config.flush_interval_ms
+
+    def flush_handle(self) -> tuple[list[int], int]:
+        """The fds to fsync so that everything below the returned end offset is durable. Call
+        `mark_flushed(end)` once they are fsynced (the fds stay open until then)."""
+        self._check_open()
+        fds = [s.log_fd for s in self.segments if s.size and s.next_offset > self.recovery_point]
+        self._pending_flushes.append(_PendingFlush(self.log_end_offset, self.log_end_offset))
+        return fds, self.log_end_offset
+
+    def mark_flushed(self, end_offset: int) -> None:
+        """The fds of the `flush_handle` that returned `end_offset` are fsynced."""
+        if self._closed:
+            return  # closed (or deleted) while the fsync ran; close() flushed everything itself
+        pending = next((p for p in self._pending_flushes if p.end_offset == end_offset), None)
+        assert pending is not None, f"mark_flushed({end_offset}) without a matching flush_handle"
+        # Handles taken before this one and never marked (a failed fsync) are dropped with it.
+        del self._pending_flushes[: self._pending_flushes.index(pending) + 1]
+        if not self._pending_flushes:
+            self._close_retired_fds()
+        self._last_flush_ms = self.clock_ms()
+        durable = min(end_offset, pending.cap, self.log_end_offset)
+        if durable > self.recovery_point:
+            self.recovery_point = durable
+            self._write_recovery_checkpoint(force=False)
+
+    def flush(self) -> None:
+        """fsync everything now (shutdown, tests)."""
+        fds, end = self.flush_handle()
+        for fd in fds:
+            os.fsync(fd)
+        for fd in self.active.fds[1:]:
+            os.fsync(fd)
+        self.mark_flushed(end)
+        self._write_recovery_checkpoint(force=True)
+
+    def _write_recovery_checkpoint(self, *, force: bool) -> None:
+        if self.recovery_point == self._checkpointed_recovery_point:
+            return
+        now = self.clock_ms()
+        if not force and now - self._last_checkpoint_ms < self.config.recovery_checkpoint_interval_ms:
+            return
+        # Losing the rename only leaves an older (lower) recovery point: recovery scans more.
+        write_checkpoint(self.directory / RECOVERY_POINT_FILE, self.recovery_point, durable_name=False)
+        self._checkpointed_recovery_point = self.recovery_point
+        self._last_checkpoint_ms = now
+
+    def _close_retired_fds(self) -> None:
+        fds, self._fds_to_close = self._fds_to_close, []
+        for fd in fds:
+            os.close(fd)
+
+    # ------------------------------------------------------------------------------------------
+    # removing data
+
+    def _remove_segments(self, doomed: list[Segment]) -> None:
+        for segment in doomed:
+            self.segments.remove(segment)
+        self._remove_segments_files(doomed)
+
+    def _remove_segments_files(self, doomed: list[Segment]) -> None:
+        for segment in doomed:
+            segment.delete_files()
+            if self._pending_flushes:
+                self._fds_to_close.extend(segment.fds)  # a flusher thread may be fsyncing them
+            else:
+                segment.close()
+        snapshots.delete_snapshots(
+            self.directory, below=self.segments[0].base_offset if self.segments else None
+        )
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= `offset` (a follower diverging from its leader).
+        The new log end is `offset`, or the base of the batch `offset` falls inside."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        now = self.clock_ms()
+        old_end = self.log_end_offset
+        if offset < self.log_start_offset:
+            self._remove_segments(list(self.segments))
+            self.segments = [Segment.create(self.directory, offset, now)]
+            self.log_start_offset = offset
+            write_checkpoint(self.directory / LOG_START_FILE, offset)
+            self.log_end_offset = offset
+        else:
+            doomed = [s for s in self.segments[1:] if s.base_offset >= offset]
+            self._remove_segments(doomed)
+            self.log_end_offset = self.active.truncate_to_offset(offset)
+        for fd in self.active.fds:
+            os.fsync(fd)
+        fsync_directory(self.directory)
+        for pending in self._pending_flushes:
+            pending.cap = min(pending.cap, self.log_end_offset)
+        if self.recovery_point > self.log_end_offset:
+            # Must be on disk before new appends: a stale higher point would skip their checks.
+            self.recovery_point = self.log_end_offset
+            self._write_recovery_checkpoint(force=True)
+        self._rebuild_producer_state()
+        logger.info("truncated %s from offset %d to %d", self.directory, old_end, self.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start up to `offset` (persisted) and delete the segments
+        wholly below it. Returns the new log start offset."""
+        self._check_open()
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        write_checkpoint(self.directory / LOG_START_FILE, offset)
+        doomed = [s for s, after in zip(self.segments, self.segments[1:], strict=False) if after.base_offset <= offset]
+        self._remove_segments(doomed)
+        self.producer_state.remove_before(offset)
+        logger.info(
+            "log start of %s moved to %d (DeleteRecords); %d segments deleted", self.directory, offset, len(doomed)
+        )
+        return self.log_start_offset
+
+    def apply_retention(self, high_watermark: int | None = None) -> int:
+        """Delete the oldest segments that retention_ms or retention_bytes no longer keeps; the
+        active segment always stays, and with `high_watermark` only segments wholly below it go.
+        Returns how many segments were deleted."""
+        self._check_open()
+        now = self.clock_ms()
+        candidates = self.segments[:-1]
+        if high_watermark is not None:
+            candidates = [
+                s for s, after in zip(candidates, self.segments[1:], strict=False) if after.base_offset <= high_watermark
+            ]
+        doomed: list[Segment] = []
+        reasons: list[str] = []
+        if self.config.retention_ms >= 0:
+            for segment in candidates:
+                age = now - self._largest_timestamp(segment)
+                if age <= self.config.retention_ms:
+                    break
+                doomed.append(segment)
+                reasons.append(f"{segment.log_path.name} is {age} ms old")
+        if self.config.retention_bytes >= 0:
+            excess = self.size_bytes - sum(s.size for s in doomed) - self.config.retention_bytes
+            for segment in candidates[len(doomed) :]:
+                if excess - segment.size < 0:
+                    break
+                doomed.append(segment)
+                excess -= segment.size
+                reasons.append(f"{segment.log_path.name} exceeds retention.bytes")
+        if not doomed:
+            return 0
+        self._remove_segments(doomed)
+        new_start = max(self.log_start_offset, self.segments[0].base_offset)
+        if new_start != self.log_start_offset:
+            self.log_start_offset = new_start
+            write_checkpoint(self.directory / LOG_START_FILE, new_start)
+        self.producer_state.remove_before(self.log_start_offset)
+        logger.info(
+            "retention deleted %d segments of %s (%s); log start now %d",
+            len(doomed),
+            self.directory,
+            "; ".join(reasons),
+            self.log_start_offset,
+        )
+        return len(doomed)
+
+    @staticmethod
+    def _largest_timestamp(segment: Segment) -> int:
+        if segment.max_timestamp >= 0:
+            return segment.max_timestamp
+        # Batches without timestamps: fall back to the file's age, as Kafka does.
+        return int(os.fstat(segment.log_fd).st_mtime * 1000)
+
+    # ------------------------------------------------------------------------------------------
+    # shutting down
+
+    def close(self) -> None:
+        """Flush, write the producer snapshot and the clean-shutdown marker, close the files."""
+        if self._closed:
+            return
+        self.active.on_roll()  # the final time-index entry, so a reopen knows the maximum
+        for segment in self.segments:
+            if segment.next_offset > self.recovery_point or segment is self.active:
+                for fd in segment.fds:
+                    os.fsync(fd)
+        self.recovery_point = self.log_end_offset
+        self._write_recovery_checkpoint(force=True)
+        snapshots.write_snapshot(self.directory, self.producer_state)
+        atomic_write(self.directory / CLEAN_SHUTDOWN_FILE, b"")
+        self._release_fds()
+
+    def delete(self) -> None:
+        """Remove the partition directory and everything in it (topic deletion)."""
+        if not self._closed:
+            self._release_fds()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        logger.info("deleted partition log %s", self.directory)
+
+    def _release_fds(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self._pending_flushes.clear()
+        self._close_retired_fds()
+        self._closed = True

@@ -1,0 +1,313 @@
+"""One log segment: a `.log` file of whole batches plus its `.index` and `.timeindex`.
+
+The segment writes with pwrite on raw fds (no Python buffering) so that another thread may fsync
+the fd while the event loop keeps appending. It knows nothing of retention or checkpoints; the
+partition log decides when to roll, delete or recover segments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from roost.log.files import offset_file_name, read_at, write_all
+from roost.log.index import OffsetIndex, TimeIndex
+from roost.wire.kafka.records import (
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    InvalidRecordBatch,
+    batch_crc,
+    check_header,
+    parse_header,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+INT32_MAX = (1 << 31) - 1
+SCAN_CHUNK_BYTES = 4 << 20
+
+
+@dataclass
+class ScanStop:
+    """Where a scan stopped early and why (None: it reached the end)."""
+
+    position: int
+    problem: str | None = None
+
+
+class BatchScan:
+    """Walk the batches of `fd` from `start` to `end` reading big chunks.
+
+    With `verify_crc` every batch is fully checked (header fields and CRC-32C), as recovery
+    needs; otherwise only the length chain is followed. Iteration stops at the first batch that
+    fails; `stop` then says where and why.
+    """
+
+    def __init__(
+        self, fd: int, start: int, end: int, *, verify_crc: bool, chunk_bytes: int = SCAN_CHUNK_BYTES
+    ) -> None:
+        assert 0 <= start <= end
+        self.fd = fd
+        self.start = start
+        self.end = end
+        self.verify_crc = verify_crc
+        self.chunk_bytes = chunk_bytes
+        self.stop = ScanStop(start)
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader]]:
+        pos = self.start
+        buf = b""
+        buf_start = pos
+        while pos < self.end:
+            rel = pos - buf_start
+            if len(buf) - rel < HEADER_SIZE:
+                buf = read_at(self.fd, min(self.chunk_bytes, self.end - pos), pos)
+                buf_start, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    self.stop = ScanStop(pos, f"{self.end - pos} bytes, too short for a batch header")
+                    return
+            header = parse_header(buf, rel)
+            if header.batch_length < MIN_BATCH_LENGTH:
+                self.stop = ScanStop(pos, f"batchLength {header.batch_length} is too small")
+                return
+            if header.size > self.end - pos:
+                self.stop = ScanStop(pos, f"batch of {header.size} bytes cut short at {self.end - pos}")
+                return
+            if rel + header.size > len(buf) and self.verify_crc:
+                buf = read_at(self.fd, max(self.chunk_bytes, header.size), pos)
+                buf_start, rel = pos, 0
+            if self.verify_crc:
+                try:
+                    check_header(header, len(buf) - rel)
+                except InvalidRecordBatch as error:
+                    self.stop = ScanStop(pos, str(error))
+                    return
+                if batch_crc(buf, rel, header.size) != header.crc:
+                    self.stop = ScanStop(pos, "CRC mismatch")
+                    return
+            yield pos, header
+            pos += header.size
+            self.stop = ScanStop(pos)
+
+
+class Segment:
+    """Batches with offsets from `base_offset` on, in one file."""
+
+    def __init__(self, directory: Path, base_offset: int, log_fd: int, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_fd = log_fd
+        self.offset_index = OffsetIndex.open(self.index_path, base_offset, load=True)
+        self.time_index = TimeIndex.open(self.time_index_path, base_offset, load=True)
+        self.size = 0
+        self.next_offset = base_offset  # one past the last offset held; base_offset when empty
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1  # last offset of the (first) batch with max_timestamp
+        self.first_batch_timestamp = -1  # the clock for time-based rolls, as Kafka's
+        self.created_ms = created_ms
+        self.bytes_since_index_entry = 0
+
+    # ---- files
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / offset_file_name(self.base_offset, LOG_SUFFIX)
+
+    @property
+    def index_path(self) -> Path:
+        return self.directory / offset_file_name(self.base_offset, INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.directory / offset_file_name(self.base_offset, TIME_INDEX_SUFFIX)
+
+    @property
+    def fds(self) -> list[int]:
+        return [self.log_fd, self.offset_index.fd, self.time_index.fd]
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, now_ms: int) -> Segment:
+        """A new empty segment (any stale files of that name are emptied)."""
+        path = directory / offset_file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment = cls(directory, base_offset, fd, now_ms)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        return segment
+
+    @classmethod
+    def open_existing(cls, directory: Path, base_offset: int, now_ms: int) -> Segment:
+        """Open files as found; the caller then calls `load_trusted` or `recover`."""
+        fd = os.open(directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR)
+        segment = cls(directory, base_offset, fd, now_ms)
+        segment.size = os.fstat(fd).st_size
+        return segment
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+
+    def delete_files(self) -> None:
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
+
+    # ---- opening
+
+    def load_trusted(self) -> bool:
+        """Take the indexes as they are (a clean shutdown, or data below the recovery point) after
+        cheap checks, and find the end offset by walking from the last index entry. False when
+        anything does not add up; the caller then recovers the segment."""
+        if not self.offset_index.is_sane(self.size):
+            return False
+        start = self.offset_index.last_position
+        expected_last = (
+            self.base_offset + self.offset_index.relative_offsets[-1] if len(self.offset_index) else None
+        )
+        next_offset = self.base_offset
+        scan = BatchScan(self.log_fd, start, self.size, verify_crc=False)
+        for pos, header in scan:
+            if pos == start and expected_last is not None and header.last_offset != expected_last:
+                return False
+            if header.base_offset < max(next_offset, self.base_offset):
+                return False
+            next_offset = header.next_offset
+        if scan.stop.problem is not None:
+            return False
+        self.next_offset = next_offset
+        if not self.time_index.is_sane(self.next_offset):
+            return False
+        last_time = self.time_index.last_entry
+        if last_time is not None:
+            # The last entry is written when the segment is rolled or closed: the segment's maximum.
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        if self.size:
+            self.first_batch_timestamp = self.header_at(0).max_timestamp
+        # Appends after a reopen index at the next interval boundary, as after a rebuild.
+        self.bytes_since_index_entry = self.size - self.offset_index.last_position
+        return True
+
+    def recover(self, index_interval_bytes: int) -> tuple[int, str | None]:
+        """Rebuild the indexes by walking every batch with full checks (CRC-32C), and cut the
+        file at the first batch that fails. Returns (bytes cut, why)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._reset_stats()
+        scan = BatchScan(self.log_fd, 0, self.size, verify_crc=True)
+        problem: str | None = None
+        batches = iter(scan)
+        for pos, header in batches:
+            if header.base_offset < self.next_offset or header.last_offset - self.base_offset > INT32_MAX:
+                problem = f"offsets {header.base_offset}..{header.last_offset} out of order"
+                scan.stop = ScanStop(pos, problem)
+                break
+            self._account(pos, header, index_interval_bytes)
+        valid_end = scan.stop.position
+        problem = problem or scan.stop.problem
+        cut = self.size - valid_end
+        if cut:
+            os.ftruncate(self.log_fd, valid_end)
+            self.size = valid_end
+        self.on_roll()
+        return cut, problem
+
+    def _reset_stats(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = -1
+        self.bytes_since_index_entry = 0
+
+    # ---- appending
+
+    def _account(self, position: int, header: BatchHeader, index_interval_bytes: int) -> None:
+        """Update indexes and statistics for a batch now in the file at `position` (Kafka's
+        LogSegment.append: the batch counts toward the maximum before the index entry)."""
+        assert header.base_offset >= self.next_offset
+        if position == 0:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self.bytes_since_index_entry > index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += header.size
+        self.next_offset = header.next_offset
+
+    def append(
+        self, data: memoryview, batches: Sequence[tuple[int, BatchHeader]], index_interval_bytes: int
+    ) -> None:
+        """Write `data` (whole batches; `batches` = their positions within `data` and headers with
+        their final offsets) at the end of the file, then index them."""
+        assert batches and batches[0][0] == 0
+        assert batches[0][1].base_offset >= self.next_offset
+        assert batches[-1][1].last_offset - self.base_offset <= INT32_MAX
+        position = self.size
+        write_all(self.log_fd, data, position)
+        self.size += len(data)
+        for pos, header in batches:
+            self._account(position + pos, header, index_interval_bytes)
+
+    def on_roll(self) -> None:
+        """The segment becomes read-only: record its final maximum so a reopen finds it."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # ---- reading
+
+    def header_at(self, position: int) -> BatchHeader:
+        return parse_header(read_at(self.log_fd, HEADER_SIZE, position))
+
+    def read(self, position: int, size: int) -> bytes:
+        return read_at(self.log_fd, size, position)
+
+    def scan(self, start: int = 0, *, chunk_bytes: int = SCAN_CHUNK_BYTES) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch from position `start` (trusted data: no CRC)."""
+        return iter(BatchScan(self.log_fd, start, self.size, verify_crc=False, chunk_bytes=chunk_bytes))
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= `offset`, or None."""
+        for pos, header in self.scan(self.offset_index.lookup(offset), chunk_bytes=64 * 1024):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    # ---- truncation
+
+    def truncate_to_offset(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= `offset`; returns the new log end offset:
+        the base offset of the first removed batch when `offset` falls inside it, else `offset`."""
+        found = self.find_batch(offset)
+        if found is None:
+            return offset
+        position, header = found
+        new_end = min(offset, header.base_offset)
+        os.ftruncate(self.log_fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(new_end)
+        self._recompute_after_cut()
+        return new_end
+
+    def _recompute_after_cut(self) -> None:
+        """Statistics for the batches left: start from the last time-index entry (a maximum
+        over a prefix), then walk the batches after it."""
+        last_time = self.time_index.last_entry
+        self._reset_stats()
+        start = 0
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+            start = self.offset_index.lookup(self.offset_of_max_timestamp)
+        if self.size:
+            self.first_batch_timestamp = self.header_at(0).max_timestamp
+        for _pos, header in self.scan(start):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            self.next_offset = header.next_offset
+        self.bytes_since_index_entry = self.size - self.offset_index.last_position
