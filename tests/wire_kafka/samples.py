@@ -1,0 +1,87 @@
+"""Realistic bodies for any message at any version, generated from the schema, and the helpers
+to compare what goes in with what comes out (buffers become bytes, record lists are joined)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+from roost.wire.kafka.apis import APIS
+from roost.wire.kafka.schema import Field, Message
+
+INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1), "uint16": (0, 2**16 - 1), "uint32": (0, 2**32 - 1),
+}
+STRINGS = ("", "orders", "topic-with-a-rather-long-name-" + "x" * 150, "ümlaut-ß-東京", "a")
+
+
+def every_api_version() -> list[tuple[int, int]]:
+    return [(key, version) for key, api in sorted(APIS.items())
+            for version in range(api.request.versions.low, api.request.versions.high + 1)]
+
+
+def message_of(api_key: int, is_request: bool) -> Message:
+    api = APIS[api_key]
+    return api.request if is_request else api.response
+
+
+def sample_body(message: Message, version: int, rng: random.Random) -> dict[str, Any]:
+    """A body with every field of `version` set: nulls, empty and long values, tagged fields."""
+    return _sample_struct(message.fields, version, rng, depth=0)
+
+
+def _sample_struct(fields: tuple[Field, ...], version: int, rng: random.Random, depth: int) -> dict[str, Any]:
+    return {field.key: _sample_field(field, version, rng, depth)
+            for field in fields if version in field.versions}
+
+
+def _sample_field(field: Field, version: int, rng: random.Random, depth: int) -> Any:
+    if version in field.nullable and rng.random() < 0.2:
+        return None
+    if field.is_array:
+        count = rng.choice((0, 1, 2, 3)) if depth < 3 else rng.choice((0, 1))
+        return [_sample_element(field, version, rng, depth + 1) for _ in range(count)]
+    return _sample_element(field, version, rng, depth)
+
+
+def _sample_element(field: Field, version: int, rng: random.Random, depth: int) -> Any:
+    kind = field.element_type
+    if field.is_struct:
+        return _sample_struct(field.fields, version, rng, depth + 1)
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind in INT_RANGES:
+        low, high = INT_RANGES[kind]
+        return rng.choice((0, -1 if low < 0 else 1, low, high, rng.randint(low, high)))
+    if kind == "float64":
+        return rng.uniform(-1e9, 1e9)
+    if kind == "string":
+        return rng.choice(STRINGS)
+    if kind == "bytes":
+        return rng.randbytes(rng.choice((0, 5, 200)))
+    if kind == "uuid":
+        return uuid.UUID(int=rng.getrandbits(128))
+    assert kind == "records", kind
+    shape = rng.choice(("small", "large", "list"))
+    if shape == "small":
+        return rng.randbytes(61)
+    if shape == "large":
+        return rng.randbytes(4096)
+    # A fetch response's records: slices of segment files, as bytes, bytearray and memoryview.
+    return [rng.randbytes(700), bytearray(rng.randbytes(1000)), memoryview(rng.randbytes(600)), b""]
+
+
+def normalized(value: Any) -> Any:
+    """Buffers as bytes and record lists joined, so encoded-then-decoded values compare equal."""
+    if isinstance(value, dict):
+        return {key: normalized(item) for key, item in value.items()}
+    if isinstance(value, list) and value and all(isinstance(item, bytes | bytearray | memoryview)
+                                                 for item in value):
+        return b"".join(bytes(item) for item in value)
+    if isinstance(value, list):
+        return [normalized(item) for item in value]
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    return value
