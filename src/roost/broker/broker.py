@@ -13,7 +13,7 @@ from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.dispatcher import Dispatcher, advertised_versions
 from roost.broker.group.service import GroupService
 from roost.broker.partition import Partition
-from roost.broker.state import BrokerState, now_ms
+from roost.broker.state import BrokerState
 from roost.broker.topics import TopicInfo, topic_name_problem
 from roost.config import BrokerConfig
 from roost.fsutil import atomic_write
@@ -134,8 +134,3 @@ class Broker:
                 if partition is not None:
                     return partition, ErrorCode.NONE
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-    def append_time_for(self, partition: Partition) -> int | None:
-        if partition.configs["message.timestamp.type"] == "LogAppendTime":
-            return now_ms()
-        return None

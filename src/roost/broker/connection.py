@@ -69,8 +69,8 @@ class KafkaConnection(asyncio.Protocol):
 
     # asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport's methods without subclassing it.
+        self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         # Responses can be large (fetch); let the kernel buffer absorb them before we pause.

@@ -37,6 +37,7 @@ def log_config_from_topic(configs: dict[str, Any]) -> LogConfig:
         max_message_bytes=configs["max.message.bytes"],
         flush_interval_messages=configs["flush.messages"],
         flush_interval_ms=configs["flush.ms"],
+        message_timestamp_type=configs["message.timestamp.type"],
     )
 
 

@@ -7,14 +7,15 @@ rewriting baseOffset, and the bytes go to the log as they came (compressed ones 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.broker.connection import NO_RESPONSE
-from roost.log.producer_state import Duplicate
+from roost.log.producer_state import OK, Duplicate
 from roost.wire.kafka import RequestHeader
 from roost.wire.kafka.errors import ErrorCode
-from roost.wire.kafka.records import InvalidRecordBatch, validate_batches
+from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader, InvalidRecordBatch, validate_batches
 
 if TYPE_CHECKING:
     from roost.broker.broker import Broker
@@ -102,29 +103,28 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: Any, ack
         if verdict != ErrorCode.NONE:
             return _partition_error(index, verdict)
 
-    append_time = broker.append_time_for(partition)
-    info = partition.log.append(records, batches, log_append_time=append_time)
+    info = partition.log.append(records, batches)
     partition.wake_waiters()
     if partition.count_unflushed(len(batches)):
         flushed = broker.state.committer.request(partition.log)
         if partition.fsync_each_append:
             durable_waits.append(flushed)
     return {"index": index, "error_code": ErrorCode.NONE, "base_offset": info.first_offset,
-            "log_append_time_ms": append_time if append_time is not None else -1,
+            "log_append_time_ms": info.log_append_time,
             "log_start_offset": partition.log_start_offset}
 
 
-def _check_sequences(partition: Partition, batches: list[Any]) -> Duplicate | ErrorCode:
+def _check_sequences(partition: Partition, batches: list[tuple[int, BatchHeader]]) -> Duplicate | ErrorCode:
     """Idempotent producers: a re-sent batch is a duplicate; a gap or an old epoch is an error."""
-    state = partition.log.producer_state
-    if len(batches) == 1:
-        verdict = state.check(batches[0][1])
-        return verdict if isinstance(verdict, Duplicate) else ErrorCode(verdict)
-    # Several batches of one producer in one request: each must follow the previous one.
-    for _, batch in batches:
-        verdict = state.check(batch)
-        if isinstance(verdict, Duplicate):
-            return ErrorCode.DUPLICATE_SEQUENCE_NUMBER
-        if verdict != ErrorCode.NONE:
-            return ErrorCode(verdict)
+    first = batches[0][1]
+    verdict = partition.log.producer_state.check(first)
+    if isinstance(verdict, Duplicate):
+        return verdict if len(batches) == 1 else ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+    if verdict is not OK:
+        return ErrorCode(verdict)
+    # Clients send one batch per partition; if several come, each must continue the previous one.
+    for (_, previous), (_, batch) in itertools.pairwise(batches):
+        if (batch.producer_id, batch.producer_epoch) != (previous.producer_id, previous.producer_epoch) \
+                or batch.base_sequence != (previous.last_sequence + 1) % (MAX_SEQUENCE + 1):
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     return ErrorCode.NONE

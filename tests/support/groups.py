@@ -1,0 +1,94 @@
+"""Run a consumer group of real client consumers in threads until a shared count is reached.
+
+The same harness drives every client library: a test supplies how to make a consumer, how to
+poll it (returning `Received` records), how to commit and how to close it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.workload import Received
+
+
+@dataclass
+class ClientOps:
+    make: Callable[[], Any]
+    poll: Callable[[Any], list[Received]]
+    commit: Callable[[Any], None]
+    close: Callable[[Any], None]
+
+
+@dataclass
+class Counter:
+    stop_at: int
+    count: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.count += n
+
+    def done(self) -> bool:
+        with self.lock:
+            return self.count >= self.stop_at
+
+
+class Member(threading.Thread):
+    def __init__(self, ops: ClientOps, counter: Counter, timeout: float,
+                 stop: threading.Event | None = None) -> None:
+        super().__init__(daemon=True)
+        self.ops, self.counter, self.timeout = ops, counter, timeout
+        self.stop_event = stop or threading.Event()
+        self.received: list[Received] = []
+        self.errors: list[str] = []
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        consumer = None
+        try:
+            consumer = self.ops.make()
+            self.ready.set()
+            deadline = time.monotonic() + self.timeout
+            while time.monotonic() < deadline and not self.counter.done() and not self.stop_event.is_set():
+                batch = self.ops.poll(consumer)
+                self.received.extend(batch)
+                self.counter.add(len(batch))
+            if self.received:
+                self.ops.commit(consumer)
+        except Exception as error:  # reported by the test thread
+            self.errors.append(repr(error))
+        finally:
+            self.ready.set()
+            if consumer is not None:
+                try:
+                    self.ops.close(consumer)
+                except Exception as error:
+                    self.errors.append(f"close: {error!r}")
+
+
+def run_group(ops: ClientOps, stop_at: int, members: int = 3, timeout: float = 120.0) -> list[Member]:
+    """Start `members` consumers, wait until together they received `stop_at` records, stop them."""
+    counter = Counter(stop_at)
+    threads = [Member(ops, counter, timeout) for _ in range(members)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 60)
+        assert not thread.is_alive(), "a consumer did not stop"
+    for thread in threads:
+        assert not thread.errors, thread.errors
+    return threads
+
+
+def last_offsets(members: list[Member]) -> dict[int, int]:
+    """The highest offset each partition delivered across these members."""
+    last: dict[int, int] = {}
+    for member in members:
+        for record in member.received:
+            last[record.partition] = max(last.get(record.partition, -1), record.offset)
+    return last
