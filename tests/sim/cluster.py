@@ -76,9 +76,9 @@ class SimStorage:
             self.hard_state = self.unsynced_commit
         self.unsynced_commit = None
 
-    def compact(self, snapshot: Snapshot, keep: int) -> None:
+    def compact(self, snapshot: Snapshot, compact_to: int) -> None:
         self.snapshot = snapshot
-        self.entries = [e for e in self.entries if e.index > snapshot.index - keep]
+        self.entries = [e for e in self.entries if e.index > compact_to]
 
 
 def chain(previous: bytes, entry: Entry) -> bytes:
@@ -278,8 +278,9 @@ class Cluster:
         term = core.log.term(applied)
         assert term is not None
         snap = Snapshot(applied, term, node.sm.snapshot())
-        node.storage.compact(snap, self.faults.keep_entries)
-        core.compact(snap, self.faults.keep_entries)
+        compact_to = core.compaction_point(applied, self.faults.keep_entries)
+        node.storage.compact(snap, compact_to)
+        core.compact(snap, compact_to)
 
     # --- network -----------------------------------------------------------------------------
 

@@ -346,15 +346,21 @@ class RaftCore:
         else:
             self._step_follower(m)
 
-    def compact(self, snapshot: Snapshot, keep_entries: int = 0) -> None:
+    def compact(self, snapshot: Snapshot, compact_to: int) -> None:
         """The caller took (and made durable) a snapshot of the applied state at `snapshot.index`:
-        remember it for lagging members and forget log entries up to `index - keep_entries`."""
+        remember it for lagging members and forget log entries up to `compact_to` (at most the
+        snapshot's index; keeping some entries lets slightly lagging members catch up from the log)."""
         assert snapshot.index <= self.log.applied_handed
+        assert compact_to <= snapshot.index
         assert self.log.term(snapshot.index) in (snapshot.term, None)
         if self.snapshot is not None and snapshot.index <= self.snapshot.index:
             return
         self.snapshot = snapshot
-        self.log.compact(max(0, min(snapshot.index - keep_entries, self.log.persisted)))
+        self.log.compact(max(0, min(compact_to, self.log.persisted)))
+
+    def compaction_point(self, snapshot_index: int, keep_entries: int) -> int:
+        """Where to cut the log for a snapshot at `snapshot_index`, keeping `keep_entries`."""
+        return max(self.log.offset, min(snapshot_index - keep_entries, self.log.persisted))
 
     # --- outputs -----------------------------------------------------------------------------
 

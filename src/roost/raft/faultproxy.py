@@ -1,0 +1,154 @@
+"""A small fault-injecting TCP proxy for tests (loopback only).
+
+`FaultProxy` listens on 127.0.0.1 and forwards every connection to a target address. On command it
+can `blackhole()` (connections stay open but bytes vanish both ways: a silent partition), `cut()`
+(close every connection and refuse new ones: a loud partition) and `heal()` (forward again).
+`ThreadedFaultProxy` runs one in a background thread with blocking methods, for synchronous tests
+that drive server processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+Address = tuple[str, int]
+
+
+class Mode(enum.Enum):
+    PASS = "pass"
+    BLACKHOLE = "blackhole"
+    CUT = "cut"
+
+
+class FaultProxy:
+    def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0), chunk: int = 1 << 16) -> None:
+        self.target = target
+        self.listen = listen
+        self.chunk = chunk
+        self.mode = Mode.PASS
+        self.bytes_forwarded = 0
+        self.bytes_dropped = 0
+        self.connections = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> Address:
+        assert self._server is not None and self._server.sockets
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return host, port
+
+    async def start(self) -> Address:
+        self._server = await asyncio.start_server(self._accept, self.listen[0], self.listen[1])
+        return self.address
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self._close_all()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    def blackhole(self) -> None:
+        self.mode = Mode.BLACKHOLE
+
+    def cut(self) -> None:
+        self.mode = Mode.CUT
+        self._close_all()
+
+    def heal(self) -> None:
+        self.mode = Mode.PASS
+
+    def _close_all(self) -> None:
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        if self.mode is Mode.CUT:
+            client_writer.transport.abort()
+            return
+        try:
+            server_reader, server_writer = await asyncio.wait_for(
+                asyncio.open_connection(*self.target), 5.0)
+        except (OSError, TimeoutError):
+            client_writer.transport.abort()
+            return
+        self.connections += 1
+        self._writers |= {client_writer, server_writer}
+        pumps = [asyncio.create_task(self._pump(client_reader, server_writer)),
+                 asyncio.create_task(self._pump(server_reader, client_writer))]
+        self._tasks.update(pumps)
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in pumps:
+                task.cancel()
+                self._tasks.discard(task)
+            for writer in (client_writer, server_writer):
+                writer.transport.abort()
+                self._writers.discard(writer)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                data = await reader.read(self.chunk)
+                if not data:
+                    return
+                if self.mode is Mode.PASS:
+                    writer.write(data)
+                    self.bytes_forwarded += len(data)
+                    await writer.drain()
+                else:
+                    self.bytes_dropped += len(data)
+        except (OSError, ConnectionError):
+            return
+
+
+class ThreadedFaultProxy:
+    """A FaultProxy on its own event loop thread, controlled with blocking calls."""
+
+    def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0)) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+        self.proxy = FaultProxy(target, listen)
+        self.address = self._call(self.proxy.start())
+
+    def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
+
+    async def _run(self, name: str) -> None:
+        getattr(self.proxy, name)()
+
+    def blackhole(self) -> None:
+        self._call(self._run("blackhole"))
+
+    def cut(self) -> None:
+        self._call(self._run("cut"))
+
+    def heal(self) -> None:
+        self._call(self._run("heal"))
+
+    def close(self) -> None:
+        try:
+            self._call(self.proxy.stop())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+            self._loop.close()
+
+    def __enter__(self) -> ThreadedFaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

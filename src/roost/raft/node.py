@@ -1,0 +1,443 @@
+"""RaftReplicator: the asyncio shell around the sans-IO core, an ensemble member.
+
+It owns the clock (a tick task), the disk (DiskStorage in one worker thread) and the network
+(PeerTransport). Every input is stepped into the core on the event loop thread and wakes the Ready
+loop, which for each Ready: sends the leader's early appends, persists (one fsync for everything
+gathered since the last Ready: group commit), advances the core, sends the rest, then applies
+committed entries and resolves the futures of proposals and read barriers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roost.raft.core import RaftConfig, RaftCore, Ready
+from roost.raft.messages import EntryKind, Message, MessageType, Snapshot
+from roost.raft.replicator import (
+    ApplyFn,
+    LeaderMessageHandler,
+    LeadershipHandler,
+    NoQuorum,
+    RestoreFn,
+    SnapshotFn,
+)
+from roost.raft.storage import DiskStorage
+from roost.raft.transport import Address, PeerTransport, TransportConfig
+
+log = logging.getLogger(__name__)
+
+_REFUSED = object()  # a proposal or read the core refused (no leader): safe to retry
+
+
+@dataclass(frozen=True)
+class ReplicatorConfig:
+    tick_interval: float = 0.04  # seconds per raft tick
+    election_ticks: int = 10  # election timeout 0.4-0.8 s; a leader lease of 0.4 s
+    heartbeat_ticks: int = 2
+    snapshot_entries: int = 20_000  # applied entries between two snapshots
+    keep_entries: int = 2_000  # entries kept behind a snapshot for slightly lagging members
+    fsync: bool = True
+    seed: int | None = None  # election timeout randomness; None draws from os.urandom
+    listen: Address | None = None  # default: this member's address in `peers`, else 127.0.0.1:0
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    raft: RaftConfig | None = None  # overrides election_ticks/heartbeat_ticks when given
+
+    def raft_config(self) -> RaftConfig:
+        if self.raft is not None:
+            return self.raft
+        return RaftConfig(election_ticks=self.election_ticks, heartbeat_ticks=self.heartbeat_ticks)
+
+
+class RaftReplicator:
+    """An ensemble member implementing `roost.raft.replicator.Replicator`.
+
+    `peers` maps every member id to its peer address (host, port); it may include this member,
+    whose address is then where it listens. With no other members it is a standalone, durable
+    single member.
+    """
+
+    def __init__(self, node_id: int, peers: dict[int, Address], directory: str | os.PathLike[str],
+                 config: ReplicatorConfig | None = None) -> None:
+        self.node_id = node_id
+        self.config = config or ReplicatorConfig()
+        self.members = sorted(set(peers) | {node_id})
+        self.directory = Path(directory)
+        listen = self.config.listen or peers.get(node_id) or ("127.0.0.1", 0)
+        self._peer_addresses = {i: a for i, a in peers.items() if i != node_id}
+        self.transport = PeerTransport(node_id, self._peer_addresses, listen, self._on_peer_message,
+                                       self.config.transport) if self._peer_addresses else None
+        self.storage = DiskStorage(self.directory, fsync=self.config.fsync)
+        self.core: RaftCore | None = None
+        self._apply: ApplyFn = lambda index, entry: None
+        self._snapshot: SnapshotFn = lambda: b""
+        self._restore: RestoreFn = lambda index, blob: None
+        self._leader_message_handler: LeaderMessageHandler | None = None
+        self._leadership_handler: LeadershipHandler | None = None
+        self._last_applied = 0
+        self._snapshot_index = 0
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-io-{node_id}")
+        self._wakeup = asyncio.Event()
+        self._leader_changed = asyncio.Event()
+        self._reported: tuple[bool, int | None] = (False, None)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
+        self._failure: BaseException | None = None
+        self._request_ids = random.Random().getrandbits(48)
+        self._requests: dict[int, asyncio.Future[object]] = {}  # request id -> proposal/read future
+        self._apply_waiters: dict[int, list[tuple[int, asyncio.Future[object]]]] = {}
+        self._read_waiters: list[tuple[int, int, asyncio.Future[object]]] = []  # heap (index, seq, fut)
+        self._read_seq = 0
+        self.stats = {"readies": 0, "fsyncs": 0, "proposals": 0}
+
+    # --- Replicator interface ----------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.core is not None and self.core.is_leader
+
+    @property
+    def leader_id(self) -> int | None:
+        return None if self.core is None else self.core.leader
+
+    @property
+    def last_applied(self) -> int:
+        return self._last_applied
+
+    @property
+    def peer_address(self) -> Address | None:
+        """Where this member listens for peers (after start)."""
+        return self.transport.address if self.transport is not None else None
+
+    def set_state_machine(self, apply: ApplyFn, snapshot: SnapshotFn, restore: RestoreFn) -> None:
+        self._apply, self._snapshot, self._restore = apply, snapshot, restore
+
+    def set_leader_message_handler(self, handler: LeaderMessageHandler) -> None:
+        self._leader_message_handler = handler
+
+    def set_leadership_handler(self, handler: LeadershipHandler) -> None:
+        self._leadership_handler = handler
+
+    def set_peer_address(self, peer_id: int, address: Address) -> None:
+        assert self.transport is not None
+        self.transport.set_peer_address(peer_id, address)
+
+    async def start(self) -> None:
+        assert self.core is None, "start() once"
+        loop = asyncio.get_running_loop()
+        recovered = await loop.run_in_executor(self._io, self.storage.load)
+        seed = self.config.seed if self.config.seed is not None else int.from_bytes(os.urandom(8), "big")
+        self.core = RaftCore(self.node_id, self.members, self.config.raft_config(), random.Random(seed),
+                             hard_state=recovered.hard_state, snapshot=recovered.snapshot,
+                             entries=recovered.entries)
+        if recovered.snapshot is not None:
+            self._restore(recovered.snapshot.index, recovered.snapshot.data)
+            self._last_applied = self._snapshot_index = recovered.snapshot.index
+        # Apply what is known committed before anyone can see us (no network yet, nothing to send).
+        while self.core.has_ready():
+            rd = self.core.ready()
+            assert not rd.messages and not rd.early_messages and not rd.entries
+            self.core.advance(rd)
+            self._apply_ready(rd)
+        log.info("raft %d: recovered snapshot %d, log to %d, commit %d, term %d", self.node_id,
+                 self._snapshot_index, self.core.log.last_index, self.core.commit, self.core.term)
+        self._running = True
+        if self.transport is not None:
+            await self.transport.start()
+        self._tasks = [asyncio.create_task(self._ready_loop(), name=f"raft-ready-{self.node_id}"),
+                       asyncio.create_task(self._tick_loop(), name=f"raft-tick-{self.node_id}")]
+        if len(self.members) == 1:
+            # Alone: become leader now and commit the durable tail before start() returns.
+            last = self.core.log.last_index
+            self.core.campaign()
+            self._wake()
+            deadline = loop.time() + 30.0
+            while self._last_applied < last or not self.core.is_leader:
+                assert self._failure is None, self._failure
+                if loop.time() > deadline:
+                    raise RuntimeError("single raft member could not commit its own log")
+                await asyncio.sleep(0.001)
+
+    async def stop(self) -> None:
+        if not self._running:
+            self._io.shutdown(wait=True)
+            return
+        self._running = False
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.transport is not None:
+            await self.transport.stop()
+        self._fail_all(NoQuorum("replicator stopped"))
+        await asyncio.get_running_loop().run_in_executor(self._io, self.storage.close)
+        self._io.shutdown(wait=True)
+
+    async def propose(self, entry: bytes, timeout: float = 10.0) -> int:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            core = self._live_core()
+            rid = self._next_request_id()
+            future: asyncio.Future[object] = loop.create_future()
+            self._requests[rid] = future
+            if not core.propose(entry, rid):
+                del self._requests[rid]
+                await self._wait_for_leader(deadline, "propose")
+                continue
+            self.stats["proposals"] += 1
+            self._wake()
+            result = await self._wait(future, deadline, "propose")
+            if result is _REFUSED:
+                await self._wait_for_leader(deadline, "propose", changed=True)
+                continue
+            assert isinstance(result, int)
+            return result
+
+    async def read_barrier(self, timeout: float = 10.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            core = self._live_core()
+            rid = self._next_request_id()
+            future: asyncio.Future[object] = loop.create_future()
+            self._requests[rid] = future
+            if not core.read_index(rid):
+                del self._requests[rid]
+                await self._wait_for_leader(deadline, "read_barrier")
+                continue
+            self._wake()
+            result = await self._wait(future, deadline, "read_barrier")
+            if result is _REFUSED:
+                await self._wait_for_leader(deadline, "read_barrier", changed=True)
+                continue
+            return
+
+    def send_to_leader(self, message: bytes) -> bool:
+        core = self.core
+        if core is None or core.leader is None or not self._running:
+            return False
+        if core.leader == self.node_id:
+            if self._leader_message_handler is None:
+                return False
+            asyncio.get_running_loop().call_soon(self._leader_message_handler, self.node_id, message)
+            return True
+        assert self.transport is not None
+        self.transport.send(Message(MessageType.APP, self.node_id, core.leader, data=message))
+        return True
+
+    def transfer_leadership(self, to: int) -> bool:
+        """Best effort: ask member `to` to take over (it must be up to date)."""
+        ok = self._live_core().transfer_leadership(to)
+        self._wake()
+        return ok
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _live_core(self) -> RaftCore:
+        if self._failure is not None:
+            raise NoQuorum(f"replicator failed: {self._failure!r}")
+        if self.core is None or not self._running:
+            raise NoQuorum("replicator is not running")
+        return self.core
+
+    def _next_request_id(self) -> int:
+        self._request_ids += 1
+        return self._request_ids
+
+    async def _wait(self, future: asyncio.Future[object], deadline: float, what: str) -> object:
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), max(remaining, 0))
+        except TimeoutError:
+            raise NoQuorum(f"{what} timed out (leader {self.leader_id})") from None
+
+    async def _wait_for_leader(self, deadline: float, what: str, changed: bool = False) -> None:
+        """Wait until a leader is known (or, if `changed`, until the next leadership news)."""
+        loop = asyncio.get_running_loop()
+        while changed or self.leader_id is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise NoQuorum(f"{what}: no leader within the timeout")
+            event = self._leader_changed
+            try:
+                await asyncio.wait_for(event.wait(), min(remaining, self.config.tick_interval * 5))
+                changed = False
+            except TimeoutError:
+                changed = False  # poll: a refused request is retried at least every few ticks
+            self._live_core()
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    def _on_peer_message(self, message: Message) -> None:
+        core = self.core
+        if core is None or not self._running:
+            return
+        if message.type is MessageType.APP:
+            if core.is_leader and self._leader_message_handler is not None:
+                self._leader_message_handler(message.src, message.data)
+            return
+        core.step(message)
+        self._wake()
+
+    async def _tick_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.config.tick_interval
+        next_tick = loop.time() + interval
+        while True:
+            await asyncio.sleep(max(0.0, next_tick - loop.time()))
+            next_tick += interval
+            if loop.time() - next_tick > 10 * interval:
+                next_tick = loop.time() + interval  # we were stalled: do not burst ticks to catch up
+            assert self.core is not None
+            self.core.tick()
+            self._wake()
+
+    async def _ready_loop(self) -> None:
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                core = self.core
+                assert core is not None
+                while core.has_ready():
+                    await self._handle_ready(core.ready())
+                self._report_leadership()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            # An invariant broke (or the disk failed): stop serving rather than risk divergence.
+            log.critical("raft %d: ready loop failed; member stops serving", self.node_id, exc_info=True)
+            self._failure = exc
+            self._fail_all(NoQuorum(f"replicator failed: {exc!r}"))
+            raise
+
+    async def _handle_ready(self, rd: Ready) -> None:
+        core = self.core
+        assert core is not None
+        self.stats["readies"] += 1
+        self._send_all(rd.early_messages)
+        if rd.must_sync:
+            await asyncio.get_running_loop().run_in_executor(self._io, self.storage.save, rd)
+            self.stats["fsyncs"] += 1
+        elif rd.hard_state is not None:
+            self.storage.save(rd)  # a commit-index-only record: a small write, no fsync needed
+        core.advance(rd)
+        self._send_all(rd.messages)
+        self._apply_ready(rd)
+        self._report_leadership()
+        await self._maybe_snapshot()
+
+    def _send_all(self, messages: list[Message]) -> None:
+        if self.transport is None:
+            return
+        for message in messages:
+            self.transport.send(message)
+
+    def _apply_ready(self, rd: Ready) -> None:
+        if rd.snapshot is not None:
+            self._restore(rd.snapshot.index, rd.snapshot.data)
+            self._last_applied = self._snapshot_index = rd.snapshot.index
+            for index in [i for i in self._apply_waiters if i <= rd.snapshot.index]:
+                for _, future in self._apply_waiters.pop(index):
+                    _settle(future, NoQuorum("outcome unknown: replaced by the leader's snapshot"))
+        for entry in rd.committed_entries:
+            assert entry.index == self._last_applied + 1, f"apply {entry.index} after {self._last_applied}"
+            if entry.kind is EntryKind.NORMAL:
+                self._apply(entry.index, entry.data)
+            self._last_applied = entry.index
+            for term, future in self._apply_waiters.pop(entry.index, ()):
+                if term == entry.term:
+                    _settle(future, entry.index)
+                else:
+                    _settle(future, _REFUSED)  # another leader's entry won the index: ours never commits
+        for result in rd.proposal_results:
+            future = self._requests.pop(result.request_id, None)
+            if future is None or future.done():
+                continue
+            if result.refused:
+                _settle(future, _REFUSED)
+            elif result.index <= self._last_applied:
+                # Forwarded, and the commit overtook the leader's answer.
+                core = self.core
+                assert core is not None
+                term = core.log.term(result.index)
+                if term == result.term:
+                    _settle(future, result.index)
+                else:
+                    _settle(future, NoQuorum("outcome unknown" if term is None else "leadership lost"))
+            else:
+                self._apply_waiters.setdefault(result.index, []).append((result.term, future))
+        for read in rd.read_states:
+            future = self._requests.pop(read.request_id, None)
+            if future is None or future.done():
+                continue
+            if read.refused:
+                _settle(future, _REFUSED)
+            else:
+                self._read_seq += 1
+                heapq.heappush(self._read_waiters, (read.index, self._read_seq, future))
+        while self._read_waiters and self._read_waiters[0][0] <= self._last_applied:
+            _settle(heapq.heappop(self._read_waiters)[2], None)
+
+    async def _maybe_snapshot(self) -> None:
+        core = self.core
+        assert core is not None
+        applied = self._last_applied
+        if applied - self._snapshot_index < self.config.snapshot_entries or applied > core.log.persisted:
+            return
+        term = core.log.term(applied)
+        assert term is not None
+        snap = Snapshot(applied, term, self._snapshot())
+        compact_to = core.compaction_point(applied, self.config.keep_entries)
+        base_term = core.log.term(compact_to)
+        assert base_term is not None
+        kept = core.log.entries[compact_to - core.log.offset:core.log.handed - core.log.offset]
+        await asyncio.get_running_loop().run_in_executor(
+            self._io, self.storage.compact, snap, compact_to, base_term, kept)
+        core.compact(snap, compact_to)
+        self._snapshot_index = applied
+        log.info("raft %d: snapshot at %d (%d bytes), log kept from %d", self.node_id, applied,
+                 len(snap.data), compact_to + 1)
+
+    def _report_leadership(self) -> None:
+        core = self.core
+        if core is None:
+            return
+        now = (core.is_leader, core.leader)
+        if now == self._reported:
+            return
+        self._reported = now
+        log.info("raft %d: term %d, leader %s%s", self.node_id, core.term, core.leader,
+                 " (me)" if core.is_leader else "")
+        self._leader_changed.set()
+        self._leader_changed = asyncio.Event()
+        if self._leadership_handler is not None:
+            self._leadership_handler(*now)
+
+    def _fail_all(self, exc: Exception) -> None:
+        for future in self._requests.values():
+            _settle(future, exc)
+        self._requests.clear()
+        for waiters in self._apply_waiters.values():
+            for _, future in waiters:
+                _settle(future, exc)
+        self._apply_waiters.clear()
+        for _, _, future in self._read_waiters:
+            _settle(future, exc)
+        self._read_waiters.clear()
+
+
+def _settle(future: asyncio.Future[object], outcome: object) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
