@@ -43,10 +43,15 @@ class LoopThreadConsumer:
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self.consumer = AIOKafkaConsumer(topic, group_id=group, bootstrap_servers=bootstrap,
-                                         auto_offset_reset="earliest", enable_auto_commit=False,
-                                         heartbeat_interval_ms=500, session_timeout_ms=6000)
-        self.run(self.consumer.start())
+
+        async def create() -> AIOKafkaConsumer:  # aiokafka binds to the running loop
+            consumer = AIOKafkaConsumer(topic, group_id=group, bootstrap_servers=bootstrap,
+                                        auto_offset_reset="earliest", enable_auto_commit=False,
+                                        heartbeat_interval_ms=500, session_timeout_ms=6000)
+            await consumer.start()
+            return consumer
+
+        self.consumer = self.run(create())
 
     def run(self, coroutine: Any) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coroutine, 60))

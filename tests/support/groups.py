@@ -39,11 +39,9 @@ class Counter:
 
 
 class Member(threading.Thread):
-    def __init__(self, ops: ClientOps, counter: Counter, timeout: float,
-                 stop: threading.Event | None = None) -> None:
+    def __init__(self, ops: ClientOps, counter: Counter, timeout: float, closing: threading.Barrier) -> None:
         super().__init__(daemon=True)
-        self.ops, self.counter, self.timeout = ops, counter, timeout
-        self.stop_event = stop or threading.Event()
+        self.ops, self.counter, self.timeout, self.closing = ops, counter, timeout, closing
         self.received: list[Received] = []
         self.errors: list[str] = []
         self.ready = threading.Event()
@@ -54,7 +52,7 @@ class Member(threading.Thread):
             consumer = self.ops.make()
             self.ready.set()
             deadline = time.monotonic() + self.timeout
-            while time.monotonic() < deadline and not self.counter.done() and not self.stop_event.is_set():
+            while time.monotonic() < deadline and not self.counter.done():
                 batch = self.ops.poll(consumer)
                 self.received.extend(batch)
                 self.counter.add(len(batch))
@@ -64,6 +62,11 @@ class Member(threading.Thread):
             self.errors.append(repr(error))
         finally:
             self.ready.set()
+            # Everyone commits before anyone leaves: a departure starts a rebalance.
+            try:
+                self.closing.wait(self.timeout)
+            except threading.BrokenBarrierError:
+                self.errors.append("the group did not reach the closing barrier together")
             if consumer is not None:
                 try:
                     self.ops.close(consumer)
@@ -74,7 +77,8 @@ class Member(threading.Thread):
 def run_group(ops: ClientOps, stop_at: int, members: int = 3, timeout: float = 120.0) -> list[Member]:
     """Start `members` consumers, wait until together they received `stop_at` records, stop them."""
     counter = Counter(stop_at)
-    threads = [Member(ops, counter, timeout) for _ in range(members)]
+    closing = threading.Barrier(members)
+    threads = [Member(ops, counter, timeout, closing) for _ in range(members)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -429,10 +429,13 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if instance_id is not None and group.static.get(instance_id) != member_id:
             return ErrorCode.FENCED_INSTANCE_ID
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            # The new assignment is being handed out; the old generation's owners are unknown.
+            return ErrorCode.REBALANCE_IN_PROGRESS
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
-        if group.state == GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
+        # During PreparingRebalance a member of the current generation still owns its
+        # partitions and may commit what it consumed (Kafka allows this too).
         return ErrorCode.NONE
 
     def touch(self, now: int, group_id: str, member_id: str) -> None:
