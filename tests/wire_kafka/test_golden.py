@@ -66,7 +66,7 @@ def test_api_versions_fallback_is_v0_shaped() -> None:
 
 def test_metadata_v1_request() -> None:
     named = encode_request(RequestHeader(3, 1, 3, "c"), {"topics": [{"name": "t"}]})
-    assert _hex(named) == "00 00 00 13 00 03 00 01 00 00 00 03 00 01 63 00 00 00 01 00 01 74"
+    assert _hex(named) == "00 00 00 12 00 03 00 01 00 00 00 03 00 01 63 00 00 00 01 00 01 74"
     everything = encode_request(RequestHeader(3, 1, 3, "c"), {"topics": None})
     assert _hex(everything).endswith("00 01 63 ff ff ff ff")
     _, body = decode_request(b"".join(everything)[4:])
@@ -78,7 +78,7 @@ def test_produce_v3_request() -> None:
         "acks": -1, "timeout_ms": 1000,
         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"abc"}]}]})
     assert _hex(parts) == (
-        "00 00 00 2a "                      # size 42
+        "00 00 00 28 "                      # size 40
         "00 00 00 03 00 00 00 09 ff ff "    # key 0, version 3, corr 9, null client_id
         "ff ff ff ff 00 00 03 e8 "          # null transactional_id, acks -1, timeout 1000
         "00 00 00 01 00 01 74 "             # one topic "t"
