@@ -67,7 +67,7 @@ def test_member_joins_and_leaves_mid_stream(broker: RoostProcess) -> None:
                              on_delivery=lambda e, _m: producer_errors.append(str(e)) if e else None)
             if i % 1000 == 999:
                 producer.poll(0)
-                time.sleep(0.05)  # a stream, not a burst: the rebalances happen while it flows
+                time.sleep(0.2)  # a stream, not a burst: the rebalances happen while it flows
         assert producer.flush(60) == 0
         produced.set()
 
@@ -87,6 +87,9 @@ def test_member_joins_and_leaves_mid_stream(broker: RoostProcess) -> None:
     leaving = members.pop(0)
     leaving.stop.set()
     leaving.join(60)
+    # Both membership changes happened while messages were still being produced.
+    assert not produced.is_set(), "the stream ended before the group changed; slow the producer down"
+    assert leaving.count > 0
 
     wait_for(lambda: len(seen) >= TOTAL, timeout=120, what="every message consumed")
     producer_thread.join(60)
