@@ -1,0 +1,241 @@
+"""Keeper configuration: a TOML file with ZooKeeper's setting names.
+
+Example (a member of a three-keeper ensemble; drop the `server.N` lines for a standalone keeper):
+
+    tickTime = 2000                  # ms; session timeouts are negotiated within [2, 20] ticks
+    minSessionTimeout = 4000         # ms, default 2 * tickTime
+    maxSessionTimeout = 40000        # ms, default 20 * tickTime
+    dataDir = "/var/lib/roost/keeper"
+    clientPort = 2181                # 0 picks a free port
+    clientPortAddress = "127.0.0.1"  # default 0.0.0.0
+    maxClientCnxns = 60              # connections per client IP address, 0 = unlimited
+    "jute.maxbuffer" = 1048575       # largest request frame in bytes (quote dotted names)
+    myid = 1                         # this member's id: 1..127
+    server.1 = "10.0.0.1:2888"       # the ensemble: member id -> "host:peerPort"
+    server.2 = "10.0.0.2:2888"       #   (TOML reads `server.N` as the table [server] with key N)
+    server.3 = "10.0.0.3:2888"
+
+Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
+the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
+`extendedTypesEnabled` (TTL nodes, ZooKeeper's `zookeeper.extendedTypesEnabled`), `forceSync`
+(fsync the log, default true), `"4lw.commands.whitelist"` (comma-separated, default "*").
+
+An invalid or unknown setting is refused with a `ConfigError` naming the setting.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roost.wire.zk.constants import DEFAULT_MAX_BUFFER
+
+FOUR_LETTER_DEFAULT = "*"
+
+
+class ConfigError(ValueError):
+    """A setting is missing, unknown or invalid; the message names it."""
+
+
+@dataclass(slots=True)
+class PeerAddress:
+    host: str
+    port: int
+
+
+@dataclass(slots=True)
+class KeeperConfig:
+    data_dir: Path
+    tick_time: int = 2000
+    min_session_timeout: int = 0  # 0: 2 * tick_time
+    max_session_timeout: int = 0  # 0: 20 * tick_time
+    client_port: int = 2181
+    client_port_address: str = "0.0.0.0"
+    max_client_cnxns: int = 60
+    jute_max_buffer: int = DEFAULT_MAX_BUFFER
+    myid: int = 1
+    servers: dict[int, PeerAddress] = field(default_factory=dict)
+    max_outstanding_requests: int = 1000
+    max_watches_per_session: int = 100_000
+    extended_types_enabled: bool = False
+    force_sync: bool = True
+    four_letter_whitelist: frozenset[str] | None = None  # None: every word
+
+    def __post_init__(self) -> None:
+        if self.min_session_timeout == 0:
+            self.min_session_timeout = 2 * self.tick_time
+        if self.max_session_timeout == 0:
+            self.max_session_timeout = 20 * self.tick_time
+
+    @property
+    def is_ensemble(self) -> bool:
+        return len(self.servers) > 1
+
+    def describe(self) -> list[str]:
+        """The `conf` four-letter word's lines."""
+        lines = [
+            f"clientPort={self.client_port}",
+            f"clientPortAddress={self.client_port_address}",
+            f"dataDir={self.data_dir}",
+            f"tickTime={self.tick_time}",
+            f"maxClientCnxns={self.max_client_cnxns}",
+            f"minSessionTimeout={self.min_session_timeout}",
+            f"maxSessionTimeout={self.max_session_timeout}",
+            f"jute.maxbuffer={self.jute_max_buffer}",
+            f"serverId={self.myid}",
+        ]
+        lines += [f"server.{sid}={peer.host}:{peer.port}" for sid, peer in sorted(self.servers.items())]
+        return lines
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> KeeperConfig:
+        """Read a TOML config file; `overrides` (e.g. from command-line flags) win."""
+        try:
+            with open(path, "rb") as handle:
+                raw = tomllib.load(handle)
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        merged = dict(raw)
+        merged.update(overrides or {})
+        return cls.from_mapping(merged, base_dir=Path(path).resolve().parent)
+
+    @classmethod
+    def from_mapping(cls, settings: Mapping[str, Any], base_dir: Path | None = None) -> KeeperConfig:
+        """Build a config from ZooKeeper-named settings, validating each one."""
+        values = dict(settings)
+        # TOML reads `jute.maxbuffer = N` (unquoted) as a table {"jute": {"maxbuffer": N}}.
+        for prefix in ("jute", "4lw"):
+            nested = values.get(prefix)
+            if isinstance(nested, dict):
+                del values[prefix]
+                for key, value in _flatten(prefix, nested).items():
+                    values[key] = value
+        servers_raw = values.pop("server", None)
+        unknown = sorted(set(values) - _KNOWN)
+        if unknown:
+            raise ConfigError(f"setting {unknown[0]!r}: unknown setting")
+        if "dataDir" not in values:
+            raise ConfigError("setting 'dataDir': required")
+        data_dir = Path(_string(values, "dataDir"))
+        if base_dir is not None and not data_dir.is_absolute():
+            data_dir = base_dir / data_dir
+        tick = _int(values, "tickTime", 2000, 1, 3_600_000)
+        config = cls(
+            data_dir=data_dir,
+            tick_time=tick,
+            min_session_timeout=_int(values, "minSessionTimeout", 2 * tick, 1, 2**31 - 1),
+            max_session_timeout=_int(values, "maxSessionTimeout", 20 * tick, 1, 2**31 - 1),
+            client_port=_int(values, "clientPort", 2181, 0, 65535),
+            client_port_address=_string(values, "clientPortAddress", "0.0.0.0"),
+            max_client_cnxns=_int(values, "maxClientCnxns", 60, 0, 1_000_000),
+            jute_max_buffer=_int(values, "jute.maxbuffer", DEFAULT_MAX_BUFFER, 1024, 1 << 30),
+            myid=_int(values, "myid", 1, 1, 127),
+            max_outstanding_requests=_int(values, "maxOutstandingRequests", 1000, 1, 1_000_000),
+            max_watches_per_session=_int(values, "maxWatchesPerSession", 100_000, 1, 100_000_000),
+            extended_types_enabled=_bool(values, "extendedTypesEnabled", False),
+            force_sync=_bool(values, "forceSync", True),
+            four_letter_whitelist=_whitelist(values),
+        )
+        if config.min_session_timeout > config.max_session_timeout:
+            raise ConfigError(
+                f"setting 'minSessionTimeout': {config.min_session_timeout} is above "
+                f"maxSessionTimeout {config.max_session_timeout}"
+            )
+        if not config.client_port_address:
+            raise ConfigError("setting 'clientPortAddress': must not be empty")
+        if servers_raw is not None:
+            config.servers = _servers(servers_raw)
+            if config.servers and config.myid not in config.servers:
+                raise ConfigError(f"setting 'myid': {config.myid} is not one of the server.N entries")
+            if len(config.servers) not in (1, 3, 5, 7):
+                raise ConfigError(f"setting 'server': an ensemble has 1, 3, 5 or 7 members, "
+                                  f"not {len(config.servers)}")
+        return config
+
+
+_KNOWN = frozenset({
+    "tickTime", "minSessionTimeout", "maxSessionTimeout", "dataDir", "clientPort",
+    "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
+    "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
+})
+
+
+def _flatten(prefix: str, table: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}.{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(name, value))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _int(values: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = values.get(name, default)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"setting {name!r}: must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"setting {name!r}: {value} is outside [{low}, {high}]")
+    return value
+
+
+def _bool(values: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = values.get(name, default)
+    if isinstance(value, str) and value.lower() in ("true", "yes", "false", "no"):
+        value = value.lower() in ("true", "yes")
+    if not isinstance(value, bool):
+        raise ConfigError(f"setting {name!r}: must be true or false, got {value!r}")
+    return value
+
+
+def _string(values: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = values.get(name, default)
+    if isinstance(value, Path):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"setting {name!r}: must be a string, got {value!r}")
+    return value
+
+
+def _whitelist(values: Mapping[str, Any]) -> frozenset[str] | None:
+    raw = _string(values, "4lw.commands.whitelist", FOUR_LETTER_DEFAULT)
+    words = [word.strip() for word in raw.split(",") if word.strip()]
+    if "*" in words:
+        return None
+    for word in words:
+        if len(word) != 4 or not word.isalpha():
+            raise ConfigError(f"setting '4lw.commands.whitelist': {word!r} is not a four-letter word")
+    return frozenset(words)
+
+
+def _servers(raw: Any) -> dict[int, PeerAddress]:
+    if not isinstance(raw, dict):
+        raise ConfigError("setting 'server': write members as server.N = \"host:peerPort\"")
+    servers: dict[int, PeerAddress] = {}
+    for key, value in raw.items():
+        name = f"server.{key}"
+        try:
+            sid = int(key)
+        except ValueError:
+            raise ConfigError(f"setting {name!r}: the member id must be an integer") from None
+        if not 1 <= sid <= 127:
+            raise ConfigError(f"setting {name!r}: the member id must be in [1, 127]")
+        if not isinstance(value, str):
+            raise ConfigError(f"setting {name!r}: must be a \"host:peerPort\" string")
+        # ZooKeeper's own "host:quorumPort:electionPort;clientPort" is accepted: the first port
+        # is the peer port and the rest is ignored.
+        address = value.split(";", 1)[0]
+        host, _, rest = address.partition(":")
+        port_text = rest.split(":", 1)[0]
+        if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ConfigError(f"setting {name!r}: {value!r} is not \"host:peerPort\"")
+        servers[sid] = PeerAddress(host, int(port_text))
+    return servers

@@ -1,0 +1,344 @@
+"""The keeper's asyncio shell: client sockets, the proposer, timers, and the replicator.
+
+`KeeperServer(config)` listens on the client port with an asyncio Protocol per connection (no
+StreamReader loops: the Protocol path is several times cheaper per request). Bytes go through the
+sans-IO codec (`roost.wire.zk.ServerConnection`) into the sans-IO member core
+(`roost.keeper.core.KeeperCore`); writes leave as batches through `Replicator.propose`, one batch
+in flight at a time, and come back through the replicator's apply callback on every member.
+
+Limits: frames above jute.maxbuffer, malformed frames and unknown opcodes close that connection
+with a log line; at most `maxClientCnxns` connections per client address; at most
+`maxOutstandingRequests` queued requests per connection (then the socket is not read until
+replies drain); at most `maxWatchesPerSession` watches per connection; a client that does not read
+its replies is cut off when its send buffer passes `MAX_SEND_BUFFER`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from roost.keeper.config import KeeperConfig
+from roost.keeper.core import Client, CoreSettings, KeeperCore, Slot
+from roost.keeper.fourletter import ServerFacts, answer
+from roost.wire.zk.connection import FourLetterWord, ServerConnection
+from roost.wire.zk.errors import ZkCodecError
+
+if TYPE_CHECKING:
+    from roost.raft.replicator import Replicator
+
+log = logging.getLogger("roost.keeper")
+
+MAX_SEND_BUFFER = 64 << 20  # bytes queued towards one client before it is cut off
+PROPOSE_TIMEOUT = 10.0
+SYNC_TIMEOUT = 10.0
+
+
+def build_replicator(config: KeeperConfig) -> Replicator:
+    """The replicator a config asks for: a durable single member, or an ensemble member."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    if not config.is_ensemble:
+        from roost.raft.local import LocalReplicator
+
+        return LocalReplicator(config.data_dir / "raft", fsync=config.force_sync)
+    from roost.raft.node import RaftReplicator, ReplicatorConfig
+
+    peers = {sid: (peer.host, peer.port) for sid, peer in config.servers.items()}
+    return RaftReplicator(config.myid, peers, config.data_dir / "raft",
+                          ReplicatorConfig(fsync=config.force_sync))
+
+
+class _ClientProtocol(asyncio.Protocol):
+    """One client connection: bytes to events to the core, and the core's `ClientLink`."""
+
+    __slots__ = ("client", "codec", "peer_host", "server", "transport")
+
+    def __init__(self, server: KeeperServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer_host = "?"
+        self.codec = ServerConnection(server.config.jute_max_buffer)
+        self.client: Client | None = None
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        # (uvloop's transports do not subclass asyncio.Transport, but they behave like one.)
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer_host = peer[0] if peer else "?"
+        server = self.server
+        limit = server.config.max_client_cnxns
+        server.connections_per_host[self.peer_host] += 1
+        if limit and server.connections_per_host[self.peer_host] > limit:
+            log.warning("closing connection from %s: too many connections from this address "
+                        "(maxClientCnxns=%d)", self.peer_host, limit)
+            transport.abort()
+            return
+        self.client = server.core.open_client(self)
+
+    def data_received(self, data: bytes) -> None:
+        client = self.client
+        if client is None or client.closed:
+            return
+        try:
+            events = self.codec.receive_data(data)
+        except ZkCodecError as exc:
+            log.warning("closing connection from %s (session 0x%x): bad input: %s",
+                        self.peer_host, client.session_id, exc)
+            self.server.core.close_client(client)
+            return
+        core = self.server.core
+        for event in events:
+            if isinstance(event, FourLetterWord):
+                self._four_letter_word(event.command)
+                return
+            core.on_event(client, event)
+            if client.closed:
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        server = self.server
+        server.connections_per_host[self.peer_host] -= 1
+        if server.connections_per_host[self.peer_host] <= 0:
+            del server.connections_per_host[self.peer_host]
+        if self.client is not None:
+            server.core.close_client(self.client)
+
+    def _four_letter_word(self, command: str) -> None:
+        assert self.transport is not None and self.client is not None
+        server = self.server
+        text = answer(command, server.facts(), server.config.four_letter_whitelist)
+        self.transport.write(text.encode("utf-8"))
+        server.core.close_client(self.client)
+
+    # -- ClientLink
+
+    def send(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(data)
+        if transport.get_write_buffer_size() > MAX_SEND_BUFFER:
+            log.warning("closing connection from %s: it does not read its replies (%d bytes queued)",
+                        self.peer_host, transport.get_write_buffer_size())
+            transport.abort()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+
+class KeeperServer:
+    """A keeper member serving ZooKeeper clients; see the module docstring."""
+
+    def __init__(self, config: KeeperConfig, replicator: Replicator | None = None) -> None:
+        self.config = config
+        self.replicator: Replicator | None = replicator
+        self.core: KeeperCore
+        self.connections_per_host: Counter[str] = Counter()
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sync_tasks: set[asyncio.Task[None]] = set()
+        self._proposer_wake = asyncio.Event()
+        self._started_mono = time.monotonic()
+        self._address: tuple[str, int] | None = None
+
+    # -- lifecycle
+
+    async def start(self) -> tuple[str, int]:
+        """Recover the tree, join the replication, and listen; returns the bound (host, port)."""
+        config = self.config
+        if self.replicator is None:
+            self.replicator = build_replicator(config)
+        replicator = self.replicator
+        settings = CoreSettings(
+            node_id=replicator.node_id,
+            tick_ms=config.tick_time,
+            min_session_timeout_ms=config.min_session_timeout,
+            max_session_timeout_ms=config.max_session_timeout,
+            max_outstanding=config.max_outstanding_requests,
+            max_watches_per_session=config.max_watches_per_session,
+            extended_types_enabled=config.extended_types_enabled,
+        )
+        self.core = KeeperCore(settings, self)
+        replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore)
+        replicator.set_leader_message_handler(self.core.on_leader_message)
+        replicator.set_leadership_handler(self._on_leadership)
+        await replicator.start()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _ClientProtocol(self), config.client_port_address, config.client_port,
+            reuse_address=True, backlog=1024,
+        )
+        sockname = self._server.sockets[0].getsockname()
+        self._address = (sockname[0], sockname[1])
+        self._tasks = [
+            asyncio.create_task(self._proposer(), name="keeper-proposer"),
+            asyncio.create_task(self._ticker(), name="keeper-ticker"),
+        ]
+        log.info("keeper %d serving clients on %s:%d (tree at zxid 0x%x)", replicator.node_id,
+                 *self._address, self.core.tree.last_zxid)
+        return self._address
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self._address is not None, "start() first"
+        return self._address
+
+    async def stop(self) -> None:
+        """Stop listening, close every client connection, and stop the replicator."""
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in list(self._sync_tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._sync_tasks, return_exceptions=True)
+        if hasattr(self, "core"):
+            for client in list(self.core.clients):
+                self.core.close_client(client)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+            self._server = None
+        if self.replicator is not None:
+            await self.replicator.stop()
+
+    # -- replicator callbacks
+
+    def _apply(self, index: int, entry: bytes) -> None:
+        self.core.apply(index, entry)
+
+    def _on_leadership(self, is_leader: bool, leader_id: int | None) -> None:
+        log.info("keeper %d: leader is now %s", self.core.settings.node_id, leader_id)
+        self.core.leadership_changed(is_leader)
+
+    # -- tasks
+
+    async def _proposer(self) -> None:
+        """Propose the core's batches one at a time (so each connection's writes stay ordered)."""
+        from roost.raft.replicator import NoQuorum
+
+        core = self.core
+        replicator = self.replicator
+        assert replicator is not None
+        while True:
+            await self._proposer_wake.wait()
+            self._proposer_wake.clear()
+            while True:
+                batch = core.take_batch()
+                if batch is None:
+                    break
+                sequence, entry = batch
+                try:
+                    await replicator.propose(entry, PROPOSE_TIMEOUT)
+                except NoQuorum as exc:
+                    log.warning("keeper: batch %d not committed: %s", sequence, exc)
+                    core.batch_failed(sequence, str(exc))
+
+    async def _ticker(self) -> None:
+        interval = self.core.tracker.bucket_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.core.tick()
+            except Exception:
+                log.exception("keeper tick failed")
+                raise
+
+    async def _sync(self, client: Client, slot: Slot) -> None:
+        from roost.raft.replicator import NoQuorum
+
+        assert self.replicator is not None
+        try:
+            await self.replicator.read_barrier(SYNC_TIMEOUT)
+        except NoQuorum as exc:
+            self.core.sync_failed(client, str(exc))
+            return
+        self.core.sync_done(client, slot)
+
+    # -- CoreEnv
+
+    def mono_ms(self) -> int:
+        return int(time.monotonic() * 1000)
+
+    def wall_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def random_bits(self, bits: int) -> int:
+        return secrets.randbits(bits)
+
+    def secret(self, size: int) -> bytes:
+        return secrets.token_bytes(size)
+
+    def wake_proposer(self) -> None:
+        self._proposer_wake.set()
+
+    def start_sync(self, client: Client, slot: Slot) -> None:
+        task = asyncio.get_running_loop().create_task(self._sync(client, slot))
+        self._sync_tasks.add(task)
+        task.add_done_callback(self._sync_tasks.discard)
+
+    def send_to_leader(self, message: bytes) -> bool:
+        assert self.replicator is not None
+        return self.replicator.send_to_leader(message)
+
+    def is_leader(self) -> bool:
+        assert self.replicator is not None
+        return self.replicator.is_leader
+
+    def leader_id(self) -> int | None:
+        assert self.replicator is not None
+        return self.replicator.leader_id
+
+    # -- four-letter words
+
+    def mode(self) -> str:
+        if not self.config.is_ensemble:
+            return "standalone"
+        return "leader" if self.is_leader() else "follower"
+
+    def facts(self) -> ServerFacts:
+        core = self.core
+        stats = core.stats
+        tree = core.tree
+        client_lines = [
+            f" /{c.link.peer_host}:0[1](queued={len(c.queue)},recved={c.received},sent={c.sent},"
+            f"sid=0x{c.session_id:x})"
+            for c in core.clients
+        ]
+        avg = stats.total_latency_ms / stats.latency_count if stats.latency_count else 0.0
+        return ServerFacts(
+            mode=self.mode(),
+            zxid=tree.last_zxid,
+            node_count=tree.node_count,
+            connections=len(core.clients),
+            outstanding=core.outstanding(),
+            packets_received=stats.packets_received,
+            packets_sent=sum(c.sent for c in core.clients),
+            min_latency_ms=stats.min_latency_ms,
+            avg_latency_ms=avg,
+            max_latency_ms=stats.max_latency_ms,
+            watch_count=core.watches.total(),
+            watched_paths=core.watches.paths_watched(),
+            ephemerals_count=tree.ephemeral_count(),
+            approximate_data_size=tree.approximate_data_size(),
+            sessions=len(tree.sessions),
+            uptime_ms=int((time.monotonic() - self._started_mono) * 1000),
+            client_lines=client_lines,
+            config_lines=self.config.describe(),
+        )
