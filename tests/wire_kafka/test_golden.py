@@ -84,3 +84,14 @@ def test_produce_v3_request() -> None:
         "00 00 00 01 00 01 74 "             # one topic "t"
         "00 00 00 01 00 00 00 00 "          # one partition, index 0
         "00 00 00 03 61 62 63")             # records: int32 length, bytes
+
+
+def test_librdkafka_all_topics_metadata_request_has_stray_bytes() -> None:
+    """Captured from confluent-kafka 2.16 (librdkafka 2.16) AdminClient.list_topics(): the body is
+    null topics, allow_auto_topic_creation, include_topic_authorized_operations and an empty tag
+    section, followed by three stray bytes. Kafka ignores them, so the lenient default does too."""
+    frame = bytes.fromhex("0003 000c 00000003 0007") + b"rdkafka" + bytes.fromhex("00 00000000 010000")
+    header, body = decode_request(frame)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 12, "rdkafka")
+    assert body == {"topics": None, "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False}

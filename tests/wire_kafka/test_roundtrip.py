@@ -35,7 +35,8 @@ def test_request_round_trip(api_key: int, version: int) -> None:
         body = sample_body(message_of(api_key, True), version, rng)
         header = RequestHeader(api_key, version, rng.randint(-(2**31), 2**31 - 1),
                                None if attempt == 0 else "client-ü")
-        decoded_header, decoded = decode_request(_frame_without_prefix(encode_request(header, body)))
+        frame = _frame_without_prefix(encode_request(header, body))
+        decoded_header, decoded = decode_request(frame, strict=True)
         assert decoded_header == header
         assert normalized(decoded) == normalized(body)
 

@@ -68,11 +68,13 @@ def peek_request_header(frame: Buffer) -> RequestHeader:
     return _read_request_header(as_view(frame))[0]
 
 
-def decode_request(frame: Buffer) -> tuple[RequestHeader, dict[str, Any]]:
+def decode_request(frame: Buffer, *, strict: bool = False) -> tuple[RequestHeader, dict[str, Any]]:
     """Header and body of a request frame (without its size prefix).
 
-    Raises UnknownApiError, UnsupportedVersionError, or KafkaCodecError for malformed bytes
-    (including bytes left over after the body).
+    Raises UnknownApiError, UnsupportedVersionError, or KafkaCodecError for malformed bytes.
+    Bytes left over after the body are ignored unless `strict`, because that is what Apache Kafka
+    does and real clients rely on it: librdkafka 2.16 sends three stray bytes after the body of an
+    all-topics Metadata v12 request (AdminClient.list_topics), which a strict broker would refuse.
     """
     buf = as_view(frame)
     header, pos = _read_request_header(buf)
@@ -83,7 +85,7 @@ def decode_request(frame: Buffer) -> tuple[RequestHeader, dict[str, Any]]:
         body, pos = codec.read(buf, pos)
     except _DECODE_FAILURES as exc:
         raise _malformed("request", header.api_key, header.api_version, exc) from exc
-    if pos != len(buf):
+    if strict and pos != len(buf):
         raise KafkaCodecError(f"{len(buf) - pos} bytes left after the body of "
                               f"{_describe(header.api_key, header.api_version)} request")
     return header, body
