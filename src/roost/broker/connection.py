@@ -77,6 +77,9 @@ class KafkaConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self._limits.max_buffered_bytes // 4)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._buffer and not self._closed:
+            log.warning("connection from %s closed in the middle of a frame (%d bytes of it received)",
+                        self.peer, len(self._buffer))
         self._closed = True
         for task in list(self.tasks):
             task.cancel()

@@ -89,7 +89,7 @@ def _partition_result(index: int, error: ErrorCode, partition: Partition | None 
     hw = partition.high_watermark if partition else -1
     return {"partition_index": index, "error_code": error, "high_watermark": hw,
             "last_stable_offset": hw, "log_start_offset": partition.log_start_offset if partition else -1,
-            "aborted_transactions": None, "preferred_read_replica": -1, "records": None}
+            "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
 def _release(waiter: asyncio.Future[None]) -> None:

@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from roost.broker.connection import NO_RESPONSE
-from roost.log.producer_state import OK, Duplicate
+from roost.log import OK, Duplicate, MessageTooLarge, RecordBatchTooLarge
 from roost.wire.kafka import RequestHeader
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader, InvalidRecordBatch, validate_batches
@@ -103,7 +103,13 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: Any, ack
         if verdict != ErrorCode.NONE:
             return _partition_error(index, verdict)
 
-    info = partition.log.append(records, batches)
+    try:
+        info = partition.log.append(records, batches)
+    except MessageTooLarge as error:
+        return _partition_error(index, ErrorCode.MESSAGE_TOO_LARGE, str(error))
+    except RecordBatchTooLarge as error:
+        # Kafka's answer when a batch cannot fit in any segment of this topic.
+        return _partition_error(index, ErrorCode.RECORD_LIST_TOO_LARGE, str(error))
     partition.wake_waiters()
     if partition.count_unflushed(len(batches)):
         flushed = broker.state.committer.request(partition.log)
