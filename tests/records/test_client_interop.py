@@ -25,7 +25,8 @@ CODEC_NAMES = {
     rec.COMPRESSION_ZSTD: "zstd",
 }
 MESSAGES = [
-    (b"user-%d" % i, b'{"event": "message sent", "n": %d}' % i * (i + 1), [("seq", b"%d" % i)]) for i in range(20)
+    (b"user-%d" % i, b'{"event": "message sent", "n": %d}' % i * (i + 1), [("seq", b"%d" % i)])
+    for i in range(20)
 ] + [(None, b"keyless", []), (b"tombstone", None, [("null", None)])]
 
 
@@ -47,10 +48,16 @@ def test_decode_batches_produced_by_librdkafka(
     _, address = mock_cluster
     topic = f"from-librdkafka-{CODEC_NAMES[codec]}"
     producer = ck.Producer(
-        {"bootstrap.servers": f"{address[0]}:{address[1]}", "compression.type": CODEC_NAMES[codec], "linger.ms": 20}
+        {
+            "bootstrap.servers": f"{address[0]}:{address[1]}",
+            "compression.type": CODEC_NAMES[codec],
+            "linger.ms": 20,
+        }
     )
     for key, value, headers in MESSAGES:
-        producer.produce(topic, key=key, value=value, headers=headers, partition=0, timestamp=1_700_000_000_000)
+        producer.produce(
+            topic, key=key, value=value, headers=headers, partition=0, timestamp=1_700_000_000_000
+        )
     assert producer.flush(30) == 0
 
     error, raw = fetch_raw(address, topic, 0, 0)
@@ -76,7 +83,12 @@ def test_librdkafka_consumes_batches_we_built(
     assert produce_raw(address, topic, 0, second) == (0, 10)
 
     consumer = ck.Consumer(
-        {"bootstrap.servers": f"{address[0]}:{address[1]}", "group.id": f"g-{topic}", "check.crcs": True, "log_level": 3}
+        {
+            "bootstrap.servers": f"{address[0]}:{address[1]}",
+            "group.id": f"g-{topic}",
+            "check.crcs": True,
+            "log_level": 3,
+        }
     )
     try:
         consumer.assign([ck.TopicPartition(topic, 0, 0)])

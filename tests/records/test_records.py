@@ -75,7 +75,9 @@ def test_header_fields_and_properties() -> None:
 
 
 def test_last_sequence_wraps_like_kafka() -> None:
-    batch = build_batch([(None, b"x")] * 3, timestamp_ms=1, producer_id=1, producer_epoch=0, base_sequence=2**31 - 2)
+    batch = build_batch(
+        [(None, b"x")] * 3, timestamp_ms=1, producer_id=1, producer_epoch=0, base_sequence=2**31 - 2
+    )
     assert parse_header(batch).last_sequence == 0
 
 
@@ -109,7 +111,7 @@ def test_validate_rejects_truncation_and_trailing_bytes() -> None:
     batch = build_batch([(b"k", b"value")], timestamp_ms=1)
     _expect(batch[:-1], CORRUPT_MESSAGE)
     _expect(batch + b"\x00" * 5, CORRUPT_MESSAGE)
-    _expect(batch + batch[:HEADER_SIZE + 2], CORRUPT_MESSAGE)
+    _expect(batch + batch[: HEADER_SIZE + 2], CORRUPT_MESSAGE)
     _expect(b"", INVALID_RECORD)
 
 
@@ -163,7 +165,7 @@ def test_assign_offsets_with_log_append_time() -> None:
     buf = bytearray(build_batch([(b"k", b"v"), (b"k", b"w")], timestamp_ms=10))
     found = validate_batches(buf)
     assign_offsets(memoryview(buf), found, 5, log_append_time=777_000)
-    (_, header), = validate_batches(buf)  # the CRC was recomputed
+    ((_, header),) = validate_batches(buf)  # the CRC was recomputed
     assert header.timestamp_type == rec.TIMESTAMP_LOG_APPEND_TIME
     assert header.max_timestamp == 777_000
     assert [r.timestamp for r in decode_batch_records(buf)] == [777_000, 777_000]
@@ -172,7 +174,7 @@ def test_assign_offsets_with_log_append_time() -> None:
 @pytest.mark.parametrize("codec", CODECS)
 def test_build_decode_round_trip(codec: int) -> None:
     batch = build_batch(SAMPLE, base_offset=50, timestamp_ms=1_700_000_000_000, compression=codec)
-    (_, header), = validate_batches(batch)
+    ((_, header),) = validate_batches(batch)
     assert header.compression == codec
     decoded = decode_batch_records(batch)
     assert [(r.key, r.value, r.headers) for r in decoded] == [(k, v, list(h)) for k, v, h in SAMPLE]
@@ -242,7 +244,7 @@ def _kafka_python_batch(codec: int, base_sequence: int = -1) -> bytes:
 @pytest.mark.parametrize("codec", CODECS)
 def test_decode_batches_built_by_kafka_python(codec: int) -> None:
     batch = _kafka_python_batch(codec, base_sequence=11)
-    (_, header), = validate_batches(batch)
+    ((_, header),) = validate_batches(batch)
     assert header.compression == codec
     assert (header.producer_id, header.base_sequence, header.last_sequence) == (5, 11, 15)
     decoded = decode_batch_records(batch)
@@ -263,8 +265,13 @@ def test_kafka_python_reads_our_batches(codec: int) -> None:
 
 def test_uncompressed_bytes_identical_to_kafka_python() -> None:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1,
-        base_sequence=-1, batch_size=1 << 20,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
     )
     for offset, (key, value, headers) in enumerate(SAMPLE):
         builder.append(offset, timestamp=99, key=key, value=value, headers=headers)

@@ -420,7 +420,8 @@ class PartitionLog:
         # One pread that covers the way from the index entry to the wanted batch (at most about
         # one index interval) plus the budget; more preads only for batches beyond it.
         want = min(
-            segment.size - start_hint, max(budget, HEADER_SIZE) + 2 * self.config.index_interval_bytes + HEADER_SIZE
+            segment.size - start_hint,
+            max(budget, HEADER_SIZE) + 2 * self.config.index_interval_bytes + HEADER_SIZE,
         )
         chunk = segment.read(start_hint, want)
 
@@ -486,7 +487,9 @@ class PartitionLog:
             records = decode_batch_records(segment.read(position, header.size), verify_crc=False)
         except InvalidRecordBatch as error:
             # E.g. a codec library that is not installed: answer at batch granularity.
-            logger.warning("offset_for_timestamp: cannot decode the batch at %d: %s", header.base_offset, error)
+            logger.warning(
+                "offset_for_timestamp: cannot decode the batch at %d: %s", header.base_offset, error
+            )
             return max(header.base_offset, self.log_start_offset), header.max_timestamp
         for record in records:
             if record.offset >= self.log_start_offset and record.timestamp >= timestamp_ms:
@@ -629,11 +632,18 @@ class PartitionLog:
             return self.log_start_offset
         self.log_start_offset = offset
         write_checkpoint(self.directory / LOG_START_FILE, offset)
-        doomed = [s for s, after in zip(self.segments, self.segments[1:], strict=False) if after.base_offset <= offset]
+        doomed = [
+            s
+            for s, after in zip(self.segments, self.segments[1:], strict=False)
+            if after.base_offset <= offset
+        ]
         self._remove_segments(doomed)
         self.producer_state.remove_before(offset)
         logger.info(
-            "log start of %s moved to %d (DeleteRecords); %d segments deleted", self.directory, offset, len(doomed)
+            "log start of %s moved to %d (DeleteRecords); %d segments deleted",
+            self.directory,
+            offset,
+            len(doomed),
         )
         return self.log_start_offset
 
@@ -646,7 +656,9 @@ class PartitionLog:
         candidates = self.segments[:-1]
         if high_watermark is not None:
             candidates = [
-                s for s, after in zip(candidates, self.segments[1:], strict=False) if after.base_offset <= high_watermark
+                s
+                for s, after in zip(candidates, self.segments[1:], strict=False)
+                if after.base_offset <= high_watermark
             ]
         doomed: list[Segment] = []
         reasons: list[str] = []

@@ -156,7 +156,9 @@ class ProducerStateManager:
         if header.is_control or header.base_sequence == NO_SEQUENCE:
             return
         entry.batches.append(
-            BatchMetadata(header.base_sequence, header.last_sequence, first_offset, last_offset, header.max_timestamp)
+            BatchMetadata(
+                header.base_sequence, header.last_sequence, first_offset, last_offset, header.max_timestamp
+            )
         )
 
     def remove_before(self, log_start_offset: int) -> int:

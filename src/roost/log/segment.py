@@ -266,7 +266,9 @@ class Segment:
     def read(self, position: int, size: int) -> bytes:
         return read_at(self.log_fd, size, position)
 
-    def scan(self, start: int = 0, *, chunk_bytes: int = SCAN_CHUNK_BYTES) -> Iterator[tuple[int, BatchHeader]]:
+    def scan(
+        self, start: int = 0, *, chunk_bytes: int = SCAN_CHUNK_BYTES
+    ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch from position `start` (trusted data: no CRC)."""
         return iter(BatchScan(self.log_fd, start, self.size, verify_crc=False, chunk_bytes=chunk_bytes))
 

@@ -260,7 +260,9 @@ class Record:
     offset: int = -1
 
 
-RecordInput = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+RecordInput = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+)
 
 
 def _zigzag(value: int) -> int:
