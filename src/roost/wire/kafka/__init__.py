@@ -1,9 +1,22 @@
 """Sans-IO Kafka wire codec: requests and responses to and from plain dicts.
 
 Bodies are dicts keyed by Kafka's JSON field names in snake_case (`TopicData` -> `topic_data`).
-Decoders fill every field of the version; encoders take defaults for fields left out. `records`
+Decoders fill every field of the version; encoders take defaults for fields left out, skip fields
+that exist only in other versions, and raise KafkaCodecError for keys no version has. `records`
 (and `bytes`) fields decode to memoryview slices of the frame; `records` encode from a buffer or a
 list of buffers that end up in the output list uncopied.
+
+A server's loop, in short (frames exclude the 4-byte size prefix the transport has cut):
+
+    header = peek_request_header(frame)          # correlation id even if the rest is unknown
+    try:
+        header, body = decode_request(frame)
+    except UnsupportedVersionError:
+        if header.api_key == ApiKey.API_VERSIONS:  # KIP-511: answer in the v0 shape
+            send([encode_api_versions_fallback(header.correlation_id,
+                                               ErrorCode.UNSUPPORTED_VERSION, advertised)])
+        ...
+    send(encode_response(header, {"responses": [...], "throttle_time_ms": 0}))
 """
 
 from roost.wire.kafka.apis import API_NAMES, SUPPORTED_VERSIONS, ApiKey
