@@ -165,3 +165,14 @@ def test_flexible_versions_use_compact_encodings_and_tag_sections() -> None:
 
 def test_every_api_has_both_directions_in_the_table() -> None:
     assert {int(key) for key in ApiKey} == set(APIS)
+
+
+def test_public_version_table_is_the_agreed_contract() -> None:
+    from roost.wire.kafka import API_NAMES, SUPPORTED_VERSIONS
+
+    assert SUPPORTED_VERSIONS == {
+        0: (0, 10), 1: (4, 16), 2: (1, 7), 3: (1, 12), 8: (2, 8), 9: (1, 7), 10: (0, 3), 11: (0, 7),
+        12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 4), 18: (0, 3), 19: (2, 5),
+        20: (1, 5), 21: (0, 2), 22: (0, 3), 32: (1, 3), 37: (0, 2)}
+    assert API_NAMES[0] == "Produce" and API_NAMES[18] == "ApiVersions" and set(API_NAMES) == set(APIS)
+    assert ApiKey.CREATE_PARTITIONS == 37 and ApiKey.INIT_PRODUCER_ID == 22
