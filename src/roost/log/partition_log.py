@@ -346,10 +346,12 @@ class PartitionLog:
         return now - segment.created_ms
 
     def roll_if_due(self) -> None:
-        """Roll the active segment when it is older than segment_ms (so retention can reach it)."""
+        """Roll the active segment once it has existed for segment_ms (so retention can reach its
+        data even when no more records arrive to trigger a roll)."""
         self._check_open()
         now = self.clock_ms()
-        if self.active.size and self._time_waited_for_roll(self.active, now, now) >= self.config.segment_ms:
+        # No record is arriving to measure record time by, so this uses the segment's wall age.
+        if self.active.size and now - self.active.created_ms >= self.config.segment_ms:
             self._roll(self.log_end_offset, now)
 
     def _roll(self, new_base: int, now: int) -> None:

@@ -1,0 +1,247 @@
+"""Appending and reading whole batches across segment rolls, indexes and their file formats."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from roost.log import MessageTooLarge, NonMonotonicAppend, OffsetOutOfRange
+from roost.log.partition_log import CLEAN_SHUTDOWN_FILE
+from roost.wire.kafka.records import iter_records, parse_header, validate_batches
+from tests.log.conftest import FakeClock, LogFactory, batch, read_all
+
+
+def _fill(log, count: int, per_batch: int = 3, size: int = 40) -> list[bytes]:  # type: ignore[no-untyped-def]
+    values = []
+    for n in range(count):
+        chunk = [b"%06d-" % (n * per_batch + i) + b"x" * size for i in range(per_batch)]
+        values += chunk
+        log.append(bytearray(batch(chunk, timestamp_ms=1_000 + n)))
+    return values
+
+
+def test_append_assigns_consecutive_offsets(logs: LogFactory) -> None:
+    log = logs.open()
+    first = log.append(bytearray(batch([b"a", b"b"])))
+    second = log.append(bytearray(batch([b"c"]) + batch([b"d", b"e", b"f"])))
+    assert (first.first_offset, first.last_offset) == (0, 1)
+    assert (second.first_offset, second.last_offset) == (2, 5)
+    assert second.log_append_time == -1
+    assert second.size_bytes == len(batch([b"c"]) + batch([b"d", b"e", b"f"]))
+    assert log.log_end_offset == 6
+    assert [(r.offset, r.value) for r in read_all(log)] == list(enumerate([b"a", b"b", b"c", b"d", b"e", b"f"]))
+
+
+def test_append_accepts_read_only_bytes(logs: LogFactory) -> None:
+    log = logs.open()
+    log.append(batch([b"a"]))
+    info = log.append(batch([b"b"]))
+    assert info.first_offset == 1
+    assert [r.value for r in read_all(log)] == [b"a", b"b"]
+
+
+def test_round_trip_across_many_segments(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=1_000, index_interval_bytes=200)
+    values = _fill(log, 60)
+    assert log.segment_count > 10
+    assert [r.value for r in read_all(log)] == values
+    assert [r.offset for r in read_all(log)] == list(range(len(values)))
+    names = sorted(os.listdir(log.directory))
+    bases = sorted(int(n[:-4]) for n in names if n.endswith(".log"))
+    assert all(len(n.split(".")[0]) == 20 for n in names if n[0].isdigit())
+    assert bases == [s.base_offset for s in log.segments]
+    for segment in log.segments:
+        assert segment.size <= 1_000
+
+
+def test_read_from_every_offset_returns_the_batch_holding_it(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=2_000, index_interval_bytes=150)
+    _fill(log, 40)
+    for offset in range(log.log_end_offset):
+        result = log.read(offset, 1)
+        (header_pos, header), = validate_batches(result.buffers[0])
+        assert header_pos == 0
+        assert header.base_offset <= offset <= header.last_offset
+        assert result.first_offset == header.base_offset
+        assert result.next_offset == header.next_offset
+
+
+def test_read_respects_max_bytes_and_min_one_batch(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=1_500)
+    _fill(log, 30)
+    one = parse_header(log.read(0, 1).buffers[0]).size
+    result = log.read(0, one * 5 + 10)
+    assert result.size == one * 5
+    assert result.next_offset == 15
+    assert log.read(0, 10, min_one_batch=False) == ([], 0, 0, 0)
+    big = log.read(3, 10**9)
+    assert big.size == log.size_bytes - one  # from the batch holding offset 3: the second
+    assert len(big.buffers) == log.segment_count  # one buffer per segment touched
+    assert big.next_offset == log.log_end_offset
+
+
+def test_read_stops_before_max_offset(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=1_500)
+    _fill(log, 10)
+    result = log.read(0, 10**6, max_offset=9)
+    assert result.next_offset == 9
+    assert [r.offset for b in result.buffers for r in iter_records(b)] == list(range(9))
+    # A batch that straddles the high watermark is held back.
+    assert log.read(0, 10**6, max_offset=10).next_offset == 9
+    assert log.read(9, 10**6, max_offset=10).buffers == []
+
+
+def test_read_outside_the_log_raises(logs: LogFactory) -> None:
+    log = logs.open()
+    _fill(log, 3)
+    assert log.read(9, 100) == ([], 0, 9, 9)
+    with pytest.raises(OffsetOutOfRange) as raised:
+        log.read(10, 100)
+    assert (raised.value.log_start_offset, raised.value.log_end_offset) == (0, 9)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+
+
+def test_index_files_use_kafka_formats(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=100_000, index_interval_bytes=300)
+    _fill(log, 50)
+    log.close()
+    segment_base = 0
+    index = (log.directory / f"{segment_base:020d}.index").read_bytes()
+    time_index = (log.directory / f"{segment_base:020d}.timeindex").read_bytes()
+    data = (log.directory / f"{segment_base:020d}.log").read_bytes()
+    assert index and len(index) % 8 == 0 and len(time_index) % 12 == 0
+    for relative, position in struct.iter_unpack(">ii", index):
+        header = parse_header(data, position)  # every entry points at a batch start ...
+        assert header.last_offset == segment_base + relative  # ... recording its last offset
+    times = list(struct.iter_unpack(">qi", time_index))
+    assert [t for t, _ in times] == sorted({t for t, _ in times})  # strictly increasing
+    assert times[-1][0] == 1_049  # the final entry holds the segment's max timestamp
+
+
+def test_reopen_after_clean_close_keeps_everything(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=1_000, index_interval_bytes=100)
+    values = _fill(log, 30)
+    log.close()
+    assert (log.directory / CLEAN_SHUTDOWN_FILE).exists()
+    again = logs.open(segment_bytes=1_000, index_interval_bytes=100)
+    assert not (again.directory / CLEAN_SHUTDOWN_FILE).exists()  # a crash now must look unclean
+    assert again.log_end_offset == len(values)
+    assert [r.value for r in read_all(again)] == values
+    info = again.append(bytearray(batch([b"after"])))
+    assert info.first_offset == len(values)
+    assert again.read(len(values), 100).size > 0
+
+
+def test_log_append_time_stamps_batches(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(message_timestamp_type="LogAppendTime")
+    info = log.append(bytearray(batch([b"a", b"b"], timestamp_ms=5)))
+    assert info.log_append_time == clock.now_ms
+    assert info.max_timestamp == clock.now_ms
+    stored = log.read(0, 1000).buffers[0]
+    validate_batches(stored)  # CRC recomputed
+    assert [r.timestamp for r in iter_records(stored)] == [clock.now_ms] * 2
+
+
+def test_oversized_batch_is_refused(logs: LogFactory) -> None:
+    log = logs.open(max_message_bytes=200)
+    with pytest.raises(MessageTooLarge) as raised:
+        log.append(bytearray(batch([b"x" * 500])))
+    assert raised.value.error_code == 10
+    assert log.log_end_offset == 0
+
+
+def test_follower_append_keeps_offsets_and_checks_order(logs: LogFactory) -> None:
+    log = logs.open()
+    log.append(batch([b"a", b"b"], base_offset=0), assign_offsets=False)
+    log.append(batch([b"c"], base_offset=5), assign_offsets=False)  # a gap is allowed
+    assert log.log_end_offset == 6
+    assert [r.offset for r in read_all(log)] == [0, 1, 5]
+    assert [r.offset for r in read_all(log, offset=3)] == [5]
+    with pytest.raises(NonMonotonicAppend):
+        log.append(batch([b"d"], base_offset=4), assign_offsets=False)
+
+
+def test_time_based_roll(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(segment_ms=1_000)
+    log.append(bytearray(batch([b"a"], timestamp_ms=10_000)))
+    log.append(bytearray(batch([b"b"], timestamp_ms=10_500)))
+    assert log.segment_count == 1
+    log.append(bytearray(batch([b"c"], timestamp_ms=11_000)))  # record time says the segment is old
+    assert log.segment_count == 2
+    clock.advance(999)
+    log.roll_if_due()
+    assert log.segment_count == 2
+    clock.advance(10**9)
+    log.roll_if_due()
+    assert log.segment_count == 3
+    assert [r.value for r in read_all(log)] == [b"a", b"b", b"c"]
+
+
+def test_truncate_to(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=800, index_interval_bytes=100)
+    values = _fill(log, 30)  # 3 records per batch
+    log.truncate_to(40)  # inside the batch 39..41: the whole batch goes
+    assert log.log_end_offset == 39
+    assert [r.value for r in read_all(log)] == values[:39]
+    assert all(s.base_offset < 39 for s in log.segments)
+    info = log.append(bytearray(batch([b"new"])))
+    assert info.first_offset == 39
+    log.truncate_to(21)  # a batch boundary
+    assert log.log_end_offset == 21
+    log.close()
+    again = logs.open(segment_bytes=800, index_interval_bytes=100)
+    assert [r.value for r in read_all(again)] == values[:21]
+    again.truncate_to(0)
+    assert again.log_end_offset == 0 and again.size_bytes == 0
+    assert again.append(bytearray(batch([b"z"]))).first_offset == 0
+
+
+def test_flush_handle_and_mark_flushed(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=600, recovery_checkpoint_interval_ms=0)
+    _fill(log, 10)
+    fds, end = log.flush_handle()
+    assert end == log.log_end_offset and fds
+    assert set(fds) <= {s.log_fd for s in log.segments}
+    for fd in fds:
+        os.fsync(fd)
+    log.mark_flushed(end)
+    assert log.recovery_point == end
+    assert (log.directory / "recovery-point-offset-checkpoint").read_text() == f"{end}\n"
+    assert log.flush_handle()[0] == []  # nothing new to flush
+    log.mark_flushed(end)
+
+
+def test_fds_of_deleted_segments_stay_open_until_the_flush_is_marked(logs: LogFactory) -> None:
+    log = logs.open(segment_bytes=600)
+    _fill(log, 10)
+    fds, end = log.flush_handle()
+    log.delete_records_before(log.log_end_offset)  # deletes every segment but the active one
+    for fd in fds:
+        os.fsync(fd)  # a flusher thread would do this now: the fds must still be open
+    log.mark_flushed(end)
+    for fd in fds[:-1]:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+def test_flush_due(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(flush_interval_messages=4, flush_interval_ms=1_000)
+    assert not log.flush_due()
+    log.append(bytearray(batch([b"a", b"b"])))
+    assert not log.flush_due()
+    clock.advance(1_000)
+    assert log.flush_due()
+    log.flush()
+    assert not log.flush_due()
+    log.append(bytearray(batch([b"a", b"b", b"c", b"d"])))
+    assert log.flush_due()
+
+
+def test_delete_removes_the_directory(logs: LogFactory) -> None:
+    log = logs.open()
+    _fill(log, 3)
+    log.delete()
+    assert not log.directory.exists()
