@@ -39,7 +39,7 @@ def test_time_retention_deletes_old_segments_but_never_the_active_one(
     assert log.segment_count == 1
     assert log.log_start_offset == log.segments[0].base_offset
     assert "retention deleted" in caplog.text
-    assert [r.offset for r in read_all(log)][0] == log.log_start_offset
+    assert read_all(log)[0].offset == log.log_start_offset
 
 
 def test_time_retention_keeps_young_segments(logs: LogFactory, clock: FakeClock) -> None:
