@@ -26,10 +26,11 @@ class InvalidACL(ValueError):
 
 
 def digest_id(user_password: str) -> str:
-    """DigestAuthenticationProvider.generateDigest: "user:" + base64(sha1("user:password"))."""
-    user, sep, _password = user_password.partition(":")
-    if not sep:
-        raise ValueError("digest auth must be user:password")
+    """DigestAuthenticationProvider.generateDigest: "user:" + base64(sha1("user:password")).
+
+    Like ZooKeeper, a credential without a colon is accepted: the whole string is the user.
+    """
+    user = user_password.split(":", 1)[0]
     sha = hashlib.sha1(user_password.encode("utf-8")).digest()
     return f"{user}:{base64.b64encode(sha).decode('ascii')}"
 

@@ -50,9 +50,8 @@ def read_acl_list(r: JuteReader) -> list[ACL]:
         perms = r.int()
         scheme = r.ustring()
         ident = r.ustring()
-        if scheme is None or ident is None:
-            raise ZkCodecError("ACL with a null scheme or id")
-        acls.append(ACL(perms, scheme, ident))
+        # kazoo writes empty strings as null (length -1), e.g. the id of an "auth" ACL.
+        acls.append(ACL(perms, scheme or "", ident or ""))
     return acls
 
 

@@ -1,0 +1,67 @@
+"""Fixtures: one real Apache ZooKeeper and one keeper process per test session (both with
+tickTime 500 ms), started once because a JVM takes seconds to start."""
+
+from __future__ import annotations
+
+import difflib
+import pprint
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.keeper.zkharness import (
+    Recorder,
+    kazoo,
+    keeper_process,
+    unique_root,
+    zookeeper_available,
+    zookeeper_standalone,
+)
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> str:
+    if not zookeeper_available():
+        pytest.skip("needs java and Debian's zookeeper package (make test installs them)")
+    with zookeeper_standalone(tmp_path_factory.mktemp("zookeeper")) as process:
+        yield process.address
+
+
+@pytest.fixture(scope="session")
+def keeper(tmp_path_factory: pytest.TempPathFactory) -> str:
+    with keeper_process(tmp_path_factory.mktemp("keeper")) as proc:
+        yield proc.address("keeper")
+
+
+Scenario = Callable[[str, Recorder], None]
+
+
+def run_scenario(address: str, scenario: Scenario, name: str) -> list[tuple[str, Any]]:
+    client = kazoo(address)
+    try:
+        recorder = Recorder(client, unique_root(name))
+        scenario(address, recorder)
+        return recorder.records
+    finally:
+        client.stop()
+        client.close()
+
+
+def differential(zookeeper: str, keeper: str, scenario: Scenario) -> list[tuple[str, Any]]:
+    """Run `scenario` against the real ZooKeeper and the keeper (concurrently, they are
+    independent servers) and assert that the normalised records are equal."""
+    name = scenario.__name__.replace("_", "-")
+    with ThreadPoolExecutor(2) as pool:
+        expected_future = pool.submit(run_scenario, zookeeper, scenario, name)
+        actual_future = pool.submit(run_scenario, keeper, scenario, name)
+        expected, actual = expected_future.result(), actual_future.result()
+    if expected != actual:
+        diff = "\n".join(difflib.unified_diff(
+            pprint.pformat(expected, width=110).splitlines(),
+            pprint.pformat(actual, width=110).splitlines(),
+            "zookeeper", "keeper", lineterm=""))
+        pytest.fail(f"keeper differs from ZooKeeper in {scenario.__name__}:\n{diff}")
+    assert expected, "the scenario recorded nothing"
+    return actual

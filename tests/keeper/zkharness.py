@@ -1,0 +1,422 @@
+"""Test helpers for the keeper: real ZooKeeper and keeper processes, a raw protocol client, and
+the recording/normalising used by the differential tests.
+
+Every process started here is stopped by the context manager that started it; every wait is
+bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import Callback, ZnodeStat
+from kazoo.security import ACL as KazooACL
+
+from roost.wire.zk.connection import ClientConnection, ConnectedEvent, ReplyEvent, WatchEvent
+from roost.wire.zk.records import ConnectRequest, Request
+from tests.support.procs import RoostProcess, start_roost
+
+ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar",
+           "/usr/share/java/log4j-1.2.jar"]
+TICK_MS = 500  # both servers: session timeouts negotiated within [1000, 10000] ms
+
+
+def zookeeper_available() -> bool:
+    return shutil.which("java") is not None and all(Path(jar).exists() for jar in ZK_JARS)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def four_letter(address: str, word: str, timeout: float = 10.0) -> str:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(word.encode())
+        chunks = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
+               interval: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# ------------------------------------------------------------------------- real ZooKeeper
+
+
+@dataclass
+class ZooKeeperProcess:
+    popen: subprocess.Popen[bytes]
+    address: str
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(20)
+
+    def kill9(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(20)
+
+
+def _zk_config(directory: Path, client_port: int, myid: int | None = None,
+               ensemble: dict[int, tuple[int, int]] | None = None) -> Path:
+    conf = directory / "conf"
+    data = directory / "data"
+    conf.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"tickTime={TICK_MS}",
+        f"dataDir={data}",
+        f"clientPort={client_port}",
+        "clientPortAddress=127.0.0.1",
+        "4lw.commands.whitelist=*",
+        "admin.enableServer=false",
+        "initLimit=20",
+        "syncLimit=10",
+        "maxClientCnxns=0",
+    ]
+    if ensemble:
+        assert myid is not None
+        (data / "myid").write_text(f"{myid}\n")
+        for sid, (quorum_port, election_port) in sorted(ensemble.items()):
+            lines.append(f"server.{sid}=127.0.0.1:{quorum_port}:{election_port}")
+    (conf / "zoo.cfg").write_text("\n".join(lines) + "\n")
+    (conf / "log4j.properties").write_text(
+        "log4j.rootLogger=INFO, FILE\n"
+        "log4j.appender.FILE=org.apache.log4j.FileAppender\n"
+        f"log4j.appender.FILE.File={directory / 'zookeeper.log'}\n"
+        "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
+        "log4j.appender.FILE.layout.ConversionPattern=%d %-5p [%t:%C{1}@%L] - %m%n\n"
+    )
+    return conf
+
+
+def _launch_zk(directory: Path, client_port: int, **kwargs: Any) -> ZooKeeperProcess:
+    conf = _zk_config(directory, client_port, **kwargs)
+    classpath = ":".join([str(conf), *ZK_JARS])
+    popen = subprocess.Popen(
+        ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+         "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory,
+    )
+    return ZooKeeperProcess(popen, f"127.0.0.1:{client_port}", directory / "zookeeper.log")
+
+
+def _wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
+    def ready() -> bool:
+        if process.popen.poll() is not None:
+            raise AssertionError(f"ZooKeeper exited: {process.log_path.read_text()[-3000:]}")
+        try:
+            return "Mode:" in four_letter(process.address, "srvr", timeout=2.0) and \
+                "not currently serving" not in four_letter(process.address, "srvr", timeout=2.0)
+        except OSError:
+            return False
+
+    wait_until(ready, timeout, f"ZooKeeper at {process.address}", interval=0.2)
+
+
+@contextlib.contextmanager
+def zookeeper_standalone(directory: Path) -> Iterator[ZooKeeperProcess]:
+    process = _launch_zk(directory, free_port())
+    try:
+        _wait_serving(process)
+        yield process
+    finally:
+        process.stop()
+
+
+@contextlib.contextmanager
+def zookeeper_ensemble(directory: Path, size: int = 3) -> Iterator[list[ZooKeeperProcess]]:
+    ensemble = {sid: (free_port(), free_port()) for sid in range(1, size + 1)}
+    processes: list[ZooKeeperProcess] = []
+    try:
+        for sid in ensemble:
+            processes.append(_launch_zk(directory / f"zk{sid}", free_port(), myid=sid, ensemble=ensemble))
+        for process in processes:
+            _wait_serving(process)
+        yield processes
+    finally:
+        for process in processes:
+            process.stop()
+
+
+# ---------------------------------------------------------------------------------- keepers
+
+
+def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] | None = None,
+                  servers: dict[int, int] | None = None, myid: int = 1) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"tickTime = {TICK_MS}",
+        f'dataDir = "{directory / "data"}"',
+        f"clientPort = {client_port}",
+        'clientPortAddress = "127.0.0.1"',
+        "maxClientCnxns = 0",
+        f"myid = {myid}",
+        "forceSync = false",
+    ]
+    for key, value in (extra or {}).items():
+        lines.append(f'"{key}" = {value!r}' if not isinstance(value, str) else f'"{key}" = "{value}"')
+    for sid, port in sorted((servers or {}).items()):
+        lines.append(f'server.{sid} = "127.0.0.1:{port}"')
+    path = directory / "keeper.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@contextlib.contextmanager
+def keeper_process(directory: Path, extra: dict[str, Any] | None = None) -> Iterator[RoostProcess]:
+    proc = start_roost(["keeper", "--config", str(keeper_config(directory, extra=extra))],
+                       expect=("keeper",))
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@contextlib.contextmanager
+def keeper_ensemble(directory: Path, size: int = 3) -> Iterator[list[RoostProcess]]:
+    peer_ports = {sid: free_port() for sid in range(1, size + 1)}
+    procs: list[RoostProcess] = []
+    try:
+        for sid in peer_ports:
+            config = keeper_config(directory / f"keeper{sid}", servers=peer_ports, myid=sid)
+            procs.append(start_roost(["keeper", "--config", str(config)], expect=("keeper",)))
+        yield procs
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+# ------------------------------------------------------------------------------ raw client
+
+
+class RawClient:
+    """A minimal synchronous ZooKeeper client on our codec, for what kazoo cannot do: abandon a
+    session without closing it, reconnect with chosen credentials, see frame order."""
+
+    def __init__(self, address: str, timeout_ms: int = 2000, session_id: int = 0,
+                 passwd: bytes = bytes(16), last_zxid_seen: int = 0, io_timeout: float = 10.0):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=io_timeout)
+        self.codec = ClientConnection()
+        self.frames: list[object] = []  # every event received, in order
+        self._claimed: set[int] = set()
+        self.sock.sendall(self.codec.connect(
+            ConnectRequest(0, last_zxid_seen, timeout_ms, session_id, passwd, False)))
+        connected = self._next(lambda e: isinstance(e, ConnectedEvent))
+        assert isinstance(connected, ConnectedEvent)
+        self.response = connected.response
+
+    def _next(self, wanted: Callable[[object], bool]) -> object:
+        while True:
+            for index, event in enumerate(self.frames):
+                if index not in self._claimed and wanted(event):
+                    self._claimed.add(index)
+                    return event
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            self.frames.extend(self.codec.receive_data(data))
+
+    def request(self, request: Request) -> ReplyEvent:
+        xid, data = self.codec.send(request)
+        self.sock.sendall(data)
+        reply = self._next(lambda e: isinstance(e, ReplyEvent) and e.xid == xid)
+        assert isinstance(reply, ReplyEvent)
+        return reply
+
+    def order(self) -> list[str]:
+        """The kinds of frames received so far, in order ("watch", "reply")."""
+        kinds = []
+        for event in self.frames:
+            if isinstance(event, WatchEvent):
+                kinds.append(f"watch {event.event.type} {event.event.path}")
+            elif isinstance(event, ReplyEvent):
+                kinds.append(f"reply {event.opcode}")
+        return kinds
+
+    def watch_events(self) -> list[tuple[int, str]]:
+        found = []
+        for event in self.frames:
+            if isinstance(event, WatchEvent):
+                found.append((event.event.type, event.event.path))
+        return found
+
+    def closed_by_server(self, timeout: float = 10.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+                self.frames.extend(self.codec.receive_data(data))
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+
+    def abandon(self) -> None:
+        """Drop the socket without closing the session (as a crashed client would)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+# ------------------------------------------------------------------------ differential runs
+
+
+@dataclass
+class Recorder:
+    """Runs kazoo calls and records their outcomes, normalised so that two servers compare:
+    zxids relative to a base, times as relations, session ids as roles, paths under the
+    scenario root as "<root>"."""
+
+    zk: KazooClient
+    root: str
+    records: list[tuple[str, Any]] = field(default_factory=list)
+    base_zxid: int = 0
+    base_time: int = 0
+    sessions: dict[int, str] = field(default_factory=dict)
+    events: list[Any] = field(default_factory=list)
+
+    def start(self, data: bytes = b"") -> None:
+        """Create the scenario root; its czxid is the zxid base."""
+        self.zk.create(self.root, data)
+        stat = self.zk.exists(self.root)
+        self.base_zxid = stat.czxid
+        self.base_time = stat.ctime
+        self.name_session(self.zk, "self")
+
+    def name_session(self, zk: KazooClient, name: str) -> None:
+        self.sessions[zk.client_id[0]] = name
+
+    def zxid(self, value: int) -> Any:
+        if value in (0, -1):
+            return value
+        return f"z{value - self.base_zxid:+d}"
+
+    def time(self, value: int) -> Any:
+        if value in (0, -1):
+            return value
+        return "t" if value >= self.base_time else "before"
+
+    def stat(self, stat: ZnodeStat) -> dict[str, Any]:
+        owner = stat.ephemeralOwner
+        return {
+            "czxid": self.zxid(stat.czxid), "mzxid": self.zxid(stat.mzxid),
+            "pzxid": self.zxid(stat.pzxid), "ctime": self.time(stat.ctime),
+            "mtime_vs_ctime": (stat.mtime > stat.ctime) - (stat.mtime < stat.ctime),
+            "version": stat.version, "cversion": stat.cversion, "aversion": stat.aversion,
+            "owner": self.sessions.get(owner, "other") if owner else 0,
+            "dataLength": stat.dataLength, "numChildren": stat.numChildren,
+        }
+
+    def norm(self, value: Any) -> Any:
+        if isinstance(value, ZnodeStat):
+            return self.stat(value)
+        if isinstance(value, BaseException):
+            return f"raised {type(value).__name__}"
+        if isinstance(value, str):
+            return value.replace(self.root, "<root>")
+        if isinstance(value, KazooACL):
+            return ("acl", value.perms, value.id.scheme, value.id.id)
+        if isinstance(value, tuple) and hasattr(value, "_fields") and hasattr(value, "type"):
+            return ("event", value.type, self.norm(value.path))  # a kazoo WatchedEvent
+        if isinstance(value, list | tuple):
+            return [self.norm(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.norm(item) for key, item in value.items()}
+        return value
+
+    def do(self, label: str, call: Callable[[], Any]) -> Any:
+        try:
+            result = call()
+        except Exception as exc:
+            self.records.append((label, self.norm(exc)))
+            return exc
+        self.records.append((label, self.norm(result)))
+        return result
+
+    def note(self, label: str, value: Any) -> None:
+        self.records.append((label, self.norm(value)))
+
+    def watcher(self, tag: str) -> Callable[[Any], None]:
+        def record(event: Any) -> None:
+            self.events.append((tag, event))
+
+        return record
+
+    def flush_events(self, label: str, zk: KazooClient | None = None, expect: int = 0,
+                     timeout: float = 15.0, sort: bool = False) -> None:
+        """Record the watch events received so far.
+
+        Waits for at least `expect` callbacks, makes a read round trip (a server sends a
+        connection's watch events before the replies that follow them), then drains kazoo's FIFO
+        callback queue. Events of one notification that kazoo hands to several watchers come in
+        set order, so runs of the same (type, path) are sorted by tag; `sort` sorts everything
+        (for servers that may fire in any order, such as a session's ephemerals)."""
+        client = zk or self.zk
+        wait_until(lambda: len(self.events) >= expect, timeout, f"{expect} watch events")
+        client.exists("/")
+        drained = threading.Event()
+        client.handler.dispatch_callback(Callback("watch", drained.set, ()))
+        assert drained.wait(timeout), "kazoo's callback queue did not drain"
+        events, self.events = self.events, []
+        normalised = [(self.norm(event), tag) for tag, event in events]
+        if sort:
+            normalised.sort(key=repr)
+        else:
+            grouped: list[list[tuple[Any, str]]] = []
+            for item in normalised:
+                if grouped and grouped[-1][0][0] == item[0]:
+                    grouped[-1].append(item)
+                else:
+                    grouped.append([item])
+            normalised = [item for group in grouped for item in sorted(group, key=lambda i: i[1])]
+        self.records.append((label, normalised))
+
+
+def kazoo(address: str, timeout: float = 10.0, **kwargs: Any) -> KazooClient:
+    client = KazooClient(hosts=address, timeout=timeout, **kwargs)
+    client.start(timeout=30)
+    return client
+
+
+def unique_root(prefix: str) -> str:
+    return f"/{prefix}-{os.getpid()}-{time.monotonic_ns()}"
