@@ -78,8 +78,8 @@ class FaultProxy:
             client_writer.transport.abort()
             return
         try:
-            server_reader, server_writer = await asyncio.wait_for(
-                asyncio.open_connection(*self.target), 5.0)
+            async with asyncio.timeout(5.0):
+                server_reader, server_writer = await asyncio.open_connection(*self.target)
         except (OSError, TimeoutError):
             client_writer.transport.abort()
             return

@@ -253,7 +253,8 @@ class RaftReplicator:
     async def _wait(self, future: asyncio.Future[object], deadline: float, what: str) -> object:
         remaining = deadline - asyncio.get_running_loop().time()
         try:
-            return await asyncio.wait_for(asyncio.shield(future), max(remaining, 0))
+            async with asyncio.timeout(max(remaining, 0)):
+                return await asyncio.shield(future)
         except TimeoutError:
             raise NoQuorum(f"{what} timed out (leader {self.leader_id})") from None
 
@@ -266,7 +267,8 @@ class RaftReplicator:
                 raise NoQuorum(f"{what}: no leader within the timeout")
             event = self._leader_changed
             try:
-                await asyncio.wait_for(event.wait(), min(remaining, self.config.tick_interval * 5))
+                async with asyncio.timeout(min(remaining, self.config.tick_interval * 5)):
+                    await event.wait()
                 changed = False
             except TimeoutError:
                 changed = False  # poll: a refused request is retried at least every few ticks

@@ -103,6 +103,7 @@ class _Link:
         self.task: asyncio.Task[None] | None = None
         self.dropped = 0
         self.connects = 0
+        self.closed = False
 
     def send(self, frame: bytes) -> bool:
         transport = self.transport
@@ -122,11 +123,13 @@ class _Link:
         config = self.owner.config
         delay = config.reconnect_min
         loop = asyncio.get_running_loop()
-        while True:
+        # The `closed` flag backs up cancellation: Python 3.11's wait_for can swallow a cancel that
+        # races with a failing connect.
+        while not self.closed:
             host, port = self.owner.peers[self.peer_id]
             try:
-                transport, protocol = await asyncio.wait_for(
-                    loop.create_connection(_OutboundProtocol, host, port), config.connect_timeout)
+                async with asyncio.timeout(config.connect_timeout):
+                    transport, protocol = await loop.create_connection(_OutboundProtocol, host, port)
             except (TimeoutError, OSError):
                 await asyncio.sleep(delay * (0.5 + self.owner._rng.random()))
                 delay = min(delay * 2, config.reconnect_max)
@@ -145,6 +148,7 @@ class _Link:
                 transport.abort()
 
     def close(self) -> None:
+        self.closed = True
         if self.task is not None:
             self.task.cancel()
         if self.transport is not None:
