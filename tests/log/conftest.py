@@ -51,7 +51,9 @@ def logs(tmp_path: Path, clock: FakeClock) -> Iterator[LogFactory]:
             log.close()  # a no-op for logs a test closed or deleted itself
 
 
-def batch(values: list[bytes], *, timestamp_ms: int = 1_000, key: bytes | None = b"k", **kwargs: int) -> bytes:
+def batch(
+    values: list[bytes], *, timestamp_ms: int = 1_000, key: bytes | None = b"k", **kwargs: int
+) -> bytes:
     return build_batch([(key, value) for value in values], timestamp_ms=timestamp_ms, **kwargs)  # type: ignore[arg-type]
 
 

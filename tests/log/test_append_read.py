@@ -31,7 +31,9 @@ def test_append_assigns_consecutive_offsets(logs: LogFactory) -> None:
     assert second.log_append_time == -1
     assert second.size_bytes == len(batch([b"c"]) + batch([b"d", b"e", b"f"]))
     assert log.log_end_offset == 6
-    assert [(r.offset, r.value) for r in read_all(log)] == list(enumerate([b"a", b"b", b"c", b"d", b"e", b"f"]))
+    assert [(r.offset, r.value) for r in read_all(log)] == list(
+        enumerate([b"a", b"b", b"c", b"d", b"e", b"f"])
+    )
 
 
 def test_append_accepts_read_only_bytes(logs: LogFactory) -> None:
@@ -61,7 +63,7 @@ def test_read_from_every_offset_returns_the_batch_holding_it(logs: LogFactory) -
     _fill(log, 40)
     for offset in range(log.log_end_offset):
         result = log.read(offset, 1)
-        (header_pos, header), = validate_batches(result.buffers[0])
+        ((header_pos, header),) = validate_batches(result.buffers[0])
         assert header_pos == 0
         assert header.base_offset <= offset <= header.last_offset
         assert result.first_offset == header.base_offset

@@ -56,7 +56,7 @@ def test_half_a_batch_is_cut(logs: LogFactory, caplog: pytest.LogCaptureFixture)
         size = path.stat().st_size
         os.truncate(path, size - 20)
 
-    values, last_offset, size_before = _crash_with_tail(logs, tear)
+    values, last_offset, _ = _crash_with_tail(logs, tear)
     with caplog.at_level(logging.WARNING, logger="roost.log"):
         log = logs.open(**CONFIG)
     assert log.log_end_offset == last_offset
@@ -66,7 +66,9 @@ def test_half_a_batch_is_cut(logs: LogFactory, caplog: pytest.LogCaptureFixture)
     assert log.append(bytearray(batch([b"again"]))).first_offset == last_offset
 
 
-def test_flipped_byte_in_the_last_batch_is_caught_by_crc(logs: LogFactory, caplog: pytest.LogCaptureFixture) -> None:
+def test_flipped_byte_in_the_last_batch_is_caught_by_crc(
+    logs: LogFactory, caplog: pytest.LogCaptureFixture
+) -> None:
     def flip(path):  # type: ignore[no-untyped-def]
         with open(path, "r+b") as handle:
             handle.seek(-3, os.SEEK_END)

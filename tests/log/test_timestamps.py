@@ -11,7 +11,9 @@ def _stamped(timestamps: list[int], **kwargs: int) -> bytearray:
     return bytearray(build_batch(records, timestamp_ms=0, **kwargs))
 
 
-def _brute_force(all_records: list[tuple[int, int]], target: int, log_start: int = 0) -> tuple[int, int] | None:
+def _brute_force(
+    all_records: list[tuple[int, int]], target: int, log_start: int = 0
+) -> tuple[int, int] | None:
     for offset, timestamp in all_records:
         if offset >= log_start and timestamp >= target:
             return offset, timestamp

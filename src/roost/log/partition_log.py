@@ -596,13 +596,14 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset >= `offset` (a follower diverging from its leader).
-        The new log end is `offset`, or the base of the batch `offset` falls inside."""
+        The new log end is `offset`, or the base of the batch `offset` falls inside. When that
+        would fall below the log start, the log is emptied and starts afresh at `offset`."""
         self._check_open()
         if offset >= self.log_end_offset:
             return
         now = self.clock_ms()
         old_end = self.log_end_offset
-        if offset < self.log_start_offset:
+        if self._end_after_truncation(offset) < self.log_start_offset:
             self._remove_segments(list(self.segments))
             self.segments = [Segment.create(self.directory, offset, now)]
             self.log_start_offset = offset
@@ -623,6 +624,13 @@ class PartitionLog:
             self._write_recovery_checkpoint(force=True)
         self._rebuild_producer_state()
         logger.info("truncated %s from offset %d to %d", self.directory, old_end, self.log_end_offset)
+
+    def _end_after_truncation(self, offset: int) -> int:
+        slot = max(0, bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
+        found = self.segments[slot].find_batch(offset)
+        if found is not None and found[1].base_offset < offset:
+            return found[1].base_offset
+        return offset
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start up to `offset` (persisted) and delete the segments
