@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.broker.connection import ConnectionLimits, KafkaConnection
-from roost.broker.dispatcher import Dispatcher, advertised_versions
+from roost.broker.dispatcher import Dispatcher, advertised_versions, describe_counts
 from roost.broker.group.service import GroupService
 from roost.broker.partition import Partition
 from roost.broker.state import BrokerState
@@ -74,7 +74,8 @@ class Broker:
         await self.state.close()
         if self._server is not None:
             await self._server.wait_closed()
-        log.info("broker %d stopped", self.broker_id)
+        log.info("broker %d stopped; requests served: %s", self.broker_id,
+                 describe_counts(self._dispatcher.request_counts))
 
     def _new_connection(self) -> KafkaConnection:
         connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from roost.broker.connection import NO_RESPONSE, KafkaConnection
 from roost.broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from roost.wire.kafka import (
+    API_NAMES,
     SUPPORTED_VERSIONS,
     KafkaCodecError,
     RequestHeader,
@@ -33,27 +35,30 @@ API_VERSIONS_KEY = 18
 
 # (api key) -> (lowest, highest) version advertised. Produce 0-2 are advertised but answered
 # UNSUPPORTED_VERSION: librdkafka compresses with gzip/snappy/lz4 only when Produce v0 is listed.
+# Flexible versions (compact encodings, tagged fields) are advertised where the clients use them
+# and the test suite runs them: librdkafka 2.x and kafka-python pick the highest, aiokafka and
+# Debian's kcat (librdkafka 2.0) the older non-flexible ones, so both kinds are exercised.
 ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (0, 8),     # Produce
-    1: (4, 11),    # Fetch
-    2: (1, 5),     # ListOffsets
-    3: (1, 8),     # Metadata
-    8: (2, 7),     # OffsetCommit
-    9: (1, 5),     # OffsetFetch
-    10: (0, 2),    # FindCoordinator
-    11: (0, 5),    # JoinGroup
-    12: (0, 3),    # Heartbeat
-    13: (0, 3),    # LeaveGroup
-    14: (0, 3),    # SyncGroup
-    15: (0, 3),    # DescribeGroups
-    16: (0, 1),    # ListGroups
-    18: (0, 3),    # ApiVersions
-    19: (2, 4),    # CreateTopics
-    20: (1, 4),    # DeleteTopics
-    21: (0, 1),    # DeleteRecords
-    22: (0, 1),    # InitProducerId
-    32: (1, 1),    # DescribeConfigs
-    37: (0, 1),    # CreatePartitions
+    0: (0, 10),    # Produce (9+ flexible)
+    1: (4, 16),    # Fetch (12+ flexible, 13+ by topic id)
+    2: (1, 7),     # ListOffsets (6+ flexible, 7 max timestamp)
+    3: (1, 12),    # Metadata (9+ flexible, 10+ topic ids)
+    8: (2, 8),     # OffsetCommit (8 flexible)
+    9: (1, 7),     # OffsetFetch (6+ flexible)
+    10: (0, 3),    # FindCoordinator (3 flexible)
+    11: (0, 7),    # JoinGroup (4+ MEMBER_ID_REQUIRED, 5+ static members, 6+ flexible)
+    12: (0, 4),    # Heartbeat (4 flexible)
+    13: (0, 4),    # LeaveGroup (3+ batch, 4 flexible)
+    14: (0, 5),    # SyncGroup (4+ flexible)
+    15: (0, 5),    # DescribeGroups (5 flexible)
+    16: (0, 4),    # ListGroups (3+ flexible, 4 states filter)
+    18: (0, 3),    # ApiVersions (3 flexible)
+    19: (2, 5),    # CreateTopics (5 flexible)
+    20: (1, 5),    # DeleteTopics (4+ flexible)
+    21: (0, 2),    # DeleteRecords (2 flexible)
+    22: (0, 3),    # InitProducerId (2+ flexible, 3 epoch bump)
+    32: (1, 3),    # DescribeConfigs
+    37: (0, 2),    # CreatePartitions (2 flexible)
 }
 
 Handler = Callable[..., Any]
@@ -94,10 +99,16 @@ def advertised_versions() -> dict[int, tuple[int, int]]:
     return ranges
 
 
+def describe_counts(counts: Counter[tuple[int, int]]) -> str:
+    return ", ".join(f"{API_NAMES[key]} v{version}: {n}" for (key, version), n in sorted(counts.items()))
+
+
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._advertised = broker.advertised_versions
+        # (api key, version) -> requests served: which versions clients really use.
+        self.request_counts: Counter[tuple[int, int]] = Counter()
 
     def dispatch(self, connection: KafkaConnection, header: RequestHeader, frame: bytearray) -> Any:
         key, version = header.api_key, header.api_version
@@ -112,6 +123,7 @@ class Dispatcher:
                     [(k, low, high) for k, (low, high) in sorted(self._advertised.items())])]
             raise KafkaCodecError(f"api key {key} version {version} is not supported")
         header, body = decode_request(frame)
+        self.request_counts[(key, version)] += 1
         handler = HANDLERS[key]
         if key in WANTS_CLIENT_HOST:
             result = handler(self._broker, header, body, connection.peer.rsplit(":", 1)[0])

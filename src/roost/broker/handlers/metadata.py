@@ -31,11 +31,22 @@ def handle_metadata(broker: Broker, header: RequestHeader, body: dict[str, Any])
     allow_auto_create = body.get("allow_auto_topic_creation", True)
     if header.api_version < FIRST_AUTO_CREATE_FLAG_VERSION:
         allow_auto_create = True
+    topics_out: list[dict[str, Any]] = []
     if requested is None:
         names = [info.name for info in state.topics]
     else:
-        names = [topic["name"] for topic in requested]
-    topics_out = []
+        names = []
+        for topic in requested:
+            if topic.get("name") is not None:
+                names.append(topic["name"])
+                continue
+            # v12+: a topic asked for by id alone.
+            by_id = state.topics.by_id(topic["topic_id"])
+            if by_id is None:
+                topics_out.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
+                                   "topic_id": topic["topic_id"], "is_internal": False, "partitions": []})
+            else:
+                names.append(by_id.name)
     for name in names:
         info = state.topics.get(name)
         if info is None:

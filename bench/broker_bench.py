@@ -1,0 +1,232 @@
+"""Broker benchmark with confluent-kafka against a real `roost up` on loopback.
+
+Prints figures with their conditions and the CPU seconds of broker and client; never asserts.
+
+    .venv/bin/python bench/broker_bench.py            # everything (~2-3 minutes)
+    .venv/bin/python bench/broker_bench.py produce    # or: consume, latency
+
+Conditions are printed with every figure. The machine is shared and noisy: compare rows of the
+same run, and repeat (`--repeat N` reports the median of N runs per row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Broker:
+    popen: subprocess.Popen[str]
+    bootstrap: str
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the broker process has used so far."""
+        with open(f"/proc/{self.popen.pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+@contextmanager
+def running_broker(*flags: str) -> Iterator[Broker]:
+    with tempfile.TemporaryDirectory(prefix="roost-bench-") as data:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0",
+             "--log-level", "WARNING", *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert popen.stdout is not None
+        bootstrap = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = popen.stdout.readline()
+            if not line:
+                break
+            if line.startswith("roost: kafka listening on "):
+                bootstrap = line.split()[-1]
+                break
+        if bootstrap is None:
+            popen.kill()
+            raise RuntimeError("roost did not start")
+        try:
+            yield Broker(popen, bootstrap)
+        finally:
+            popen.terminate()
+            popen.wait(30)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(30)
+
+
+@dataclass
+class Measured:
+    seconds: float
+    broker_cpu: float
+    client_cpu: float
+
+
+def measure(broker: Broker, work: Callable[[], None]) -> Measured:
+    cpu0, client0, wall0 = broker.cpu_seconds(), time.process_time(), time.perf_counter()
+    work()
+    return Measured(time.perf_counter() - wall0, broker.cpu_seconds() - cpu0, time.process_time() - client0)
+
+
+def produce_run(broker: Broker, topic: str, count: int, size: int, batch_size: int, linger_ms: int,
+                extra: dict[str, object] | None = None) -> Measured:
+    payload = os.urandom(size // 2).hex().encode()[:size]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": linger_ms,
+                         "batch.size": batch_size, "queue.buffering.max.messages": 1_000_000,
+                         "queue.buffering.max.kbytes": 1_048_576, "acks": 1, **(extra or {})})
+    producer.list_topics(topic, timeout=30)  # connect and learn metadata before the clock starts
+
+    def work() -> None:
+        produce = producer.produce
+        for _ in range(count):
+            try:
+                produce(topic, payload)
+            except BufferError:
+                producer.poll(0.01)
+                produce(topic, payload)
+        remaining = producer.flush(120)
+        assert remaining == 0
+
+    return measure(broker, work)
+
+
+def print_row(label: str, count: int, size: int, runs: list[Measured]) -> None:
+    seconds = statistics.median(m.seconds for m in runs)
+    broker_cpu = statistics.median(m.broker_cpu for m in runs)
+    client_cpu = statistics.median(m.client_cpu for m in runs)
+    print(f"  {label:<34} {count / seconds:>11,.0f} msg/s {count * size / seconds / 1e6:>8.1f} MB/s"
+          f"   broker {broker_cpu:5.2f} s CPU ({broker_cpu / count * 1e6:5.2f} µs/msg)"
+          f"   client {client_cpu:5.2f} s CPU", flush=True)
+
+
+def bench_produce(repeat: int) -> None:
+    print("\n== produce: confluent-kafka, acks=1, 1 producer, 6 partitions, no compression, no fsync ==")
+    cases = [(100, 16384, 0), (100, 65536, 5), (100, 262144, 5), (100, 1048576, 20),
+             (1024, 65536, 5), (1024, 1048576, 20)]
+    with running_broker() as broker:
+        create_topic(broker.bootstrap, "produce-bench", 6)
+        for size, batch_size, linger in cases:
+            count = 1_000_000 if size <= 100 else 300_000
+            runs = [produce_run(broker, "produce-bench", count, size, batch_size, linger) for _ in range(repeat)]
+            print_row(f"{size} B, batch.size {batch_size // 1024} KiB, linger {linger} ms", count, size, runs)
+
+
+def bench_consume(repeat: int) -> None:
+    print("\n== consume caught-up data: confluent-kafka, 1 consumer, assign from offset 0, 6 partitions ==")
+    with running_broker() as broker:
+        for size, count in ((1024, 1_000_000), (65536, 16_000)):
+            topic = f"consume-bench-{size}"
+            create_topic(broker.bootstrap, topic, 6)
+            produce_run(broker, topic, count, size, 1048576, 20)
+            runs = []
+            for _ in range(repeat):
+                consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench",
+                                     "enable.auto.commit": False, "fetch.max.bytes": 52428800,
+                                     "max.partition.fetch.bytes": 8388608,
+                                     "queued.max.messages.kbytes": 1048576})
+                consumer.assign([TopicPartition(topic, p, 0) for p in range(6)])
+
+                def work(consumer: Consumer = consumer) -> None:
+                    received = 0
+                    deadline = time.monotonic() + 120
+                    while received < count and time.monotonic() < deadline:
+                        received += len(consumer.consume(10000, 0.5))
+                    assert received == count, received
+
+                runs.append(measure(broker, work))
+                consumer.close()
+            print_row(f"{size} B messages ({count * size / 1e6:.0f} MB)", count, size, runs)
+
+
+def bench_latency(rate: int, seconds: float) -> None:
+    print(f"\n== end-to-end latency: {rate} msg/s for {seconds:.0f} s, 100 B, linger.ms 0, acks=all, "
+          "1 partition, producer and consumer in this process ==")
+    for label, flags in (("no fsync (page cache)", ()), ("fsync before ack", ("--log.flush.interval.messages", "1"))):
+        with running_broker(*flags) as broker:
+            create_topic(broker.bootstrap, "latency", 1)
+            latencies: list[float] = []
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat",
+                                 "auto.offset.reset": "latest", "fetch.wait.max.ms": 500,
+                                 "fetch.error.backoff.ms": 10})
+            consumer.assign([TopicPartition("latency", 0, 0)])
+            stop = threading.Event()
+            expected = int(rate * seconds)
+
+            def consume(consumer: Consumer = consumer) -> None:
+                deadline = time.monotonic() + seconds + 30
+                while len(latencies) < expected and time.monotonic() < deadline and not stop.is_set():
+                    # poll() hands over each message as it arrives; consume(n, t) would wait to fill n.
+                    msg = consumer.poll(0.1)
+                    if msg is not None and not msg.error():
+                        latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
+
+            thread = threading.Thread(target=consume, daemon=True)
+            thread.start()
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+            producer.list_topics("latency", timeout=30)
+            time.sleep(1.0)  # let the consumer's first fetch be waiting
+            cpu0 = broker.cpu_seconds()
+            interval = 1.0 / rate
+            start = time.perf_counter()
+            for n in range(expected):
+                target = start + n * interval
+                delay = target - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                stamp = f"{time.time_ns() / 1e6:<20.6f}".encode()
+                producer.produce("latency", stamp + b"x" * 80)
+                producer.poll(0)
+            producer.flush(30)
+            thread.join(seconds + 40)
+            stop.set()
+            consumer.close()
+            broker_cpu = broker.cpu_seconds() - cpu0
+            latencies.sort()
+
+            def pct(p: float) -> float:
+                return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+
+            print(f"  {label:<24} n={len(latencies)}  p50 {pct(50):6.2f} ms  p99 {pct(99):6.2f} ms  "
+                  f"p99.9 {pct(99.9):6.2f} ms  max {latencies[-1]:7.2f} ms   broker {broker_cpu:.2f} s CPU "
+                  f"({broker_cpu / max(1, len(latencies)) * 1e6:.1f} µs/msg)", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="*", default=["produce", "consume", "latency"])
+    parser.add_argument("--repeat", type=int, default=1, help="runs per row; the median is printed")
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    print(f"roost broker benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}, data dir on {Path(tempfile.gettempdir())}")
+    if "produce" in args.what:
+        bench_produce(args.repeat)
+    if "consume" in args.what:
+        bench_consume(args.repeat)
+    if "latency" in args.what:
+        bench_latency(args.rate, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
