@@ -247,3 +247,10 @@ def test_delete_removes_the_directory(logs: LogFactory) -> None:
     _fill(log, 3)
     log.delete()
     assert not log.directory.exists()
+
+
+def test_leader_stamps_its_epoch_without_breaking_the_crc(logs: LogFactory) -> None:
+    log = logs.open()
+    log.append(bytearray(batch([b"a"]) + batch([b"b"])), leader_epoch=7)
+    stored = log.read(0, 10_000).buffers[0]
+    assert [header.partition_leader_epoch for _, header in validate_batches(stored)] == [7, 7]

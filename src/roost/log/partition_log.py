@@ -134,7 +134,7 @@ class PartitionLog:
         now = self.clock_ms()
         self.log_start_offset = read_checkpoint(self.directory / LOG_START_FILE) or 0
         recovery_point = read_checkpoint(self.directory / RECOVERY_POINT_FILE) or 0
-        recovered = 0
+        recovered: list[Segment] = []
         # After a crash, scan from the segment holding the recovery point (or the first one).
         first_unflushed = len(bases) if clean else max(0, bisect_right(bases, recovery_point) - 1)
         for position, base in enumerate(bases):
@@ -145,7 +145,7 @@ class PartitionLog:
                 continue
             if position < first_unflushed:
                 logger.warning("segment %s: indexes do not match the log; rebuilding them", segment.log_path)
-            recovered += 1
+            recovered.append(segment)
             size_before = segment.size
             cut, problem = segment.recover(self.config.index_interval_bytes)
             if cut:
@@ -164,16 +164,16 @@ class PartitionLog:
             self.segments.append(Segment.create(self.directory, self.log_start_offset, now))
         self.log_end_offset = self.active.next_offset if self.active.size else self.active.base_offset
         self._settle_log_start(now)
-        if recovered:
-            # What recovery kept may still be only in the page cache (a process crash, not a
-            # power cut): make it durable before the recovery point moves past it.
-            for segment in self.segments[-recovered:]:
+        # What recovery kept may still be only in the page cache (a process crash, not a power
+        # cut): make it durable before the recovery point moves past it.
+        for segment in recovered:
+            if segment in self.segments:
                 for fd in segment.fds:
                     os.fsync(fd)
         self.recovery_point = self.log_end_offset
         self._write_recovery_checkpoint(force=True)
         self._rebuild_producer_state()
-        return recovered
+        return len(recovered)
 
     def _delete_orphan_indexes(self, bases: set[int]) -> None:
         for name in os.listdir(self.directory):
@@ -252,8 +252,14 @@ class PartitionLog:
         batches: Sequence[tuple[int, BatchHeader]] | None = None,
         *,
         assign_offsets: bool = True,
+        leader_epoch: int | None = None,
     ) -> AppendInfo:
-        """Append whole batches. See the module docstring of roost.log for the contract."""
+        """Append whole batches (one or more, back to back; validated here when `batches` is None).
+
+        assign_offsets=True (the leader) rewrites base offsets from the log end, and stamps
+        `leader_epoch` into each batch when given. False (a follower) keeps the offsets and
+        checks that they follow the log end. Rolls the segment first when due.
+        """
         self._check_open()
         view = memoryview(records)
         if batches is None:
@@ -276,7 +282,7 @@ class PartitionLog:
                 view = memoryview(bytearray(view))
             if self.config.message_timestamp_type == LOG_APPEND_TIME:
                 log_append_time = now
-            batches = self._assign(view, batches, log_append_time)
+            batches = self._assign(view, batches, log_append_time, leader_epoch)
         else:
             self._check_follower_offsets(batches)
 
@@ -297,16 +303,26 @@ class PartitionLog:
         return AppendInfo(first, last, max_timestamp, offset_of_max, log_append_time, len(view))
 
     def _assign(
-        self, view: memoryview, batches: Sequence[tuple[int, BatchHeader]], log_append_time: int
+        self,
+        view: memoryview,
+        batches: Sequence[tuple[int, BatchHeader]],
+        log_append_time: int,
+        leader_epoch: int | None,
     ) -> list[tuple[int, BatchHeader]]:
         """Rewrite base offsets from the log end (and stamp LogAppendTime); headers to match."""
         end = assign_batch_offsets(
-            view, batches, self.log_end_offset, log_append_time if log_append_time >= 0 else None
+            view,
+            batches,
+            self.log_end_offset,
+            log_append_time if log_append_time >= 0 else None,
+            partition_leader_epoch=leader_epoch,
         )
         assigned: list[tuple[int, BatchHeader]] = []
         next_offset = self.log_end_offset
         for pos, header in batches:
             header = header._replace(base_offset=next_offset)
+            if leader_epoch is not None:
+                header = header._replace(partition_leader_epoch=leader_epoch)
             if log_append_time >= 0:
                 header = header._replace(
                     attributes=header.attributes | ATTR_TIMESTAMP_TYPE, max_timestamp=log_append_time

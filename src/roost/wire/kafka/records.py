@@ -67,6 +67,8 @@ _BASE_OFFSET = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+_INT32_FIELD = struct.Struct(">i")
+_LEADER_EPOCH_AT = 12
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
 _CRC_AT = 17
@@ -209,10 +211,13 @@ def assign_offsets(
     batches: Sequence[tuple[int, BatchHeader]],
     base_offset: int,
     log_append_time: int | None = None,
+    *,
+    partition_leader_epoch: int | None = None,
 ) -> int:
     """Rewrite each batch's baseOffset in place with consecutive offsets; return the next offset.
 
-    baseOffset is outside the CRC, so the CRC stays valid. With `log_append_time` (Kafka's
+    baseOffset is outside the CRC, so the CRC stays valid; so is partitionLeaderEpoch, which
+    the leader stamps when `partition_leader_epoch` is given. With `log_append_time` (Kafka's
     message.timestamp.type=LogAppendTime) the timestamp-type bit and maxTimestamp are set too,
     and since both are inside the CRC, the CRC is recomputed.
     """
@@ -222,6 +227,8 @@ def assign_offsets(
     next_offset = base_offset
     for pos, header in batches:
         _BASE_OFFSET.pack_into(view, pos, next_offset)
+        if partition_leader_epoch is not None:
+            _INT32_FIELD.pack_into(view, pos + _LEADER_EPOCH_AT, partition_leader_epoch)
         if log_append_time is not None:
             _ATTRIBUTES.pack_into(view, pos + _ATTRIBUTES_AT, header.attributes | ATTR_TIMESTAMP_TYPE)
             _MAX_TIMESTAMP.pack_into(view, pos + _MAX_TIMESTAMP_AT, log_append_time)
