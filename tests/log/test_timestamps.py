@@ -34,7 +34,8 @@ def test_offset_for_timestamp_matches_a_brute_force_scan(logs: LogFactory) -> No
     for target in range(0, 6_500, 7):
         assert log.offset_for_timestamp(target) == _brute_force(all_records, target), target
     assert log.offset_for_timestamp(10**12) is None
-    assert log.max_timestamp_offset() == max(all_records, key=lambda r: (r[1], -r[0]))
+    offset, timestamp = max(all_records, key=lambda r: (r[1], -r[0]))
+    assert log.max_timestamp_offset() == (timestamp, offset)
 
 
 def test_offset_for_timestamp_after_reopen_and_delete_records(logs: LogFactory) -> None:
@@ -50,7 +51,7 @@ def test_offset_for_timestamp_after_reopen_and_delete_records(logs: LogFactory) 
         assert again.offset_for_timestamp(target) == _brute_force(all_records, target)
     again.delete_records_before(21)  # inside the batch 20..21
     assert again.offset_for_timestamp(0) == (21, 105)
-    assert again.max_timestamp_offset() == (59, 295)
+    assert again.max_timestamp_offset() == (295, 59)
 
 
 def test_empty_log_has_no_timestamps(logs: LogFactory) -> None:

@@ -481,7 +481,9 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at or after the log start whose timestamp
-        is >= `timestamp_ms` (Kafka ListOffsets); None if there is none."""
+        is >= `timestamp_ms` (Kafka ListOffsets); None if there is none. The timestamp is that
+        record's own, as Kafka answers (the batch is decoded to find it; if its codec is not
+        installed, the batch's first offset and max timestamp are answered instead)."""
         self._check_open()
         for segment in self.segments:
             if segment.size == 0 or segment.max_timestamp < timestamp_ms:
@@ -515,7 +517,10 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the earliest record with the largest timestamp (ListOffsets -3)."""
+        """(timestamp, offset) of the earliest record with the largest timestamp (ListOffsets -3).
+
+        Note the order: the maximum timestamp first, as the name says (offset_for_timestamp
+        answers (offset, timestamp))."""
         self._check_open()
         best: Segment | None = None
         for segment in self.segments:
@@ -527,7 +532,11 @@ class PartitionLog:
         found = best.find_batch(best.offset_of_max_timestamp)
         assert found is not None, "the segment's max timestamp points at a batch it holds"
         position, header = found
-        return self._first_record_at_or_after(best, position, header, header.max_timestamp)
+        record = self._first_record_at_or_after(best, position, header, header.max_timestamp)
+        if record is None:
+            return None
+        offset, timestamp = record
+        return timestamp, offset
 
     # ------------------------------------------------------------------------------------------
     # durability
