@@ -81,7 +81,7 @@ class Broker:
         connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard)
         if len(self._connections) >= self.config["max.connections"]:
             # Accept and drop at once: the client sees a closed socket and backs off.
-            asyncio.get_running_loop().call_soon(connection.abort, "max.connections reached")
+            connection.reject_reason = f"max.connections reached ({len(self._connections)} open)"
         self._connections.add(connection)
         return connection
 

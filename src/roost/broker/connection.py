@@ -66,6 +66,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self.peer = "?"
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.reject_reason: str | None = None  # set before connection_made: refuse this client
 
     # asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -75,6 +76,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         # Responses can be large (fetch); let the kernel buffer absorb them before we pause.
         transport.set_write_buffer_limits(high=self._limits.max_buffered_bytes // 4)
+        if self.reject_reason is not None:
+            self.abort(self.reject_reason)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._buffer and not self._closed:
