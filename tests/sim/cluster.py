@@ -11,6 +11,7 @@ Replay a failing seed with `python scripts/raft_soak.py --seeds SEED..SEED --ste
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import random
@@ -25,6 +26,23 @@ SIM_CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=2, max_append_entries
                         snapshot_retry_ticks=20)
 
 
+def random_faults(rng: random.Random) -> Faults:
+    """Fault intensities drawn per seed, from gentle to brutal, so that seeds explore differently."""
+    return Faults(
+        drop=rng.choice([0.0, 0.02, 0.05, 0.15]),
+        duplicate=rng.choice([0.0, 0.03, 0.1]),
+        max_delay=rng.choice([3, 15, 30, 60]),
+        crash_before_persist=rng.choice([0.0, 0.005, 0.02]),
+        crash_between_persist_and_send=rng.choice([0.0, 0.005, 0.02]),
+        lose_unsynced_on_crash=rng.choice([0.0, 0.5, 1.0]),
+        nemesis_interval=rng.choice([60, 150, 300, 600]),
+        propose_interval=rng.choice([5, 15, 40]),
+        read_interval=rng.choice([20, 80]),
+        compact_every=rng.choice([10, 40, 200]),
+        keep_entries=rng.choice([0, 5, 50]),
+    )
+
+
 class SafetyViolation(AssertionError):
     pass
 
@@ -34,6 +52,7 @@ class Faults:
     drop: float = 0.05
     duplicate: float = 0.03
     max_delay: int = 30  # > TICK, so messages overtake each other
+    crash_before_persist: float = 0.01  # after a leader's early messages went out
     crash_between_persist_and_send: float = 0.01
     lose_unsynced_on_crash: float = 0.5
     nemesis_interval: int = 300  # mean time between two nemesis actions
@@ -125,12 +144,14 @@ class SimNode:
 
 class Cluster:
     def __init__(self, seed: int, members: int = 3, faults: Faults | None = None,
-                 config: RaftConfig = SIM_CONFIG) -> None:
+                 config: RaftConfig | None = None) -> None:
         assert members in (1, 3, 5)
         self.seed = seed
         self.rng = random.Random(seed)
-        self.faults = faults or Faults()
-        self.config = config
+        self.faults = faults or random_faults(self.rng)
+        self.config = config or dataclasses.replace(
+            SIM_CONFIG, max_append_entries=self.rng.choice([1, 2, 8]),
+            max_inflight_appends=self.rng.choice([1, 4, 16]))
         self.ids = list(range(1, members + 1))
         self.nodes = {i: SimNode(i, SimStorage()) for i in self.ids}
         self.now = 0
@@ -220,6 +241,9 @@ class Cluster:
             rd = core.ready()
             for m in rd.early_messages:
                 self._send(m)
+            if self.chaos and self.rng.random() < self.faults.crash_before_persist:
+                self._crash(node.id)
+                return
             node.storage.save(rd)
             core.advance(rd)
             if self.chaos and self.rng.random() < self.faults.crash_between_persist_and_send:

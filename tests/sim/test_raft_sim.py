@@ -27,7 +27,8 @@ def test_five_members_survive_chaos(seed: int) -> None:
 
 
 def test_single_member_commits_alone() -> None:
-    cluster = Cluster(7, members=1, faults=Faults(nemesis_interval=10**9))
+    cluster = Cluster(7, members=1, faults=Faults(nemesis_interval=10**9, crash_before_persist=0.0,
+                                                  crash_between_persist_and_send=0.0))
     cluster.run(500)
     cluster.run_liveness()
     assert len(cluster.acknowledged) > 10

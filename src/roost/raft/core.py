@@ -228,6 +228,7 @@ class RaftCore:
         self._forwards: list[tuple[int, bytes]] = []  # follower: proposals to forward to the leader
         self._forward_reads: list[int] = []  # follower: read requests to forward
         self._broadcast_needed = False
+        self._commit_broadcast_needed = False  # followers learn a new commit index promptly
         self._read_round = 0
         self._read_round_sent = 0
         self._pending_reads: deque[_PendingRead] = deque()
@@ -369,6 +370,7 @@ class RaftCore:
         return bool(
             self._msgs or self._early_msgs or self._pending_snapshot or self._read_states
             or self._proposal_results or self._forwards or self._forward_reads or self._broadcast_needed
+            or self._commit_broadcast_needed
             or self._read_round_sent < self._read_round
             or log.handed < log.last_index or min(log.commit, log.handed) > log.applied_handed
             or self.hard_state() != self._prev_hard_state
@@ -400,7 +402,7 @@ class RaftCore:
             last = rd.entries[-1]
             self.log.stable_to(last.index, last.term)
         if self.role is Role.LEADER and self._maybe_commit():
-            self._broadcast_needed = True
+            self._commit_broadcast_needed = True
 
     # --- roles -------------------------------------------------------------------------------
 
@@ -642,10 +644,6 @@ class RaftCore:
         pr.become_snapshot(snap.index)
         return True
 
-    def _broadcast_append(self) -> None:
-        for peer in self.peers:
-            self._send_append(peer, send_if_empty=False)
-
     def _step_leader(self, m: Message) -> None:
         pr = self.progress.get(m.src)
         if pr is None:
@@ -670,7 +668,7 @@ class RaftCore:
                 pr.become_probe()
                 pr.become_replicate()
             if self._maybe_commit():
-                self._broadcast_needed = True
+                self._commit_broadcast_needed = True
             elif was_paused:
                 self._send_append(m.src)
             for _ in range(self.config.max_inflight_appends):
@@ -775,10 +773,12 @@ class RaftCore:
                     self._read_states.append(ReadState(request_id, -1))
                 else:
                     self._send(Message(MessageType.READ_INDEX, self.id, self.leader, context=request_id))
-        if self._broadcast_needed:
-            self._broadcast_needed = False
+        if self._broadcast_needed or self._commit_broadcast_needed:
+            send_if_empty = self._commit_broadcast_needed
+            self._broadcast_needed = self._commit_broadcast_needed = False
             if self.role is Role.LEADER:
-                self._broadcast_append()
+                for peer in self.peers:
+                    self._send_append(peer, send_if_empty=send_if_empty)
         if self.role is Role.LEADER and self._read_round_sent < self._read_round:
             self._broadcast_heartbeat()
         elif self.role is not Role.LEADER:

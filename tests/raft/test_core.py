@@ -1,0 +1,197 @@
+"""Scripted scenarios for the sans-IO core: we deliver every message by hand."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from roost.raft.core import RaftConfig, RaftCore, Role
+from roost.raft.messages import Entry, EntryKind, HardState, Message, MessageType
+
+CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_entries=1)
+
+
+class Net:
+    """Cores with instant persistence; messages wait in `pending` until delivered."""
+
+    def __init__(self, size: int = 3, config: RaftConfig = CONFIG,
+                 logs: dict[int, tuple[HardState, list[Entry]]] | None = None) -> None:
+        ids = list(range(1, size + 1))
+        logs = logs or {}
+        self.cores = {
+            i: RaftCore(i, ids, config, random.Random(i), hard_state=logs.get(i, (HardState(), []))[0],
+                        entries=logs.get(i, (HardState(), []))[1])
+            for i in ids
+        }
+        self.pending: list[Message] = []
+        self.results: dict[int, list[object]] = {i: [] for i in ids}
+        self.cut: set[int] = set()
+
+    def flush(self) -> None:
+        for i, core in self.cores.items():
+            for _ in range(50):
+                if not core.has_ready():
+                    break
+                rd = core.ready()
+                core.advance(rd)
+                for m in [*rd.early_messages, *rd.messages]:
+                    if m.src not in self.cut and m.dst not in self.cut:
+                        self.pending.append(m)
+                self.results[i] += [*rd.proposal_results, *rd.read_states]
+
+    def deliver(self, keep: Callable[[Message], bool] = lambda m: True, rounds: int = 50) -> None:
+        """Deliver pending messages that `keep` accepts (others are dropped) until quiet."""
+        for _ in range(rounds):
+            self.flush()
+            if not self.pending:
+                return
+            batch, self.pending = self.pending, []
+            for m in batch:
+                if keep(m):
+                    self.cores[m.dst].step(m)
+
+    def elect(self, i: int) -> None:
+        self.cores[i].campaign()
+        self.deliver()
+        assert self.cores[i].role is Role.LEADER
+
+    def tick_all(self, times: int, keep: Callable[[Message], bool] = lambda m: True) -> None:
+        for _ in range(times):
+            for core in self.cores.values():
+                core.tick()
+            self.deliver(keep)
+
+
+def test_election_and_replication() -> None:
+    net = Net()
+    net.elect(1)
+    leader = net.cores[1]
+    assert leader.term == 1 and all(c.leader == 1 for c in net.cores.values())
+    assert leader.propose(b"x", request_id=7)
+    net.deliver()
+    assert all(c.commit == 2 for c in net.cores.values())  # the no-op at 1, then x
+    assert net.cores[2].log.entry(2).data == b"x" and net.cores[2].log.entry(1).kind is EntryKind.NOOP
+    assert net.results[1][0].index == 2 and net.results[1][0].term == 1
+
+
+def test_prevote_keeps_an_isolated_member_from_inflating_its_term() -> None:
+    net = Net()
+    net.elect(1)
+    net.cut = {3}
+    net.tick_all(100)
+    assert net.cores[3].term == 1 and net.cores[3].role is Role.PRE_CANDIDATE
+    net.cut = set()
+    net.tick_all(5)
+    assert net.cores[1].role is Role.LEADER and net.cores[1].term == 1
+    assert net.cores[3].leader == 1
+
+
+def test_check_quorum_leader_steps_down_when_cut_off() -> None:
+    net = Net()
+    net.elect(1)
+    net.cut = {1}
+    net.tick_all(CONFIG.election_ticks * 2 + 1)
+    assert net.cores[1].role is not Role.LEADER
+    assert net.cores[1].leader is None
+    assert {net.cores[2].role, net.cores[3].role} >= {Role.LEADER} or net.cores[2].leader == net.cores[3].leader
+
+
+def test_old_term_entry_is_not_committed_by_counting() -> None:
+    """Raft §5.4.2 (Figure 8): a leader commits an older term's entry only via one of its own."""
+    hs = HardState(term=2, vote=0, commit=1)
+    logs = {
+        1: (hs, [Entry(1, 1), Entry(2, 2, b"old")]),
+        2: (hs, [Entry(1, 1)]),
+        3: (hs, [Entry(1, 1)]),
+    }
+    net = Net(logs=logs)
+    net.cores[1].campaign()
+    net.deliver(lambda m: m.type not in (MessageType.APPEND, MessageType.HEARTBEAT))
+    leader = net.cores[1]
+    assert leader.role is Role.LEADER and leader.term == 3
+    net.pending.clear()
+    # Member 2 gets index 2 (term 2) but not yet the term-3 no-op at index 3.
+    leader.step(Message(MessageType.APPEND_RESP, 2, 1, term=3, index=1))
+    net.flush()
+    append = next(m for m in net.pending if m.dst == 2 and m.type is MessageType.APPEND)
+    assert [e.index for e in append.entries] == [2]
+    held_back = [m for m in net.pending if m is not append]  # the no-op's append, pipelined
+    net.pending.clear()
+    net.cores[2].step(append)
+    net.flush()
+    for m in net.pending:
+        if m.dst == 1 and m.type is MessageType.APPEND_RESP:
+            leader.step(m)
+    assert leader.progress[2].match == 2
+    assert leader.commit == 1, "an entry of an older term must not commit by counting replicas"
+    net.pending = held_back
+    net.deliver()
+    assert leader.commit == 3 and net.cores[2].commit == 3
+
+
+def test_fast_backoff_skips_a_divergent_suffix() -> None:
+    hs = HardState(term=2, vote=0, commit=1)
+    stale = [Entry(1, 1)] + [Entry(2, i, b"stale") for i in range(2, 60)]
+    logs = {1: (hs, [Entry(1, 1), Entry(2, 2)]), 2: (hs, [Entry(1, 1), Entry(2, 2)]), 3: (hs, stale)}
+    config = RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_entries=100)
+    net = Net(config=config, logs=logs)
+    net.cores[1].campaign()
+    net.deliver(lambda m: not (m.type is MessageType.VOTE_RESP and m.src == 3))
+    leader = net.cores[1]
+    rejects = []
+    net.deliver(lambda m: not (m.type is MessageType.APPEND_RESP and m.reject and rejects.append(m)))
+    net.deliver()
+    assert leader.progress[3].match == leader.log.last_index == 3
+    assert net.cores[3].log.last_index == 3 and net.cores[3].log.entry(3).kind is EntryKind.NOOP
+    assert len(rejects) <= 2, f"back-off took {len(rejects)} rejections"
+
+
+def test_read_index_waits_for_the_new_leaders_own_commit() -> None:
+    net = Net()
+    net.cores[1].campaign()
+    net.deliver(lambda m: m.type is not MessageType.APPEND)  # the no-op does not commit yet
+    leader = net.cores[1]
+    assert leader.role is Role.LEADER and leader.commit == 0
+    assert leader.read_index(41)
+    net.deliver(lambda m: m.type is not MessageType.APPEND)
+    assert net.results[1] == []
+    net.deliver()  # no-op commits; then a heartbeat round confirms leadership
+    net.tick_all(1)
+    reads = [r for r in net.results[1] if getattr(r, "request_id", None) == 41]
+    assert len(reads) == 1 and reads[0].index == leader.commit >= 1
+
+
+def test_follower_forwards_proposals_and_reads() -> None:
+    net = Net()
+    net.elect(1)
+    follower = net.cores[2]
+    assert follower.propose(b"a", 1) and follower.propose(b"b", 2)
+    assert follower.read_index(3)
+    net.deliver()
+    net.tick_all(1)
+    results = {r.request_id: r for r in net.results[2]}
+    assert results[1].index == 2 and results[2].index == 3 and results[1].term == 1
+    assert results[3].index >= 1 and not results[3].refused
+    assert net.cores[3].log.entry(3).data == b"b"
+
+
+def test_no_leader_refuses() -> None:
+    net = Net()
+    assert not net.cores[1].propose(b"x", 1)
+    assert not net.cores[1].read_index(2)
+
+
+def test_leader_transfer() -> None:
+    net = Net()
+    net.elect(1)
+    net.deliver()
+    assert net.cores[1].transfer_leadership(3)
+    net.deliver()
+    assert net.cores[3].role is Role.LEADER and net.cores[3].term == 2
+    assert net.cores[1].leader == 3
+
+
+def test_messages_from_strangers_are_ignored() -> None:
+    net = Net()
+    net.cores[1].step(Message(MessageType.VOTE, 9, 1, term=5, index=10, log_term=5))
+    assert net.cores[1].term == 0 and not net.cores[1].has_ready()
