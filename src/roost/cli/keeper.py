@@ -64,16 +64,21 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"roost keeper: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    return _run_loop(_serve(config))
+    # uvloop is faster, but roost.raft's peer transport asserts asyncio's own Transport class,
+    # which uvloop's transports are not; ensemble members run on the standard loop until it
+    # accepts them.
+    return _run_loop(_serve(config), use_uvloop=not config.is_ensemble)
 
 
-def _run_loop(coro) -> int:
-    try:
-        import uvloop
+def _run_loop(coro, use_uvloop: bool) -> int:
+    runner = asyncio.Runner()
+    if use_uvloop:
+        try:
+            import uvloop
 
-        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    except ImportError:
-        runner = asyncio.Runner()
+            runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        except ImportError:
+            pass
     with runner:
         return runner.run(coro)
 
