@@ -254,3 +254,18 @@ def test_leader_stamps_its_epoch_without_breaking_the_crc(logs: LogFactory) -> N
     log.append(bytearray(batch([b"a"]) + batch([b"b"])), leader_epoch=7)
     stored = log.read(0, 10_000).buffers[0]
     assert [header.partition_leader_epoch for _, header in validate_batches(stored)] == [7, 7]
+
+
+def test_close_while_a_flush_runs_keeps_its_fds_open_until_marked(logs: LogFactory) -> None:
+    log = logs.open()
+    _fill(log, 3)
+    fds, end = log.flush_handle()
+    log.close()
+    for fd in fds:
+        os.fsync(fd)  # the flusher thread's fsync still has a valid fd
+    log.mark_flushed(end)
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    assert log.flush_handle() == ([], end)  # a flush queued for a closed log is a no-op
+    log.mark_flushed(end)

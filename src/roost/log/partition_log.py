@@ -102,7 +102,9 @@ class PartitionLog:
         """Create the partition directory, or load it, recovering from a crash if needed."""
         started = time.monotonic()
         log = cls(Path(directory), config, clock_ms)
-        log.directory.mkdir(parents=True, exist_ok=True)
+        if not log.directory.is_dir():
+            log.directory.mkdir(parents=True)
+            fsync_directory(log.directory.parent)  # the new partition directory's name is durable
         clean = (log.directory / CLEAN_SHUTDOWN_FILE).exists()
         recovered = log._load(clean)
         # From here on a crash must look unclean: drop the marker durably before any append.
@@ -552,22 +554,26 @@ class PartitionLog:
 
     def flush_handle(self) -> tuple[list[int], int]:
         """The fds to fsync so that everything below the returned end offset is durable. Call
-        `mark_flushed(end)` once they are fsynced (the fds stay open until then)."""
-        self._check_open()
+        `mark_flushed(end)` once they are fsynced: the fds stay open until then, even if their
+        segments are deleted or the log is closed meanwhile."""
+        if self._closed:
+            return [], self.log_end_offset  # e.g. the topic was deleted while a flush was queued
         fds = [s.log_fd for s in self.segments if s.size and s.next_offset > self.recovery_point]
         self._pending_flushes.append(_PendingFlush(self.log_end_offset, self.log_end_offset))
         return fds, self.log_end_offset
 
     def mark_flushed(self, end_offset: int) -> None:
         """The fds of the `flush_handle` that returned `end_offset` are fsynced."""
-        if self._closed:
-            return  # closed (or deleted) while the fsync ran; close() flushed everything itself
         pending = next((p for p in self._pending_flushes if p.end_offset == end_offset), None)
+        if self._closed and pending is None:
+            return  # a handle from after close(), or one close() found nothing pending for
         assert pending is not None, f"mark_flushed({end_offset}) without a matching flush_handle"
         # Handles taken before this one and never marked (a failed fsync) are dropped with it.
         del self._pending_flushes[: self._pending_flushes.index(pending) + 1]
         if not self._pending_flushes:
             self._close_retired_fds()
+        if self._closed:
+            return  # close() flushed everything itself
         self._last_flush_ms = self.clock_ms()
         durable = min(end_offset, pending.cap, self.log_end_offset)
         if durable > self.recovery_point:
@@ -759,11 +765,16 @@ class PartitionLog:
         if not self._closed:
             self._release_fds()
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory.parent.is_dir():
+            fsync_directory(self.directory.parent)
         logger.info("deleted partition log %s", self.directory)
 
     def _release_fds(self) -> None:
         for segment in self.segments:
-            segment.close()
-        self._pending_flushes.clear()
-        self._close_retired_fds()
+            if self._pending_flushes:
+                self._fds_to_close.extend(segment.fds)  # a flusher thread may be fsyncing them
+            else:
+                segment.close()
+        if not self._pending_flushes:
+            self._close_retired_fds()
         self._closed = True
