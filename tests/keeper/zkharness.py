@@ -181,17 +181,25 @@ def zookeeper_ensemble(directory: Path, size: int = 3) -> Iterator[list[ZooKeepe
 def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] | None = None,
                   servers: dict[int, int] | None = None, myid: int = 1) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    lines = [
-        f"tickTime = {TICK_MS}",
-        f'dataDir = "{directory / "data"}"',
-        f"clientPort = {client_port}",
-        'clientPortAddress = "127.0.0.1"',
-        "maxClientCnxns = 0",
-        f"myid = {myid}",
-        "forceSync = false",
-    ]
-    for key, value in (extra or {}).items():
-        lines.append(f'"{key}" = {value!r}' if not isinstance(value, str) else f'"{key}" = "{value}"')
+    settings: dict[str, Any] = {
+        "tickTime": TICK_MS,
+        "dataDir": str(directory / "data"),
+        "clientPort": client_port,
+        "clientPortAddress": "127.0.0.1",
+        "maxClientCnxns": 0,
+        "myid": myid,
+        "forceSync": False,
+    }
+    settings.update(extra or {})
+    lines = []
+    for key, value in settings.items():
+        if isinstance(value, bool):
+            rendered = "true" if value else "false"
+        elif isinstance(value, str):
+            rendered = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        else:
+            rendered = str(value)
+        lines.append(f'"{key}" = {rendered}')
     for sid, port in sorted((servers or {}).items()):
         lines.append(f'server.{sid} = "127.0.0.1:{port}"')
     path = directory / "keeper.toml"
