@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -27,6 +29,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from roost.wire.kafka import RequestHeader, decode_response, encode_request
+from roost.wire.kafka.records import iter_batch_headers
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -146,7 +151,7 @@ def bench_consume(repeat: int) -> None:
                                      "queued.max.messages.kbytes": 1048576})
                 consumer.assign([TopicPartition(topic, p, 0) for p in range(6)])
 
-                def work(consumer: Consumer = consumer) -> None:
+                def work(consumer: Consumer = consumer, count: int = count) -> None:
                     received = 0
                     deadline = time.monotonic() + 120
                     while received < count and time.monotonic() < deadline:
@@ -158,62 +163,137 @@ def bench_consume(repeat: int) -> None:
             print_row(f"{size} B messages ({count * size / 1e6:.0f} MB)", count, size, runs)
 
 
+class RawFetcher:
+    """Fetches with roost's own codec and throws the bytes away: how fast the broker serves,
+    without a client library's per-message work in the way."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.topic = topic
+        self.offsets = dict.fromkeys(range(partitions), 0)
+        self.buffer = bytearray(64 << 20)
+        self.correlation = 0
+
+    def _frame(self) -> memoryview:
+        view = memoryview(self.buffer)
+        got = 0
+        while got < 4:
+            got += self.sock.recv_into(view[got:4])
+        (size,) = struct.unpack(">i", view[:4])
+        assert size <= len(self.buffer) - 4
+        got = 0
+        while got < size:
+            got += self.sock.recv_into(view[4 + got:4 + size])
+        return view[4:4 + size]
+
+    def fetch_all(self) -> int:
+        total = 0
+        while True:
+            self.correlation += 1
+            body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 50 << 20,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                    "forgotten_topics_data": [],
+                    "topics": [{"topic": self.topic, "partitions": [
+                        {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1,
+                         "partition_max_bytes": 8 << 20} for p, o in self.offsets.items()]}]}
+            request = encode_request(RequestHeader(1, 11, self.correlation, "bench"), body)
+            self.sock.sendall(b"".join(bytes(b) for b in request))
+            _, response = decode_response(1, 11, self._frame())
+            got = 0
+            for partition in response["responses"][0]["partitions"]:
+                records = partition["records"] or b""
+                last = None
+                for _, header in iter_batch_headers(records):
+                    last = header
+                if last is not None:
+                    self.offsets[partition["partition_index"]] = last.next_offset
+                got += len(records)
+            if got == 0:
+                return total
+            total += got
+
+
+def bench_raw_fetch(repeat: int) -> None:
+    print("\n== broker serve rate: roost's own fetch client, 6 partitions, 8 MiB per partition per fetch ==")
+    with running_broker() as broker:
+        size, count = 65536, 16_000
+        create_topic(broker.bootstrap, "raw-bench", 6)
+        produce_run(broker, "raw-bench", count, size, 1048576, 20)
+        runs = []
+        for _ in range(repeat):
+            fetcher = RawFetcher(broker.bootstrap, "raw-bench", 6)
+            total = 0
+
+            def work(fetcher: RawFetcher = fetcher) -> None:
+                nonlocal total
+                total = fetcher.fetch_all()
+
+            runs.append(measure(broker, work))
+            assert total >= count * size
+            fetcher.sock.close()
+        print_row(f"{size} B messages ({count * size / 1e6:.0f} MB)", count, size, runs)
+
+
 def bench_latency(rate: int, seconds: float) -> None:
     print(f"\n== end-to-end latency: {rate} msg/s for {seconds:.0f} s, 100 B, linger.ms 0, acks=all, "
           "1 partition, producer and consumer in this process ==")
     for label, flags in (("no fsync (page cache)", ()), ("fsync before ack", ("--log.flush.interval.messages", "1"))):
         with running_broker(*flags) as broker:
-            create_topic(broker.bootstrap, "latency", 1)
-            latencies: list[float] = []
-            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat",
-                                 "auto.offset.reset": "latest", "fetch.wait.max.ms": 500,
-                                 "fetch.error.backoff.ms": 10})
-            consumer.assign([TopicPartition("latency", 0, 0)])
-            stop = threading.Event()
-            expected = int(rate * seconds)
+            latency_run(broker, label, rate, seconds)
 
-            def consume(consumer: Consumer = consumer) -> None:
-                deadline = time.monotonic() + seconds + 30
-                while len(latencies) < expected and time.monotonic() < deadline and not stop.is_set():
-                    # poll() hands over each message as it arrives; consume(n, t) would wait to fill n.
-                    msg = consumer.poll(0.1)
-                    if msg is not None and not msg.error():
-                        latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
 
-            thread = threading.Thread(target=consume, daemon=True)
-            thread.start()
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
-            producer.list_topics("latency", timeout=30)
-            time.sleep(1.0)  # let the consumer's first fetch be waiting
-            cpu0 = broker.cpu_seconds()
-            interval = 1.0 / rate
-            start = time.perf_counter()
-            for n in range(expected):
-                target = start + n * interval
-                delay = target - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                stamp = f"{time.time_ns() / 1e6:<20.6f}".encode()
-                producer.produce("latency", stamp + b"x" * 80)
-                producer.poll(0)
-            producer.flush(30)
-            thread.join(seconds + 40)
-            stop.set()
-            consumer.close()
-            broker_cpu = broker.cpu_seconds() - cpu0
-            latencies.sort()
+def latency_run(broker: Broker, label: str, rate: int, seconds: float) -> None:
+    create_topic(broker.bootstrap, "latency", 1)
+    latencies: list[float] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat",
+                         "auto.offset.reset": "latest", "fetch.wait.max.ms": 500,
+                         "fetch.error.backoff.ms": 10})
+    consumer.assign([TopicPartition("latency", 0, 0)])
+    stop = threading.Event()
+    expected = int(rate * seconds)
 
-            def pct(p: float) -> float:
-                return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+    def consume() -> None:
+        deadline = time.monotonic() + seconds + 30
+        while len(latencies) < expected and time.monotonic() < deadline and not stop.is_set():
+            # poll() hands over each message as it arrives; consume(n, t) would wait to fill n.
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
 
-            print(f"  {label:<24} n={len(latencies)}  p50 {pct(50):6.2f} ms  p99 {pct(99):6.2f} ms  "
-                  f"p99.9 {pct(99.9):6.2f} ms  max {latencies[-1]:7.2f} ms   broker {broker_cpu:.2f} s CPU "
-                  f"({broker_cpu / max(1, len(latencies)) * 1e6:.1f} µs/msg)", flush=True)
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+    producer.list_topics("latency", timeout=30)
+    time.sleep(1.0)  # let the consumer's first fetch be waiting
+    cpu0 = broker.cpu_seconds()
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for n in range(expected):
+        delay = start + n * interval - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        stamp = f"{time.time_ns() / 1e6:<20.6f}".encode()
+        producer.produce("latency", stamp + b"x" * 80)
+        producer.poll(0)
+    producer.flush(30)
+    thread.join(seconds + 40)
+    stop.set()
+    consumer.close()
+    broker_cpu = broker.cpu_seconds() - cpu0
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
+
+    print(f"  {label:<24} n={len(latencies)}  p50 {pct(50):6.2f} ms  p99 {pct(99):6.2f} ms  "
+          f"p99.9 {pct(99.9):6.2f} ms  max {latencies[-1]:7.2f} ms   broker {broker_cpu:.2f} s CPU "
+          f"({broker_cpu / max(1, len(latencies)) * 1e6:.1f} µs/msg)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="*", default=["produce", "consume", "latency"])
+    parser.add_argument("what", nargs="*", default=["produce", "consume", "raw", "latency"])
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; the median is printed")
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -224,6 +304,8 @@ def main() -> None:
         bench_produce(args.repeat)
     if "consume" in args.what:
         bench_consume(args.repeat)
+    if "raw" in args.what:
+        bench_raw_fetch(args.repeat)
     if "latency" in args.what:
         bench_latency(args.rate, args.seconds)
 
