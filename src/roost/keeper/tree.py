@@ -615,6 +615,8 @@ class DataTree:
             tree.sessions[session_id] = SessionInfo(timeout, r.buffer() or b"")
         for _ in range(r.vector_length(60)):
             path = r.path()
+            if not path.startswith("/") or path in tree.nodes:
+                raise ZkCodecError(f"snapshot has a bad or repeated path {path!r}")
             data = r.buffer() or b""
             acl = tuple(read_acl_list(r))
             czxid, mzxid, ctime, mtime = r.long(), r.long(), r.long(), r.long()
