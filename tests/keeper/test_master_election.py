@@ -1,0 +1,163 @@
+"""The seeds' master election (examples/master_election) against a keeper, step by step:
+three storage machines race for the ephemeral /clusterx/master_ip, app servers watch it; kill -9
+the master, its znode goes when its session times out, the app servers are told and see no
+master meanwhile, a new master is elected within session timeout + 1 s, and the old master,
+restarted, becomes a follower."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.keeper.zkharness import kazoo, wait_until
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "master_election"
+SESSION_TIMEOUT = 2.0  # seconds; the test keeper's tickTime is 500 ms
+MASTER = "/clusterx/master_ip"
+WAIT = 60.0
+
+
+class LineProcess:
+    """A child process whose stdout lines are collected (with arrival times) in the background."""
+
+    def __init__(self, args: list[str]) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.popen = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[tuple[float, str]] = []
+        self._changed = threading.Condition()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            with self._changed:
+                self.lines.append((time.monotonic(), line.rstrip("\n")))
+                self._changed.notify_all()
+
+    def texts(self) -> list[str]:
+        with self._changed:
+            return [text for _, text in self.lines]
+
+    def wait_line(self, predicate: Callable[[str], bool], timeout: float = WAIT, after: int = 0) -> str:
+        """The first line (from index `after`) matching `predicate`; waits up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for _, text in self.lines[after:]:
+                    if predicate(text):
+                        return text
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no matching line; output: {[t for _, t in self.lines]}")
+                self._changed.wait(min(remaining, 0.5))
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(20)
+
+    def kill9(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(20)
+
+
+@contextlib.contextmanager
+def processes() -> Iterator[list[LineProcess]]:
+    started: list[LineProcess] = []
+    try:
+        yield started
+    finally:
+        for proc in started:
+            proc.stop()
+
+
+def storage(keeper: str, name: str) -> list[str]:
+    return [str(EXAMPLE / "storage_machine.py"), "--zk", keeper, "--name", name,
+            "--address", f"{name}.example:7000", "--session-timeout", str(SESSION_TIMEOUT)]
+
+
+def app(keeper: str, name: str) -> list[str]:
+    return [str(EXAMPLE / "app_server.py"), "--zk", keeper, "--name", name,
+            "--session-timeout", str(SESSION_TIMEOUT)]
+
+
+@pytest.mark.slow
+def test_master_election(keeper: str) -> None:
+    observer = kazoo(keeper)
+    try:
+        if observer.exists(MASTER):  # a previous run's master must be gone first
+            wait_until(lambda: observer.exists(MASTER) is None, WAIT, "a stale master to expire")
+        with processes() as started:
+            machines = {}
+            for name in ("storage-1", "storage-2", "storage-3"):
+                machines[name] = LineProcess(storage(keeper, name))
+                started.append(machines[name])
+            for proc in machines.values():
+                proc.wait_line(lambda line: ": master" in line or ": follower of" in line)
+            masters = [name for name, proc in machines.items() if f"{name}: master" in proc.texts()]
+            assert len(masters) == 1, {name: proc.texts() for name, proc in machines.items()}
+            master = masters[0]
+            master_address = f"{master}.example:7000"
+            for name, proc in machines.items():
+                if name != master:
+                    proc.wait_line(lambda line, name=name: line == f"{name}: follower of {master_address}")
+            data, stat = observer.get(MASTER)
+            assert data.decode() == master_address and stat.ephemeralOwner != 0
+
+            apps = [LineProcess(app(keeper, name)) for name in ("app-1", "app-2")]
+            started.extend(apps)
+            for proc, name in zip(apps, ("app-1", "app-2"), strict=True):
+                proc.wait_line(lambda line, name=name: line == f"{name}: master is {master_address}")
+
+            # kill -9: no closeSession is sent; only the session timeout can remove the znode.
+            gone = threading.Event()
+            observer.exists(MASTER, watch=lambda event: gone.set())
+            lines_before = {id(proc): len(proc.texts()) for proc in apps}
+            killed_at = time.time()
+            machines[master].kill9()
+            assert observer.exists(MASTER) is not None, "the znode must outlive the process until its session expires"
+            assert gone.wait(WAIT), "the master's ephemeral znode never went"
+
+            for proc, name in zip(apps, ("app-1", "app-2"), strict=True):
+                proc.wait_line(lambda line, name=name: line == f"{name}: no master")
+            survivors = {name: proc for name, proc in machines.items() if name != master}
+            for proc in survivors.values():
+                proc.wait_line(lambda line: line.endswith(": master") or "follower of storage" in line,
+                               after=1)
+            new_masters = [name for name, proc in survivors.items() if f"{name}: master" in proc.texts()]
+            assert len(new_masters) == 1, {name: proc.texts() for name, proc in survivors.items()}
+            new_master = new_masters[0]
+            new_address = f"{new_master}.example:7000"
+            data, stat = observer.get(MASTER)
+            assert data.decode() == new_address
+            # Within session timeout + 1 s of the kill, by the keeper's own creation time.
+            assert stat.ctime / 1000.0 - killed_at <= SESSION_TIMEOUT + 1.0, (stat.ctime / 1000.0 - killed_at)
+            for proc, name in zip(apps, ("app-1", "app-2"), strict=True):
+                line = proc.wait_line(lambda line, name=name: line == f"{name}: master is {new_address}")
+                texts = proc.texts()[lines_before[id(proc)]:]
+                # Told of the loss first, then of the new master: never a stale master meanwhile.
+                assert texts.index(f"{name}: no master") < texts.index(line)
+                assert not any(master_address in text for text in texts)
+
+            restarted = LineProcess(storage(keeper, master))
+            started.append(restarted)
+            restarted.wait_line(lambda line: line == f"{master}: follower of {new_address}")
+            assert observer.get(MASTER)[0].decode() == new_address
+    finally:
+        observer.stop()
+        observer.close()
