@@ -53,7 +53,7 @@ def running_broker(*flags: str) -> Iterator[Broker]:
     with tempfile.TemporaryDirectory(prefix="roost-bench-") as data:
         popen = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0",
-             "--log-level", "WARNING", *flags],
+             "--log-level", "WARNING", "--no-keeper", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert popen.stdout is not None
         bootstrap = None

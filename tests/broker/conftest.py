@@ -25,7 +25,7 @@ def start_broker(tmp_path: Path) -> Iterator[StartBroker]:
         args = ["up", "--data-dir", str(tmp_path / name), "--kafka-port", "0", *flags]
         if fast_groups:
             args += FAST_GROUPS
-        proc = start_roost(args)
+        proc = start_roost(args, expect=("kafka", "keeper") if "--no-keeper" not in args else ("kafka",))
         started.append(proc)
         return proc
 

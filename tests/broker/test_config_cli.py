@@ -17,7 +17,7 @@ API_VERSIONS = 18
 
 
 def run_up(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ROOST, "up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", *args],
+    return subprocess.run([*ROOST, "up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--keeper-port", "0", *args],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -96,3 +96,36 @@ def test_connection_cap(start_broker: StartBroker) -> None:
         assert "max.connections reached" in broker.text()
     finally:
         first.close()
+
+
+def test_roost_up_hosts_a_keeper_beside_the_broker(start_broker: StartBroker, tmp_path: Path) -> None:
+    from kazoo.client import KazooClient
+
+    config = tmp_path / "roost.toml"
+    config.write_text("num.partitions = 2\n\n[keeper]\ntickTime = 500\n")
+    node = start_broker("--config", str(config))
+    assert "keeper" in node.listeners and "kafka" in node.listeners
+    zk = KazooClient(hosts=node.address("keeper"), timeout=30)
+    zk.start(30)
+    try:
+        zk.create("/roost-up/hello", b"world", makepath=True)
+        assert zk.get("/roost-up/hello")[0] == b"world"
+    finally:
+        zk.stop()
+        zk.close()
+    node.stop()
+    again = start_broker("--config", str(config))
+    zk = KazooClient(hosts=again.address("keeper"), timeout=30)
+    zk.start(30)
+    try:
+        assert zk.get("/roost-up/hello")[0] == b"world", "the embedded keeper's data survives a restart"
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_bad_keeper_setting_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "roost.toml"
+    config.write_text("[keeper]\ntickTime = -5\n")
+    result = run_up("--config", str(config), tmp_path=tmp_path)
+    assert result.returncode == 2 and "tickTime" in result.stderr

@@ -75,6 +75,9 @@ class RoostProcess:
 def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
                 env: dict[str, str] | None = None) -> RoostProcess:
     """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`."""
+    args = list(args)
+    if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
+        args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
     full_env = dict(os.environ)
     full_env["PYTHONUNBUFFERED"] = "1"
     if env:
