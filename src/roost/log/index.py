@@ -87,6 +87,11 @@ class OffsetIndex:
         slot = bisect_right(self.relative_offsets, offset - self.base_offset) - 1
         return self.positions[slot] if slot >= 0 else 0
 
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= `position` (0 if none): a batch boundary."""
+        slot = bisect_right(self.positions, position) - 1
+        return self.positions[slot] if slot >= 0 else 0
+
     @property
     def last_position(self) -> int:
         return self.positions[-1] if self.positions else 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from roost.log.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SU
 from roost.wire.kafka.records import (
     ATTR_TIMESTAMP_TYPE,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     InvalidRecordBatch,
     decode_batch_records,
@@ -51,6 +53,11 @@ logger = logging.getLogger("roost.log")
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+
+
+_OFFSET_AND_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23
 
 
 class AppendInfo(NamedTuple):
@@ -451,30 +458,62 @@ class PartitionLog:
                 return parse_header(chunk, relative)
             return segment.header_at(position)
 
-        position = start_hint
-        header: BatchHeader | None = None
-        while position < segment.size:
-            header = header_at(position)
-            if header.last_offset >= offset:
-                break
-            position += header.size
+        def span_at(position: int) -> tuple[int, int]:
+            """(last offset, size) of the batch at `position`: all a walk needs, cheaply."""
+            relative = position - start_hint
+            if relative + HEADER_SIZE <= len(chunk):
+                base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(chunk, relative)
+                (last_delta,) = _LAST_OFFSET_DELTA.unpack_from(chunk, relative + _LAST_OFFSET_DELTA_AT)
+                return base_offset + last_delta, batch_length + LOG_OVERHEAD
+            header = segment.header_at(position)
+            return header.last_offset, header.size
+
+        def walk_until(position: int, stop: Callable[[int, int, int], bool]) -> int:
+            """From a batch boundary, skip batches until stop(position, last offset, size)."""
+            while position < segment.size:
+                last_offset, size = span_at(position)
+                if stop(position, last_offset, size):
+                    break
+                position += size
+            return position
+
+        # Walking every header in Python is the cost of a read, so each walk starts from the
+        # sparse index and covers about one index interval, not the whole range returned.
+        start = walk_until(start_hint, lambda _pos, last, _size: last >= offset)
+        if start >= segment.size:
+            return None
+        first = header_at(start)
+        if first.last_offset >= limit:
+            return None  # the batch holding `offset` reaches the high watermark: not yet
+        budget_end = start + max(budget, 0)
+        # Where the limit cuts: before the first batch that reaches it.
+        if segment.next_offset <= limit:
+            limit_end = segment.size
         else:
-            return None
-        assert header is not None
-        start = position
-        first_offset = header.base_offset
-        end = start
-        next_offset = offset
-        while end < segment.size:
-            header = header_at(end)
-            if header.last_offset >= limit:
-                break
-            if end - start + header.size > budget and not (end == start and must_take_one):
-                break
-            end += header.size
-            next_offset = header.next_offset
+            from_index = max(start, segment.offset_index.lookup(limit))
+            if from_index >= budget_end:
+                limit_end = from_index  # the budget cuts first; the exact spot does not matter
+            else:
+                limit_end = walk_until(from_index, lambda _pos, last, _size: last >= limit)
+        # Where the budget cuts: at the last batch boundary at or below budget_end.
+        if limit_end <= budget_end:
+            end = limit_end
+        else:
+            from_index = max(start, segment.offset_index.floor_position(budget_end))
+            end = walk_until(from_index, lambda pos, _last, size: pos + size > budget_end or pos >= limit_end)
+            end = min(end, limit_end)
         if end == start:
-            return None
+            if not must_take_one:
+                return None
+            end = start + first.size
+        # The last batch returned, for the next offset: a short walk from the index again.
+        last_start = walk_until(
+            max(start, segment.offset_index.floor_position(end - 1)),
+            lambda pos, _last, size: pos + size >= end,
+        )
+        last = header_at(last_start)
+        assert last_start + last.size == end, "read must end on a batch boundary"
+        first_offset, next_offset = first.base_offset, last.next_offset
         if end - start_hint <= len(chunk):
             data = memoryview(chunk)[start - start_hint : end - start_hint]
         else:
