@@ -269,3 +269,29 @@ def test_close_while_a_flush_runs_keeps_its_fds_open_until_marked(logs: LogFacto
             os.fstat(fd)
     assert log.flush_handle() == ([], end)  # a flush queued for a closed log is a no-op
     log.mark_flushed(end)
+
+
+@pytest.mark.parametrize("index_interval", [0, 300, 5_000])
+def test_reads_cut_exactly_like_a_linear_scan(logs: LogFactory, index_interval: int) -> None:
+    log = logs.open(segment_bytes=8_000, index_interval_bytes=index_interval)
+    spans = []  # (base offset, last offset, size) of every batch, in order
+    for n in range(150):
+        data = batch([b"x" * ((n * 37) % 150)] * (1 + n % 4))
+        info = log.append(bytearray(data))
+        spans.append((info.first_offset, info.last_offset, len(data)))
+    end = log.log_end_offset
+    for offset in range(0, end, 7):
+        for max_bytes in (1, 500, 2_000, 9_000):
+            for limit in (end, offset + 3, (offset + end) // 2):
+                expected, total = [], 0
+                for base, last, size in spans:
+                    if last < offset:
+                        continue
+                    if last >= limit or (total + size > max_bytes and expected):
+                        break
+                    expected.append((base, last))
+                    total += size
+                result = log.read(offset, max_bytes, max_offset=limit)
+                got = [(h.base_offset, h.last_offset) for b in result.buffers for _, h in validate_batches(b)]
+                assert got == expected, (offset, max_bytes, limit)
+                assert result.size == total

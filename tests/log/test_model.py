@@ -131,11 +131,11 @@ class LogModel(RuleBasedStateMachine):
         self.log = PartitionLog.open(self.root / "model-0", self.config, self.clock)
 
     @precondition(lambda self: self.log_end > self.log_start)
-    @rule(data=st.data(), max_bytes=st.integers(1, 3_000), hw_back=st.integers(0, 5), min_one=st.booleans())
-    def read(self, data: st.DataObject, max_bytes: int, hw_back: int, min_one: bool) -> None:
+    @rule(data=st.data(), max_bytes=st.integers(1, 3_000), min_one=st.booleans())
+    def read(self, data: st.DataObject, max_bytes: int, min_one: bool) -> None:
         assert self.log is not None
         offset = data.draw(st.integers(self.log_start, self.log_end))
-        limit = max(self.log_end - hw_back, 0)
+        limit = data.draw(st.one_of(st.just(self.log_end), st.integers(self.log_start, self.log_end)))
         result = self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one)
         expected: list[ModelBatch] = []
         total = 0
