@@ -204,6 +204,21 @@ def test_failed_batch_closes_its_clients() -> None:
     assert session.link.closed
 
 
+def test_a_failed_batch_that_commits_late_is_skipped_after_newer_writes() -> None:
+    env = FakeEnv()
+    core = make_core(env)
+    first, second = Session(core), Session(core)
+    commit_all(core)
+    first.send(CreateRequest("/late", b"old", list(OPEN_ACL_UNSAFE), 0))
+    old_sequence, old_entry = core.take_batch()
+    core.batch_failed(old_sequence, "the leader changed")  # first is closed: ConnectionLoss
+    assert first.link.closed
+    second.send(CreateRequest("/late", b"new", list(OPEN_ACL_UNSAFE), 0))
+    commit_all(core)
+    core.apply(1000, old_entry)  # the abandoned proposal lands after all
+    assert core.tree.get("/late").data == b"new"
+
+
 def test_outstanding_limit_pauses_and_resumes_reading() -> None:
     env = FakeEnv()
     core = make_core(env, max_outstanding=4)

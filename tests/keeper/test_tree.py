@@ -152,6 +152,19 @@ def test_containers_and_ttl_nodes_are_reapable() -> None:
     assert run(plain, ttl).err == Err.UNIMPLEMENTED
 
 
+def test_a_batch_abandoned_by_its_proposer_is_skipped_once_a_newer_epoch_applied() -> None:
+    tree = DataTree()
+    assert tree.admit(1, 77, 0)
+    assert tree.admit(1, 77, 2)
+    assert not tree.admit(1, 77, 1)  # arrived late: its clients were already told to go away
+    assert tree.admit(1, 77, 2)
+    assert tree.admit(2, 5, 0)  # other members are independent
+    assert tree.admit(1, 99, 0)  # a new process of member 1 starts its own epochs
+    restored = DataTree.from_snapshot(tree.snapshot())
+    assert restored.origins == tree.origins
+    assert not restored.admit(2, 5, -1)
+
+
 # ------------------------------------------------------------------------ determinism
 
 
@@ -192,7 +205,7 @@ def replay(commands: list[Command], tree: DataTree | None = None, start: int = 0
     outcomes = []
     for i, cmd in enumerate(commands, start):
         # Through the wire format, as a member that did not build the command would see it.
-        decoded = Batch.decode(Batch(1, 1, i, 1000 + i, [cmd]).encode()).commands[0]
+        decoded = Batch.decode(Batch(1, 1, 0, i, 1000 + i, [cmd]).encode()).commands[0]
         result = tree.apply(decoded, 1000 + i)
         outcomes.append((result.zxid, result.err, result.body, tuple(result.triggers)))
     return tree, outcomes

@@ -77,6 +77,14 @@ class ZooKeeperProcess:
     popen: subprocess.Popen[bytes]
     address: str
     log_path: Path
+    command: list[str] = field(default_factory=list)
+    directory: Path | None = None
+
+    def restart(self) -> None:
+        """Start the same server again (same config, ports and data) after it stopped."""
+        assert self.popen.poll() is not None, "stop it first"
+        self.popen = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, cwd=self.directory)
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -94,13 +102,13 @@ class ZooKeeperProcess:
 
 
 def _zk_config(directory: Path, client_port: int, myid: int | None = None,
-               ensemble: dict[int, tuple[int, int]] | None = None) -> Path:
+               ensemble: dict[int, tuple[int, int]] | None = None, tick_ms: int = TICK_MS) -> Path:
     conf = directory / "conf"
     data = directory / "data"
     conf.mkdir(parents=True, exist_ok=True)
     data.mkdir(parents=True, exist_ok=True)
     lines = [
-        f"tickTime={TICK_MS}",
+        f"tickTime={tick_ms}",
         f"dataDir={data}",
         f"clientPort={client_port}",
         "clientPortAddress=127.0.0.1",
@@ -129,15 +137,14 @@ def _zk_config(directory: Path, client_port: int, myid: int | None = None,
 def _launch_zk(directory: Path, client_port: int, **kwargs: Any) -> ZooKeeperProcess:
     conf = _zk_config(directory, client_port, **kwargs)
     classpath = ":".join([str(conf), *ZK_JARS])
-    popen = subprocess.Popen(
-        ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
-         "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory,
-    )
-    return ZooKeeperProcess(popen, f"127.0.0.1:{client_port}", directory / "zookeeper.log")
+    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath,
+               "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")]
+    popen = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory)
+    return ZooKeeperProcess(popen, f"127.0.0.1:{client_port}", directory / "zookeeper.log", command,
+                            directory)
 
 
-def _wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
+def wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
     def ready() -> bool:
         if process.popen.poll() is not None:
             raise AssertionError(f"ZooKeeper exited: {process.log_path.read_text()[-3000:]}")
@@ -151,24 +158,25 @@ def _wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
 
 
 @contextlib.contextmanager
-def zookeeper_standalone(directory: Path) -> Iterator[ZooKeeperProcess]:
-    process = _launch_zk(directory, free_port())
+def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
+    process = _launch_zk(directory, free_port(), tick_ms=tick_ms)
     try:
-        _wait_serving(process)
+        wait_serving(process)
         yield process
     finally:
         process.stop()
 
 
 @contextlib.contextmanager
-def zookeeper_ensemble(directory: Path, size: int = 3) -> Iterator[list[ZooKeeperProcess]]:
+def zookeeper_ensemble(directory: Path, size: int = 3, tick_ms: int = TICK_MS) -> Iterator[list[ZooKeeperProcess]]:
     ensemble = {sid: (free_port(), free_port()) for sid in range(1, size + 1)}
     processes: list[ZooKeeperProcess] = []
     try:
         for sid in ensemble:
-            processes.append(_launch_zk(directory / f"zk{sid}", free_port(), myid=sid, ensemble=ensemble))
+            processes.append(_launch_zk(directory / f"zk{sid}", free_port(), myid=sid, ensemble=ensemble,
+                                        tick_ms=tick_ms))
         for process in processes:
-            _wait_serving(process)
+            wait_serving(process)
         yield processes
     finally:
         for process in processes:
@@ -218,12 +226,16 @@ def keeper_process(directory: Path, extra: dict[str, Any] | None = None) -> Iter
 
 
 @contextlib.contextmanager
-def keeper_ensemble(directory: Path, size: int = 3) -> Iterator[list[RoostProcess]]:
+def keeper_ensemble(directory: Path, size: int = 3, extra: dict[str, Any] | None = None,
+                    fixed_client_ports: bool = False) -> Iterator[list[RoostProcess]]:
+    """Three (or `size`) keeper processes forming an ensemble. With `fixed_client_ports` each
+    member keeps its client port across restarts (`start_roost(proc.args, ...)`)."""
     peer_ports = {sid: free_port() for sid in range(1, size + 1)}
     procs: list[RoostProcess] = []
     try:
         for sid in peer_ports:
-            config = keeper_config(directory / f"keeper{sid}", servers=peer_ports, myid=sid)
+            config = keeper_config(directory / f"keeper{sid}", servers=peer_ports, myid=sid, extra=extra,
+                                   client_port=free_port() if fixed_client_ports else 0)
             procs.append(start_roost(["keeper", "--config", str(config)], expect=("keeper",)))
         yield procs
     finally:

@@ -110,7 +110,7 @@ def test_replicated_batch_and_snapshot_and_touches(data: bytes) -> None:
 @FUZZ
 @given(st.data())
 def test_mutated_batches(data: st.DataObject) -> None:
-    batch = Batch(1, 2, 3, 4, [
+    batch = Batch(1, 2, 0, 3, 4, [
         Command(CommandKind.CREATE_SESSION, 5, timeout=4000, passwd=b"p" * 16),
         Command(CommandKind.REQUEST, 5, xid=1, opcode=OpCode.CREATE, body=b"\x00" * 20),
         Command(CommandKind.DELETE_CONTAINER, 0, path="/c"),

@@ -6,9 +6,14 @@ commands carry everything the tree needs (session id, auth ids, the request body
 applying is deterministic. Requests are carried as the client's raw jute body: the data tree
 validates them at apply time, so a failing request still consumes a zxid as in ZooKeeper.
 
-Entry layout (jute): int magic, int origin node id, long origin incarnation, long batch sequence,
-long time (ms since the epoch), int command count, then per command an int kind, a long session
-id and the kind's fields (see `Command.write`).
+Entry layout (jute): int magic, int origin node id, long origin incarnation, long origin epoch,
+long batch sequence, long time (ms since the epoch), int command count, then per command an int
+kind, a long session id and the kind's fields (see `Command.write`).
+
+The epoch guards ordering: a member proposes one batch at a time, but when it gives up on a
+batch (no quorum, or the leader changed under it) it closes that batch's clients and moves to a
+new epoch. If the abandoned batch still reaches the log after a batch of the new epoch, every
+member skips it (`DataTree.admit`), so a client's writes never apply out of order.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from roost.wire.zk.errors import ZkCodecError
 from roost.wire.zk.jute import JuteReader, JuteWriter
 from roost.wire.zk.records import Id, Request, read_id_list, write_id_list
 
-BATCH_MAGIC = 0x524B5A01  # "RKZ" + format version 1
+BATCH_MAGIC = 0x524B5A02  # "RKZ" + format version 2
 
 
 class CommandKind(IntEnum):
@@ -88,13 +93,15 @@ class Command:
 class Batch:
     origin_node: int
     origin_incarnation: int
+    origin_epoch: int
     sequence: int
     time_ms: int
     commands: list[Command]
 
     def encode(self) -> bytes:
         w = JuteWriter()
-        w.int(BATCH_MAGIC).int(self.origin_node).long(self.origin_incarnation).long(self.sequence)
+        w.int(BATCH_MAGIC).int(self.origin_node).long(self.origin_incarnation).long(self.origin_epoch)
+        w.long(self.sequence)
         w.long(self.time_ms).int(len(self.commands))
         for command in self.commands:
             command.write(w)
@@ -108,12 +115,13 @@ class Batch:
             raise ZkCodecError(f"not a keeper batch (magic {magic:#x})")
         origin_node = r.int()
         incarnation = r.long()
+        epoch = r.long()
         sequence = r.long()
         time_ms = r.long()
         count = r.vector_length(12)
         commands = [Command.read(r) for _ in range(count)]
         r.expect_end("keeper batch")
-        return cls(origin_node, incarnation, sequence, time_ms, commands)
+        return cls(origin_node, incarnation, epoch, sequence, time_ms, commands)
 
 
 def command_size(command: Command) -> int:

@@ -8,7 +8,10 @@ kazoo insist on it):
   * reads are answered from the local tree at once when nothing is ahead of them, otherwise when
     the writes ahead of them have been applied (so a client reads its own writes);
   * writes (and connects, closes) become `Command`s in the member's next batch; the member
-    proposes one batch at a time, so a connection's writes commit in the order it sent them;
+    proposes one batch at a time, so a connection's writes commit in the order it sent them. A
+    batch given up on (no quorum, or the leader changed under it) closes its clients, which
+    then see ConnectionLoss as with ZooKeeper, and starts a new epoch: should the abandoned
+    batch still commit after a newer one, every member skips it;
   * `apply` runs every committed batch through the data tree on every member. Watch events fire
     right there, before any later reply on any connection (ZooKeeper's ordering guarantee), and
     the member that proposed a command fills in its reply.
@@ -211,6 +214,7 @@ class KeeperCore:
         self.stats = CoreStats()
         # Tells this process's own batches apart from those of an earlier run of this member.
         self.incarnation = env.random_bits(62) + 1
+        self.epoch = 0
         self.clients: set[Client] = set()
         self._by_session: dict[int, Client] = {}
         self._batch: list[Command] = []
@@ -465,25 +469,29 @@ class KeeperCore:
         self._batch_bytes -= size
         sequence = self._next_sequence
         self._next_sequence += 1
-        entry = Batch(settings.node_id, self.incarnation, sequence, self.env.wall_ms(), commands).encode()
+        entry = Batch(settings.node_id, self.incarnation, self.epoch, sequence, self.env.wall_ms(),
+                      commands).encode()
         self._in_flight[sequence] = waiters
         self.stats.batches_proposed += 1
         self.stats.commands_proposed += count
         return sequence, entry
 
-    def batch_failed(self, sequence: int, reason: str) -> None:
-        """The proposal of a batch failed (no quorum): its clients must go elsewhere.
+    def in_flight(self) -> bool:
+        return bool(self._in_flight)
 
-        The batch may still commit later; its replies are then simply not sent.
+    def batch_failed(self, sequence: int, reason: str) -> None:
+        """The proposal of a batch failed or was given up on: its clients must go elsewhere.
+
+        The batch may still commit later (an unknown outcome, as ZooKeeper's ConnectionLoss);
+        the new epoch makes every member skip it if it lands after a newer batch.
         """
         waiters = self._in_flight.pop(sequence, None)
         if waiters is None:
             return
+        self.epoch += 1
         now = self.env.mono_ms()
         for waiter in waiters:
-            if waiter is None:
-                continue
-            if waiter.client is not None:
+            if waiter is not None and waiter.client is not None:
                 self.close_client(waiter.client, f"write not committed: {reason}")
         # Expiries proposed in the failed batch are retried after another timeout.
         for session_id in list(self._expiring):
@@ -499,11 +507,16 @@ class KeeperCore:
         if not entry:
             return
         batch = Batch.decode(entry)
+        tree = self.tree
         waiters = None
         if batch.origin_node == self.settings.node_id and batch.origin_incarnation == self.incarnation:
             waiters = self._in_flight.pop(batch.sequence, None)
             assert waiters is None or len(waiters) == len(batch.commands)
-        tree = self.tree
+        if not tree.admit(batch.origin_node, batch.origin_incarnation, batch.origin_epoch):
+            log.info("skipping batch %d of member %d: abandoned by its proposer", batch.sequence,
+                     batch.origin_node)
+            assert waiters is None, "a skipped batch cannot still have waiting clients"
+            return
         now = self.env.mono_ms()
         for position, command in enumerate(batch.commands):
             waiter = waiters[position] if waiters is not None else None

@@ -154,6 +154,9 @@ class KeeperServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_tasks: set[asyncio.Task[None]] = set()
         self._proposer_wake = asyncio.Event()
+        self._leader_changed = asyncio.Event()
+        self._last_leader: int | None = None
+        self._abandoned: set[asyncio.Future[int]] = set()
         self._started_mono = time.monotonic()
         self._address: tuple[str, int] | None = None
 
@@ -205,9 +208,9 @@ class KeeperServer:
             self._server.close()
         for task in self._tasks:
             task.cancel()
-        for task in list(self._sync_tasks):
+        for task in [*self._sync_tasks, *self._abandoned]:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._sync_tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._sync_tasks, *self._abandoned, return_exceptions=True)
         if hasattr(self, "core"):
             for client in list(self.core.clients):
                 self.core.close_client(client)
@@ -225,12 +228,21 @@ class KeeperServer:
 
     def _on_leadership(self, is_leader: bool, leader_id: int | None) -> None:
         log.info("keeper %d: leader is now %s", self.core.settings.node_id, leader_id)
+        if leader_id != self._last_leader:
+            self._last_leader = leader_id
+            self._leader_changed.set()
         self.core.leadership_changed(is_leader)
 
     # -- tasks
 
     async def _proposer(self) -> None:
-        """Propose the core's batches one at a time (so each connection's writes stay ordered)."""
+        """Propose the core's batches one at a time (so each connection's writes stay ordered).
+
+        If the leader changes while a batch is in flight, the batch is given up on at once (its
+        clients are closed, as ZooKeeper's followers drop their clients when the leader goes)
+        instead of waiting out the proposal timeout; the proposal itself runs on in the
+        background and, should it still commit after newer batches, is skipped by every member.
+        """
         from roost.raft.replicator import NoQuorum
 
         core = self.core
@@ -244,11 +256,30 @@ class KeeperServer:
                 if batch is None:
                     break
                 sequence, entry = batch
+                self._leader_changed.clear()
+                proposal = asyncio.ensure_future(replicator.propose(entry, PROPOSE_TIMEOUT))
+                leader_changed = asyncio.ensure_future(self._leader_changed.wait())
                 try:
-                    await replicator.propose(entry, PROPOSE_TIMEOUT)
+                    await asyncio.wait({proposal, leader_changed}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    leader_changed.cancel()
+                if not proposal.done():
+                    log.warning("keeper: leader changed while batch %d was in flight; giving up on it",
+                                sequence)
+                    core.batch_failed(sequence, "the leader changed")
+                    self._abandoned.add(proposal)
+                    proposal.add_done_callback(self._abandoned_done)
+                    continue
+                try:
+                    proposal.result()
                 except NoQuorum as exc:
                     log.warning("keeper: batch %d not committed: %s", sequence, exc)
                     core.batch_failed(sequence, str(exc))
+
+    def _abandoned_done(self, proposal: asyncio.Future[int]) -> None:
+        self._abandoned.discard(proposal)
+        if not proposal.cancelled():
+            proposal.exception()  # retrieve it: an abandoned proposal's failure is expected
 
     async def _ticker(self) -> None:
         interval = self.core.tracker.bucket_ms / 1000.0

@@ -61,7 +61,7 @@ MAX_TTL = (1 << 40) - 1
 SPECIAL_PATHS = frozenset({"/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"})
 
 SNAPSHOT_MAGIC = 0x524B5453  # "RKTS"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 Trigger = tuple[int, str]  # (EventType, path)
 
@@ -203,6 +203,8 @@ class DataTree:
         self.containers: set[str] = set()
         self.ttls: set[str] = set()
         self.last_zxid = 0
+        # Per proposing member: the (incarnation, epoch) of the last batch applied from it.
+        self.origins: dict[int, tuple[int, int]] = {}
         self._acl_intern: dict[tuple[ACL, ...], tuple[ACL, ...]] = {}
         self._init_special_nodes()
 
@@ -242,6 +244,18 @@ class DataTree:
         return info is not None and info.passwd == passwd
 
     # ---------------------------------------------------------------------------------- apply
+
+    def admit(self, origin_node: int, incarnation: int, epoch: int) -> bool:
+        """Whether to apply a batch, or skip it as stale (see `roost.keeper.commands`).
+
+        A batch is stale when the same member process already had a batch of a later epoch
+        applied: its proposer abandoned it (and closed its clients) before moving on.
+        """
+        seen = self.origins.get(origin_node)
+        if seen is not None and seen[0] == incarnation and epoch < seen[1]:
+            return False
+        self.origins[origin_node] = (incarnation, epoch)
+        return True
 
     def apply(self, command: Command, time_ms: int) -> ApplyResult:
         """Apply one command; consumes exactly one zxid whatever the outcome."""
@@ -591,6 +605,10 @@ class DataTree:
         for session_id in sorted(self.sessions):
             info = self.sessions[session_id]
             w.long(session_id).int(info.timeout).buffer(info.passwd)
+        w.int(len(self.origins))
+        for node_id in sorted(self.origins):
+            incarnation, epoch = self.origins[node_id]
+            w.int(node_id).long(incarnation).long(epoch)
         w.int(len(self.nodes))
         for path in sorted(self.nodes):
             node = self.nodes[path]
@@ -613,6 +631,9 @@ class DataTree:
             session_id = r.long()
             timeout = r.int()
             tree.sessions[session_id] = SessionInfo(timeout, r.buffer() or b"")
+        for _ in range(r.vector_length(20)):
+            node_id = r.int()
+            tree.origins[node_id] = (r.long(), r.long())
         for _ in range(r.vector_length(60)):
             path = r.path()
             if not path.startswith("/") or path in tree.nodes:
@@ -642,6 +663,7 @@ class DataTree:
         return (
             self.last_zxid,
             tuple(sorted((sid, info.timeout, info.passwd) for sid, info in self.sessions.items())),
+            tuple(sorted(self.origins.items())),
             tuple(sorted((path, node.data, node.acl, node.stat()) for path, node in self.nodes.items())),
         )
 
