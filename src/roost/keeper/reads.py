@@ -95,7 +95,7 @@ class Reader:
         return Err.OK, b"".join((
             INT.pack(len(data)), data,
             STAT.pack(node.czxid, node.mzxid, node.ctime, node.mtime, node.version,
-                      node.cversion * 2 - count, node.aversion, node.ephemeral_owner, len(data),
+                      node.cversion * 2 - count, node.aversion, node.client_owner(), len(data),
                       count, node.pzxid),
         ))
 

@@ -118,8 +118,13 @@ class Znode:
     def stat(self) -> Stat:
         count = len(self.children)
         return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
-                    self.cversion * 2 - count, self.aversion, self.ephemeral_owner, len(self.data),
+                    self.cversion * 2 - count, self.aversion, self.client_owner(), len(self.data),
                     count, self.pzxid)
+
+    def client_owner(self) -> int:
+        """The ephemeralOwner clients see: containers and TTL nodes show 0, as in ZooKeeper."""
+        owner = self.ephemeral_owner
+        return owner if owner > 0 else 0
 
 
 @dataclass(slots=True)
@@ -356,6 +361,10 @@ class DataTree:
         else:
             results = [self._commit(txn, zxid, time_ms, command.session_id, result.triggers)
                        for txn in txns]
+            # ZooKeeper 3.8 answers a create2 inside a multi like a plain create (no Stat), while
+            # containers and TTL nodes keep theirs.
+            results = [CreateResult(r.path) if isinstance(r, CreateResult) and op.opcode == OpCode.CREATE2
+                       else r for r, op in zip(results, multi.ops, strict=True)]
         w = JuteWriter()
         write_multi_response(w, results)
         result.body = w.getvalue()
