@@ -94,13 +94,20 @@ class _ClientProtocol(asyncio.Protocol):
             self.server.core.close_client(client)
             return
         core = self.server.core
-        for event in events:
-            if isinstance(event, FourLetterWord):
-                self._four_letter_word(event.command)
-                return
-            core.on_event(client, event)
-            if client.closed:
-                return
+        try:
+            for event in events:
+                if isinstance(event, FourLetterWord):
+                    self._four_letter_word(event.command)
+                    return
+                core.on_event(client, event)
+                if client.closed:
+                    return
+        except Exception:
+            # A bug in handling one connection's request must not take the server down: log it
+            # loudly and drop that connection only.
+            log.exception("closing connection from %s: internal error while handling its request",
+                          self.peer_host)
+            core.close_client(client)
 
     def connection_lost(self, exc: Exception | None) -> None:
         server = self.server
@@ -275,6 +282,9 @@ class KeeperServer:
                 except NoQuorum as exc:
                     log.warning("keeper: batch %d not committed: %s", sequence, exc)
                     core.batch_failed(sequence, str(exc))
+                except Exception as exc:
+                    log.exception("keeper: proposing batch %d failed", sequence)
+                    core.batch_failed(sequence, repr(exc))
 
     def _abandoned_done(self, proposal: asyncio.Future[int]) -> None:
         self._abandoned.discard(proposal)
@@ -288,8 +298,8 @@ class KeeperServer:
             try:
                 self.core.tick()
             except Exception:
+                # Logged on every occurrence; stopping the ticks would stop session expiry.
                 log.exception("keeper tick failed")
-                raise
 
     async def _sync(self, client: Client, slot: Slot) -> None:
         from roost.raft.replicator import NoQuorum
