@@ -34,18 +34,20 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable_name: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, *, durable_name: bool = True, durable_data: bool = True) -> None:
     """Replace `path` with `data`: after a crash it holds either the old or the new content.
 
     The temp file is fsynced before the rename so the new name never points at missing data.
     `durable_name=False` skips the directory fsync, for files where losing the rename (and so
-    keeping the old content) is harmless.
+    keeping the old content) is harmless. `durable_data=False` skips the temp file's fsync too,
+    for hints whose loss or damage is harmless (a checkpoint that fails to parse reads as absent).
     """
     temp = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         write_all(fd, data, 0)
-        os.fsync(fd)
+        if durable_data:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temp, path)
@@ -53,9 +55,11 @@ def atomic_write(path: Path, data: bytes, *, durable_name: bool = True) -> None:
         fsync_directory(path.parent)
 
 
-def write_checkpoint(path: Path, value: int, *, durable_name: bool = True) -> None:
+def write_checkpoint(path: Path, value: int, *, durable: bool = True) -> None:
+    """`durable=False` for hints: after a crash the file may hold the old value or nothing
+    readable (the format needs the trailing newline, so a torn write never parses)."""
     assert value >= 0
-    atomic_write(path, b"%d\n" % value, durable_name=durable_name)
+    atomic_write(path, b"%d\n" % value, durable_name=durable, durable_data=durable)
 
 
 def read_checkpoint(path: Path) -> int | None:

@@ -635,8 +635,10 @@ class PartitionLog:
         now = self.clock_ms()
         if not force and now - self._last_checkpoint_ms < self.config.recovery_checkpoint_interval_ms:
             return
-        # Losing the rename only leaves an older (lower) recovery point: recovery scans more.
-        write_checkpoint(self.directory / RECOVERY_POINT_FILE, self.recovery_point, durable_name=False)
+        # A hint, written on the event loop after every flush round: no fsync. Losing it (or
+        # finding it unreadable) only leaves an older recovery point or none: recovery scans more.
+        # It is written only after the data it covers was fsynced, so it never claims too much.
+        write_checkpoint(self.directory / RECOVERY_POINT_FILE, self.recovery_point, durable=False)
         self._checkpointed_recovery_point = self.recovery_point
         self._last_checkpoint_ms = now
 
