@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from roost.keeper.acl import OPEN_ACL_UNSAFE
 from roost.keeper.config import ConfigError, KeeperConfig
 from roost.keeper.embedded import start_embedded_keeper
-from tests.keeper.zkharness import kazoo, keeper_config, unique_root
+from roost.wire.zk.constants import Err
+from roost.wire.zk.records import CreateRequest
+from tests.keeper.zkharness import RawClient, kazoo, keeper_config, keeper_process, unique_root
 from tests.support.procs import ROOST, start_roost
 
 
@@ -96,6 +99,19 @@ def test_keeper_stops_on_sigterm_and_keeps_its_data_across_restarts(tmp_path: Pa
         client.close()
     finally:
         assert proc.stop(signal.SIGINT) == 0
+
+
+def test_the_first_client_right_after_start_is_served(tmp_path: Path) -> None:
+    # Regression: the replicator's first leadership news (after start) once made the keeper give
+    # up on the first batch, closing the first client's connection.
+    for attempt in range(3):
+        with keeper_process(tmp_path / f"fresh{attempt}") as proc:
+            raw = RawClient(proc.address("keeper"))
+            try:
+                created = raw.request(CreateRequest("/first", b"", list(OPEN_ACL_UNSAFE), 0))
+                assert created.err == Err.OK
+            finally:
+                raw.abandon()
 
 
 def _zk(address: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

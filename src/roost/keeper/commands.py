@@ -108,7 +108,8 @@ class Batch:
         return w.getvalue()
 
     @classmethod
-    def decode(cls, data: bytes) -> Batch:
+    def decode_header(cls, data: bytes) -> tuple[Batch, JuteReader]:
+        """The batch's header (with no commands yet) and a reader positioned at the commands."""
         r = JuteReader(data)
         magic = r.int()
         if magic != BATCH_MAGIC:
@@ -118,10 +119,15 @@ class Batch:
         epoch = r.long()
         sequence = r.long()
         time_ms = r.long()
+        return cls(origin_node, incarnation, epoch, sequence, time_ms, []), r
+
+    @classmethod
+    def decode(cls, data: bytes) -> Batch:
+        batch, r = cls.decode_header(data)
         count = r.vector_length(12)
-        commands = [Command.read(r) for _ in range(count)]
+        batch.commands = [Command.read(r) for _ in range(count)]
         r.expect_end("keeper batch")
-        return cls(origin_node, incarnation, epoch, sequence, time_ms, commands)
+        return batch
 
 
 def command_size(command: Command) -> int:

@@ -219,8 +219,9 @@ class KeeperCore:
         self._by_session: dict[int, Client] = {}
         self._batch: list[Command] = []
         self._batch_waiters: list[_Waiter | None] = []
-        self._batch_bytes = 0
-        self._in_flight: dict[int, list[_Waiter | None]] = {}
+        self._batch_sizes: list[int] = []
+        # sequence -> (commands, waiters) of this process's proposed, not yet applied batches
+        self._in_flight: dict[int, tuple[list[Command], list[_Waiter | None]]] = {}
         self._next_sequence = 1
         self._pending_sessions: set[int] = set()
         self._expiring: set[int] = set()
@@ -445,7 +446,7 @@ class KeeperCore:
     def _enqueue(self, command: Command, waiter: _Waiter | None) -> None:
         self._batch.append(command)
         self._batch_waiters.append(waiter)
-        self._batch_bytes += command_size(command)
+        self._batch_sizes.append(command_size(command))
         self.env.wake_proposer()
 
     def has_batch(self) -> bool:
@@ -458,20 +459,24 @@ class KeeperCore:
         settings = self.settings
         count = 0
         size = 0
-        for command in self._batch:
-            if count and (count >= settings.max_batch_commands
-                          or size + command_size(command) > settings.max_batch_bytes):
+        for command_bytes in self._batch_sizes:
+            if count and (count >= settings.max_batch_commands or size + command_bytes > settings.max_batch_bytes):
                 break
-            size += command_size(command)
+            size += command_bytes
             count += 1
-        commands, self._batch = self._batch[:count], self._batch[count:]
-        waiters, self._batch_waiters = self._batch_waiters[:count], self._batch_waiters[count:]
-        self._batch_bytes -= size
+        if count == len(self._batch):
+            commands, self._batch = self._batch, []
+            waiters, self._batch_waiters = self._batch_waiters, []
+            self._batch_sizes = []
+        else:
+            commands, self._batch = self._batch[:count], self._batch[count:]
+            waiters, self._batch_waiters = self._batch_waiters[:count], self._batch_waiters[count:]
+            del self._batch_sizes[:count]
         sequence = self._next_sequence
         self._next_sequence += 1
         entry = Batch(settings.node_id, self.incarnation, self.epoch, sequence, self.env.wall_ms(),
                       commands).encode()
-        self._in_flight[sequence] = waiters
+        self._in_flight[sequence] = (commands, waiters)
         self.stats.batches_proposed += 1
         self.stats.commands_proposed += count
         return sequence, entry
@@ -485,9 +490,10 @@ class KeeperCore:
         The batch may still commit later (an unknown outcome, as ZooKeeper's ConnectionLoss);
         the new epoch makes every member skip it if it lands after a newer batch.
         """
-        waiters = self._in_flight.pop(sequence, None)
-        if waiters is None:
+        flight = self._in_flight.pop(sequence, None)
+        if flight is None:
             return
+        waiters = flight[1]
         self.epoch += 1
         now = self.env.mono_ms()
         for waiter in waiters:
@@ -506,12 +512,19 @@ class KeeperCore:
         """Apply one committed log entry (called by the replicator on every member, in order)."""
         if not entry:
             return
-        batch = Batch.decode(entry)
+        batch, reader = Batch.decode_header(entry)
         tree = self.tree
         waiters = None
+        flight = None
         if batch.origin_node == self.settings.node_id and batch.origin_incarnation == self.incarnation:
-            waiters = self._in_flight.pop(batch.sequence, None)
-            assert waiters is None or len(waiters) == len(batch.commands)
+            flight = self._in_flight.pop(batch.sequence, None)
+        if flight is not None:
+            # Our own batch: we still hold its commands (with decoded requests); no need to
+            # decode them again. The bytes in the log are exactly their encoding.
+            batch.commands, waiters = flight
+        else:
+            batch.commands = [Command.read(reader) for _ in range(reader.vector_length(12))]
+            reader.expect_end("keeper batch")
         if not tree.admit(batch.origin_node, batch.origin_incarnation, batch.origin_epoch):
             log.info("skipping batch %d of member %d: abandoned by its proposer", batch.sequence,
                      batch.origin_node)
@@ -520,8 +533,6 @@ class KeeperCore:
         now = self.env.mono_ms()
         for position, command in enumerate(batch.commands):
             waiter = waiters[position] if waiters is not None else None
-            if waiter is not None and waiter.slot is not None:
-                command.request = waiter.slot.request
             result = tree.apply(command, batch.time_ms)
             if result.triggers:
                 self._deliver(result.triggers)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
 
 class InvalidPath(ValueError):
     """The path breaks ZooKeeper's path rules; the reason is the message."""
@@ -28,9 +32,9 @@ def validate_path(path: str) -> None:
         return
     if path[-1] == "/":
         raise InvalidPath("path must not end with / character")
-    if path.isascii() and "\x00" not in path and "//" not in path and "/." not in path:
-        # Fast path: only the control-character ranges remain to check.
-        if any(ord(c) <= 0x1F or ord(c) == 0x7F for c in path):
+    if path.isascii() and "//" not in path and "/." not in path:
+        # Fast path: only the control characters (and NUL) remain to check.
+        if _ASCII_CONTROL.search(path):
             raise InvalidPath("invalid character in path")
         return
     for name in path[1:].split("/"):
