@@ -170,7 +170,7 @@ class _Waiter:
 @dataclass(slots=True)
 class CoreStats:
     packets_received: int = 0
-    packets_sent: int = 0
+    packets_sent: int = 0  # by connections already closed (add the open ones' counts)
     min_latency_ms: int = 0
     max_latency_ms: int = 0
     total_latency_ms: int = 0
@@ -243,6 +243,7 @@ class KeeperCore:
         if client.closed:
             return
         client.closed = True
+        self.stats.packets_sent += client.sent
         if reason:
             log.info("closing connection from %s (session 0x%x): %s", client.link.peer_host,
                      client.session_id, reason)

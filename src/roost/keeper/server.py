@@ -383,7 +383,7 @@ class KeeperServer:
             connections=len(core.clients),
             outstanding=core.outstanding(),
             packets_received=stats.packets_received,
-            packets_sent=sum(c.sent for c in core.clients),
+            packets_sent=stats.packets_sent + sum(c.sent for c in core.clients),
             min_latency_ms=stats.min_latency_ms,
             avg_latency_ms=avg,
             max_latency_ms=stats.max_latency_ms,
