@@ -15,20 +15,22 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from roost.raft.local import LocalReplicator  # noqa: E402
-from roost.raft.node import RaftReplicator, ReplicatorConfig  # noqa: E402
-from roost.raft.replicator import Replicator  # noqa: E402
+from roost.raft.local import LocalReplicator
+from roost.raft.node import RaftReplicator, ReplicatorConfig
+from roost.raft.replicator import Replicator
 
 
 async def workload(replicator: Replicator, count: int, concurrency: int, size: int) -> dict[str, float]:
@@ -112,28 +114,34 @@ def bench_three(args: argparse.Namespace) -> dict[str, float]:
             base.append("--no-fsync")
         procs = [subprocess.Popen([*base, "--member", str(i)], stdout=subprocess.PIPE, text=True)
                  for i in (1, 2, 3)]
+        lines: queue.Queue[str] = queue.Queue()
+        for proc in procs:
+            threading.Thread(target=lambda p=proc: [lines.put(line) for line in p.stdout], daemon=True).start()
         result: dict[str, float] = {}
+        cpu: list[float] = []
         try:
             deadline = time.monotonic() + 600
             while not result and time.monotonic() < deadline:
-                for proc in procs:
-                    assert proc.stdout is not None
-                    os.set_blocking(proc.stdout.fileno(), False)
-                    line = proc.stdout.readline()
-                    if line.startswith("RESULT "):
-                        result = json.loads(line[7:])
-                time.sleep(0.05)
+                try:
+                    line = lines.get(timeout=1)
+                except queue.Empty:
+                    continue
+                if line.startswith("RESULT "):
+                    result = json.loads(line[7:])
         finally:
-            cpu = []
             for proc in procs:
                 proc.send_signal(signal.SIGTERM)
             for proc in procs:
                 try:
-                    out, _ = proc.communicate(timeout=30)
+                    proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    out, _ = proc.communicate()
-                cpu += [float(line.split()[2]) for line in (out or "").splitlines() if line.startswith("CPU ")]
+                    proc.wait()
+            time.sleep(0.2)
+            while not lines.empty():
+                line = lines.get()
+                if line.startswith("CPU "):
+                    cpu.append(float(line.split()[2]))
         result["cpu_s_all_members"] = sum(cpu)
         return result
 

@@ -18,9 +18,16 @@ T = TypeVar("T")
 FAST = ReplicatorConfig(tick_interval=0.02, election_ticks=10, heartbeat_ticks=2, fsync=False)
 
 
-def run(coroutine: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
-    """Run a test coroutine with a generous overall bound against hangs."""
-    return asyncio.run(asyncio.wait_for(coroutine, timeout))
+def run(coroutine: Coroutine[Any, Any, T], timeout: float = 120.0, loop: str = "asyncio") -> T:
+    """Run a test coroutine with a generous overall bound against hangs, on asyncio's own loop or
+    on uvloop (which the servers use)."""
+    factory = None
+    if loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(asyncio.wait_for(coroutine, timeout))
 
 
 async def eventually(predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:

@@ -16,7 +16,8 @@ def test_implements_the_replicator_protocol(tmp_path: Path) -> None:
     assert isinstance(LocalReplicator(tmp_path), Replicator)
 
 
-def test_propose_on_follower_then_read_barrier(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_propose_on_follower_then_read_barrier(tmp_path: Path, loop: str) -> None:
     async def body(e: Ensemble) -> None:
         leader = await e.wait_leader()
         follower, other = [i for i in e.ids if i != leader]
@@ -43,7 +44,7 @@ def test_propose_on_follower_then_read_barrier(tmp_path: Path) -> None:
         assert e.members[follower].send_to_leader(b"touch")
         await eventually(lambda: got == [(follower, b"touch")], what="app message at the leader")
 
-    run(with_ensemble(tmp_path, 3, body))
+    run(with_ensemble(tmp_path, 3, body), loop=loop)
 
 
 def test_leader_loss_reelection_and_catch_up_by_snapshot(tmp_path: Path) -> None:

@@ -457,24 +457,28 @@ class Cluster:
         self.heal()
         if not self.run_until(lambda: self.leader() is not None, max_time):
             self.fail("no leader elected after the network healed")
-        proposer = self.rng.choice(self.ids)
-        seq = None
+        # Keep proposing (as a client would retry) until one proposal is acknowledged by its
+        # proposer and applied by every member. A proposal may be refused or overtaken by an
+        # election that the restarted members cause, so a retry every few election timeouts.
         deadline = self.now + max_time
-        while seq is None and self.now < deadline:
-            seq = self.propose(proposer)
-            if seq is None:
-                self.run_until(lambda: False, TICK)
-        if seq is None:
-            self.fail(f"member {proposer} never knew a leader to propose to")
+        tried: list[int] = []
+        retry_every = 3 * TICK * self.config.election_ticks
 
         def everywhere() -> bool:
-            if seq not in self.acknowledged:
-                return False
-            index = self.acknowledged[seq]
-            return all(n.sm.index >= index for n in self.nodes.values())
+            for seq in tried:
+                index = self.acknowledged.get(seq)
+                if index is not None and all(n.sm.index >= index for n in self.nodes.values()):
+                    return True
+            return False
 
-        if not self.run_until(everywhere, max_time):
-            self.fail(f"proposal {seq} on member {proposer} did not commit everywhere after healing")
+        while not everywhere():
+            if self.now >= deadline:
+                self.fail(f"proposals {tried} did not commit everywhere after healing")
+            seq = self.propose(self.rng.choice(self.ids))
+            if seq is not None:
+                tried.append(seq)
+            self.run_until(everywhere, retry_every if seq is not None else TICK)
+        seq = next(s for s in tried if s in self.acknowledged)
         digests = {n.sm.digest for n in self.nodes.values() if n.sm.index == self.acknowledged[seq]}
         if len(digests) > 1:
             self.fail("members applied different sequences")

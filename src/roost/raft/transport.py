@@ -15,6 +15,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from roost.raft.codec import (
     DEFAULT_MAX_FRAME,
@@ -51,8 +52,8 @@ class _InboundProtocol(asyncio.Protocol):
         self.decoder = FrameDecoder(owner.config.max_frame)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        self.transport = cast(asyncio.Transport, transport)
         self.owner._inbound.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -129,12 +130,12 @@ class _Link:
             host, port = self.owner.peers[self.peer_id]
             try:
                 async with asyncio.timeout(config.connect_timeout):
-                    transport, protocol = await loop.create_connection(_OutboundProtocol, host, port)
+                    raw, protocol = await loop.create_connection(_OutboundProtocol, host, port)
             except (TimeoutError, OSError):
                 await asyncio.sleep(delay * (0.5 + self.owner._rng.random()))
                 delay = min(delay * 2, config.reconnect_max)
                 continue
-            assert isinstance(transport, asyncio.Transport)
+            transport = cast(asyncio.Transport, raw)
             self.connects += 1
             transport.write(encode_hello(self.owner.node_id))
             while self.backlog:
