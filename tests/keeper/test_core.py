@@ -193,6 +193,28 @@ def test_follower_forwards_touches_and_closes_clients_without_a_leader() -> None
     assert refused.link.closed and refused.link.sent == []
 
 
+def test_a_new_leader_restarts_every_session_clock() -> None:
+    env = FakeEnv(leader=False, leader_node=2)
+    core = make_core(env)
+    session = Session(core, timeout=1000)
+    commit_all(core)
+    session_id = session.client.session_id
+    env.now = 5000  # long past the timeout, but a follower never expires sessions
+    core.tick()
+    commit_all(core)
+    assert session_id in core.tree.sessions
+    env.leader, env.leader_node = True, 1
+    core.leadership_changed(True)
+    env.now = 5900
+    core.tick()
+    commit_all(core)
+    assert session_id in core.tree.sessions  # the clock restarted at 5000
+    env.now = 6200
+    core.tick()
+    commit_all(core)
+    assert session_id not in core.tree.sessions
+
+
 def test_failed_batch_closes_its_clients() -> None:
     env = FakeEnv()
     core = make_core(env)
