@@ -91,6 +91,8 @@ class RaftReplicator:
         self._failure: BaseException | None = None
         self._request_ids = random.Random().getrandbits(48)
         self._requests: dict[int, asyncio.Future[object]] = {}  # request id -> proposal/read future
+        # Forwarded requests still waiting for the leader's answer: request id -> (leader, is_read).
+        self._forwarded: dict[int, tuple[int | None, bool]] = {}
         self._apply_waiters: dict[int, list[tuple[int, asyncio.Future[object]]]] = {}
         self._read_waiters: list[tuple[int, int, asyncio.Future[object]]] = []  # heap (index, seq, fut)
         self._read_seq = 0
@@ -190,9 +192,14 @@ class RaftReplicator:
                 del self._requests[rid]
                 await self._wait_for_leader(deadline, "propose")
                 continue
+            if not core.is_leader:
+                self._forwarded[rid] = (core.leader, False)
             self.stats["proposals"] += 1
             self._wake()
-            result = await self._wait(future, deadline, "propose")
+            try:
+                result = await self._wait(future, deadline, "propose")
+            finally:
+                self._forget(rid)
             if result is _REFUSED:
                 await self._wait_for_leader(deadline, "propose", changed=True)
                 continue
@@ -211,8 +218,13 @@ class RaftReplicator:
                 del self._requests[rid]
                 await self._wait_for_leader(deadline, "read_barrier")
                 continue
+            if not core.is_leader:
+                self._forwarded[rid] = (core.leader, True)
             self._wake()
-            result = await self._wait(future, deadline, "read_barrier")
+            try:
+                result = await self._wait(future, deadline, "read_barrier")
+            finally:
+                self._forget(rid)
             if result is _REFUSED:
                 await self._wait_for_leader(deadline, "read_barrier", changed=True)
                 continue
@@ -245,6 +257,10 @@ class RaftReplicator:
         if self.core is None or not self._running:
             raise NoQuorum("replicator is not running")
         return self.core
+
+    def _forget(self, rid: int) -> None:
+        self._requests.pop(rid, None)
+        self._forwarded.pop(rid, None)
 
     def _next_request_id(self) -> int:
         self._request_ids += 1
@@ -360,6 +376,7 @@ class RaftReplicator:
                 else:
                     _settle(future, _REFUSED)  # another leader's entry won the index: ours never commits
         for result in rd.proposal_results:
+            self._forwarded.pop(result.request_id, None)
             future = self._requests.pop(result.request_id, None)
             if future is None or future.done():
                 continue
@@ -377,6 +394,7 @@ class RaftReplicator:
             else:
                 self._apply_waiters.setdefault(result.index, []).append((result.term, future))
         for read in rd.read_states:
+            self._forwarded.pop(read.request_id, None)
             future = self._requests.pop(read.request_id, None)
             if future is None or future.done():
                 continue
@@ -420,13 +438,28 @@ class RaftReplicator:
                  " (me)" if core.is_leader else "")
         self._leader_changed.set()
         self._leader_changed = asyncio.Event()
+        self._abandon_forwarded(core.leader)
         if self._leadership_handler is not None:
             self._leadership_handler(*now)
+
+    def _abandon_forwarded(self, leader: int | None) -> None:
+        """Requests forwarded to a member that is no longer the leader may never be answered: a read
+        is retried at once; a proposal fails, its outcome unknown (the old leader may have logged
+        it, and a retry could apply it twice)."""
+        for rid, (target, is_read) in list(self._forwarded.items()):
+            if target == leader:
+                continue
+            del self._forwarded[rid]
+            future = self._requests.pop(rid, None)
+            if future is not None:
+                _settle(future, _REFUSED if is_read else NoQuorum(
+                    f"leader {target} changed to {leader} before answering; outcome unknown"))
 
     def _fail_all(self, exc: Exception) -> None:
         for future in self._requests.values():
             _settle(future, exc)
         self._requests.clear()
+        self._forwarded.clear()
         for waiters in self._apply_waiters.values():
             for _, future in waiters:
                 _settle(future, exc)
