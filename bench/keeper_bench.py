@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from tests.keeper.zkharness import (
+    RawClient,
     four_letter,
     keeper_ensemble,
     keeper_process,
@@ -46,6 +47,11 @@ from tests.keeper.zkharness import (
     zookeeper_standalone,
 )
 from tests.support.procs import start_roost
+
+from roost.keeper.acl import OPEN_ACL_UNSAFE
+from roost.wire.zk.connection import ReplyEvent
+from roost.wire.zk.constants import OpCode
+from roost.wire.zk.records import CreateRequest, PathWatchRequest, SetDataRequest
 
 TICK_MS = 2000
 KEEPER_SETTINGS = {"tickTime": TICK_MS, "forceSync": True}
@@ -232,6 +238,59 @@ def leader_kill_recovery(addresses: list[str], kill: Callable[[int], None], rest
     return delays
 
 
+def _raw_pipelined_worker(address: str, op: str, root: str, count: int, window: int, worker: int,
+                          barrier, results) -> None:
+    client = RawClient(address, timeout_ms=10_000)
+    acl = list(OPEN_ACL_UNSAFE)
+    mine = f"{root}/w{worker}"
+    client.request(CreateRequest(mine, b"z" * 100, acl, 0))
+    make = {
+        "create": lambda i: CreateRequest(f"{mine}/n{i}", b"x" * 100, acl, 0),
+        "set": lambda i: SetDataRequest(mine, b"y" * 100, -1),
+        "get": lambda i: PathWatchRequest(mine, False, OpCode.GET_DATA),
+    }[op]
+    barrier.wait(120)
+    sent = answered = 0
+    started = time.perf_counter()
+    while answered < count:
+        frames = []
+        while sent < count and sent - answered < window:
+            frames.append(client.codec.send(make(sent))[1])
+            sent += 1
+        if frames:
+            client.sock.sendall(b"".join(frames))
+        data = client.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        answered += sum(1 for event in client.codec.receive_data(data) if isinstance(event, ReplyEvent))
+    results.put((count, time.perf_counter() - started))
+    client.abandon()
+
+
+def raw_throughput(addresses: list[str], op: str, count: int, window: int, tag: str) -> float:
+    """Aggregate ops/s of lean protocol clients (our codec, no kazoo): the server's capacity."""
+    setup = connect(addresses[0])
+    root = f"/bench-raw-{tag}-{op}-{os.getpid()}-{time.monotonic_ns()}"
+    setup.ensure_path(root)
+    setup.stop()
+    setup.close()
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(len(addresses))
+    results = ctx.Queue()
+    workers = [ctx.Process(target=_raw_pipelined_worker, args=(address, op, root, count, window, i, barrier, results))
+               for i, address in enumerate(addresses)]
+    for worker in workers:
+        worker.start()
+    try:
+        done = [results.get(timeout=600) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(60)
+            if worker.is_alive():
+                worker.kill()
+    return sum(c for c, _ in done) / max(e for _, e in done)
+
+
 # ------------------------------------------------------------------------------- report
 
 
@@ -272,6 +331,11 @@ def run_load(servers: dict[str, list[str]], args: argparse.Namespace, title: str
         for name, hosts in servers.items():
             per_client = [hosts[i % len(hosts)] for i in range(args.clients)]
             figures[name] = pipelined_throughput(per_client, op, args.pipeline_ops, args.window, name)
+        print(row(f"{op} throughput", figures["keeper"], figures.get("zookeeper"), "ops/s", True))
+    header(f"{title}: lean pipelined protocol clients (no kazoo), one per member, window 500")
+    for op in ("create", "set", "get"):
+        figures = {name: raw_throughput(hosts, op, args.pipeline_ops * 2, 500, name)
+                   for name, hosts in servers.items()}
         print(row(f"{op} throughput", figures["keeper"], figures.get("zookeeper"), "ops/s", True))
 
 
