@@ -22,6 +22,7 @@ from roost.wire.zk.constants import (
     PING_XID,
     SET_WATCHES_XID,
     WATCH_XID,
+    WRITE_OPS,
     OpCode,
 )
 from roost.wire.zk.errors import ZkCodecError
@@ -58,8 +59,9 @@ class ConnectReceived:
 
 @dataclass(slots=True)
 class RequestReceived:
-    """A decoded request. `body` holds the request's raw bytes (after the header) so a server can
-    replicate them verbatim without encoding the record again."""
+    """A decoded request. For state-changing ops (`WRITE_OPS`), `body` holds the request's raw
+    bytes (after the header) so a server can replicate them verbatim without encoding the record
+    again; for reads it is empty."""
 
     xid: int
     opcode: int
@@ -169,7 +171,8 @@ class ServerConnection:
                 continue
             body_start = start + 8
             request = reader_fn(JuteReader(buf, body_start, end))
-            events.append(RequestReceived(xid, opcode, request, bytes(buf[body_start:end])))
+            body = bytes(buf[body_start:end]) if opcode in WRITE_OPS else b""
+            events.append(RequestReceived(xid, opcode, request, body))
 
 
 # ------------------------------------------------------------------------------------ encoding
