@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from roost.raft.codec import encode_hello
 from roost.raft.local import LocalReplicator
 from roost.raft.replicator import NoQuorum, Replicator
 from tests.raft.ensemble import Ensemble, ListMachine, eventually, run, small_snapshots, with_ensemble
@@ -118,3 +119,21 @@ def test_local_replicator_survives_restart(tmp_path: Path) -> None:
             await second.stop()
 
     run(body())
+
+
+def test_peer_port_garbage_closes_that_connection_only(tmp_path: Path) -> None:
+    async def body(e: Ensemble) -> None:
+        leader = await e.wait_leader()
+        host, port = e.addresses[leader]
+        for junk in (b"GET / HTTP/1.1\r\n\r\n", encode_hello(99) + b"x" * 20,
+                     encode_hello(2 if leader != 2 else 1) + b"\xff\xff\xff\xff" + b"y" * 50):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(junk)
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # closed on us
+            writer.close()
+        follower = next(i for i in e.ids if i != leader)
+        index = await e.members[follower].propose(b"still-fine", timeout=10)
+        assert (index, b"still-fine") in e.machines[follower].applied
+
+    run(with_ensemble(tmp_path, 3, body))

@@ -374,7 +374,8 @@ class Cluster:
         if not self.chaos:
             return
         rng = self.rng
-        action = rng.choice(["crash", "restart", "restart", "partition", "one_way", "isolate", "heal", "heal"])
+        action = rng.choice(["crash", "restart", "restart", "partition", "one_way", "isolate", "heal", "heal",
+                             "transfer"])
         down = [i for i in self.ids if not self.nodes[i].up]
         up = [i for i in self.ids if self.nodes[i].up]
         if action == "crash" and up:
@@ -397,6 +398,13 @@ class Cluster:
                 self.blocked |= {(j, i) for j in self.ids if j != i}  # it can speak but not hear
         elif action == "heal":
             self.blocked = set()
+        elif action == "transfer":
+            leader = self.leader()
+            if leader is not None and len(self.ids) > 1:
+                node = self.nodes[leader]
+                assert node.core is not None
+                node.core.transfer_leadership(rng.choice([i for i in self.ids if i != leader]))
+                self._drain(node)
 
     # --- checks ------------------------------------------------------------------------------
 
