@@ -1,0 +1,1 @@
+"""Roost's scenarios as runnable examples: `messenger` (async tasks) and `trending` (Spark)."""

@@ -1,0 +1,1 @@
+"""Trending hashtags on Spark: posts in, a sliding-window top N per window out, through Roost."""
