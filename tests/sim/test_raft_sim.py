@@ -6,14 +6,14 @@ import pytest
 
 from tests.sim.cluster import Cluster, Faults
 
-SEEDS_3 = range(1, 13)
-SEEDS_5 = range(101, 107)
+SEEDS_3 = range(1, 31)
+SEEDS_5 = range(101, 116)
 
 
 @pytest.mark.parametrize("seed", SEEDS_3)
 def test_three_members_survive_chaos(seed: int) -> None:
     cluster = Cluster(seed, members=3)
-    cluster.run(3000)
+    cluster.run(8000)
     cluster.run_liveness()
     assert cluster.acknowledged, "the workload acknowledged no proposal at all"
 
@@ -21,7 +21,7 @@ def test_three_members_survive_chaos(seed: int) -> None:
 @pytest.mark.parametrize("seed", SEEDS_5)
 def test_five_members_survive_chaos(seed: int) -> None:
     cluster = Cluster(seed, members=5)
-    cluster.run(3000)
+    cluster.run(8000)
     cluster.run_liveness()
     assert cluster.acknowledged
 

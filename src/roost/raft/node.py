@@ -299,7 +299,10 @@ class RaftReplicator:
             return
         if message.type is MessageType.APP:
             if core.is_leader and self._leader_message_handler is not None:
-                self._leader_message_handler(message.src, message.data)
+                try:
+                    self._leader_message_handler(message.src, message.data)
+                except Exception:
+                    log.exception("raft %d: leader message handler failed", self.node_id)
             return
         core.step(message)
         self._wake()
@@ -440,7 +443,10 @@ class RaftReplicator:
         self._leader_changed = asyncio.Event()
         self._abandon_forwarded(core.leader)
         if self._leadership_handler is not None:
-            self._leadership_handler(*now)
+            try:
+                self._leadership_handler(*now)
+            except Exception:
+                log.exception("raft %d: leadership handler failed", self.node_id)
 
     def _abandon_forwarded(self, leader: int | None) -> None:
         """Requests forwarded to a member that is no longer the leader may never be answered: a read
