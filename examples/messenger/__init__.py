@@ -1,0 +1,1 @@
+"""The messenger scenario: async tasks on Roost (notify, email the inactive, analytics)."""
