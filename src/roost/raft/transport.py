@@ -70,6 +70,7 @@ class _InboundProtocol(asyncio.Protocol):
                 self.peer_id = decode_hello(bytes(self.hello))
                 if self.peer_id not in self.owner.peers:
                     raise CodecError(f"hello from unknown member {self.peer_id}")
+                self.owner._links[self.peer_id].poke()  # it is back: dial it now, not after backoff
             for message in self.decoder.feed(data):
                 if message.src != self.peer_id or message.dst != self.owner.node_id:
                     raise CodecError(f"message {message.src}->{message.dst} on the link from {self.peer_id}")
@@ -105,6 +106,7 @@ class _Link:
         self.dropped = 0
         self.connects = 0
         self.closed = False
+        self._poked = asyncio.Event()
 
     def send(self, frame: bytes) -> bool:
         transport = self.transport
@@ -132,8 +134,13 @@ class _Link:
                 async with asyncio.timeout(config.connect_timeout):
                     raw, protocol = await loop.create_connection(_OutboundProtocol, host, port)
             except (TimeoutError, OSError):
-                await asyncio.sleep(delay * (0.5 + self.owner._rng.random()))
-                delay = min(delay * 2, config.reconnect_max)
+                self._poked.clear()
+                try:
+                    async with asyncio.timeout(delay * (0.5 + self.owner._rng.random())):
+                        await self._poked.wait()
+                    delay = config.reconnect_min
+                except TimeoutError:
+                    delay = min(delay * 2, config.reconnect_max)
                 continue
             transport = cast(asyncio.Transport, raw)
             self.connects += 1
@@ -147,6 +154,10 @@ class _Link:
             finally:
                 self.transport = None
                 transport.abort()
+
+    def poke(self) -> None:
+        """Cut a reconnect backoff short."""
+        self._poked.set()
 
     def close(self) -> None:
         self.closed = True
