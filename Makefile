@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint clean-venv
+.PHONY: run test lint demo clean-venv
 
 run: $(VENV)/.stamp-run
 	$(BIN)/roost up $(ARGS)
@@ -13,6 +13,10 @@ run: $(VENV)/.stamp-run
 test: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/python -m pytest $(ARGS)
+
+# Starts a Roost node and runs the messenger and trending-hashtags (Spark) scenarios on it.
+demo: $(VENV)/.stamp-test
+	$(BIN)/roost demo $(ARGS)
 
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests bench examples

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from examples.messenger.events import EVENTS_TOPIC, Event, MessageSent, MessagesRead, SimulatedClock
+from examples.messenger.events import DAY_MS, EVENTS_TOPIC, Event, MessageSent, MessagesRead, SimulatedClock
 from examples.messenger.service import MessengerService
 from examples.messenger.workers import Analytics, Emailer, MailService, Notifier, Worker, wait_for
 
@@ -64,6 +64,21 @@ class MessengerResult:
             f"during the outage, {self.email_retries} retries while it lasted",
             f"  analytics: {self.analytics_messages} messages, {self.analytics_reads} read receipts counted",
         ])
+
+
+def emails_owed(events: list[Event], start_ms: int = START_MS) -> list[tuple[str, int]]:
+    """(recipient, time) of every email the rule calls for, from the whole event history."""
+    last_read: dict[str, int] = {}
+    emailed: set[str] = set()
+    owed: list[tuple[str, int]] = []
+    for event in events:
+        if isinstance(event, MessagesRead):
+            last_read[event.user] = event.at
+            emailed.discard(event.user)
+        elif event.at - last_read.get(event.recipient, start_ms) >= DAY_MS and event.recipient not in emailed:
+            owed.append((event.recipient, event.at))
+            emailed.add(event.recipient)
+    return sorted(owed)
 
 
 def run_messenger(bootstrap: str, users: int = 20, messages: int = 300, seed: int = 3,
