@@ -195,3 +195,18 @@ def test_messages_from_strangers_are_ignored() -> None:
     net = Net()
     net.cores[1].step(Message(MessageType.VOTE, 9, 1, term=5, index=10, log_term=5))
     assert net.cores[1].term == 0 and not net.cores[1].has_ready()
+
+
+def test_forwarded_proposals_travel_in_bounded_batches() -> None:
+    config = RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_bytes=1000)
+    net = Net(config=config)
+    net.elect(1)
+    follower = net.cores[2]
+    for k in range(10):
+        assert follower.propose(bytes(300), k)
+    net.flush()
+    batches = [m for m in net.pending if m.type is MessageType.PROPOSE]
+    assert len(batches) > 1 and sum(len(m.entries) for m in batches) == 10
+    assert all(sum(len(e.data) for e in m.entries) <= 1000 for m in batches)
+    net.deliver()
+    assert sorted(r.index for r in net.results[2]) == list(range(2, 12))

@@ -750,6 +750,12 @@ class RaftCore:
         else:
             self._msgs.append(m)
 
+    def _send_forward(self, batch: list[tuple[int, bytes]]) -> None:
+        assert self.leader is not None
+        self._send(Message(MessageType.PROPOSE, self.id, self.leader,
+                           entries=tuple(Entry(0, 0, data) for _, data in batch),
+                           request_ids=tuple(rid for rid, _ in batch)))
+
     def _flush(self) -> None:
         """Work deferred to Ready time so that many proposals in one loop iteration share messages."""
         if self._forwards:
@@ -761,9 +767,16 @@ class RaftCore:
             elif self.leader is None:
                 self._proposal_results.extend(ProposalResult(rid, 0, 0) for rid, _ in forwards)
             else:
-                self._send(Message(MessageType.PROPOSE, self.id, self.leader,
-                                   entries=tuple(Entry(0, 0, data) for _, data in forwards),
-                                   request_ids=tuple(rid for rid, _ in forwards)))
+                # Batches bounded like appends, so that a frame never outgrows the peer's limit.
+                batch: list[tuple[int, bytes]] = []
+                size = 0
+                for item in forwards:
+                    if batch and size + len(item[1]) > self.config.max_append_bytes:
+                        self._send_forward(batch)
+                        batch, size = [], 0
+                    batch.append(item)
+                    size += len(item[1]) + 32
+                self._send_forward(batch)
         if self._forward_reads:
             reads, self._forward_reads = self._forward_reads, []
             for request_id in reads:
