@@ -16,7 +16,7 @@ from roost.broker.partition import Partition
 from roost.broker.state import BrokerState
 from roost.broker.topics import TopicInfo, topic_name_problem
 from roost.config import BrokerConfig
-from roost.fsutil import atomic_write
+from roost.log.files import atomic_write
 from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker")
@@ -37,7 +37,7 @@ class Broker:
         self.host = host
         self.requested_port = port
         self.port = port
-        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "meta").mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_cluster_id(data_dir / "meta" / "cluster.json")
         self.state = BrokerState(config, data_dir)
         self.groups = GroupService(self.state)

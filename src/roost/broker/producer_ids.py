@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roost.fsutil import atomic_write
+from roost.log.files import atomic_write
 
 BLOCK_SIZE = 1000
 

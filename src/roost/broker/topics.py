@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roost.fsutil import atomic_write
+from roost.log.files import atomic_write
 
 MAX_TOPIC_NAME_LENGTH = 249
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
