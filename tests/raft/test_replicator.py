@@ -9,6 +9,7 @@ import pytest
 
 from roost.raft.codec import encode_hello
 from roost.raft.local import LocalReplicator
+from roost.raft.node import ReplicatorConfig
 from roost.raft.replicator import NoQuorum, Replicator
 from tests.raft.ensemble import Ensemble, ListMachine, eventually, run, small_snapshots, with_ensemble
 
@@ -137,3 +138,28 @@ def test_peer_port_garbage_closes_that_connection_only(tmp_path: Path) -> None:
         assert (index, b"still-fine") in e.machines[follower].applied
 
     run(with_ensemble(tmp_path, 3, body))
+
+
+def test_local_replicator_restarts_from_a_snapshot(tmp_path: Path) -> None:
+    config = ReplicatorConfig(snapshot_bytes=2_000, keep_bytes=300, fsync=False)
+
+    async def body() -> None:
+        first = LocalReplicator(tmp_path, fsync=False, config=config)
+        machine = ListMachine()
+        first.set_state_machine(machine.apply, machine.snapshot, machine.restore)
+        await first.start()
+        for k in range(100):
+            await first.propose(b"%03d" % k + bytes(97))
+        await first.stop()
+        assert list(tmp_path.glob("snapshot-*.snap")), "byte-based snapshots were taken"
+        second = LocalReplicator(tmp_path, fsync=False, config=config)
+        again = ListMachine()
+        second.set_state_machine(again.apply, again.snapshot, again.restore)
+        await second.start()
+        try:
+            assert again.restores == 1 and again.applied == machine.applied
+            assert second.core is not None and second.core.log.offset > 0
+        finally:
+            await second.stop()
+
+    run(body())

@@ -41,8 +41,10 @@ class ReplicatorConfig:
     tick_interval: float = 0.04  # seconds per raft tick
     election_ticks: int = 10  # election timeout 0.4-0.8 s; a leader lease of 0.4 s
     heartbeat_ticks: int = 2
-    snapshot_entries: int = 20_000  # applied entries between two snapshots
-    keep_entries: int = 2_000  # entries kept behind a snapshot for slightly lagging members
+    snapshot_entries: int = 20_000  # applied entries between two snapshots...
+    snapshot_bytes: int = 64 << 20  # ...or applied entry bytes, whichever comes first (the log is in memory)
+    keep_entries: int = 2_000  # entries kept behind a snapshot for slightly lagging members...
+    keep_bytes: int = 8 << 20  # ...but no more bytes than this
     fsync: bool = True
     seed: int | None = None  # election timeout randomness; None draws from os.urandom
     listen: Address | None = None  # default: this member's address in `peers`, else 127.0.0.1:0
@@ -82,6 +84,7 @@ class RaftReplicator:
         self._leadership_handler: LeadershipHandler | None = None
         self._last_applied = 0
         self._snapshot_index = 0
+        self._bytes_since_snapshot = 0
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-io-{node_id}")
         self._wakeup = asyncio.Event()
         self._leader_changed = asyncio.Event()
@@ -365,6 +368,7 @@ class RaftReplicator:
         if rd.snapshot is not None:
             self._restore(rd.snapshot.index, rd.snapshot.data)
             self._last_applied = self._snapshot_index = rd.snapshot.index
+            self._bytes_since_snapshot = 0
             for index in [i for i in self._apply_waiters if i <= rd.snapshot.index]:
                 for _, future in self._apply_waiters.pop(index):
                     _settle(future, NoQuorum("outcome unknown: replaced by the leader's snapshot"))
@@ -373,6 +377,7 @@ class RaftReplicator:
             if entry.kind is EntryKind.NORMAL:
                 self._apply(entry.index, entry.data)
             self._last_applied = entry.index
+            self._bytes_since_snapshot += len(entry.data)
             for term, future in self._apply_waiters.pop(entry.index, ()):
                 if term == entry.term:
                     _settle(future, entry.index)
@@ -413,12 +418,20 @@ class RaftReplicator:
         core = self.core
         assert core is not None
         applied = self._last_applied
-        if applied - self._snapshot_index < self.config.snapshot_entries or applied > core.log.persisted:
+        due = (applied - self._snapshot_index >= self.config.snapshot_entries
+               or self._bytes_since_snapshot >= self.config.snapshot_bytes)
+        if not due or applied > core.log.persisted:
             return
         term = core.log.term(applied)
         assert term is not None
         snap = Snapshot(applied, term, self._snapshot())
         compact_to = core.compaction_point(applied, self.config.keep_entries)
+        kept_bytes = 0
+        for index in range(applied, compact_to, -1):  # keep fewer entries if they are big
+            kept_bytes += len(core.log.entry(index).data)
+            if kept_bytes > self.config.keep_bytes:
+                compact_to = index
+                break
         base_term = core.log.term(compact_to)
         assert base_term is not None
         kept = core.log.entries[compact_to - core.log.offset:core.log.handed - core.log.offset]
@@ -426,6 +439,7 @@ class RaftReplicator:
             self._io, self.storage.compact, snap, compact_to, base_term, kept)
         core.compact(snap, compact_to)
         self._snapshot_index = applied
+        self._bytes_since_snapshot = 0
         log.info("raft %d: snapshot at %d (%d bytes), log kept from %d", self.node_id, applied,
                  len(snap.data), compact_to + 1)
 
