@@ -38,6 +38,7 @@ class ChildNode:
     """`roost up` as a child process on a free port; stopped with SIGTERM."""
 
     def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", str(data_dir), "--kafka-port", "0",
              "--group.initial.rebalance.delay.ms", "500", "--log-level", "WARNING"],
