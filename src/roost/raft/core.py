@@ -431,6 +431,7 @@ class RaftCore:
         self.role = Role.PRE_CANDIDATE
         self.votes = {}
         self.leader = None
+        self._reset_election_timeout()  # a fresh draw per round, so that rivals drift apart
 
     def _become_candidate(self) -> None:
         self._reset(self.term + 1)
