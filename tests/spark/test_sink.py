@@ -119,6 +119,7 @@ def test_a_task_rerun_after_a_partial_write_completes_the_batch_once(roost_node:
     assert got == Counter(rows) + Counter(rows[:50])
 
 
+@pytest.mark.filterwarnings("ignore:Cannot infer the eval type:UserWarning")
 def test_a_query_that_fails_mid_batch_and_restarts_loses_and_duplicates_nothing(
         spark: Any, roost_node: RoostProcess, tmp_path: Path) -> None:
     from pyspark.sql.functions import col, udf
