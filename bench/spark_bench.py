@@ -140,8 +140,10 @@ def main() -> None:
             spark.stop()
         finally:
             node.stop()
-    print(f"Spark local[2], {args.records:,} posts (~{len(json.dumps({'user': 'user1', 'text': posts[0][1]}))} B "
-          f"JSON), {args.partitions} partitions, best of {args.repeat}, cpu count {os.cpu_count()}")
+    sample = posts[:1000]
+    mean_bytes = sum(len(json.dumps({"user": user, "text": text})) for user, text, _ in sample) / len(sample)
+    print(f"Spark local[2], {args.records:,} posts (JSON, {mean_bytes:.0f} B on average), {args.partitions} "
+          f"partitions, best of {args.repeat}, cpu count {os.cpu_count()}")
     print(f"{'pipeline':<26} {'records/s':>12}")
     for name, rate in results.items():
         print(f"{name:<26} {rate:>12,.0f}")

@@ -34,6 +34,11 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=30)
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+
 def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.delete_records([KafkaTopicPartition(topic, partition, offset)])

@@ -133,6 +133,8 @@ def test_available_now_never_passes_the_target() -> None:
     start = {A0: 5, A1: 0}
     latest = {A0: 50, A1: 7, B0: 9}  # b-0 appeared after the trigger was prepared
     assert cap_to_target(latest, start, {A0: 20, A1: 30}) == {A0: 20, A1: 7}
+    # a partition deleted since (missing from latest) is dropped, so planning reports it once
+    assert cap_to_target({A0: 50}, start, {A0: 20, A1: 30}) == {A0: 20}
 
 
 def test_split_ranges_covers_each_range_exactly() -> None:

@@ -14,6 +14,7 @@ from tests.spark.kafka_helpers import (
     add_partitions,
     create_topics,
     delete_records_before,
+    delete_topic,
 )
 from tests.spark.streaming import (
     assert_exactly,
@@ -164,3 +165,28 @@ def test_records_removed_by_retention_are_data_loss(spark: Any, roost_node: Roos
                          tmp_path / "c2", {"availableNow": True})
     run_available_now(lenient)
     assert sorted(int(v.split(b"|")[2]) for v in output_lines(bootstrap, "dl-out")) == list(range(40, 100))
+
+
+def test_a_deleted_topic_is_data_loss(spark: Any, roost_node: RoostProcess, tmp_path: Path) -> None:
+    bootstrap = roost_node.address("kafka")
+    create_topics(bootstrap, {"dt-keep": 1, "dt-gone": 2})
+    producer = RecordingProducer(bootstrap)
+    for n in range(30):
+        producer.send("dt-keep" if n % 2 else "dt-gone", f"first-{n}".encode())
+    producer.flush()
+    source = {"subscribePattern": "dt-.*", "startingOffsets": "earliest"}
+    strict, lenient = tmp_path / "strict", tmp_path / "lenient"
+    for checkpoint in (strict, lenient):
+        run_available_now(copy_query(spark, bootstrap, source, f"out-{checkpoint.name}", checkpoint,
+                                     {"availableNow": True}))
+    delete_topic(bootstrap, "dt-gone")
+    for n in range(10):
+        producer.send("dt-keep", f"second-{n}".encode())
+    producer.flush()
+    failing = copy_query(spark, bootstrap, source, "out-strict", strict, {"availableNow": True})
+    with pytest.raises(Exception, match="dt-gone-0 was deleted"):
+        failing.awaitTermination(300)
+    run_available_now(copy_query(spark, bootstrap, {**source, "failOnDataLoss": "false"}, "out-lenient",
+                                 lenient, {"availableNow": True}))
+    values = sorted(v.split(b"|")[3] for v in output_lines(bootstrap, "out-lenient"))
+    assert values == sorted(p.value for p in producer.acked)

@@ -118,10 +118,10 @@ def cap_to_target(latest: Mapping[TopicPartition, int], start: Mapping[TopicPart
                   target: Mapping[TopicPartition, int]) -> OffsetMap:
     """For Trigger.AvailableNow: never go past the offsets seen when the trigger was prepared.
 
-    Partitions that appeared after the preparation are left out (they hold only newer data);
-    partitions of `start` that are missing from `latest` stay in, so that planning reports them.
+    Partitions that appeared after the preparation are left out (they hold only newer data), and
+    so are partitions of `start` missing from `latest` (deleted: planning reports them).
     """
-    capped: OffsetMap = dict(start)
+    capped: OffsetMap = {tp: offset for tp, offset in start.items() if tp in latest}
     for tp, target_offset in target.items():
         if tp in latest:
             capped[tp] = min(latest[tp], target_offset)

@@ -95,7 +95,9 @@ class _ReaderBase:
         return resolve_specific(spec.specific, tps, earliest, latest, option)
 
     def _plan(self, start: OffsetMap, end: OffsetMap) -> list[RangePartition]:
-        earliest, _latest = self.cluster.watermarks(sorted(end))
+        # Only partitions that still exist are asked for offsets; the others are data loss.
+        existing = set(self.cluster.partitions(self.options.subscription))
+        earliest, _latest = self.cluster.watermarks(sorted(tp for tp in end if tp in existing))
         reporter = DataLossReporter(self.options.fail_on_data_loss)
         ranges = plan_ranges(start, end, earliest, reporter)
         for warning in reporter.warnings:
@@ -150,11 +152,9 @@ class RoostStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json_dict(start)
         _tps, earliest, latest = self._current()
+        # A partition of `begin` missing from the metadata was deleted (a broker restarting makes
+        # the metadata request fail and retry, never answer partially): planning reports it.
         end: OffsetMap = dict(latest)
-        for tp, offset in begin.items():
-            # A partition missing from metadata (a broker restarting, a leader moving) keeps its
-            # place; planning reports it if it really went away.
-            end.setdefault(tp, offset)
         if self._available_now_target is not None:
             end = cap_to_target(end, begin, self._available_now_target)
         new_partitions = {tp: earliest[tp] for tp in end if tp not in begin and tp in earliest}
