@@ -58,7 +58,10 @@ def _get_string(data: bytes, pos: int) -> tuple[str, int]:
     pos += 2
     if length < 0 or pos + length > len(data):
         raise OffsetRecordError("bad string length")
-    return data[pos:pos + length].decode(), pos + length
+    try:
+        return data[pos:pos + length].decode(), pos + length
+    except UnicodeDecodeError:
+        raise OffsetRecordError("string is not UTF-8") from None
 
 
 def encode_key(key: OffsetKey) -> bytes:
@@ -155,7 +158,7 @@ class OffsetStore:
                     else:
                         self._remember(key, decode_value(record.value))
                     loaded += 1
-                except (OffsetRecordError, UnicodeDecodeError) as error:
+                except OffsetRecordError as error:
                     log.warning("skipping unreadable record at offset %d of %s-%d: %s",
                                 record.offset, partition.topic, partition.index, error)
             assert chunk.next_offset > position, "reads make progress"
