@@ -118,6 +118,9 @@ def run_messenger(bootstrap: str, users: int = 20, messages: int = 300, seed: in
         # While the mail service is down, the other tasks still do all their work.
         wait_for(lambda: notifier.processed == total and analytics.processed == total,
                  "notifier and analytics to process every event", timeout, workers)
+        if emails_owed(result.events):
+            # The emailer has reached an email it owes and is retrying it against the dead service.
+            wait_for(lambda: mail.refused > 0, "the emailer to hit the outage", timeout, workers)
         result.notifications_during_outage = len(notifier.sent)
         result.emails_during_outage = len(mail.delivered)
         result.emails_refused_while_down = mail.refused

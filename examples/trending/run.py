@@ -15,15 +15,31 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from examples.trending.posts import Post, WindowSpec, closing_post, expected_counts, generate_posts, top_n
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a fixed simulated start
 
 
+def create_posts_topic(bootstrap: str, topic: str) -> None:
+    """One partition: posts arrive in event-time order, so none is ever behind the watermark.
+
+    (With several partitions, a micro-batch can take one partition further in event time than
+    another; the watermark delay must then cover that skew or late posts are dropped.)
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
 def publish_posts(bootstrap: str, topic: str, posts: list[Post]) -> None:
     """Publish posts keyed by user, each with its event time as the record timestamp."""
+    create_posts_topic(bootstrap, topic)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     failures: list[str] = []
 
