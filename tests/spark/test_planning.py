@@ -72,6 +72,8 @@ def test_reader_options_follow_spark_kafka_names_and_defaults() -> None:
     ({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, True, "positive"),
     ({**BOOT, "subscribe": "a", "failOnDataLoss": "maybe"}, True, "true or false"),
     ({**BOOT, "subscribe": "a", "kafka.group.id": "g"}, True, "kafka.group.id"),
+    ({**BOOT, "subscribe": "a", "startingTimestamp": "1000"}, True, "not supported"),
+    ({**BOOT, "subscribe": "a", "includeHeaders": "false"}, True, "headers column"),
 ])
 def test_bad_reader_options_are_refused_with_the_option_named(options: dict[str, str], streaming: bool,
                                                               message: str) -> None:

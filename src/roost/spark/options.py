@@ -163,8 +163,21 @@ class ReaderOptions:
     min_partitions: int | None
 
 
+# Options of Spark's Kafka source that this source does not implement: refused rather than ignored.
+_UNSUPPORTED_READER_OPTIONS = {
+    "startingtimestamp": "startingOffsets", "startingoffsetsbytimestamp": "startingOffsets",
+    "endingtimestamp": "endingOffsets", "endingoffsetsbytimestamp": "endingOffsets",
+    "minoffsetspertrigger": "maxOffsetsPerTrigger", "maxtriggerdelay": "maxOffsetsPerTrigger",
+}
+
+
 def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
     lowered = _lowered(options)
+    for name, instead in _UNSUPPORTED_READER_OPTIONS.items():
+        if name in lowered:
+            raise OptionError(f"option '{name}' is not supported by the roost source; use '{instead}'")
+    if lowered.get("includeheaders", "true").strip().lower() != "true":
+        raise OptionError("option 'includeHeaders' cannot be false: the roost source always has a headers column")
     if streaming and "endingoffsets" in lowered:
         raise OptionError("option 'endingOffsets' is for batch queries (spark.read) only")
     if not streaming and "maxoffsetspertrigger" in lowered:
