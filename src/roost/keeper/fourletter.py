@@ -16,6 +16,11 @@ from dataclasses import dataclass
 # The ZooKeeper version we speak, reported so that clients enable the features of 3.8.
 ZOOKEEPER_VERSION = "3.8.0-roost, built on 2026-01-01 00:00 UTC"
 
+# ZooKeeper's answer to the words that describe a running server while the member is not serving
+# (an ensemble member cut off from its quorum, or still looking for a leader).
+NOT_SERVING = "This ZooKeeper instance is not currently serving requests\n"
+_NEED_SERVING = frozenset({"srvr", "stat", "mntr", "conf", "cons", "wchs", "srst", "crst"})
+
 
 @dataclass(slots=True)
 class ServerFacts:
@@ -39,6 +44,7 @@ class ServerFacts:
     uptime_ms: int
     client_lines: list[str]
     config_lines: list[str]
+    serving: bool = True  # False: an ensemble member that knows no leader
 
 
 def _srvr_body(facts: ServerFacts, with_clients: bool) -> str:
@@ -107,6 +113,8 @@ def answer(command: str, facts: ServerFacts, whitelist: frozenset[str] | None) -
     """The text a server sends back for `command` before closing the connection."""
     if whitelist is not None and command not in whitelist:
         return f"{command} is not executed because it is not in the whitelist.\n"
+    if command in _NEED_SERVING and not facts.serving:
+        return NOT_SERVING
     if command == "ruok":
         return "imok"
     if command == "srvr":

@@ -395,4 +395,5 @@ class KeeperServer:
             uptime_ms=int((time.monotonic() - self._started_mono) * 1000),
             client_lines=client_lines,
             config_lines=self.config.describe(),
+            serving=core.serving(),
         )
