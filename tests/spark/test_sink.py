@@ -100,7 +100,8 @@ def test_a_task_rerun_after_a_partial_write_completes_the_batch_once(roost_node:
 
         def run(task: int, attempt: int, subset: list[tuple[bytes, bytes]]) -> Any:
             markers = client.markers_at_tail(log_topic, 7)
-            return write_task(options, TaskTarget("query-1", 7, task, attempt, log_topic), batches(subset), markers)
+            return write_task(options, TaskTarget("query-1", 7, task, attempt, log_topic), batches(subset), markers,
+                              client)
 
         first = run(0, 0, rows[:120])
         assert (first.written, first.skipped) == (120, 0)

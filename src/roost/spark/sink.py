@@ -117,46 +117,42 @@ class TaskTarget:
 
 
 def write_task(options: WriterOptions, target: TaskTarget, batches: Iterator[pa.RecordBatch],
-               markers: list[Marker] | None) -> SinkCommitMessage:
+               markers: list[Marker] | None, client: SinkClient) -> SinkCommitMessage:
     """Write one task's rows following the exactly-once rule; `markers` are those of its batch
     (None when the task knows no earlier run of it can exist)."""
     message = SinkCommitMessage(target.sink_id, target.batch_id, target.task, target.attempt)
-    client = SinkClient(options.kafka)
-    try:
-        if not options.exactly_once:
-            for topic, partition, key, value, headers in _rows(batches, options.topic):
-                client.produce(topic, key, value, partition, headers)
-                message.written += 1
-            client.flush()
-            return message
-        plan = plan_task(markers or [], target.sink_id, target.batch_id, target.task)
-        if plan.batch_committed:
-            for _ in _rows(batches, options.topic):
-                message.skipped += 1
-            log.info("roost sink: batch %s already committed; task %s writes nothing", target.batch_id, target.task)
-            return message
-        namer = RecordNamer(target.sink_id, target.batch_id, target.task)
-        already: set[str] = set()
-        for topic, scan_from in plan.scan_from.items():
-            already |= client.names_written(topic, scan_from, namer.prefix)
-        begun: set[str] = set()
+    if not options.exactly_once:
         for topic, partition, key, value, headers in _rows(batches, options.topic):
-            if topic not in begun:
-                client.append_marker(target.log_topic, Marker(
-                    MARKER_BEGIN, target.sink_id, target.batch_id, task=target.task, attempt=target.attempt,
-                    topic=topic, offsets=client.end_offsets(topic)))
-                begun.add(topic)
-            name = namer.name(record_digest(topic, partition, key, value, headers))
-            if name in already:
-                message.skipped += 1
-                continue
-            client.produce(topic, key, value, partition, [*headers, (RECORD_NAME_HEADER, name.encode())])
+            client.produce(topic, key, value, partition, headers)
             message.written += 1
         client.flush()
-        message.topics = sorted(begun)
         return message
-    finally:
-        client.close()
+    plan = plan_task(markers or [], target.sink_id, target.batch_id, target.task)
+    if plan.batch_committed:
+        for _ in _rows(batches, options.topic):
+            message.skipped += 1
+        log.info("roost sink: batch %s already committed; task %s writes nothing", target.batch_id, target.task)
+        return message
+    namer = RecordNamer(target.sink_id, target.batch_id, target.task)
+    already: set[str] = set()
+    for topic, scan_from in plan.scan_from.items():
+        already |= client.names_written(topic, scan_from, namer.prefix)
+    begun: set[str] = set()
+    for topic, partition, key, value, headers in _rows(batches, options.topic):
+        if topic not in begun:
+            client.append_marker(target.log_topic, Marker(
+                MARKER_BEGIN, target.sink_id, target.batch_id, task=target.task, attempt=target.attempt,
+                topic=topic, offsets=client.end_offsets(topic)))
+            begun.add(topic)
+        name = namer.name(record_digest(topic, partition, key, value, headers))
+        if name in already:
+            message.skipped += 1
+            continue
+        client.produce(topic, key, value, partition, [*headers, (RECORD_NAME_HEADER, name.encode())])
+        message.written += 1
+    client.flush()
+    message.topics = sorted(begun)
+    return message
 
 
 def _task_context() -> TaskContext:
@@ -179,15 +175,15 @@ class RoostStreamWriter(DataSourceStreamArrowWriter):
         assert sink_id and batch_text is not None, "not running in a streaming query"
         target = TaskTarget(sink_id, int(batch_text), context.partitionId(), context.attemptNumber(),
                             query_commit_log(sink_id))
-        markers = None
-        if self.options.exactly_once:
-            client = SinkClient(self.options.kafka)
-            try:
+        client = SinkClient(self.options.kafka)
+        try:
+            markers = None
+            if self.options.exactly_once:
                 client.ensure_log_topic(target.log_topic)
                 markers = client.markers_at_tail(target.log_topic, target.batch_id)
-            finally:
-                client.close()
-        return write_task(self.options, target, iterator, markers)
+            return write_task(self.options, target, iterator, markers, client)
+        finally:
+            client.close()
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         written = [m for m in messages if isinstance(m, SinkCommitMessage)]
@@ -232,18 +228,18 @@ class RoostBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         target = self._target(_task_context())
-        markers = None
-        if self.options.exactly_once:
-            client = SinkClient(self.options.kafka)
-            try:
+        client = SinkClient(self.options.kafka)
+        try:
+            markers = None
+            if self.options.exactly_once:
                 client.ensure_log_topic(target.log_topic)
                 if self.batch_id is not None:
                     markers = client.markers_at_tail(target.log_topic, target.batch_id)
                 elif target.attempt > 0:  # only a retried task can follow an earlier run of itself
                     markers = client.markers_since(target.log_topic, self.started_ms - CLOCK_SKEW_MS)
-            finally:
-                client.close()
-        return write_task(self.options, target, iterator, markers)
+            return write_task(self.options, target, iterator, markers, client)
+        finally:
+            client.close()
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         written = [m for m in messages if isinstance(m, SinkCommitMessage)]
