@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,18 +17,43 @@ from tests.support.procs import RoostProcess, start_roost
 FAST_GROUPS = ["--group.initial.rebalance.delay.ms", "500", "--group.min.session.timeout.ms", "1000"]
 
 
+_shared: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark() -> Iterator[Any]:
+    """The shared SparkSession. tests/spark and tests/examples each import this fixture; the first
+    to run creates the session and, at the end of the pytest session, stops it and its JVM."""
     pytest.importorskip("pyspark")
     from roost.spark.session import local_session
 
-    session = local_session("roost-tests")
+    owner = "session" not in _shared
+    if owner:
+        _shared["session"] = local_session("roost-tests")
+    session = _shared["session"]
     try:
         yield session
     finally:
-        for query in session.streams.active:
-            query.stop()
-        session.stop()
+        if owner:
+            _stop_spark(session)
+            _shared.clear()
+
+
+def _stop_spark(session: Any) -> None:
+    from pyspark import SparkContext
+
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()
+    if process is not None:  # the JVM started by PySpark: make sure it is gone
+        process.terminate()
+        process.wait(60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 def start_node(directory: Path, port: int = 0, *flags: str) -> RoostProcess:
