@@ -288,6 +288,8 @@ def assert_has_acknowledged(tree: Tree, writers: list[Writer], where: str) -> No
 
 def test_leader_kill9_during_writes_then_restart(ensemble: Ensemble) -> None:
     leader = ensemble.leader(ensemble.ids)
+    # Ensemble members run on uvloop, as standalone keepers do.
+    assert all("event loop: uvloop" in proc.text() for proc in ensemble.procs.values())
     followers = [sid for sid in ensemble.ids if sid != leader]
     addresses = {sid: ensemble.address(sid) for sid in ensemble.ids}
     # One client starts on the leader, one on a follower; both may move to the others.

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from roost.keeper.config import ConfigError, KeeperConfig
@@ -64,22 +65,21 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"roost keeper: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    # uvloop is faster, but roost.raft's peer transport asserts asyncio's own Transport class,
-    # which uvloop's transports are not; ensemble members run on the standard loop until it
-    # accepts them.
-    return _run_loop(_serve(config), use_uvloop=not config.is_ensemble)
+    # uvloop for standalone keepers and ensemble members alike: the client protocol and the raft
+    # peer transport only use the transport methods that uvloop's transports share with asyncio's.
+    return _run_loop(_serve(config))
 
 
-def _run_loop(coro, use_uvloop: bool) -> int:
-    runner = asyncio.Runner()
-    if use_uvloop:
-        try:
-            import uvloop
+def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
+    """Run on uvloop where it is installed (cheaper per request), else on asyncio's own loop."""
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop
 
-            runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
-        except ImportError:
-            pass
-    with runner:
+        loop_factory = uvloop.new_event_loop
+    except ImportError:
+        pass
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
         return runner.run(coro)
 
 
@@ -88,6 +88,7 @@ async def _serve(config: KeeperConfig) -> int:
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    logging.getLogger("roost.keeper").info("event loop: %s.%s", type(loop).__module__, type(loop).__name__)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server = KeeperServer(config)
