@@ -15,6 +15,7 @@ from tests.keeper.zkharness import (
     Recorder,
     kazoo,
     keeper_process,
+    reap_abandoned,
     unique_root,
     zookeeper_available,
     zookeeper_standalone,
@@ -45,6 +46,7 @@ def run_scenario(address: str, scenario: Scenario, name: str) -> list[tuple[str,
         scenario(address, recorder)
         return recorder.records
     finally:
+        reap_abandoned(address)
         client.stop()
         client.close()
 

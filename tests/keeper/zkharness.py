@@ -25,7 +25,8 @@ from kazoo.protocol.states import Callback, ZnodeStat
 from kazoo.security import ACL as KazooACL
 
 from roost.wire.zk.connection import ClientConnection, ConnectedEvent, ReplyEvent, WatchEvent
-from roost.wire.zk.records import ConnectRequest, Request
+from roost.wire.zk.constants import OpCode
+from roost.wire.zk.records import ConnectRequest, EmptyRequest, Request
 from tests.support.procs import RoostProcess, start_roost
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar",
@@ -252,6 +253,7 @@ class RawClient:
 
     def __init__(self, address: str, timeout_ms: int = 2000, session_id: int = 0,
                  passwd: bytes = bytes(16), last_zxid_seen: int = 0, io_timeout: float = 10.0):
+        self.address = address
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=io_timeout)
         self.codec = ClientConnection()
@@ -316,6 +318,34 @@ class RawClient:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+        if self.response.timeout > 0:
+            with _ABANDONED_LOCK:
+                _ABANDONED.setdefault(self.address, []).append((self.response.session_id, self.response.passwd))
+
+
+# Sessions dropped without closeSession, by server address. Left alone they would expire later,
+# during some other scenario, and their closeSession would take a zxid there: differential runs
+# reap them at the end of the scenario that made them, so every scenario sees only its own zxids.
+_ABANDONED: dict[str, list[tuple[int, bytes]]] = {}
+_ABANDONED_LOCK = threading.Lock()
+
+
+def reap_abandoned(address: str) -> None:
+    """Close (by reconnecting with their credentials) the sessions abandoned on `address`."""
+    with _ABANDONED_LOCK:
+        sessions = _ABANDONED.pop(address, [])
+    for session_id, passwd in sessions:
+        try:
+            client = RawClient(address, session_id=session_id, passwd=passwd)
+        except (OSError, ConnectionError):
+            continue
+        try:
+            if client.response.timeout > 0:  # still alive (else it expired already)
+                client.request(EmptyRequest(OpCode.CLOSE_SESSION))
+        except (OSError, ConnectionError):
+            pass
+        finally:
+            client.sock.close()
 
 
 # ------------------------------------------------------------------------ differential runs
