@@ -40,6 +40,7 @@ Scenario = Callable[[str, Recorder], None]
 
 
 def run_scenario(address: str, scenario: Scenario, name: str) -> list[tuple[str, Any]]:
+    reap_abandoned(address)  # sessions other tests left behind on this shared server
     client = kazoo(address)
     try:
         recorder = Recorder(client, unique_root(name))
