@@ -9,12 +9,14 @@ roost.wire.kafka.records.
     fds, end = log.flush_handle()                      # fsync fds on a thread, then:
     log.mark_flushed(end)
     result = log.read(offset, max_bytes, max_offset=high_watermark)  # whole batches
+    stats = log.clean(now_ms, high_watermark=hw)       # compaction, for cleanup.policy=compact
     log.close()                                        # clean shutdown: no recovery scan next time
 
 All methods are called from one thread (the broker's event loop); only the fsync of the fds that
 `flush_handle` returns may run elsewhere.
 """
 
+from roost.log.cleaner import CleanStats
 from roost.log.config import LOG_APPEND_TIME, LogConfig
 from roost.log.errors import (
     MessageTooLarge,
@@ -29,6 +31,7 @@ __all__ = [
     "LOG_APPEND_TIME",
     "OK",
     "AppendInfo",
+    "CleanStats",
     "Duplicate",
     "LogConfig",
     "MessageTooLarge",

@@ -24,6 +24,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from roost.log import producer_state as snapshots
+from roost.log.cleaner import (
+    DEFAULT_DELETE_RETENTION_MS,
+    DEFAULT_MAX_KEYS,
+    DEFAULT_MIN_CLEANABLE_RATIO,
+    CleanerCheckpoint,
+    CleanStats,
+    clean_log,
+    read_cleaner_checkpoint,
+    write_cleaner_checkpoint,
+)
 from roost.log.config import LOG_APPEND_TIME, LogConfig
 from roost.log.errors import MessageTooLarge, NonMonotonicAppend, OffsetOutOfRange, RecordBatchTooLarge
 from roost.log.files import (
@@ -100,6 +110,9 @@ class PartitionLog:
         self._checkpointed_recovery_point = -1
         self._last_checkpoint_ms = 0
         self._last_flush_ms = clock_ms()
+        # Where compaction stands (only compacted topics ever write it); see roost.log.cleaner.
+        self.cleaner_checkpoint = CleanerCheckpoint()
+        self._cleaner_failed = False  # a pass broke off mid-swap: memory and disk may differ
 
     # ------------------------------------------------------------------------------------------
     # opening and recovery
@@ -147,6 +160,11 @@ class PartitionLog:
         # After a crash, scan from the segment holding the recovery point (or the first one).
         first_unflushed = len(bases) if clean else max(0, bisect_right(bases, recovery_point) - 1)
         for position, base in enumerate(bases):
+            if self.segments and base < self.segments[-1].next_offset:
+                # Only a compaction swap cut short by a crash leaves segments that start inside
+                # the one before: that one is the merged, cleaned segment and holds what they had.
+                self._drop_covered_segment_files(base, self.segments[-1])
+                continue
             segment = Segment.open_existing(self.directory, base, now)
             self.segments.append(segment)
             trusted = position < first_unflushed and segment.load_trusted()
@@ -182,6 +200,8 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._write_recovery_checkpoint(force=True)
         self._rebuild_producer_state()
+        self.cleaner_checkpoint = read_cleaner_checkpoint(self.directory)
+        self._lower_clean_point(self.log_end_offset)
         return len(recovered)
 
     def _delete_orphan_indexes(self, bases: set[int]) -> None:
@@ -190,6 +210,18 @@ class PartitionLog:
                 offset = parse_offset_file_name(name, suffix)
                 if offset is not None and offset not in bases:
                     (self.directory / name).unlink()
+
+    def _drop_covered_segment_files(self, base: int, merged: Segment) -> None:
+        doomed = Segment.open_existing(self.directory, base, self.clock_ms())
+        logger.warning(
+            "deleting %s: it starts inside %s (offsets up to %d), the result of a compaction whose "
+            "swap a crash interrupted",
+            doomed.log_path,
+            merged.log_path,
+            merged.next_offset - 1,
+        )
+        doomed.close()
+        doomed.delete_files()
 
     def _drop_later_segment_files(self, base: int) -> None:
         doomed = Segment.open_existing(self.directory, base, self.clock_ms())
@@ -695,6 +727,7 @@ class PartitionLog:
             self.recovery_point = self.log_end_offset
             self._write_recovery_checkpoint(force=True)
         self._rebuild_producer_state()
+        self._lower_clean_point(self.log_end_offset)
         logger.info("truncated %s from offset %d to %d", self.directory, old_end, self.log_end_offset)
 
     def _end_after_truncation(self, offset: int) -> int:
@@ -782,6 +815,70 @@ class PartitionLog:
             return segment.max_timestamp
         # Batches without timestamps: fall back to the file's age, as Kafka does.
         return int(os.fstat(segment.log_fd).st_mtime * 1000)
+
+    # ------------------------------------------------------------------------------------------
+    # compaction (cleanup.policy=compact)
+
+    def clean(
+        self,
+        now_ms: int,
+        *,
+        delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+        min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO,
+        high_watermark: int | None = None,
+        max_keys: int = DEFAULT_MAX_KEYS,
+    ) -> CleanStats:
+        """Compact the segments before the active one when the dirty ratio reaches
+        `min_cleanable_ratio` (or a kept tombstone grew older than `delete_retention_ms`): for
+        every key only its latest record stays; keyless records stay; tombstones go once older
+        than `delete_retention_ms`. Offsets never change. Cheap when there is nothing to do.
+
+        Pass the partition's `high_watermark` on a replicated log: records at or above it may
+        still be truncated away, so they must not count as the newer value of a key. At most
+        `max_keys` keys are mapped per pass (a pass then cleans the prefix of the log its map
+        covers). See roost.log.cleaner for the rules and the crash-safety argument."""
+        self._check_open()
+        if self._cleaner_failed:
+            return CleanStats(reason="an earlier pass failed mid-swap; reopen the log to clean again")
+        try:
+            return clean_log(
+                self,
+                now_ms,
+                delete_retention_ms=delete_retention_ms,
+                min_cleanable_ratio=min_cleanable_ratio,
+                high_watermark=high_watermark,
+                max_keys=max_keys,
+            )
+        except BaseException:
+            # The files are consistent (opening the log resolves any half-done swap), but this
+            # object may still hold segments whose names now belong to new files.
+            self._cleaner_failed = True
+            raise
+
+    def _replace_segments(self, old: list[Segment], new: Segment | None) -> None:
+        """Put `new` (or nothing) where the consecutive segments `old` were (their files are
+        already gone or replaced: only their fds are closed here, or once a pending flush is
+        marked done)."""
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old, "replaced segments must be consecutive"
+        assert old[-1] is not self.active, "the active segment is never replaced"
+        if new is None:
+            assert first > 0, "the first segment holds the log start: it stays, even empty"
+            self.segments[first : first + len(old)] = []
+        else:
+            assert new.base_offset == old[0].base_offset
+            self.segments[first : first + len(old)] = [new]
+        for segment in old:
+            if self._pending_flushes:
+                self._fds_to_close.extend(segment.fds)  # a flusher thread may be fsyncing them
+            else:
+                segment.close()
+
+    def _lower_clean_point(self, end: int) -> None:
+        """After a truncation (or a cut by recovery) nothing past the log end is clean."""
+        if self.cleaner_checkpoint.clean_point > end:
+            self.cleaner_checkpoint = CleanerCheckpoint(end, self.cleaner_checkpoint.oldest_tombstone_ms)
+            write_cleaner_checkpoint(self.directory, self.cleaner_checkpoint)
 
     # ------------------------------------------------------------------------------------------
     # shutting down

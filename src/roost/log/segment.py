@@ -103,10 +103,18 @@ class BatchScan:
 class Segment:
     """Batches with offsets from `base_offset` on, in one file."""
 
-    def __init__(self, directory: Path, base_offset: int, log_fd: int, created_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, log_fd: int, created_ms: int, name_suffix: str = ""
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        # Appended to every file name of a segment still being written elsewhere (the cleaner's
+        # output); `promote` renames the files to their real names.
+        self.name_suffix = name_suffix
         self.log_fd = log_fd
+        # Index files that were not there when the segment was opened (a swap interrupted by a
+        # crash removes them on purpose): such a segment is never trusted, its indexes are rebuilt.
+        self.indexes_were_missing = False
         self.offset_index = OffsetIndex.open(self.index_path, base_offset, load=True)
         self.time_index = TimeIndex.open(self.time_index_path, base_offset, load=True)
         self.size = 0
@@ -124,15 +132,19 @@ class Segment:
 
     @property
     def log_path(self) -> Path:
-        return self.directory / offset_file_name(self.base_offset, LOG_SUFFIX)
+        return self.directory / (offset_file_name(self.base_offset, LOG_SUFFIX) + self.name_suffix)
 
     @property
     def index_path(self) -> Path:
-        return self.directory / offset_file_name(self.base_offset, INDEX_SUFFIX)
+        return self.directory / (offset_file_name(self.base_offset, INDEX_SUFFIX) + self.name_suffix)
 
     @property
     def time_index_path(self) -> Path:
-        return self.directory / offset_file_name(self.base_offset, TIME_INDEX_SUFFIX)
+        return self.directory / (offset_file_name(self.base_offset, TIME_INDEX_SUFFIX) + self.name_suffix)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.index_path, self.time_index_path]
 
     @property
     def fds(self) -> list[int]:
@@ -149,12 +161,47 @@ class Segment:
         return segment
 
     @classmethod
+    def create_temp(cls, directory: Path, base_offset: int, now_ms: int, name_suffix: str) -> Segment:
+        """A new empty segment whose files carry `name_suffix` until `promote` (the suffix should
+        end in files.TEMP_SUFFIX so that opening the log deletes leftovers of a crash)."""
+        assert name_suffix, "a temporary segment needs a name suffix"
+        path = directory / (offset_file_name(base_offset, LOG_SUFFIX) + name_suffix)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment = cls(directory, base_offset, fd, now_ms, name_suffix)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        return segment
+
+    def promote(self) -> None:
+        """Give a temporary segment its real file names, replacing any files of that name: the
+        log first, then the indexes. A crash in between leaves the new log next to whatever index
+        files had the real names, so the caller removes those first (a segment whose index files
+        are missing is rebuilt on open). Open fds stay valid across renames."""
+        assert self.name_suffix, "only a temporary segment is promoted"
+        temp_log = self.log_path
+        suffix, self.name_suffix = self.name_suffix, ""
+        os.replace(temp_log, self.log_path)
+        for index in (self.offset_index, self.time_index):
+            final = index.path.with_name(index.path.name.removesuffix(suffix))
+            os.replace(index.path, final)
+            index.path = final
+
+    @classmethod
     def open_existing(cls, directory: Path, base_offset: int, now_ms: int) -> Segment:
         """Open files as found; the caller then calls `load_trusted` or `recover`."""
         fd = os.open(directory / offset_file_name(base_offset, LOG_SUFFIX), os.O_RDWR)
+        indexes_present = all(
+            (directory / offset_file_name(base_offset, suffix)).exists()
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
         segment = cls(directory, base_offset, fd, now_ms)
+        segment.indexes_were_missing = not indexes_present
         segment.size = os.fstat(fd).st_size
         return segment
+
+    def fsync(self) -> None:
+        for fd in self.fds:
+            os.fsync(fd)
 
     def close(self) -> None:
         self._release_map()
@@ -193,7 +240,7 @@ class Segment:
         os.close(fd)
 
     def delete_files(self) -> None:
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in self.paths:
             path.unlink(missing_ok=True)
 
     # ---- opening
@@ -202,6 +249,8 @@ class Segment:
         """Take the indexes as they are (a clean shutdown, or data below the recovery point) after
         cheap checks, and find the end offset by walking from the last index entry. False when
         anything does not add up; the caller then recovers the segment."""
+        if self.indexes_were_missing and self.size:
+            return False
         if not self.offset_index.is_sane(self.size):
             return False
         start = self.offset_index.last_position
@@ -318,6 +367,34 @@ class Segment:
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every batch from position `start` (trusted data: no CRC)."""
         return iter(BatchScan(self.log_fd, start, self.size, verify_crc=False, chunk_bytes=chunk_bytes))
+
+    def iter_batches(
+        self, start: int = 0, *, chunk_bytes: int = SCAN_CHUNK_BYTES
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """(position, header, bytes) of every batch from position `start`, read in big chunks
+        (trusted data: no CRC check here). The bytes are a view of a private copy."""
+        position = start
+        while position < self.size:
+            chunk = read_at(self.log_fd, min(max(chunk_bytes, HEADER_SIZE), self.size - position), position)
+            view = memoryview(chunk)
+            rel = 0
+            while len(view) - rel >= HEADER_SIZE:
+                header = parse_header(view, rel)
+                assert header.batch_length >= MIN_BATCH_LENGTH, (
+                    f"bad batch at {position + rel} in {self.log_path}"
+                )
+                if rel + header.size > len(view):
+                    break
+                yield position + rel, header, view[rel : rel + header.size]
+                rel += header.size
+            if rel == 0:
+                # One batch larger than the chunk: read exactly it.
+                header = parse_header(view, 0)
+                whole = memoryview(read_at(self.log_fd, header.size, position))
+                assert len(whole) == header.size, f"batch at {position} cut short in {self.log_path}"
+                yield position, header, whole
+                rel = header.size
+            position += rel
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset`, or None."""

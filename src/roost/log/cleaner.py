@@ -1,0 +1,618 @@
+"""Log compaction (Kafka's cleanup.policy=compact) for one partition log.
+
+A pass (`clean_log`, called through `PartitionLog.clean`):
+
+1. Decide whether it is worth it: the dirty ratio (bytes of cleanable segments not yet cleaned,
+   over all cleanable bytes) must reach `min_cleanable_ratio`, or a kept tombstone must have
+   become old enough to go. Cleanable = every segment before the active one (and, with a high
+   watermark, wholly below it). The "clean point" (first offset not yet cleaned) and the oldest
+   kept tombstone's timestamp live in `cleaner-offset-checkpoint`, so a call that finds nothing
+   to do costs no I/O.
+2. Build the offset map: key -> offset of its latest record, scanning from the clean point to the
+   high watermark (the active segment included: its keys are newer). The map holds at most
+   `max_keys` keys; when it is full the pass ends the map at a batch boundary and cleans only the
+   prefix of the log it covers (the next pass continues from there).
+3. Rewrite the cleanable segments from the start of the log in groups (consecutive segments whose
+   sizes add up to at most segment.bytes merge into one), keeping for every key only its latest
+   record; keyless records stay; a tombstone stays until its timestamp is more than
+   `delete_retention_ms` old. Each group goes to a temp file, is fsynced, then swapped in by
+   renames (see `_swap`).
+
+Offsets never change. A batch that loses some records is rewritten as one batch per run of
+consecutive surviving offsets (its first batch's base offset = the first surviving offset), so
+every batch stays a standard one (lastOffsetDelta + 1 == recordsCount), which every reader of
+our own logs and every Kafka client accepts; gaps lie between batches. Kafka itself keeps a
+rewritten batch's base and last offsets and leaves the gaps inside it; we cannot, because our
+RecordBatch checks (recovery, replication) insist on dense batches.
+
+Rewritten batches keep the original's producer id and epoch, partition leader epoch, timestamp
+type, each record's timestamp, headers and codec (they are recompressed with it, as Kafka does);
+a run's base sequence is shifted by its distance from the original base offset, so each offset
+keeps its sequence number. A rewrite that would not be smaller than the original batch is not
+done (the batch is kept whole), so a cleaned segment is never larger than its sources.
+
+Kept as they are, never rewritten: control batches, transactional batches (their records also
+never count as newer in the map: an aborted record must not hide a committed one), batches that
+fail their CRC or cannot be decoded (a codec library missing). The last batch of each idempotent
+producer keeps its last record, so the producer's last sequence survives a rebuild of the
+producer state from the batch headers (Kafka keeps that batch, emptied, for the same reason).
+
+Tombstone safety: a tombstone may go only when no older record of its key survives anywhere. A
+pass always rewrites from the start of the log, in offset order, and remembers the keys of older
+records it had to keep anyway (pinned keys: transactional batches, producer-last records,
+batches kept whole); a tombstone whose key is pinned stays. Past `max_keys` pinned keys, or after
+a batch it cannot read, a pass drops no tombstone at all. Tombstones are only dropped below the
+end of the offset map: past it, older values of their key in the map's range were not removed.
+
+Simplifications against Kafka: tombstones expire by their own record timestamp (Kafka 3 uses a
+delete horizon stamped on the batch when it is first cleaned); min.compaction.lag.ms and
+max.compaction.lag.ms are not implemented; a pass runs on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roost.log.config import NEVER
+from roost.log.files import TEMP_SUFFIX, atomic_write, fsync_directory
+from roost.log.segment import INT32_MAX, Segment
+from roost.wire.kafka.records import (
+    MAX_SEQUENCE,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    InvalidRecordBatch,
+    Record,
+    build_batch,
+    decode_batch_records,
+    parse_header,
+)
+
+if TYPE_CHECKING:
+    from roost.log.partition_log import PartitionLog
+
+logger = logging.getLogger("roost.log.cleaner")
+
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned" + TEMP_SUFFIX  # opening a log deletes leftovers (they end in .tmp)
+DEFAULT_MAX_KEYS = 1_000_000  # a few hundred bytes each with small keys: ~100-200 MB at most
+DEFAULT_DELETE_RETENTION_MS = 86_400_000  # Kafka's delete.retention.ms
+DEFAULT_MIN_CLEANABLE_RATIO = 0.5  # Kafka's min.cleanable.dirty.ratio
+_WRITE_BUFFER_BYTES = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# results and the checkpoint
+
+
+@dataclass
+class CleanStats:
+    """What one `clean` call did. `cleaned` is False when it decided the log was not worth it
+    (`reason` says why); the byte and record counts then stay 0."""
+
+    cleaned: bool = False
+    reason: str = ""
+    dirty_ratio: float = 0.0
+    clean_point: int = 0  # first offset not cleaned, after the call
+    map_end: int = 0  # the offset map covered [previous clean point, map_end)
+    map_full: bool = False  # max_keys stopped the map before the high watermark
+    keys: int = 0
+    segments_before: int = 0  # cleanable segments rewritten, and what replaced them
+    segments_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    bytes_read: int = 0  # every byte read: the map's scan plus the rewritten segments
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    batches_rewritten: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CleanerCheckpoint:
+    """Where the last complete pass left the log (persisted in CLEANER_CHECKPOINT_FILE)."""
+
+    clean_point: int = 0
+    # Timestamp of the oldest tombstone a pass kept only because it was too young (and that a
+    # later pass may drop): once it is old enough a pass runs whatever the dirty ratio.
+    oldest_tombstone_ms: int = NEVER
+
+    def to_bytes(self) -> bytes:
+        return b"%d %d\n" % (self.clean_point, self.oldest_tombstone_ms)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CleanerCheckpoint | None:
+        """None for anything but two integers and a newline (a torn write never parses)."""
+        if not data.endswith(b"\n"):
+            return None
+        parts = data[:-1].split(b" ")
+        if len(parts) != 2 or not all(part.lstrip(b"-").isdigit() for part in parts):
+            return None
+        clean_point, oldest = int(parts[0]), int(parts[1])
+        return cls(clean_point, oldest) if clean_point >= 0 else None
+
+
+def read_cleaner_checkpoint(directory: Path) -> CleanerCheckpoint:
+    """The checkpoint in `directory`; the start (nothing cleaned) when missing or unreadable."""
+    try:
+        data = (directory / CLEANER_CHECKPOINT_FILE).read_bytes()
+    except FileNotFoundError:
+        return CleanerCheckpoint()
+    checkpoint = CleanerCheckpoint.from_bytes(data)
+    if checkpoint is None:
+        logger.warning("ignoring unreadable %s in %s", CLEANER_CHECKPOINT_FILE, directory)
+        return CleanerCheckpoint()
+    return checkpoint
+
+
+def write_cleaner_checkpoint(directory: Path, checkpoint: CleanerCheckpoint) -> None:
+    # Durable: a pass may drop a tombstone below the clean point only because an earlier,
+    # complete pass removed the older records of its key. A lost checkpoint is harmless (the
+    # next pass recleans more); a too high one is impossible, it is written after the pass.
+    atomic_write(directory / CLEANER_CHECKPOINT_FILE, checkpoint.to_bytes())
+
+
+# ---------------------------------------------------------------------------------------------
+# the sans-IO core: the offset map and the record filter
+
+
+def decode_dense_batch(header: BatchHeader, raw: memoryview) -> list[Record] | None:
+    """The records of a batch, checked against its CRC and for offsets base..last with no gap
+    or repeat (what we can rewrite safely); None when it fails either."""
+    try:
+        records = decode_batch_records(raw, verify_crc=True)
+    except InvalidRecordBatch:
+        return None
+    if len(records) != header.last_offset_delta + 1:
+        return None
+    for delta, record in enumerate(records):
+        if record.offset != header.base_offset + delta:
+            return None
+    return records
+
+
+class OffsetMap:
+    """Key -> offset of its latest record, built over the log range [start, end)."""
+
+    def __init__(self, start: int, max_keys: int) -> None:
+        assert max_keys >= 1
+        self.start = start
+        self.end = start
+        self.max_keys = max_keys
+        self.full = False  # the map stopped before the range it was asked to cover
+        self.records_seen = 0
+        self._latest: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._latest)
+
+    def latest(self, key: bytes) -> int | None:
+        return self._latest.get(key)
+
+    def room_for(self, header: BatchHeader) -> bool:
+        """Whether a batch surely fits (counting each record as a new key). The first batch is
+        always taken, so a pass makes progress whatever max_keys is."""
+        return not self._latest or len(self._latest) + header.records_count <= self.max_keys
+
+    def add(self, header: BatchHeader, records: list[Record] | None) -> None:
+        """Account a batch that ends the range covered so far (records None: not mapped, as
+        control, transactional and unreadable batches are not)."""
+        assert header.last_offset >= self.end, "batches must be added in offset order"
+        for record in records or ():
+            if record.key is not None and record.offset >= self.start:
+                self._latest[record.key] = record.offset
+        self.records_seen += header.records_count
+        self.end = header.next_offset
+
+
+@dataclass
+class BatchVerdict:
+    """What a pass does with one batch: keep it as it is (`keep`), drop it whole (`batches`
+    empty), or replace it with `batches` (each a standard RecordBatch)."""
+
+    keep: bool
+    batches: list[bytes] = field(default_factory=list)
+    removed: int = 0
+    tombstones_removed: int = 0
+
+
+KEEP = BatchVerdict(keep=True)
+
+
+class RecordFilter:
+    """Decides, batch by batch and in offset order from the start of the log, which records a
+    pass keeps (see the module docstring for the rules)."""
+
+    def __init__(
+        self,
+        offset_map: OffsetMap,
+        *,
+        tombstone_horizon_ms: int,
+        producer_last_offsets: dict[int, int],
+        max_pinned_keys: int,
+    ) -> None:
+        self.offset_map = offset_map
+        self.tombstone_horizon_ms = tombstone_horizon_ms  # tombstones older than this may go
+        self.producer_last_offsets = producer_last_offsets
+        self.max_pinned_keys = max_pinned_keys
+        self.pinned_keys: set[bytes] = set()
+        self.tombstone_drops_allowed = True
+        self.oldest_kept_tombstone_ms = NEVER
+        self.unreadable_batches = 0
+        self.last_offset = -1
+
+    def _pin(self, keys: Iterable[bytes | None]) -> None:
+        for key in keys:
+            if key is not None:
+                self.pinned_keys.add(key)
+        if len(self.pinned_keys) > self.max_pinned_keys:
+            # Without the whole set a tombstone could go while an older value of its key stays.
+            self.tombstone_drops_allowed = False
+            self.pinned_keys.clear()
+
+    def filter(self, header: BatchHeader, raw: memoryview, fallback_timestamp_ms: int) -> BatchVerdict:
+        """The verdict for the batch `raw` (whose header is `header`). Records without a
+        timestamp count as `fallback_timestamp_ms` old (their segment's age)."""
+        assert header.base_offset > self.last_offset, "batches must come in offset order"
+        self.last_offset = header.last_offset
+        if header.is_control:
+            return KEEP
+        records = decode_dense_batch(header, raw)
+        if records is None:
+            self.unreadable_batches += 1
+            self.tombstone_drops_allowed = False  # its keys are unknown: it may hold older values
+            return KEEP
+        if header.is_transactional:
+            self._pin(record.key for record in records)
+            return KEEP
+
+        keep = [True] * len(records)
+        superseded = [False] * len(records)
+        candidate_oldest = NEVER
+        tombstones_dropped = 0
+        for slot, record in enumerate(records):
+            if record.key is None:
+                continue
+            latest = self.offset_map.latest(record.key)
+            if latest is not None and latest > record.offset:
+                keep[slot] = False
+                superseded[slot] = True
+            elif record.value is None:
+                timestamp = record.timestamp if record.timestamp != NO_TIMESTAMP else fallback_timestamp_ms
+                droppable = (
+                    self.tombstone_drops_allowed
+                    and record.offset < self.offset_map.end
+                    and record.key not in self.pinned_keys
+                )
+                if droppable and timestamp < self.tombstone_horizon_ms:
+                    keep[slot] = False
+                    tombstones_dropped += 1
+                elif droppable:
+                    candidate_oldest = min(candidate_oldest, timestamp)
+
+        if not keep[-1] and self._is_producer_last_batch(header):
+            keep[-1] = True
+            if superseded[-1]:
+                self._pin([records[-1].key])
+            else:
+                tombstones_dropped -= 1
+        if all(keep):
+            self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
+            return KEEP
+        batches = [_encode_run(header, run) for run in _runs(records, keep)]
+        if sum(len(batch) for batch in batches) >= header.size:
+            # Not worth a rewrite. Older values kept this way pin their keys' tombstones.
+            self._pin(record.key for record, kept in zip(records, keep, strict=True) if not kept)
+            return KEEP
+        self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
+        return BatchVerdict(
+            keep=False,
+            batches=batches,
+            removed=keep.count(False),
+            tombstones_removed=tombstones_dropped,
+        )
+
+    def _is_producer_last_batch(self, header: BatchHeader) -> bool:
+        if header.producer_id < 0 or header.base_sequence == NO_SEQUENCE:
+            return False
+        return self.producer_last_offsets.get(header.producer_id) == header.last_offset
+
+
+def _runs(records: list[Record], keep: list[bool]) -> Iterator[list[Record]]:
+    """Runs of kept records (consecutive offsets: the records of a dense batch are)."""
+    run: list[Record] = []
+    for record, kept in zip(records, keep, strict=True):
+        if kept:
+            run.append(record)
+        elif run:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
+def _encode_run(original: BatchHeader, run: list[Record]) -> bytes:
+    """One batch holding `run` (records with consecutive offsets) with the original's fields."""
+    shift = run[0].offset - original.base_offset
+    base_sequence = original.base_sequence
+    if base_sequence != NO_SEQUENCE:
+        base_sequence = (base_sequence + shift) % (MAX_SEQUENCE + 1)
+    return build_batch(
+        run,
+        base_offset=run[0].offset,
+        timestamp_ms=NO_TIMESTAMP,  # every record keeps its own timestamp (none stays none)
+        producer_id=original.producer_id,
+        producer_epoch=original.producer_epoch,
+        base_sequence=base_sequence,
+        compression=original.compression,
+        partition_leader_epoch=original.partition_leader_epoch,
+        timestamp_type=original.timestamp_type,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the shell: deciding, scanning, writing and swapping segments
+
+
+@dataclass
+class _Plan:
+    limit: int  # offsets at or above are neither mapped nor cleaned (the high watermark)
+    cleanable: list[Segment]
+    clean_point: int
+    dirty_ratio: float
+    reason: str  # why a pass runs, or why not
+
+
+def _plan(
+    log: PartitionLog, now_ms: int, delete_retention_ms: int, min_ratio: float, hw: int | None
+) -> _Plan:
+    checkpoint = log.cleaner_checkpoint
+    limit = log.log_end_offset if hw is None else min(hw, log.log_end_offset)
+    cleanable = [
+        s for s, after in zip(log.segments, log.segments[1:], strict=False) if after.base_offset <= limit
+    ]
+    clean_point = min(max(checkpoint.clean_point, log.log_start_offset), log.log_end_offset)
+    total = sum(segment.size for segment in cleanable)
+    dirty = sum(
+        segment.size
+        for segment, after in zip(cleanable, log.segments[1:], strict=False)
+        if after.base_offset > clean_point
+    )
+    ratio = dirty / total if total else 0.0
+    plan = _Plan(limit, cleanable, clean_point, ratio, "")
+    if not total:
+        plan.reason = "nothing cleanable (no data below the active segment and the high watermark)"
+    elif dirty and ratio >= min_ratio:
+        plan.reason = f"dirty ratio {ratio:.2f} >= {min_ratio}"
+    elif (
+        checkpoint.oldest_tombstone_ms != NEVER
+        and now_ms - checkpoint.oldest_tombstone_ms > delete_retention_ms
+    ):
+        plan.reason = "tombstones past delete.retention.ms"
+    else:
+        plan.cleanable = []
+        plan.reason = f"dirty ratio {ratio:.2f} below {min_ratio}"
+    if not total:
+        plan.cleanable = []
+    return plan
+
+
+def clean_log(
+    log: PartitionLog,
+    now_ms: int,
+    *,
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
+    min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO,
+    high_watermark: int | None = None,
+    max_keys: int = DEFAULT_MAX_KEYS,
+) -> CleanStats:
+    """One compaction pass over `log` if it is worth it; see the module docstring."""
+    assert delete_retention_ms >= 0 and 0.0 <= min_cleanable_ratio <= 1.0 and max_keys >= 1
+    started = time.monotonic()
+    plan = _plan(log, now_ms, delete_retention_ms, min_cleanable_ratio, high_watermark)
+    stats = CleanStats(reason=plan.reason, dirty_ratio=plan.dirty_ratio, clean_point=plan.clean_point)
+    if not plan.cleanable:
+        return stats
+
+    offset_map = _build_offset_map(log, plan, max_keys, stats)
+    stats.map_end, stats.map_full, stats.keys = offset_map.end, offset_map.full, len(offset_map)
+    # Rewrite every cleanable segment the map reaches; records past the map's end are kept.
+    targets = [s for s in plan.cleanable if s.base_offset < offset_map.end]
+    assert targets, "the map covers at least one batch past the clean point"
+    boundary = log.segments[log.segments.index(targets[-1]) + 1].base_offset
+    new_clean_point = min(offset_map.end, boundary)
+
+    # A record may go only once the records that replace it are durable (a power cut must not
+    # lose the newer value after the older one was removed): fsync what the map read.
+    for segment in log.segments:
+        if segment.size and segment.next_offset > log.recovery_point and segment.base_offset < offset_map.end:
+            os.fsync(segment.log_fd)
+
+    record_filter = RecordFilter(
+        offset_map,
+        tombstone_horizon_ms=now_ms - delete_retention_ms,
+        producer_last_offsets={
+            pid: entry.last_offset for pid, entry in log.producer_state.producers.items() if entry.batches
+        },
+        max_pinned_keys=max_keys,
+    )
+    stats.segments_before = len(targets)
+    stats.bytes_before = sum(s.size for s in targets)
+    for group in _groups(targets, log.config.segment_bytes):
+        after = _clean_group(log, group, record_filter, now_ms, stats)
+        stats.segments_after += len(after)
+        stats.bytes_after += sum(s.size for s in after)
+
+    oldest = record_filter.oldest_kept_tombstone_ms if record_filter.tombstone_drops_allowed else NEVER
+    checkpoint = CleanerCheckpoint(new_clean_point, oldest)
+    write_cleaner_checkpoint(log.directory, checkpoint)
+    log.cleaner_checkpoint = checkpoint
+    stats.cleaned = True
+    stats.clean_point = new_clean_point
+    stats.duration_s = time.monotonic() - started
+    if record_filter.unreadable_batches:
+        logger.warning(
+            "cleaner kept %d unreadable batches of %s as they are (and no tombstone went)",
+            record_filter.unreadable_batches,
+            log.directory,
+        )
+    logger.info(
+        "cleaned %s (%s): %d segments of %d bytes -> %d of %d; %d records and %d tombstones removed; "
+        "%d keys mapped up to offset %d%s; clean point %d; %.3fs",
+        log.directory,
+        plan.reason,
+        stats.segments_before,
+        stats.bytes_before,
+        stats.segments_after,
+        stats.bytes_after,
+        stats.records_removed,
+        stats.tombstones_removed,
+        stats.keys,
+        stats.map_end,
+        " (map full)" if stats.map_full else "",
+        new_clean_point,
+        stats.duration_s,
+    )
+    return stats
+
+
+def _build_offset_map(log: PartitionLog, plan: _Plan, max_keys: int, stats: CleanStats) -> OffsetMap:
+    """Scan from the clean point up to the limit (the active segment too), key by key."""
+    offset_map = OffsetMap(plan.clean_point, max_keys)
+    for segment in log.segments:
+        if segment.next_offset <= plan.clean_point or not segment.size:
+            continue
+        start = segment.offset_index.lookup(plan.clean_point) if plan.clean_point > segment.base_offset else 0
+        for _position, header, raw in segment.iter_batches(start):
+            if header.last_offset < plan.clean_point:
+                continue
+            if header.last_offset >= plan.limit:
+                return offset_map
+            if not offset_map.room_for(header):
+                offset_map.full = True
+                return offset_map
+            stats.bytes_read += header.size
+            mapped = not header.is_control and not header.is_transactional
+            offset_map.add(header, decode_dense_batch(header, raw) if mapped else None)
+    return offset_map
+
+
+def _groups(segments: list[Segment], segment_bytes: int) -> Iterator[list[Segment]]:
+    """Consecutive segments that fit one segment together (in bytes and in int32 offsets)."""
+    max_bytes = min(segment_bytes, INT32_MAX)
+    group: list[Segment] = []
+    size = 0
+    for segment in segments:
+        fits = (
+            size + segment.size <= max_bytes
+            and segment.next_offset - 1 - (group[0].base_offset if group else segment.base_offset)
+            <= INT32_MAX
+        )
+        if group and not fits:
+            yield group
+            group, size = [], 0
+        group.append(segment)
+        size += segment.size
+    if group:
+        yield group
+
+
+class _SegmentWriter:
+    """Appends batches to a new segment through a buffer (one pwrite per megabyte or so)."""
+
+    def __init__(self, segment: Segment, index_interval_bytes: int) -> None:
+        self.segment = segment
+        self.index_interval_bytes = index_interval_bytes
+        self.buffer = bytearray()
+        self.batches: list[tuple[int, BatchHeader]] = []
+
+    def add(self, data: bytes | memoryview, header: BatchHeader) -> None:
+        self.batches.append((len(self.buffer), header))
+        self.buffer += data
+        if len(self.buffer) >= _WRITE_BUFFER_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batches:
+            self.segment.append(memoryview(self.buffer), self.batches, self.index_interval_bytes)
+        self.buffer = bytearray()
+        self.batches = []
+
+
+def _clean_group(
+    log: PartitionLog, group: list[Segment], record_filter: RecordFilter, now_ms: int, stats: CleanStats
+) -> list[Segment]:
+    """Write the cleaned form of `group` and swap it in; returns the segments now in its place
+    (the group itself when nothing changed, none when nothing was left)."""
+    base = group[0].base_offset
+    new = Segment.create_temp(log.directory, base, now_ms, CLEANED_SUFFIX)
+    temp_paths = new.paths  # only these names are ever removed here, whatever fails
+    swapped = False
+    try:
+        writer = _SegmentWriter(new, log.config.index_interval_bytes)
+        changed = len(group) > 1
+        for segment in group:
+            fallback_timestamp = log._largest_timestamp(segment)
+            for _position, header, raw in segment.iter_batches():
+                stats.bytes_read += header.size
+                verdict = record_filter.filter(header, raw, fallback_timestamp)
+                if verdict.keep:
+                    writer.add(raw, header)
+                    continue
+                changed = True
+                stats.records_removed += verdict.removed
+                stats.tombstones_removed += verdict.tombstones_removed
+                stats.batches_rewritten += 1
+                for batch in verdict.batches:
+                    writer.add(batch, parse_header(batch))
+        writer.flush()
+        if not changed:
+            return group
+        assert new.size <= sum(s.size for s in group), "a cleaned segment never grows"
+        if new.size == 0 and group[0] is not log.segments[0]:
+            # Nothing left: the segments just go (the first segment of the log stays, even
+            # empty, since it holds the log start). A crash midway leaves some old segments,
+            # which is harmless: they hold only what this pass would have removed.
+            for segment in group:
+                segment.delete_files()
+            fsync_directory(log.directory)
+            log._replace_segments(group, None)
+            return []
+        new.on_roll()  # the final time-index entry, as for any segment that is not active
+        new.fsync()
+        _swap(log, group, new)
+        swapped = True
+        return [new]
+    finally:
+        if not swapped:
+            new.close()
+            for path in temp_paths:
+                path.unlink(missing_ok=True)
+
+
+def _swap(log: PartitionLog, group: list[Segment], new: Segment) -> None:
+    """Replace the files of `group` with the fsynced temp segment `new`, crash-safely:
+
+    1. delete the first segment's index files (durably): from here until step 2 ends, a crash
+       leaves a log file (old or new, each whole) without indexes, which opening rebuilds;
+    2. rename the new log, then its indexes, over the first segment's names;
+    3. delete the group's other segments. A crash before that leaves them next to the new
+       segment; opening the log deletes every segment that starts below the end of the one
+       before it (the new one holds all they had left to keep).
+
+    The old files' inodes live on for any read views of them until those are gone."""
+    for path in (group[0].index_path, group[0].time_index_path):
+        path.unlink(missing_ok=True)
+    fsync_directory(log.directory)
+    new.promote()
+    fsync_directory(log.directory)
+    for segment in group[1:]:
+        segment.delete_files()
+    fsync_directory(log.directory)
+    log._replace_segments(group, new)

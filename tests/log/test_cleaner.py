@@ -1,0 +1,427 @@
+"""Log compaction: the latest record per key survives, tombstones age out, offsets never change,
+reads, indexes and producer state keep working across the gaps, and passes are cheap to repeat."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from roost.log import PartitionLog
+from roost.log.cleaner import (
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    CleanerCheckpoint,
+    OffsetMap,
+    RecordFilter,
+    decode_dense_batch,
+    read_cleaner_checkpoint,
+)
+from roost.log.config import NEVER
+from roost.log.producer_state import OK
+from roost.log.segment import MAP_THRESHOLD
+from roost.wire.kafka.records import (
+    COMPRESSION_GZIP,
+    Record,
+    build_batch,
+    iter_records,
+    parse_header,
+)
+from tests.log.compaction_checks import (
+    Appended,
+    append_records,
+    check_compacted_view,
+    check_fully_compacted,
+    log_batches,
+    log_records,
+)
+from tests.log.conftest import FakeClock, LogFactory, abandon, read_all
+
+CONFIG = {"segment_bytes": 1_200, "index_interval_bytes": 150}
+DAY = 86_400_000
+
+
+def _value(n: int) -> bytes:
+    return b"value-%04d-" % n + b"x" * 40
+
+
+def _fill(log: PartitionLog, clock: FakeClock, count: int, keys: int, *, start: int = 0) -> list[Appended]:
+    """`count` single-record batches cycling over `keys` keys, one simulated second apart."""
+    appended = []
+    for n in range(start, start + count):
+        appended += append_records(log, [(b"key-%d" % (n % keys), _value(n), clock.now_ms)])
+        clock.advance(1_000)
+    return appended
+
+
+def test_latest_value_per_key_survives_with_offsets_and_keyless_records(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    log = logs.open(**CONFIG)
+    appended: list[Appended] = []
+    for n in range(120):
+        records = [(b"key-%d" % (n % 5), _value(n), clock.now_ms), (None, b"keyless-%d" % n, clock.now_ms)]
+        appended += append_records(log, records)
+        clock.advance(1_000)
+    size_before, segments_before = log.size_bytes, log.segment_count
+
+    stats = log.clean(clock.now_ms)
+    assert stats.cleaned and stats.dirty_ratio == 1.0
+    assert stats.records_removed > 0 and stats.tombstones_removed == 0
+    assert log.size_bytes < size_before and log.segment_count <= segments_before
+    check_compacted_view(log, appended, tombstone_horizon_ms=None)
+    check_fully_compacted(log, appended, tombstone_horizon_ms=clock.now_ms - DAY)
+    # Outside the active segment each key appears once; all 120 keyless records are there.
+    cleaned = [r for base, rs in log_batches(log) if base != log.active.base_offset for r in rs]
+    keyed = [r.key for r in cleaned if r.key is not None]
+    assert len(keyed) == len(set(keyed))
+    assert sum(1 for r in log_records(log) if r.key is None) == 120
+    assert stats.clean_point == log.active.base_offset
+
+
+def test_active_segment_is_never_rewritten_but_its_keys_are_newer(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(segment_bytes=100_000)
+    appended = _fill(log, clock, 10, 2)
+    log.roll_if_due()  # nothing: the segment is young
+    log._roll(log.log_end_offset, clock.now_ms)  # everything so far is now cleanable
+    appended += append_records(log, [(b"key-0", b"newest", clock.now_ms)])
+    active_before = log.active.log_path.read_bytes()
+
+    log.clean(clock.now_ms)
+    assert log.active.log_path.read_bytes() == active_before
+    survivors = [r for r in log_records(log) if r.key == b"key-0"]
+    assert [r.value for r in survivors] == [b"newest"]  # the older ones went: the active one is newer
+    assert [r.value for r in log_records(log) if r.key == b"key-1"] == [_value(9)]
+    check_compacted_view(log, appended, tombstone_horizon_ms=None)
+
+
+def test_tombstones_stay_until_delete_retention_then_go(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    appended = _fill(log, clock, 30, 3)
+    appended += append_records(log, [(b"key-1", None, clock.now_ms)])  # delete key-1
+    tombstone_time = clock.now_ms
+    # key-0 only from here: the tombstone leaves the active segment
+    appended += _fill(log, clock, 30, 1, start=100)
+
+    stats = log.clean(clock.now_ms, delete_retention_ms=DAY)
+    assert stats.cleaned and stats.tombstones_removed == 0
+    key1 = [r for r in log_records(log) if r.key == b"key-1"]
+    assert [r.value for r in key1] == [None]  # older values gone at once, the tombstone stays
+    assert read_cleaner_checkpoint(log.directory).oldest_tombstone_ms == tombstone_time
+
+    # Nothing new is dirty, so nothing happens until the tombstone is old enough.
+    clock.advance(DAY // 2)
+    assert not log.clean(clock.now_ms, delete_retention_ms=DAY).cleaned
+    clock.advance(DAY)
+    stats = log.clean(clock.now_ms, delete_retention_ms=DAY)
+    assert stats.cleaned and stats.reason == "tombstones past delete.retention.ms"
+    assert stats.tombstones_removed == 1
+    assert not [r for r in log_records(log) if r.key == b"key-1"]
+    assert read_cleaner_checkpoint(log.directory).oldest_tombstone_ms == NEVER
+    check_compacted_view(log, appended, tombstone_horizon_ms=clock.now_ms - DAY)
+    assert not log.clean(clock.now_ms, delete_retention_ms=DAY).cleaned
+
+
+def test_second_call_is_a_cheap_no_op_until_enough_is_dirty(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    _fill(log, clock, 100, 30)
+    assert log.clean(clock.now_ms).cleaned
+    files = {p.name: p.stat().st_mtime_ns for p in log.directory.iterdir()}
+    again = log.clean(clock.now_ms)
+    assert not again.cleaned and again.dirty_ratio == 0.0 and "below" in again.reason
+    assert {p.name: p.stat().st_mtime_ns for p in log.directory.iterdir()} == files
+
+    # New data becomes dirty once its segment rolls; below the ratio nothing happens.
+    for n in range(200):
+        _fill(log, clock, 1, 30, start=1000 + n)
+        probe = log.clean(clock.now_ms, min_cleanable_ratio=1.0)
+        if probe.dirty_ratio > 0:
+            break
+    assert not probe.cleaned and 0 < probe.dirty_ratio < 1.0
+    assert log.clean(clock.now_ms, min_cleanable_ratio=probe.dirty_ratio).cleaned
+
+
+def test_reads_across_gaps(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    appended = _fill(log, clock, 60, 3)
+    log.clean(clock.now_ms)
+    present = [r.offset for r in log_records(log)]
+    gaps = sorted(set(range(log.log_end_offset)) - set(present))
+    assert gaps
+    for offset in gaps:
+        result = log.read(offset, 1)  # at least one batch: the next one after the gap
+        first = next(iter_records(result.buffers[0]))
+        assert first.offset == min(o for o in present if o > offset)
+        assert result.first_offset == first.offset
+    # Reading everything from the start walks every gap and segment boundary.
+    assert [r.offset for r in read_all(log, 0)] == present
+    # Small budgets step through batch by batch.
+    offset, seen = 0, []
+    for _ in range(len(present) + 1):
+        if offset >= log.log_end_offset:
+            break
+        result = log.read(offset, 1)
+        seen += [r.offset for b in result.buffers for r in iter_records(b)]
+        offset = result.next_offset
+    assert seen == present
+    # Timestamps: the record at or after a time, also when that time's record went.
+    by_offset = {a.offset: a for a in appended}
+    for a in appended[::7]:
+        found = log.offset_for_timestamp(a.timestamp)
+        assert found is not None
+        expected = min(o for o in present if by_offset[o].timestamp >= a.timestamp)
+        assert found == (expected, by_offset[expected].timestamp)
+    newest = max(present)
+    assert log.max_timestamp_offset() == (by_offset[newest].timestamp, newest)
+
+
+def test_reopen_after_clean_shutdown_and_after_a_crash(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    appended = _fill(log, clock, 60, 4)
+    log.clean(clock.now_ms)
+    expected = [(r.offset, r.key, r.value) for r in log_records(log)]
+    log.close()
+    log = logs.open(**CONFIG)
+    assert [(r.offset, r.key, r.value) for r in log_records(log)] == expected
+    assert log.cleaner_checkpoint.clean_point == log.active.base_offset
+    appended += _fill(log, clock, 10, 4, start=500)
+    abandon(log)
+    log = logs.open(**CONFIG)
+    check_compacted_view(log, appended, tombstone_horizon_ms=None)
+    assert log.clean(clock.now_ms, min_cleanable_ratio=0.0).cleaned
+    check_fully_compacted(log, appended, tombstone_horizon_ms=0)
+
+
+def test_high_watermark_bounds_what_counts_as_newer(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(segment_bytes=100_000)
+    appended = _fill(log, clock, 6, 1)
+    log._roll(log.log_end_offset, clock.now_ms)
+    high_watermark = log.log_end_offset
+    appended += append_records(log, [(b"key-0", b"not yet committed", clock.now_ms)])
+
+    log.clean(clock.now_ms, high_watermark=high_watermark)
+    assert [r.value for r in log_records(log) if r.key == b"key-0"] == [_value(5), b"not yet committed"]
+    # A follower truncates the uncommitted record: the committed value is still there.
+    log.truncate_to(high_watermark)
+    assert [r.value for r in log_records(log)] == [_value(5)]
+    check_compacted_view(log, appended[:-1], tombstone_horizon_ms=None)
+    # Without the high watermark nothing counts as cleanable above it either.
+    assert not log.clean(clock.now_ms, high_watermark=0).cleaned
+
+
+def test_truncation_below_the_clean_point_lowers_it(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    _fill(log, clock, 60, 3)
+    log.clean(clock.now_ms)
+    assert log.cleaner_checkpoint.clean_point > 10
+    log.truncate_to(10)
+    assert read_cleaner_checkpoint(log.directory).clean_point <= 10
+    assert log.cleaner_checkpoint.clean_point <= 10
+
+
+def test_bounded_map_cleans_a_prefix_and_later_passes_finish(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    appended: list[Appended] = []
+    for n in range(150):  # a new key per record, then each key again: only the second ones stay
+        appended += append_records(log, [(b"k%03d" % (n % 75), _value(n), clock.now_ms)])
+    stats = log.clean(clock.now_ms, max_keys=20)
+    assert stats.cleaned and stats.map_full and stats.keys <= 20
+    assert stats.clean_point == stats.map_end < log.active.base_offset
+    check_compacted_view(log, appended, tombstone_horizon_ms=None)
+    for _ in range(20):
+        stats = log.clean(clock.now_ms, max_keys=20, min_cleanable_ratio=0.0)
+        if not stats.cleaned:
+            break
+        check_compacted_view(log, appended, tombstone_horizon_ms=None)
+    assert log.cleaner_checkpoint.clean_point == log.active.base_offset
+    # With the map bounded, a key is only dropped when its newer record was mapped in the same
+    # pass; one full pass removes everything left.
+    log.cleaner_checkpoint = CleanerCheckpoint()
+    assert log.clean(clock.now_ms, min_cleanable_ratio=0.0).cleaned
+    check_fully_compacted(log, appended, tombstone_horizon_ms=0)
+
+
+def test_compressed_batches_are_recompressed_with_their_codec(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    appended: list[Appended] = []
+    for n in range(20):
+        records = [(b"key-%d" % k, _value(n * 10 + k), clock.now_ms + k) for k in range(6)]
+        appended += append_records(log, records, compression=COMPRESSION_GZIP)
+        clock.advance(1_000)
+    log.clean(clock.now_ms)
+    check_compacted_view(log, appended, tombstone_horizon_ms=None)
+    check_fully_compacted(log, appended, tombstone_horizon_ms=0)
+    for segment in log.segments:
+        for _pos, header, _raw in segment.iter_batches():
+            assert header.compression == COMPRESSION_GZIP
+
+
+def test_rewritten_batches_keep_their_header_fields(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(segment_bytes=100_000)
+    data = build_batch(
+        [Record(b"a", b"1" * 50, [("h", b"x")], 5_000), Record(b"b", b"2" * 50, [], 5_001),
+         Record(b"c", b"3" * 50, [], 5_002), Record(b"d", b"4" * 50, [], 5_003)],
+        timestamp_ms=0, producer_id=42, producer_epoch=3, base_sequence=10, partition_leader_epoch=7,
+    )  # fmt: skip
+    log.append(bytearray(data))
+    append_records(log, [(b"b", b"newer", 6_000)], producer_id=42, producer_epoch=3, base_sequence=14)
+    log._roll(log.log_end_offset, clock.now_ms)
+    append_records(log, [(b"d", b"newest", 7_000)])
+    log.clean(clock.now_ms)
+
+    batches = [(h, raw) for s in log.segments[:-1] for _p, h, raw in s.iter_batches()]
+    # Offsets 0 (a), 2 (c) and 4 (b, newer) stay: three runs of one record each.
+    assert [h.base_offset for h, _raw in batches] == [0, 2, 4]
+    first, second, _third = (h for h, _raw in batches)
+    assert (first.producer_id, first.producer_epoch, first.partition_leader_epoch) == (42, 3, 7)
+    assert (first.base_sequence, second.base_sequence) == (10, 12)  # each offset keeps its sequence
+    assert (first.base_timestamp, second.base_timestamp) == (5_000, 5_002)
+    records = list(iter_records(b"".join(bytes(raw) for _h, raw in batches)))
+    assert records[0].headers == [("h", b"x")] and records[0].timestamp == 5_000
+
+
+def test_transactional_and_control_batches_are_kept_and_pin_their_keys(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    log = logs.open(segment_bytes=100_000)
+    old = clock.now_ms
+    appended = append_records(log, [(b"t", b"in a transaction", old)], producer_id=9, producer_epoch=0,
+                              base_sequence=0, is_transactional=True)  # fmt: skip
+    control = build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], timestamp_ms=old,
+                          producer_id=9, producer_epoch=0, is_transactional=True, is_control=True)  # fmt: skip
+    log.append(bytearray(control))
+    appended += append_records(log, [(b"t", None, old)])  # a tombstone for the same key
+    appended += append_records(log, [(b"u", b"plain", old), (b"u", b"plain again", old)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    clock.advance(10 * DAY)
+
+    log.clean(clock.now_ms)
+    headers = [h for _p, h, _raw in log.segments[0].iter_batches()]
+    assert [(h.is_transactional, h.is_control) for h in headers[:2]] == [(True, False), (True, True)]
+    # The tombstone is old, but an older value of its key stays in the transactional batch.
+    assert [r.value for r in log_records(log) if r.key == b"t"] == [b"in a transaction", None]
+    assert [r.value for r in log_records(log) if r.key == b"u"] == [b"plain again"]
+
+
+def test_idempotent_producer_state_survives_a_rebuild_from_cleaned_segments(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    log = logs.open(segment_bytes=100_000)
+    append_records(log, [(b"a", b"1" * 40, 1), (b"b", b"2" * 40, 1)], producer_id=5, producer_epoch=0,
+                   base_sequence=0)  # fmt: skip
+    append_records(log, [(b"a", b"newer", 2)])  # another producer supersedes pid 5's first record
+    append_records(log, [(b"b", b"newer", 2)])  # ... and its last one
+    log._roll(log.log_end_offset, clock.now_ms)
+    log.clean(clock.now_ms)
+    # Kafka keeps the producer's last batch; we keep its last record so its sequence survives.
+    assert [(r.offset, r.key, r.value) for r in log_records(log)][:2] == [
+        (1, b"b", b"2" * 40),
+        (2, b"a", b"newer"),
+    ]
+
+    # Rebuild the producer state from the headers alone (no snapshot), as after a lost snapshot.
+    log.close()
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()
+    log = logs.open(segment_bytes=100_000)
+    entry = log.producer_state.entry(5)
+    assert entry is not None and entry.last_seq == 1
+    next_batch = build_batch([(b"c", b"3")], timestamp_ms=3, producer_id=5, producer_epoch=0, base_sequence=2)
+    assert log.producer_state.check(parse_header(next_batch)) is OK
+
+
+def test_retention_and_delete_records_on_cleaned_segments(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG, retention_ms=20_000)
+    appended: list[Appended] = []
+    for n in range(60):  # every third key unique (it stays), the others overwritten (they go)
+        key = b"unique-%d" % n if n % 3 == 0 else b"shared-%d" % (n % 2)
+        appended += append_records(log, [(key, _value(n), clock.now_ms)])
+        clock.advance(1_000)
+    log.clean(clock.now_ms)
+    present = [r.offset for r in log_records(log)]
+    gap = next(o for o in range(present[-1]) if o not in present and o > present[2])
+    assert log.delete_records_before(gap) == gap
+    assert read_all(log)[0].offset == min(o for o in present if o >= gap)
+    clock.advance(40_000)
+    deleted = log.apply_retention()
+    assert deleted >= 1 and log.segment_count == 1
+    assert read_all(log)[0].offset >= log.log_start_offset
+    check_compacted_view(log, [a for a in appended if a.offset >= log.log_start_offset] or appended[-1:],
+                         tombstone_horizon_ms=None)  # fmt: skip
+
+
+def test_live_views_survive_a_swap(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(segment_bytes=10 * MAP_THRESHOLD)
+    big = b"y" * 50_000
+    for n in range(20):
+        append_records(log, [(b"key-%d" % (n % 2), big + b"%d" % n, n)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    view = log.read(0, 4 * MAP_THRESHOLD)
+    assert any(isinstance(b, memoryview) for b in view.buffers)
+    before = b"".join(bytes(b) for b in view.buffers)
+    log.clean(clock.now_ms)
+    assert b"".join(bytes(b) for b in view.buffers) == before  # the old inode lives on
+    assert [r.offset for r in log_records(log)] == [18, 19]
+
+
+def test_leftover_temp_files_are_deleted_on_open(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    _fill(log, clock, 20, 2)
+    log.close()
+    leftovers = [log.directory / ("00000000000000000000" + suffix + CLEANED_SUFFIX)
+                 for suffix in (".log", ".index", ".timeindex")]  # fmt: skip
+    for path in leftovers:
+        path.write_bytes(os.urandom(100))
+    (log.directory / CLEANER_CHECKPOINT_FILE).write_bytes(b"garbage")
+    log = logs.open(**CONFIG)
+    assert not any(path.exists() for path in leftovers)
+    assert log.cleaner_checkpoint == CleanerCheckpoint()
+
+
+def test_record_filter_core() -> None:
+    """The sans-IO decision alone: superseded, keyless, young and old tombstones, and a batch
+    kept whole when splitting it around its gaps would not make it smaller."""
+    for filler, splits in ((b"", False), (b"z" * 100, True)):
+        batch = build_batch([(b"a", b"1" + filler), (None, b"keyless" + filler), (b"b", None), (b"c", None),
+                             (b"a", b"2" + filler)], timestamp_ms=1_000)  # fmt: skip
+        header = parse_header(batch)
+        offset_map = OffsetMap(start=0, max_keys=10)
+        offset_map.add(header, decode_dense_batch(header, memoryview(batch)))
+        young = RecordFilter(
+            offset_map, tombstone_horizon_ms=500, producer_last_offsets={}, max_pinned_keys=10
+        )
+        verdict = young.filter(header, memoryview(batch), 0)
+        kept = [r.offset for b in verdict.batches for r in iter_records(b)]
+        assert kept == [1, 2, 3, 4] and verdict.removed == 1 and young.oldest_kept_tombstone_ms == 1_000
+        old = RecordFilter(
+            offset_map, tombstone_horizon_ms=2_000, producer_last_offsets={}, max_pinned_keys=10
+        )
+        verdict = old.filter(header, memoryview(batch), 0)
+        if splits:
+            assert [r.offset for b in verdict.batches for r in iter_records(b)] == [1, 4]
+            assert verdict.tombstones_removed == 2 and len(verdict.batches) == 2
+        else:  # two 61-byte headers for two tiny records: not smaller, the batch stays whole ...
+            assert verdict.keep
+            assert old.pinned_keys == {b"a", b"b", b"c"}  # ... and the older "a" pins its key
+
+
+def test_checkpoint_format(tmp_path: Path) -> None:
+    checkpoint = CleanerCheckpoint(123, 456)
+    assert CleanerCheckpoint.from_bytes(checkpoint.to_bytes()) == checkpoint
+    assert CleanerCheckpoint.from_bytes(b"123 456") is None  # torn: no newline
+    assert CleanerCheckpoint.from_bytes(b"-1 0\n") is None
+    assert read_cleaner_checkpoint(tmp_path) == CleanerCheckpoint()
+
+
+@pytest.mark.parametrize("keys", [1, 7])
+def test_many_passes_with_interleaved_writes(logs: LogFactory, clock: FakeClock, keys: int) -> None:
+    log = logs.open(**CONFIG)
+    appended: list[Appended] = []
+    for round_ in range(6):
+        appended += _fill(log, clock, 25, keys, start=round_ * 100)
+        if round_ % 2:
+            appended += append_records(log, [(b"key-0", None, clock.now_ms)])
+        log.clean(clock.now_ms, delete_retention_ms=3_000, min_cleanable_ratio=0.0)
+        check_compacted_view(log, appended, tombstone_horizon_ms=clock.now_ms - 3_000)
+    check_fully_compacted(log, appended, tombstone_horizon_ms=clock.now_ms - 3_000 - 25_000)
