@@ -170,7 +170,9 @@ class PartitionLog:
             trusted = position < first_unflushed and segment.load_trusted()
             if trusted:
                 continue
-            if position < first_unflushed:
+            if position < first_unflushed and segment.indexes_were_missing:
+                logger.warning("segment %s: index files missing; rebuilding them", segment.log_path)
+            elif position < first_unflushed:
                 logger.warning("segment %s: indexes do not match the log; rebuilding them", segment.log_path)
             recovered.append(segment)
             size_before = segment.size
