@@ -170,11 +170,15 @@ class FrameDecoder:
             (length,) = _COUNT.unpack_from(buf, self._start)
             if length < 5 or length > self.max_frame:
                 raise CodecError(f"frame length {length} out of bounds")
+            # Check the version as soon as it is here, not after the whole (claimed) body: a
+            # stream that resumes mid-frame is refused at once instead of waiting for up to
+            # max_frame bytes that will never make sense.
+            if len(buf) - self._start >= 5 and buf[self._start + 4] != VERSION:
+                raise CodecError(f"unsupported frame version {buf[self._start + 4]}")
             if len(buf) - self._start < 4 + length:
                 break
             _, version, crc = _FRAME_HEAD.unpack_from(buf, self._start)
-            if version != VERSION:
-                raise CodecError(f"unsupported frame version {version}")
+            assert version == VERSION
             body = bytes(buf[self._start + 9:self._start + 4 + length])
             if crc32c.crc32c(body) != crc:
                 raise CodecError("frame CRC mismatch")
