@@ -94,26 +94,26 @@ def check_compacted_view(
 
 def check_fully_compacted(log: PartitionLog, appended: list[Appended], *, tombstone_horizon_ms: int) -> None:
     """After a complete pass with no high watermark and an unbounded map: outside the active
-    segment, no record is superseded and no tombstone is older than the horizon, except in a
-    batch kept whole because splitting it around its gaps would not have made it smaller (its
-    survivors are not consecutive)."""
+    segment no record is superseded, except in a batch kept whole because splitting it around
+    its gaps would not have made it smaller (its survivors are not consecutive); and no tombstone
+    is older than the horizon unless an older record of its key survives."""
     latest: dict[bytes, int] = {}
     for a in appended:
         if a.key is not None:
             latest[a.key] = a.offset
+    seen_keys: set[bytes] = set()
     for base, records in log_batches(log):
-        if base == log.active.base_offset:
-            continue
-
-        def goes(record: Record) -> bool:
+        doomed = []
+        for record in records:
             if record.key is None:
-                return False
-            if latest[record.key] > record.offset:
-                return True
-            return record.value is None and record.timestamp < tombstone_horizon_ms
-
-        doomed = [goes(r) for r in records]
-        if not any(doomed):
+                doomed.append(False)
+            elif latest[record.key] > record.offset:
+                doomed.append(True)
+            else:
+                expired = record.value is None and record.timestamp < tombstone_horizon_ms
+                doomed.append(expired and record.key not in seen_keys)
+        seen_keys.update(record.key for record in records if record.key is not None)
+        if base == log.active.base_offset or not any(doomed):
             continue
         assert not all(doomed), f"a batch with nothing to keep survived at {records[0].offset}"
         kept_runs = sum(1 for n, d in enumerate(doomed) if not d and (n == 0 or doomed[n - 1]))

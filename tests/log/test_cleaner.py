@@ -388,22 +388,19 @@ def test_record_filter_core() -> None:
         header = parse_header(batch)
         offset_map = OffsetMap(start=0, max_keys=10)
         offset_map.add(header, decode_dense_batch(header, memoryview(batch)))
-        young = RecordFilter(
-            offset_map, tombstone_horizon_ms=500, producer_last_offsets={}, max_pinned_keys=10
-        )
+        young = RecordFilter(offset_map, tombstone_horizon_ms=500, producer_last_offsets={}, max_kept_keys=10)
         verdict = young.filter(header, memoryview(batch), 0)
         kept = [r.offset for b in verdict.batches for r in iter_records(b)]
         assert kept == [1, 2, 3, 4] and verdict.removed == 1 and young.oldest_kept_tombstone_ms == 1_000
-        old = RecordFilter(
-            offset_map, tombstone_horizon_ms=2_000, producer_last_offsets={}, max_pinned_keys=10
-        )
+        old = RecordFilter(offset_map, tombstone_horizon_ms=2_000, producer_last_offsets={}, max_kept_keys=10)
         verdict = old.filter(header, memoryview(batch), 0)
         if splits:
             assert [r.offset for b in verdict.batches for r in iter_records(b)] == [1, 4]
             assert verdict.tombstones_removed == 2 and len(verdict.batches) == 2
-        else:  # two 61-byte headers for two tiny records: not smaller, the batch stays whole ...
+        else:  # two 61-byte headers for two tiny records: not smaller, the batch stays whole
             assert verdict.keep
-            assert old.pinned_keys == {b"a", b"b", b"c"}  # ... and the older "a" pins its key
+        # Every key kept is remembered: a later tombstone of "a" must stay while "a"@0 survives.
+        assert old.kept_key_hashes == ({hash(b"a"), hash(b"b"), hash(b"c")} if not splits else {hash(b"a")})
 
 
 def test_checkpoint_format(tmp_path: Path) -> None:
@@ -425,3 +422,45 @@ def test_many_passes_with_interleaved_writes(logs: LogFactory, clock: FakeClock,
         log.clean(clock.now_ms, delete_retention_ms=3_000, min_cleanable_ratio=0.0)
         check_compacted_view(log, appended, tombstone_horizon_ms=clock.now_ms - 3_000)
     check_fully_compacted(log, appended, tombstone_horizon_ms=clock.now_ms - 3_000 - 25_000)
+
+
+def test_a_tombstone_stays_while_an_older_value_of_its_key_survives(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    """Found by the model test: a batch kept whole (splitting it would not make it smaller)
+    keeps an old value; a later pass whose map does not reach back to it must still not drop
+    the key's tombstone, or the old value would come back to life."""
+    log = logs.open(segment_bytes=100_000)
+    appended = append_records(
+        log, [(None, b"0", clock.now_ms), (b"a", b"old", clock.now_ms), (None, b"2", clock.now_ms)]
+    )
+    appended += append_records(log, [(b"a", None, clock.now_ms)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    log.clean(clock.now_ms, delete_retention_ms=3_000)  # the tombstone is young: it stays
+    assert [r.value for r in log_records(log) if r.key == b"a"] == [b"old", None]  # kept whole
+    clock.advance(10_000)
+    appended += append_records(log, [(None, b"more", clock.now_ms)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    log.clean(clock.now_ms, delete_retention_ms=3_000, min_cleanable_ratio=0.0)
+    check_compacted_view(log, appended, tombstone_horizon_ms=clock.now_ms - 3_000)
+    assert [r.value for r in log_records(log) if r.key == b"a"] == [b"old", None]
+
+
+def test_truncating_back_into_a_compacted_segment_keeps_the_log_end(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    """Found by the model test: a truncation that makes a compacted segment (whose last records
+    went) the active one must not let a reopen move the log end back."""
+    log = logs.open(segment_bytes=100_000)
+    append_records(log, [(None, b"0" * 30, 1), (b"a", b"1" * 30, 1), (b"a", b"2" * 30, 1), (b"a", None, 1)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    append_records(log, [(b"b", b"uncommitted", 2)])
+    log.clean(clock.now_ms, high_watermark=4)
+    assert [r.offset for r in log_records(log)] == [0, 4]  # 1..3 went: the first segment ends at 1
+    log.truncate_to(4)
+    assert log.log_end_offset == 4
+    log.flush()
+    abandon(log)
+    log = logs.open(segment_bytes=100_000)
+    assert log.log_end_offset == 4
+    assert log.append(bytearray(build_batch([(b"c", b"next")], timestamp_ms=3))).first_offset == 4

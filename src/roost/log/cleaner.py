@@ -37,12 +37,13 @@ fail their CRC or cannot be decoded (a codec library missing). The last batch of
 producer keeps its last record, so the producer's last sequence survives a rebuild of the
 producer state from the batch headers (Kafka keeps that batch, emptied, for the same reason).
 
-Tombstone safety: a tombstone may go only when no older record of its key survives anywhere. A
-pass always rewrites from the start of the log, in offset order, and remembers the keys of older
-records it had to keep anyway (pinned keys: transactional batches, producer-last records,
-batches kept whole); a tombstone whose key is pinned stays. Past `max_keys` pinned keys, or after
-a batch it cannot read, a pass drops no tombstone at all. Tombstones are only dropped below the
-end of the offset map: past it, older values of their key in the map's range were not removed.
+Tombstone safety: a tombstone may go only when no older record of its key survives (else that
+older value would come back to life). Older values may survive on purpose (kept whole batches,
+transactional batches, producer-last records) or because the map of the pass that removes the
+tombstone does not reach back to them, so a pass checks it directly: it rewrites from the start
+of the log in offset order and remembers a hash of the key of every record it keeps; a tombstone
+whose key hash is among them stays (a hash collision only keeps a tombstone longer). Past
+`max_keys` remembered keys, or after a batch it cannot read, a pass drops no tombstone at all.
 
 Simplifications against Kafka: tombstones expire by their own record timestamp (Kafka 3 uses a
 delete horizon stamped on the batch when it is first cleaned); min.compaction.lag.ms and
@@ -235,26 +236,29 @@ class RecordFilter:
         *,
         tombstone_horizon_ms: int,
         producer_last_offsets: dict[int, int],
-        max_pinned_keys: int,
+        max_kept_keys: int,
     ) -> None:
         self.offset_map = offset_map
         self.tombstone_horizon_ms = tombstone_horizon_ms  # tombstones older than this may go
         self.producer_last_offsets = producer_last_offsets
-        self.max_pinned_keys = max_pinned_keys
-        self.pinned_keys: set[bytes] = set()
+        self.max_kept_keys = max_kept_keys
+        # hash(key) of every keyed record kept so far in this pass, from the start of the log.
+        self.kept_key_hashes: set[int] = set()
         self.tombstone_drops_allowed = True
         self.oldest_kept_tombstone_ms = NEVER
         self.unreadable_batches = 0
         self.last_offset = -1
 
-    def _pin(self, keys: Iterable[bytes | None]) -> None:
-        for key in keys:
-            if key is not None:
-                self.pinned_keys.add(key)
-        if len(self.pinned_keys) > self.max_pinned_keys:
+    def _remember_kept(self, records: Iterable[Record]) -> None:
+        if not self.tombstone_drops_allowed:
+            return
+        for record in records:
+            if record.key is not None:
+                self.kept_key_hashes.add(hash(record.key))
+        if len(self.kept_key_hashes) > self.max_kept_keys:
             # Without the whole set a tombstone could go while an older value of its key stays.
             self.tombstone_drops_allowed = False
-            self.pinned_keys.clear()
+            self.kept_key_hashes.clear()
 
     def filter(self, header: BatchHeader, raw: memoryview, fallback_timestamp_ms: int) -> BatchVerdict:
         """The verdict for the batch `raw` (whose header is `header`). Records without a
@@ -269,7 +273,7 @@ class RecordFilter:
             self.tombstone_drops_allowed = False  # its keys are unknown: it may hold older values
             return KEEP
         if header.is_transactional:
-            self._pin(record.key for record in records)
+            self._remember_kept(records)
             return KEEP
 
         keep = [True] * len(records)
@@ -285,11 +289,7 @@ class RecordFilter:
                 superseded[slot] = True
             elif record.value is None:
                 timestamp = record.timestamp if record.timestamp != NO_TIMESTAMP else fallback_timestamp_ms
-                droppable = (
-                    self.tombstone_drops_allowed
-                    and record.offset < self.offset_map.end
-                    and record.key not in self.pinned_keys
-                )
+                droppable = self.tombstone_drops_allowed and hash(record.key) not in self.kept_key_hashes
                 if droppable and timestamp < self.tombstone_horizon_ms:
                     keep[slot] = False
                     tombstones_dropped += 1
@@ -298,18 +298,17 @@ class RecordFilter:
 
         if not keep[-1] and self._is_producer_last_batch(header):
             keep[-1] = True
-            if superseded[-1]:
-                self._pin([records[-1].key])
-            else:
+            if not superseded[-1]:
                 tombstones_dropped -= 1
         if all(keep):
+            self._remember_kept(records)
             self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
             return KEEP
         batches = [_encode_run(header, run) for run in _runs(records, keep)]
         if sum(len(batch) for batch in batches) >= header.size:
-            # Not worth a rewrite. Older values kept this way pin their keys' tombstones.
-            self._pin(record.key for record, kept in zip(records, keep, strict=True) if not kept)
+            self._remember_kept(records)  # not worth a rewrite: the batch stays whole
             return KEEP
+        self._remember_kept(record for record, kept in zip(records, keep, strict=True) if kept)
         self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
         return BatchVerdict(
             keep=False,
@@ -440,7 +439,7 @@ def clean_log(
         producer_last_offsets={
             pid: entry.last_offset for pid, entry in log.producer_state.producers.items() if entry.batches
         },
-        max_pinned_keys=max_keys,
+        max_kept_keys=max_keys,
     )
     stats.segments_before = len(targets)
     stats.bytes_before = sum(s.size for s in targets)
