@@ -464,3 +464,33 @@ def test_truncating_back_into_a_compacted_segment_keeps_the_log_end(
     log = logs.open(segment_bytes=100_000)
     assert log.log_end_offset == 4
     assert log.append(bytearray(build_batch([(b"c", b"next")], timestamp_ms=3))).first_offset == 4
+
+
+def test_a_value_the_bounded_map_misses_keeps_its_tombstone_in_the_same_batch(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    """Found by the model test: with the map full before a batch [e=value, e=tombstone], the
+    value is kept (the map does not know it is superseded), so the tombstone must stay too."""
+    log = logs.open(segment_bytes=100_000)
+    appended = append_records(log, [(b"a", b"1", 1)])
+    appended += append_records(log, [(b"e", b"old", 1), (b"e", None, 1)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    stats = log.clean(clock.now_ms, delete_retention_ms=0, max_keys=2)
+    assert stats.map_full and stats.map_end == 1
+    check_compacted_view(log, appended, tombstone_horizon_ms=clock.now_ms)
+    assert [r.value for r in log_records(log) if r.key == b"e"] == [b"old", None]
+
+
+def test_truncating_back_into_an_emptied_first_segment_keeps_the_log_end(
+    logs: LogFactory, clock: FakeClock
+) -> None:
+    log = logs.open(segment_bytes=100_000)
+    append_records(log, [(b"a", None, 1)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    log.clean(clock.now_ms, delete_retention_ms=0)
+    assert log.segments[0].size == 0  # the first segment stays, empty
+    append_records(log, [(None, b"uncommitted", 2)])
+    log.truncate_to(1)
+    log.close()
+    log = logs.open(segment_bytes=100_000)
+    assert log.log_end_offset == 1

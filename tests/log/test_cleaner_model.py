@@ -86,9 +86,14 @@ class CompactionModel(RuleBasedStateMachine):
         ratio=st.sampled_from([0.0, 0.5, 0.9]),
         max_keys=st.sampled_from([2, 5, 1_000]),
         hw_fraction=st.floats(0, 1),
+        roll_first=st.booleans(),
     )
-    def clean(self, retention: int, ratio: float, max_keys: int, hw_fraction: float) -> None:
+    def clean(
+        self, retention: int, ratio: float, max_keys: int, hw_fraction: float, roll_first: bool
+    ) -> None:
         assert self.log is not None
+        if roll_first:
+            self.roll()
         high_watermark = self._boundary(hw_fraction)
         stats = self.log.clean(
             self.clock.now_ms,

@@ -255,6 +255,9 @@ class RecordFilter:
         for record in records:
             if record.key is not None:
                 self.kept_key_hashes.add(hash(record.key))
+        self._check_kept_bound()
+
+    def _check_kept_bound(self) -> None:
         if len(self.kept_key_hashes) > self.max_kept_keys:
             # Without the whole set a tombstone could go while an older value of its key stays.
             self.tombstone_drops_allowed = False
@@ -280,35 +283,40 @@ class RecordFilter:
         superseded = [False] * len(records)
         candidate_oldest = NEVER
         tombstones_dropped = 0
+        kept_hashes = self.kept_key_hashes
         for slot, record in enumerate(records):
             if record.key is None:
                 continue
+            key_hash = hash(record.key)
             latest = self.offset_map.latest(record.key)
             if latest is not None and latest > record.offset:
                 keep[slot] = False
                 superseded[slot] = True
-            elif record.value is None:
+                continue
+            if record.value is None and self.tombstone_drops_allowed and key_hash not in kept_hashes:
                 timestamp = record.timestamp if record.timestamp != NO_TIMESTAMP else fallback_timestamp_ms
-                droppable = self.tombstone_drops_allowed and hash(record.key) not in self.kept_key_hashes
-                if droppable and timestamp < self.tombstone_horizon_ms:
+                if timestamp < self.tombstone_horizon_ms:
                     keep[slot] = False
                     tombstones_dropped += 1
-                elif droppable:
-                    candidate_oldest = min(candidate_oldest, timestamp)
+                    continue
+                candidate_oldest = min(candidate_oldest, timestamp)
+            # Kept: from here on (later in this batch too) a tombstone of this key must stay.
+            kept_hashes.add(key_hash)
 
         if not keep[-1] and self._is_producer_last_batch(header):
             keep[-1] = True
+            self._remember_kept(records[-1:])
             if not superseded[-1]:
                 tombstones_dropped -= 1
         if all(keep):
-            self._remember_kept(records)
+            self._check_kept_bound()
             self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
             return KEEP
         batches = [_encode_run(header, run) for run in _runs(records, keep)]
         if sum(len(batch) for batch in batches) >= header.size:
             self._remember_kept(records)  # not worth a rewrite: the batch stays whole
             return KEEP
-        self._remember_kept(record for record, kept in zip(records, keep, strict=True) if kept)
+        self._check_kept_bound()
         self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
         return BatchVerdict(
             keep=False,

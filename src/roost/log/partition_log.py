@@ -719,12 +719,15 @@ class PartitionLog:
             doomed = [s for s in self.segments[1:] if s.base_offset >= offset]
             self._remove_segments(doomed)
             self.log_end_offset = self.active.truncate_to_offset(offset)
-            if self.active.size and self.active.next_offset < self.log_end_offset:
+            if self.active.next_offset < self.log_end_offset:
                 # The new active segment was compacted: its last records are gone, so its last
                 # batch ends before the log end. Opening the log derives the end from the active
                 # segment, so give it one that starts there (else the end would go back, and
-                # offsets be handed out twice).
+                # offsets be handed out twice). An empty one is replaced (see _roll).
                 self._roll(self.log_end_offset, now)
+                if self.segments[0].base_offset > self.log_start_offset:
+                    self.log_start_offset = self.segments[0].base_offset  # nothing was below it
+                    write_checkpoint(self.directory / LOG_START_FILE, self.log_start_offset)
         for fd in self.active.fds:
             os.fsync(fd)
         fsync_directory(self.directory)
