@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roost.log import PartitionLog
-from roost.wire.kafka.records import Record, build_batch, decode_batch_records
+from roost.wire.kafka.records import BatchHeader, Record, build_batch, decode_batch_records
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,14 @@ def append_records(
 
 def log_batches(log: PartitionLog) -> list[tuple[int, list[Record]]]:
     """(segment base offset, records) of every batch in the log, in order."""
+    return [(base, records) for base, _header, records in log_batches_with_headers(log)]
+
+
+def log_batches_with_headers(log: PartitionLog) -> list[tuple[int, BatchHeader, list[Record]]]:
     found = []
     for segment in log.segments:
-        for _pos, _header, raw in segment.iter_batches():
-            found.append((segment.base_offset, decode_batch_records(raw)))
+        for _pos, header, raw in segment.iter_batches():
+            found.append((segment.base_offset, header, decode_batch_records(raw)))
     return found
 
 
@@ -54,8 +58,11 @@ def check_compacted_view(
       older than `tombstone_horizon_ms` (None: no tombstone may have gone) may be gone, and then
       every record of its key is gone with it.
     """
+    # Below the log start (DeleteRecords) records are invisible: the first segment may still
+    # hold some, and keys whose last record went that way may be gone.
+    appended = [a for a in appended if a.offset >= log.log_start_offset]
     by_offset = {a.offset: a for a in appended}
-    records = log_records(log)
+    records = [r for r in log_records(log) if r.offset >= log.log_start_offset]
     offsets = [r.offset for r in records]
     assert offsets == sorted(set(offsets)), "offsets must strictly increase"
     if appended:
@@ -95,25 +102,34 @@ def check_compacted_view(
 def check_fully_compacted(log: PartitionLog, appended: list[Appended], *, tombstone_horizon_ms: int) -> None:
     """After a complete pass with no high watermark and an unbounded map: outside the active
     segment no record is superseded, except in a batch kept whole because splitting it around
-    its gaps would not have made it smaller (its survivors are not consecutive); and no tombstone
-    is older than the horizon unless an older record of its key survives."""
+    its gaps would not have made it smaller (its survivors are not consecutive), and the last
+    record of an idempotent producer's last batch; and no tombstone is older than the horizon
+    unless an older record of its key survives. Batches reaching below the log start (invisible
+    there, and not cleaned there: the map starts at the log start) are not checked."""
+    producer_last_offsets = {entry.last_offset for entry in log.producer_state.producers.values()}
     latest: dict[bytes, int] = {}
     for a in appended:
         if a.key is not None:
             latest[a.key] = a.offset
     seen_keys: set[bytes] = set()
-    for base, records in log_batches(log):
+    for base, header, records in log_batches_with_headers(log):
         doomed = []
         for record in records:
-            if record.key is None:
-                doomed.append(False)
+            if record.key is None or record.offset < log.log_start_offset:
+                doomed.append(False)  # below the log start records are invisible: left alone
             elif latest[record.key] > record.offset:
                 doomed.append(True)
             else:
                 expired = record.value is None and record.timestamp < tombstone_horizon_ms
                 doomed.append(expired and record.key not in seen_keys)
+        if (
+            header.producer_id >= 0
+            and header.base_sequence >= 0
+            and header.last_offset in producer_last_offsets
+        ):
+            doomed[-1] = False
         seen_keys.update(record.key for record in records if record.key is not None)
-        if base == log.active.base_offset or not any(doomed):
+        if base == log.active.base_offset or not any(doomed) or records[0].offset < log.log_start_offset:
             continue
         assert not all(doomed), f"a batch with nothing to keep survived at {records[0].offset}"
         kept_runs = sum(1 for n, d in enumerate(doomed) if not d and (n == 0 or doomed[n - 1]))

@@ -8,12 +8,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from roost.log import LogConfig, PartitionLog, RecordBatchTooLarge
-from roost.wire.kafka.records import COMPRESSION_GZIP, COMPRESSION_NONE, iter_records
+from roost.log.producer_state import OK
+from roost.wire.kafka.records import (
+    COMPRESSION_GZIP,
+    COMPRESSION_NONE,
+    build_batch,
+    iter_records,
+    parse_header,
+)
 from tests.log.compaction_checks import (
     Appended,
     append_records,
@@ -24,6 +31,7 @@ from tests.log.compaction_checks import (
 from tests.log.conftest import FakeClock, abandon
 
 KEYS = [None, b"a", b"b", b"c", b"d", b"e", b"f"]
+PRODUCER_ID = 1000
 record_strategy = st.tuples(st.sampled_from(KEYS), st.booleans(), st.integers(0, 80))
 
 
@@ -39,6 +47,8 @@ class CompactionModel(RuleBasedStateMachine):
         self.batch_ends: list[int] = [0]  # high watermarks and truncations fall on batch boundaries
         self.horizon: int | None = None  # tombstones older than this may be gone
         self.counter = 0
+        self.next_sequence = 0  # of the idempotent producer PRODUCER_ID
+        self.sequence_after: list[tuple[int, int]] = [(0, 0)]  # (batch end, next sequence then)
 
     @initialize(segment_bytes=st.integers(400, 2_000), index_interval=st.integers(0, 300))
     def start(self, segment_bytes: int, index_interval: int) -> None:
@@ -50,19 +60,31 @@ class CompactionModel(RuleBasedStateMachine):
             self.log.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    @rule(records=st.lists(record_strategy, min_size=1, max_size=5), gzip=st.booleans())
-    def append(self, records: list[tuple[bytes | None, bool, int]], gzip: bool) -> None:
+    @rule(
+        records=st.lists(record_strategy, min_size=1, max_size=5),
+        gzip=st.booleans(),
+        idempotent=st.booleans(),
+    )
+    def append(self, records: list[tuple[bytes | None, bool, int]], gzip: bool, idempotent: bool) -> None:
         assert self.log is not None
         batch = []
         for key, tombstone, size in records:
             value = None if tombstone and key is not None else b"%d:" % self.counter + b"v" * size
             batch.append((key, value, self.clock.now_ms))
             self.counter += 1
-        compression = COMPRESSION_GZIP if gzip else COMPRESSION_NONE
+        fields = {"compression": COMPRESSION_GZIP if gzip else COMPRESSION_NONE}
+        if idempotent:
+            fields |= {"producer_id": PRODUCER_ID, "producer_epoch": 0, "base_sequence": self.next_sequence}
+            # However much was cleaned, the producer's next batch is in sequence.
+            probe = build_batch([(b"k", b"v")] * len(batch), timestamp_ms=0, **fields)
+            assert self.log.producer_state.check(parse_header(probe)) is OK
         try:
-            self.appended += append_records(self.log, batch, compression=compression)
+            self.appended += append_records(self.log, batch, **fields)
         except RecordBatchTooLarge:
             return  # larger than a segment: refused, nothing appended
+        if idempotent:
+            self.next_sequence += len(batch)
+        self.sequence_after.append((self.log.log_end_offset, self.next_sequence))
         self.batch_ends.append(self.log.log_end_offset)
         self.clock.advance(500)
 
@@ -131,16 +153,27 @@ class CompactionModel(RuleBasedStateMachine):
         assert self.log.log_end_offset == target
         self.appended = [a for a in self.appended if a.offset < target]
         self.batch_ends = [end for end in self.batch_ends if end <= target]
+        self.sequence_after = [(end, seq) for end, seq in self.sequence_after if end <= target]
+        self.next_sequence = self.sequence_after[-1][1]  # the producer retries from there
 
-    @rule(crash=st.booleans())
-    def reopen(self, crash: bool) -> None:
+    @rule(crash=st.booleans(), lose_snapshots=st.booleans())
+    def reopen(self, crash: bool, lose_snapshots: bool) -> None:
         assert self.log is not None
         if crash:
             self.log.flush()
             abandon(self.log)
         else:
             self.log.close()
+        if lose_snapshots:  # the producer state is then rebuilt from batch headers alone
+            for snapshot in (self.root / "model-0").glob("*.snapshot"):
+                snapshot.unlink()
         self.log = PartitionLog.open(self.root / "model-0", self.config, self.clock)
+
+    @rule(fraction=st.floats(0, 1))
+    def delete_records(self, fraction: float) -> None:
+        assert self.log is not None
+        start = self.log.log_start_offset
+        self.log.delete_records_before(start + int((self.committed - start) * fraction))
 
     @invariant()
     def log_matches_the_dict(self) -> None:
@@ -149,24 +182,25 @@ class CompactionModel(RuleBasedStateMachine):
         check_compacted_view(self.log, self.appended, tombstone_horizon_ms=self.horizon)
         expected: dict[bytes, bytes] = {}
         for a in self.appended:
-            if a.key is not None:
+            if a.key is not None and a.offset >= self.log.log_start_offset:
                 if a.value is None:
                     expected.pop(a.key, None)
                 else:
                     expected[a.key] = a.value
         actual: dict[bytes, bytes] = {}
         for record in log_records(self.log):
-            if record.key is not None:
+            if record.key is not None and record.offset >= self.log.log_start_offset:
                 if record.value is None:
                     actual.pop(record.key, None)
                 else:
                     actual[record.key] = record.value
         assert actual == expected
         # Reads through the public API see the same records, gaps and all.
-        offsets = [r.offset for r in log_records(self.log)]
+        offsets = [r.offset for r in log_records(self.log) if r.offset >= self.log.log_start_offset]
         if offsets:
             result = self.log.read(self.log.log_start_offset, 1 << 30)
-            assert [r.offset for b in result.buffers for r in iter_records(b)] == offsets
+            read = [r.offset for b in result.buffers for r in iter_records(b)]
+            assert [o for o in read if o >= self.log.log_start_offset] == offsets
 
 
 TestCompactionModel = CompactionModel.TestCase
@@ -174,5 +208,6 @@ TestCompactionModel.settings = settings(
     max_examples=int(os.environ.get("ROOST_CLEANER_EXAMPLES", "25")),
     stateful_step_count=30,
     deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],  # no slow explain
     suppress_health_check=[HealthCheck.too_slow],
 )
