@@ -1,7 +1,9 @@
-"""Partition log throughput: appends of 16 KiB batches and sequential 1 MiB reads.
+"""Partition log throughput: appends of 16 KiB batches and sequential 1 MiB reads, and the
+cost of compaction (PartitionLog.clean) on a log shaped like __consumer_offsets.
 
 Prints MB/s and CPU seconds; never asserts. Usage:
     python bench/log_bench.py [--megabytes 256] [--fsync-every 0] [--dir /tmp]
+                              [--compaction-megabytes 32] [--compaction-keys 10000]
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=256)
     parser.add_argument("--fsync-every", type=int, default=0, help="fsync after every N appends (0: never)")
     parser.add_argument("--dir", default=None, help="where to put the log (default: a temp dir)")
+    parser.add_argument("--compaction-megabytes", type=int, default=32, help="0: skip the compaction bench")
+    parser.add_argument("--compaction-keys", type=int, default=10_000)
     args = parser.parse_args()
+    if args.compaction_megabytes:
+        _bench_compaction(args.compaction_megabytes, args.compaction_keys, args.dir)
+    if not args.megabytes:
+        return
 
     root = Path(tempfile.mkdtemp(prefix="roost-log-bench-", dir=args.dir))
     try:
@@ -80,6 +88,57 @@ def main() -> None:
         wall, cpu = time.perf_counter(), time.process_time()
         log = PartitionLog.open(root / "bench-0", config, lambda: int(time.time() * 1000))
         _measure("full crash recovery (CRC scan)", wall, cpu, log.size_bytes)
+        log.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _bench_compaction(megabytes: int, keys: int, directory: str | None) -> None:
+    """Offset commits: batches of 10 records keyed like (group, topic, partition) over `keys`
+    keys, ~100 bytes each; a first clean of the whole log, a no-op call, then a pass after
+    another quarter of the data arrived (it recopies the clean part, as Kafka's cleaner does)."""
+    root = Path(tempfile.mkdtemp(prefix="roost-clean-bench-", dir=directory))
+    now = int(time.time() * 1000)
+    try:
+        config = LogConfig(segment_bytes=8 << 20)
+        log = PartitionLog.open(root / "__consumer_offsets-0", config, lambda: now)
+        value = os.urandom(24)
+
+        def fill(nbytes: int, start: int) -> int:
+            written, n = 0, start
+            while written < nbytes:
+                records = [
+                    (b"group-%05d/orders/%03d" % divmod((n + i) % keys, 100), value) for i in range(10)
+                ]
+                batch = bytearray(build_batch(records, timestamp_ms=now))
+                log.append(batch, validate_batches(batch))
+                written += len(batch)
+                n += 10
+            return n
+
+        n = fill(megabytes << 20, 0)
+        log.roll_if_due()
+        log._roll(log.log_end_offset, now)  # all of it cleanable
+        size = log.size_bytes
+        print(f"compaction: {size / 1e6:.1f} MB in {log.segment_count} segments, {keys} keys")
+        wall, cpu = time.perf_counter(), time.process_time()
+        stats = log.clean(now)
+        _measure("clean (first pass, all dirty)", wall, cpu, stats.bytes_read)
+        print(
+            f"{'':<34} {1000 * (time.perf_counter() - wall) / (size / 1e6):8.1f} ms per MB of log; "
+            f"{stats.bytes_before / 1e6:.1f} MB -> {stats.bytes_after / 1e6:.2f} MB, "
+            f"{stats.records_removed} records removed"
+        )
+        wall = time.perf_counter()
+        again = log.clean(now)
+        print(
+            f"{'clean again (nothing dirty)':<34} {1e6 * (time.perf_counter() - wall):8.1f} us ({again.reason})"
+        )
+        fill(size // 4, n)
+        log._roll(log.log_end_offset, now)
+        wall, cpu = time.perf_counter(), time.process_time()
+        stats = log.clean(now, min_cleanable_ratio=0.0)
+        _measure("clean (a quarter more, dirty)", wall, cpu, stats.bytes_read)
         log.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -205,7 +205,7 @@ class CompactionModel(RuleBasedStateMachine):
 
 TestCompactionModel = CompactionModel.TestCase
 TestCompactionModel.settings = settings(
-    max_examples=int(os.environ.get("ROOST_CLEANER_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("ROOST_CLEANER_EXAMPLES", "60")),
     stateful_step_count=30,
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],  # no slow explain

@@ -58,18 +58,22 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from roost.log.config import NEVER
 from roost.log.files import TEMP_SUFFIX, atomic_write, fsync_directory
 from roost.log.segment import INT32_MAX, Segment
 from roost.wire.kafka.records import (
+    COMPRESSION_NONE,
+    HEADER_SIZE,
     MAX_SEQUENCE,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
     InvalidRecordBatch,
     Record,
+    batch_crc,
     build_batch,
     decode_batch_records,
     parse_header,
@@ -163,6 +167,80 @@ def write_cleaner_checkpoint(directory: Path, checkpoint: CleanerCheckpoint) -> 
 # the sans-IO core: the offset map and the record filter
 
 
+class RecordSummary(NamedTuple):
+    """What a pass decides by: no value bytes, no headers."""
+
+    offset: int
+    key: bytes | None
+    is_tombstone: bool
+    timestamp: int
+
+
+def summarize_batch(header: BatchHeader, raw: memoryview) -> list[RecordSummary] | None:
+    """The records of a dense batch (offsets base..last, no gap or repeat) as summaries, checked
+    against the CRC; None when it fails a check. Uncompressed batches are walked without
+    building records (the hot path: a pass reads every record twice); others are decoded."""
+    if header.compression != COMPRESSION_NONE:
+        records = decode_dense_batch(header, raw)
+        if records is None:
+            return None
+        return [RecordSummary(r.offset, r.key, r.value is None, r.timestamp) for r in records]
+    if header.size != len(raw) or batch_crc(raw, 0, header.size) != header.crc:
+        return None
+    if header.records_count != header.last_offset_delta + 1:
+        return None
+    data = bytes(raw)
+    if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+        base_timestamp, timestamp_scale = header.max_timestamp, 0  # every record: the batch's time
+    else:
+        base_timestamp, timestamp_scale = header.base_timestamp, 1
+    base_offset = header.base_offset
+    make = tuple.__new__  # RecordSummary(...) through its generated __new__ costs twice as much
+    summaries: list[RecordSummary] = []
+    pos, end = HEADER_SIZE, header.size
+    try:
+        for delta in range(header.records_count):
+            length, pos = _varint(data, pos)
+            record_end = pos + length
+            if length < 1 or record_end > end:
+                return None
+            timestamp_delta, pos = _varint(data, pos + 1)  # + 1: the unused attributes byte
+            offset_delta, pos = _varint(data, pos)
+            key_length, pos = _varint(data, pos)
+            if offset_delta != delta or key_length < -1 or pos + key_length > record_end:
+                return None
+            if key_length < 0:
+                key, value_at = None, pos
+            else:
+                key, value_at = data[pos : pos + key_length], pos + key_length
+            if value_at >= record_end:
+                return None
+            is_tombstone = data[value_at] == 1  # the zigzag varint -1 (no value) is the byte 0x01
+            timestamp = base_timestamp + timestamp_delta * timestamp_scale
+            summaries.append(make(RecordSummary, (base_offset + delta, key, is_tombstone, timestamp)))
+            pos = record_end
+    except IndexError:
+        return None  # a varint ran off the end of the batch
+    return summaries if pos == end else None
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, next position). IndexError past the end."""
+    byte = data[pos]
+    if byte < 0x80:  # one byte: most lengths and deltas in small records
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    result, shift = byte & 0x7F, 7
+    while True:
+        pos += 1
+        byte = data[pos]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos + 1
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint longer than 10 bytes")
+
+
 def decode_dense_batch(header: BatchHeader, raw: memoryview) -> list[Record] | None:
     """The records of a batch, checked against its CRC and for offsets base..last with no gap
     or repeat (what we can rewrite safely); None when it fails either."""
@@ -201,7 +279,7 @@ class OffsetMap:
         always taken, so a pass makes progress whatever max_keys is."""
         return not self._latest or len(self._latest) + header.records_count <= self.max_keys
 
-    def add(self, header: BatchHeader, records: list[Record] | None) -> None:
+    def add(self, header: BatchHeader, records: list[RecordSummary] | None) -> None:
         """Account a batch that ends the range covered so far (records None: not mapped, as
         control, transactional and unreadable batches are not)."""
         assert header.last_offset >= self.end, "batches must be added in offset order"
@@ -249,7 +327,7 @@ class RecordFilter:
         self.unreadable_batches = 0
         self.last_offset = -1
 
-    def _remember_kept(self, records: Iterable[Record]) -> None:
+    def _remember_kept(self, records: Iterable[RecordSummary]) -> None:
         if not self.tombstone_drops_allowed:
             return
         for record in records:
@@ -270,7 +348,7 @@ class RecordFilter:
         self.last_offset = header.last_offset
         if header.is_control:
             return KEEP
-        records = decode_dense_batch(header, raw)
+        records = summarize_batch(header, raw)
         if records is None:
             self.unreadable_batches += 1
             self.tombstone_drops_allowed = False  # its keys are unknown: it may hold older values
@@ -293,7 +371,7 @@ class RecordFilter:
                 keep[slot] = False
                 superseded[slot] = True
                 continue
-            if record.value is None and self.tombstone_drops_allowed and key_hash not in kept_hashes:
+            if record.is_tombstone and self.tombstone_drops_allowed and key_hash not in kept_hashes:
                 timestamp = record.timestamp if record.timestamp != NO_TIMESTAMP else fallback_timestamp_ms
                 if timestamp < self.tombstone_horizon_ms:
                     keep[slot] = False
@@ -312,7 +390,15 @@ class RecordFilter:
             self._check_kept_bound()
             self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
             return KEEP
-        batches = [_encode_run(header, run) for run in _runs(records, keep)]
+        if not any(keep):
+            self._check_kept_bound()
+            return BatchVerdict(keep=False, removed=len(keep), tombstones_removed=tombstones_dropped)
+        full_records = decode_dense_batch(header, raw)
+        if full_records is None:  # record bodies only the full decoder rejects (clients can send any)
+            self.unreadable_batches += 1
+            self.tombstone_drops_allowed = False
+            return KEEP
+        batches = [_encode_run(header, run) for run in _runs(full_records, keep)]
         if sum(len(batch) for batch in batches) >= header.size:
             self._remember_kept(records)  # not worth a rewrite: the batch stays whole
             return KEEP
@@ -506,7 +592,7 @@ def _build_offset_map(log: PartitionLog, plan: _Plan, max_keys: int, stats: Clea
                 return offset_map
             stats.bytes_read += header.size
             mapped = not header.is_control and not header.is_transactional
-            offset_map.add(header, decode_dense_batch(header, raw) if mapped else None)
+            offset_map.add(header, summarize_batch(header, raw) if mapped else None)
     return offset_map
 
 
