@@ -3,6 +3,7 @@ reads, indexes and producer state keep working across the gaps, and passes are c
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -536,3 +537,39 @@ def test_summaries_agree_with_the_full_decoder(
         assert summaries is None or flips  # (damage may also hit where only the decoder looks)
         return
     assert summaries == [(r.offset, r.key, r.value is None, r.timestamp) for r in decoded]
+
+
+def test_an_unreadable_batch_is_kept_and_no_tombstone_goes(
+    logs: LogFactory, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = logs.open(segment_bytes=100_000)
+    append_records(log, [(b"a", b"old" * 20, 1)])
+    damaged = log.active.size
+    append_records(log, [(b"x", b"damaged later" * 5, 1)])
+    append_records(log, [(b"a", b"new" * 20, 1), (b"b", None, 1)])
+    log._roll(log.log_end_offset, clock.now_ms)
+    with open(log.segments[0].log_path, "r+b") as handle:  # rot inside the record bytes
+        handle.seek(damaged + 70)
+        handle.write(b"\xff")
+    caplog.set_level(logging.WARNING, logger="roost.log.cleaner")
+    stats = log.clean(clock.now_ms, delete_retention_ms=0)
+    assert "kept 1 unreadable batches" in caplog.text
+    assert stats.records_removed == 1 and stats.tombstones_removed == 0  # the old "a" only
+    survivors = [(h.base_offset, h.records_count) for _p, h, _raw in log.segments[0].iter_batches()]
+    assert survivors == [(1, 1), (2, 2)]
+
+
+def test_past_max_keys_remembered_no_tombstone_goes() -> None:
+    values = build_batch([(b"k%d" % n, b"v") for n in range(5)], timestamp_ms=1)
+    tombstone = build_batch([(b"gone", None)], base_offset=5, timestamp_ms=1)
+    for max_kept, dropped in ((10, 1), (3, 0)):
+        offset_map = OffsetMap(start=0, max_keys=100)
+        record_filter = RecordFilter(
+            offset_map, tombstone_horizon_ms=1_000, producer_last_offsets={}, max_kept_keys=max_kept
+        )
+        for batch in (values, tombstone):
+            offset_map.add(parse_header(batch), summarize_batch(parse_header(batch), memoryview(batch)))
+        assert record_filter.filter(parse_header(values), memoryview(values), 0).keep  # remembers 5 keys
+        assert record_filter.tombstone_drops_allowed == (max_kept == 10)
+        verdict = record_filter.filter(parse_header(tombstone), memoryview(tombstone), 0)
+        assert verdict.tombstones_removed == dropped

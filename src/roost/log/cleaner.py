@@ -45,9 +45,18 @@ of the log in offset order and remembers a hash of the key of every record it ke
 whose key hash is among them stays (a hash collision only keeps a tombstone longer). Past
 `max_keys` remembered keys, or after a batch it cannot read, a pass drops no tombstone at all.
 
+Durability and crashes: before the first swap a pass fsyncs every segment its map read (a
+power cut must not keep the removal but lose the newer record that justified it). A swap is
+crash-safe at every step (see `_swap`; opening the log deletes temp files, rebuilds missing
+indexes and drops segments a merged segment already covers). The clean point is written only
+after the whole pass, so a pass cut short is simply redone.
+
 Simplifications against Kafka: tombstones expire by their own record timestamp (Kafka 3 uses a
 delete horizon stamped on the batch when it is first cleaned); min.compaction.lag.ms and
-max.compaction.lag.ms are not implemented; a pass runs on the caller's thread.
+max.compaction.lag.ms are not implemented; records below the log start (DeleteRecords inside the
+first segment) are left as they are; a pass runs on the caller's thread. Cost: about 50 ms per
+MB of log on this machine for the first pass over small records (both phases read every record;
+bench/log_bench.py), and a pass rereads the whole cleanable log, as Kafka's cleaner does.
 """
 
 from __future__ import annotations
