@@ -573,3 +573,23 @@ def test_past_max_keys_remembered_no_tombstone_goes() -> None:
         assert record_filter.tombstone_drops_allowed == (max_kept == 10)
         verdict = record_filter.filter(parse_header(tombstone), memoryview(tombstone), 0)
         assert verdict.tombstones_removed == dropped
+
+
+def test_a_kafka_client_decoder_reads_cleaned_segments(logs: LogFactory, clock: FakeClock) -> None:
+    """kafka-python's own RecordBatch reader, as a consumer would see a fetch of cleaned data."""
+    from kafka.record.memory_records import MemoryRecords
+
+    log = logs.open(**CONFIG)
+    _fill(log, clock, 60, 7)
+    log.clean(clock.now_ms)
+    expected = [(r.offset, r.key, r.value) for r in log_records(log)]
+    data = b"".join(bytes(b) for b in log.read(0, 1 << 30).buffers)
+    seen = []
+    records = MemoryRecords(data)
+    for _ in range(len(expected) + 1):
+        batch = records.next_batch()
+        if batch is None:
+            break
+        assert batch.validate_crc()
+        seen += [(r.offset, r.key, r.value) for r in batch]
+    assert seen == expected and len(set(range(log.log_end_offset)) - {o for o, _k, _v in seen}) > 0
