@@ -38,6 +38,10 @@ def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
 
 
+def fraction() -> Check:
+    return lambda value: None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
+
+
 def minus_one_or_at_least(low: int) -> Check:
     return lambda value: None if value == -1 or value >= low else f"must be -1 or >= {low}"
 
@@ -83,6 +87,13 @@ class Setting:
             if isinstance(raw, str):
                 return raw
             raise ConfigError(problem)
+        if self.kind is float:
+            if isinstance(raw, bool):
+                raise ConfigError(problem)
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                raise ConfigError(problem) from None
         raise AssertionError(f"unsupported setting kind {self.kind}")
 
 
@@ -111,6 +122,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("log.cleanup.policy", str, "delete", "delete or compact old data",
             one_of("delete", "compact", "compact,delete", "delete,compact"), topic_name="cleanup.policy"),
     Setting("log.retention.check.interval.ms", int, 300_000, "how often retention runs", at_least(1)),
+    Setting("log.cleaner.backoff.ms", int, 15_000, "how often the cleaner looks for a compacted log to clean",
+            at_least(1)),
+    Setting("log.cleaner.delete.retention.ms", int, 86_400_000,
+            "how long tombstones stay in a compacted topic", at_least(0), topic_name="delete.retention.ms"),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
+            "share of a compacted log not yet cleaned before the cleaner rewrites it", fraction(),
+            topic_name="min.cleanable.dirty.ratio"),
     Setting("log.message.timestamp.type", str, "CreateTime", "timestamp stored with records",
             one_of("CreateTime", "LogAppendTime"), topic_name="message.timestamp.type"),
     Setting("message.max.bytes", int, 1048588, "largest record batch accepted",
@@ -128,7 +146,9 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "wait this long for more members before the first rebalance of an empty group", at_least(0)),
     Setting("group.max.size", int, 10000, "members per consumer group", at_least(1)),
     Setting("offsets.topic.num.partitions", int, 10, "partitions of __consumer_offsets", between(1, 1000)),
-    Setting("offsets.topic.segment.bytes", int, 100 * 1024 * 1024, "segment size of __consumer_offsets",
+    # Smaller than Kafka's 100 MiB: cleaning runs on the event loop, and a closed segment is what
+    # a pass rewrites, so small segments keep each pass (and its pause) short.
+    Setting("offsets.topic.segment.bytes", int, 16 * 1024 * 1024, "segment size of __consumer_offsets",
             at_least(1024)),
     Setting("offsets.retention.minutes", int, 7 * 24 * 60, "keep committed offsets of empty groups this long",
             at_least(1)),

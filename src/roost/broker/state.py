@@ -18,7 +18,7 @@ from roost.broker.partition import Partition
 from roost.broker.producer_ids import ProducerIdAllocator
 from roost.broker.topics import TopicInfo, TopicStore
 from roost.config import BrokerConfig
-from roost.log import LogConfig, PartitionLog
+from roost.log import CleanStats, LogConfig, PartitionLog
 
 log = logging.getLogger("roost.broker")
 
@@ -101,6 +101,40 @@ class BrokerState:
     def start_upkeep(self) -> None:
         self._upkeep.append(asyncio.ensure_future(self._retention_loop()))
         self._upkeep.append(asyncio.ensure_future(self._periodic_flush_loop()))
+        self._upkeep.append(asyncio.ensure_future(self._cleaner_loop()))
+
+    async def _cleaner_loop(self) -> None:
+        interval = self.config["log.cleaner.backoff.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.clean_one()
+
+    def clean_one(self) -> CleanStats | None:
+        """Compact the compacted partition that most needs it, if any does (one per call: a
+        pass runs on the event loop, so passes are spread out)."""
+        now = now_ms()
+        for partition in self._compacted_by_dirtiness():
+            try:
+                stats = partition.log.clean(
+                    now, delete_retention_ms=partition.configs["delete.retention.ms"],
+                    min_cleanable_ratio=partition.configs["min.cleanable.dirty.ratio"],
+                    high_watermark=partition.high_watermark)
+            except OSError:
+                log.exception("cleaning %s-%d failed", partition.topic, partition.index)
+                continue
+            if stats.cleaned:
+                log.info("cleaned %s-%d: %d -> %d bytes, %d records and %d tombstones removed in %.3f s",
+                         partition.topic, partition.index, stats.bytes_before, stats.bytes_after,
+                         stats.records_removed, stats.tombstones_removed, stats.duration_s)
+                return stats
+        return None
+
+    def _compacted_by_dirtiness(self) -> list[Partition]:
+        compacted = [p for p in self.partitions.values() if "compact" in p.configs["cleanup.policy"]]
+        # Roll due segments first: only closed segments can be cleaned.
+        for partition in compacted:
+            partition.log.roll_if_due()
+        return sorted(compacted, key=lambda p: p.log.size_bytes, reverse=True)
 
     async def _retention_loop(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000
@@ -111,9 +145,11 @@ class BrokerState:
     def apply_retention(self) -> int:
         deleted = 0
         for partition in list(self.partitions.values()):
+            if "delete" not in partition.configs["cleanup.policy"]:
+                continue  # compact-only topics keep their history; the cleaner trims it
             try:
                 partition.log.roll_if_due()
-                deleted += partition.log.apply_retention()
+                deleted += partition.log.apply_retention(high_watermark=partition.high_watermark)
             except OSError:
                 log.exception("retention failed for %s-%d", partition.topic, partition.index)
         return deleted
