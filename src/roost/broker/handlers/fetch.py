@@ -112,20 +112,22 @@ async def _wait_then_read(plan: _FetchPlan, min_bytes: int, max_wait: float) -> 
     deadline = loop.time() + max_wait
     partitions = plan.partitions()
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return plan.read()[0]
         waiter: asyncio.Future[None] = loop.create_future()
         for partition in partitions:
             partition.add_waiter(waiter)
-        # A timer rather than wait_for: no extra task per waiting fetch.
-        timer = loop.call_later(remaining, _release, waiter)
         try:
-            await waiter
+            # Read again once the waiter is in place: an append that landed after the last read
+            # (e.g. between handle_fetch and this task's first step) has already woken nobody.
+            response, found, errored = plan.read()
+            remaining = deadline - loop.time()
+            if found >= min_bytes or errored or remaining <= 0:
+                return response
+            # A timer rather than wait_for: no extra task per waiting fetch.
+            timer = loop.call_later(remaining, _release, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
         finally:
-            timer.cancel()
             for partition in partitions:
                 partition.remove_waiter(waiter)
-        response, found, errored = plan.read()
-        if found >= min_bytes or errored or loop.time() >= deadline:
-            return response
