@@ -14,6 +14,7 @@ import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+from typing import Self
 
 from roost.log.files import write_all
 
@@ -30,24 +31,37 @@ def _column(data: bytes, typecode: str) -> array:
     return values
 
 
-class OffsetIndex:
-    """Offset -> file position of a batch at or before it."""
+class _IndexFile:
+    """What both indexes share: the file, its fd, and opening it loaded or emptied."""
 
     def __init__(self, path: Path, base_offset: int, fd: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self.fd = fd
-        self.relative_offsets = array("i")
-        self.positions = array("i")
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, *, load: bool) -> OffsetIndex:
+    def open(cls, path: Path, base_offset: int, *, load: bool) -> Self:
         index = cls(path, base_offset, os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
         if load:
             index._load()
         else:
             os.ftruncate(index.fd, 0)
         return index
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class OffsetIndex(_IndexFile):
+    """Offset -> file position of a batch at or before it."""
+
+    def __init__(self, path: Path, base_offset: int, fd: int) -> None:
+        super().__init__(path, base_offset, fd)
+        self.relative_offsets = array("i")
+        self.positions = array("i")
 
     def _load(self) -> None:
         size = os.fstat(self.fd).st_size
@@ -106,28 +120,14 @@ class OffsetIndex:
     def reset(self) -> None:
         self.truncate_to_position(0)
 
-    def close(self) -> None:
-        os.close(self.fd)
 
-
-class TimeIndex:
+class TimeIndex(_IndexFile):
     """Timestamp -> an offset whose batches before it all have smaller timestamps."""
 
     def __init__(self, path: Path, base_offset: int, fd: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.fd = fd
+        super().__init__(path, base_offset, fd)
         self.timestamps = array("q")
         self.relative_offsets = array("i")
-
-    @classmethod
-    def open(cls, path: Path, base_offset: int, *, load: bool) -> TimeIndex:
-        index = cls(path, base_offset, os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
-        if load:
-            index._load()
-        else:
-            os.ftruncate(index.fd, 0)
-        return index
 
     def _load(self) -> None:
         size = os.fstat(self.fd).st_size
@@ -189,6 +189,3 @@ class TimeIndex:
         del self.timestamps[:]
         del self.relative_offsets[:]
         os.ftruncate(self.fd, 0)
-
-    def close(self) -> None:
-        os.close(self.fd)
