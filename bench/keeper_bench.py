@@ -127,29 +127,35 @@ def _pipelined_worker(hosts: str, op: str, root: str, count: int, window: int, w
         client.close()
 
 
-def pipelined_throughput(hosts_per_client: list[str], op: str, count: int, window: int, tag: str) -> float:
-    """Aggregate ops/s of len(hosts_per_client) processes, each pipelining `window` requests."""
-    root = f"/bench-pipe-{tag}-{op}-{os.getpid()}-{time.monotonic_ns()}"
-    setup = connect(hosts_per_client[0])
+def _run_workers(worker, per_worker_args: list[tuple], root: str, host: str) -> float:
+    """Create `root`, run one process per argument tuple (they start together), and return the
+    aggregate ops/s: all operations over the slowest worker's time."""
+    setup = connect(host)
     setup.ensure_path(root)
     setup.stop()
     setup.close()
     ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(len(hosts_per_client))
+    barrier = ctx.Barrier(len(per_worker_args))
     results = ctx.Queue()
-    workers = [ctx.Process(target=_pipelined_worker, args=(hosts, op, root, count, window, i, barrier, results))
-               for i, hosts in enumerate(hosts_per_client)]
-    for worker in workers:
-        worker.start()
+    workers = [ctx.Process(target=worker, args=(*args, i, barrier, results))
+               for i, args in enumerate(per_worker_args)]
+    for process in workers:
+        process.start()
     try:
         done = [results.get(timeout=600) for _ in workers]
     finally:
-        for worker in workers:
-            worker.join(60)
-            if worker.is_alive():
-                worker.kill()
-    total = sum(count for count, _ in done)
-    return total / max(elapsed for _, elapsed in done)
+        for process in workers:
+            process.join(60)
+            if process.is_alive():
+                process.kill()
+    return sum(count for count, _ in done) / max(elapsed for _, elapsed in done)
+
+
+def pipelined_throughput(hosts_per_client: list[str], op: str, count: int, window: int, tag: str) -> float:
+    """Aggregate ops/s of len(hosts_per_client) processes, each pipelining `window` requests."""
+    root = f"/bench-pipe-{tag}-{op}-{os.getpid()}-{time.monotonic_ns()}"
+    return _run_workers(_pipelined_worker, [(hosts, op, root, count, window) for hosts in hosts_per_client],
+                        root, hosts_per_client[0])
 
 
 def _owner(hosts: str, path: str, timeout: float, ready: str) -> None:
@@ -269,26 +275,9 @@ def _raw_pipelined_worker(address: str, op: str, root: str, count: int, window: 
 
 def raw_throughput(addresses: list[str], op: str, count: int, window: int, tag: str) -> float:
     """Aggregate ops/s of lean protocol clients (our codec, no kazoo): the server's capacity."""
-    setup = connect(addresses[0])
     root = f"/bench-raw-{tag}-{op}-{os.getpid()}-{time.monotonic_ns()}"
-    setup.ensure_path(root)
-    setup.stop()
-    setup.close()
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(len(addresses))
-    results = ctx.Queue()
-    workers = [ctx.Process(target=_raw_pipelined_worker, args=(address, op, root, count, window, i, barrier, results))
-               for i, address in enumerate(addresses)]
-    for worker in workers:
-        worker.start()
-    try:
-        done = [results.get(timeout=600) for _ in workers]
-    finally:
-        for worker in workers:
-            worker.join(60)
-            if worker.is_alive():
-                worker.kill()
-    return sum(c for c, _ in done) / max(e for _, e in done)
+    return _run_workers(_raw_pipelined_worker, [(address, op, root, count, window) for address in addresses],
+                        root, addresses[0])
 
 
 # ------------------------------------------------------------------------------- report
