@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
-from roost.log import LogConfig, PartitionLog
-
-LogConfigFor = Callable[[dict[str, Any]], LogConfig]
+from roost.log import PartitionLog
 
 
 class Partition:

@@ -97,6 +97,15 @@ class BrokerState:
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def flush_after_append(self, partition: Partition, batches: int) -> asyncio.Future[None] | None:
+        """Apply the flush policy to `batches` just appended: start a group-commit fsync when
+        `flush.messages` says one is due, and return its future when the acknowledgement must
+        wait for it (fsync before ack); None when the ack may go now."""
+        if not partition.count_unflushed(batches):
+            return None
+        flushed = self.committer.request(partition.log)
+        return flushed if partition.fsync_each_append else None
+
     # upkeep -----------------------------------------------------------------------------------
     def start_upkeep(self) -> None:
         self._upkeep.append(asyncio.ensure_future(self._retention_loop()))

@@ -91,8 +91,4 @@ class GroupService:
     def commit(self, group_id: str, entries: dict[tuple[str, int], CommittedOffset]) -> asyncio.Future[None] | None:
         """Store commits; returns a future to wait for when the offsets topic fsyncs before acks."""
         partition = self.offsets.commit(group_id, dict(entries), now_ms())
-        if partition.count_unflushed(1):
-            flushed = self.state.committer.request(partition.log)
-            if partition.fsync_each_append:
-                return flushed
-        return None
+        return self.state.flush_after_append(partition, 1)

@@ -111,10 +111,9 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: Any, ack
         # Kafka's answer when a batch cannot fit in any segment of this topic.
         return _partition_error(index, ErrorCode.RECORD_LIST_TOO_LARGE, str(error))
     partition.wake_waiters()
-    if partition.count_unflushed(len(batches)):
-        flushed = broker.state.committer.request(partition.log)
-        if partition.fsync_each_append:
-            durable_waits.append(flushed)
+    flushed = broker.state.flush_after_append(partition, len(batches))
+    if flushed is not None:
+        durable_waits.append(flushed)
     return {"index": index, "error_code": ErrorCode.NONE, "base_offset": info.first_offset,
             "log_append_time_ms": info.log_append_time,
             "log_start_offset": partition.log_start_offset}
