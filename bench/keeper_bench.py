@@ -306,14 +306,30 @@ def standalone_servers(work: Path, with_zookeeper: bool) -> Iterator[dict[str, s
         yield servers
 
 
-def run_load(servers: dict[str, list[str]], args: argparse.Namespace, title: str) -> None:
-    header(f"{title}: one synchronous kazoo client ({args.ops} ops each)")
-    sync = {name: sync_latency(",".join(hosts), args.ops, name) for name, hosts in servers.items()}
+def _sync_report(title: str, servers: dict[str, str], ops: int) -> None:
+    header(f"{title} ({ops} ops each)")
+    sync = {name: sync_latency(host, ops, name) for name, host in servers.items()}
     for op in ("create", "set", "get"):
         k, z = sync["keeper"][op], sync.get("zookeeper", {}).get(op)
         print(row(f"{op} p50", k[0], z and z[0], "ms", False))
         print(row(f"{op} p99", k[1], z and z[1], "ms", False))
         print(row(f"{op} rate", k[2], z and z[2], "ops/s", True))
+
+
+def run_load(servers: dict[str, list[str]], args: argparse.Namespace, title: str) -> None:
+    if all(len(hosts) == 1 for hosts in servers.values()):
+        _sync_report(f"{title}: one synchronous kazoo client", {name: hosts[0] for name, hosts in servers.items()},
+                     args.ops)
+    else:
+        # Which member the client lands on decides the path of a write (a follower forwards it
+        # to the leader and learns the commit back), so each system is measured both ways.
+        leaders = {name: [_mode(host) for host in hosts].index("leader") for name, hosts in servers.items()}
+        _sync_report(f"{title}: one synchronous kazoo client on the leader",
+                     {name: hosts[leaders[name]] for name, hosts in servers.items()}, args.ops)
+        _sync_report(f"{title}: one synchronous kazoo client on a follower",
+                     {name: hosts[(leaders[name] + 1) % len(hosts)] for name, hosts in servers.items()}, args.ops)
+    if args.sync_only:
+        return
     header(f"{title}: pipelined async, {args.clients} client processes x window {args.window}")
     for op in ("create", "set", "get"):
         figures = {}
@@ -333,6 +349,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller counts")
     parser.add_argument("--only", choices=["standalone", "ensemble"], help="run one part")
     parser.add_argument("--skip-zookeeper", action="store_true", help="keeper only")
+    parser.add_argument("--sync-only", action="store_true",
+                        help="only the synchronous latency part (no pipelined load, kills or expiry)")
     parser.add_argument("--ops", type=int, default=2000, help="ops per synchronous measurement")
     parser.add_argument("--pipeline-ops", type=int, default=20000, help="ops per client process")
     parser.add_argument("--clients", type=int, default=4, help="client processes for pipelined load")
@@ -354,12 +372,13 @@ def main() -> int:
         if args.only in (None, "standalone"):
             with standalone_servers(work / "standalone", with_zookeeper) as servers:
                 run_load({name: [address] for name, address in servers.items()}, args, "standalone")
-                header(f"standalone: owner kill -9 -> ephemeral gone (session timeout {args.session_timeout} s)")
-                gone = {name: ephemeral_gone_after_kill(address, args.ephemeral_runs, args.session_timeout, name)
-                        for name, address in servers.items()}
-                for label, pick in (("min", min), ("median", statistics.median), ("max", max)):
-                    print(row(f"gone after kill, {label}", pick(gone["keeper"]),
-                              pick(gone["zookeeper"]) if "zookeeper" in gone else None, "s", False))
+                if not args.sync_only:
+                    header(f"standalone: owner kill -9 -> ephemeral gone (session timeout {args.session_timeout} s)")
+                    gone = {name: ephemeral_gone_after_kill(address, args.ephemeral_runs, args.session_timeout, name)
+                            for name, address in servers.items()}
+                    for label, pick in (("min", min), ("median", statistics.median), ("max", max)):
+                        print(row(f"gone after kill, {label}", pick(gone["keeper"]),
+                                  pick(gone["zookeeper"]) if "zookeeper" in gone else None, "s", False))
         if args.only in (None, "ensemble"):
             run_ensemble(work / "ensemble", args, with_zookeeper)
     return 0
@@ -376,6 +395,8 @@ def run_ensemble(work: Path, args: argparse.Namespace, with_zookeeper: bool) -> 
             servers["zookeeper"] = [zk.address for zk in zks]
         time.sleep(1.0)
         run_load(servers, args, "3-member ensemble")
+        if args.sync_only:
+            return
         header(f"3-member ensemble: leader kill -9 -> first successful write ({args.kills} kills)")
 
         def kill_keeper(index: int) -> None:
