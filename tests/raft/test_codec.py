@@ -23,7 +23,7 @@ entries = st.builds(Entry, u64, u64, st.binary(max_size=64), st.sampled_from(lis
 snapshots = st.none() | st.builds(Snapshot, u64, u64, st.binary(max_size=128))
 messages = st.builds(
     Message, st.sampled_from(list(MessageType)), u32, u32, term=u64, log_term=u64, index=u64, commit=u64,
-    entries=st.lists(entries, max_size=5).map(tuple), reject=st.booleans(), hint_index=u64, hint_term=u64,
+    entries=st.lists(entries, max_size=5).map(tuple), reject=st.booleans(), quiet=st.booleans(), hint_index=u64, hint_term=u64,
     context=u64, request_ids=st.lists(u64, max_size=5).map(tuple), snapshot=snapshots,
     data=st.binary(max_size=64),
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from roost.keeper.config import KeeperConfig
-from roost.keeper.server import KeeperServer
+from roost.keeper.server import KeeperServer, build_replicator
 
 
 class KeeperHandle:
@@ -35,6 +35,7 @@ async def start_embedded_keeper(data_dir: Path, host: str, port: int,
     values = dict(settings or {})
     values.update({"dataDir": str(data_dir), "clientPortAddress": host, "clientPort": port})
     config = KeeperConfig.from_mapping(values)
-    server = KeeperServer(config)
+    # The broker shares this event loop: keep the keeper's fsyncs off it.
+    server = KeeperServer(config, build_replicator(config, fsync_on_loop=False))
     await server.start()
     return KeeperHandle(server)

@@ -39,18 +39,22 @@ PROPOSE_TIMEOUT = 10.0
 SYNC_TIMEOUT = 10.0
 
 
-def build_replicator(config: KeeperConfig) -> Replicator:
-    """The replicator a config asks for: a durable single member, or an ensemble member."""
+def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replicator:
+    """The replicator a config asks for: a durable single member, or an ensemble member.
+
+    `fsync_on_loop=False` moves log fsyncs to an I/O thread, for a keeper that shares its process
+    (and event loop) with a broker: a little slower per write, but it never stalls the broker.
+    """
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    from roost.raft.node import RaftReplicator, ReplicatorConfig
+
+    raft_config = ReplicatorConfig(fsync=config.force_sync, fsync_on_loop=fsync_on_loop)
     if not config.is_ensemble:
         from roost.raft.local import LocalReplicator
 
-        return LocalReplicator(config.data_dir / "raft", fsync=config.force_sync)
-    from roost.raft.node import RaftReplicator, ReplicatorConfig
-
+        return LocalReplicator(config.data_dir / "raft", config=raft_config)
     peers = {sid: (peer.host, peer.port) for sid, peer in config.servers.items()}
-    return RaftReplicator(config.myid, peers, config.data_dir / "raft",
-                          ReplicatorConfig(fsync=config.force_sync))
+    return RaftReplicator(config.myid, peers, config.data_dir / "raft", raft_config)
 
 
 class _ClientProtocol(asyncio.Protocol):

@@ -38,6 +38,10 @@ class CodecError(ValueError):
     """Bytes that are not a valid raft frame (corrupt, truncated, oversized, unknown version)."""
 
 
+_FLAG_REJECT = 0x01
+_FLAG_QUIET = 0x02
+
+
 def encode_hello(node_id: int) -> bytes:
     return _HELLO.pack(MAGIC, VERSION, node_id)
 
@@ -53,7 +57,8 @@ def decode_hello(data: bytes) -> int:
 
 def encode_message(m: Message) -> bytes:
     parts: list[bytes] = [_HEADER.pack(
-        m.type.value, m.src, m.dst, m.term, m.log_term, m.index, m.commit, 1 if m.reject else 0,
+        m.type.value, m.src, m.dst, m.term, m.log_term, m.index, m.commit,
+        (_FLAG_REJECT if m.reject else 0) | (_FLAG_QUIET if m.quiet else 0),
         m.hint_index, m.hint_term, m.context,
     ), _COUNT.pack(len(m.entries))]
     for e in m.entries:
@@ -80,13 +85,13 @@ def decode_body(body: bytes | memoryview) -> Message:
     end = len(view)
     if end < _HEADER.size + _COUNT.size:
         raise CodecError("message header truncated")
-    (type_value, src, dst, term, log_term, index, commit, reject, hint_index, hint_term,
+    (type_value, src, dst, term, log_term, index, commit, flags, hint_index, hint_term,
      context) = _HEADER.unpack_from(view, 0)
     mtype = _TYPES.get(type_value)
     if mtype is None:
         raise CodecError(f"unknown message type {type_value}")
-    if reject > 1:
-        raise CodecError("reject flag is not a boolean")
+    if flags & ~(_FLAG_REJECT | _FLAG_QUIET):
+        raise CodecError(f"unknown message flags 0x{flags:x}")
     pos = _HEADER.size
     (count,) = _COUNT.unpack_from(view, pos)
     pos += _COUNT.size
@@ -137,7 +142,8 @@ def decode_body(body: bytes | memoryview) -> Message:
         raise CodecError("payload length does not match the frame")
     data = bytes(view[pos:end])
     return Message(mtype, src, dst, term=term, log_term=log_term, index=index, commit=commit,
-                   entries=tuple(entries), reject=bool(reject), hint_index=hint_index, hint_term=hint_term,
+                   entries=tuple(entries), reject=bool(flags & _FLAG_REJECT), quiet=bool(flags & _FLAG_QUIET),
+                   hint_index=hint_index, hint_term=hint_term,
                    context=context, request_ids=request_ids, snapshot=snapshot, data=data)
 
 

@@ -521,7 +521,8 @@ class RaftCore:
             log.append_from_leader(m.index, m.entries)
             last_new = m.index + len(m.entries)
             log.commit_to(min(m.commit, last_new))
-            self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=last_new))
+            if not (m.quiet and not m.entries):
+                self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=last_new))
             return
         hint_index = log.find_conflict_by_term(min(m.index, log.last_index), m.log_term)
         hint_term = log.term(hint_index)
@@ -614,7 +615,7 @@ class RaftCore:
             self._send(Message(MessageType.HEARTBEAT, self.id, peer, term=self.term, commit=commit,
                                context=self._read_round))
 
-    def _send_append(self, peer: int, send_if_empty: bool = True) -> bool:
+    def _send_append(self, peer: int, send_if_empty: bool = True, commit_notice: bool = False) -> bool:
         pr = self.progress[peer]
         if pr.paused(self.config.max_inflight_appends):
             return False
@@ -628,8 +629,11 @@ class RaftCore:
             entries = log.slice(pr.next, self.config.max_append_entries, self.config.max_append_bytes)
         if not entries and not send_if_empty:
             return False
+        # A commit notice to a follower in REPLICATE state with nothing new to send needs no
+        # answer: a match changes nothing here (a probe, by contrast, waits for its answer).
+        quiet = commit_notice and not entries and pr.state is ProgressState.REPLICATE
         self._send(Message(MessageType.APPEND, self.id, peer, term=self.term, index=prev, log_term=prev_term,
-                           entries=tuple(entries), commit=log.commit))
+                           entries=tuple(entries), commit=log.commit, quiet=quiet))
         if pr.state is ProgressState.REPLICATE:
             if entries:
                 pr.next = entries[-1].index + 1
@@ -792,7 +796,7 @@ class RaftCore:
             self._broadcast_needed = self._commit_broadcast_needed = False
             if self.role is Role.LEADER:
                 for peer in self.peers:
-                    self._send_append(peer, send_if_empty=send_if_empty)
+                    self._send_append(peer, send_if_empty=send_if_empty, commit_notice=send_if_empty)
         if self.role is Role.LEADER and self._read_round_sent < self._read_round:
             self._broadcast_heartbeat()
         elif self.role is not Role.LEADER:

@@ -13,7 +13,9 @@ from roost.raft.node import RaftReplicator, ReplicatorConfig
 
 
 class LocalReplicator(RaftReplicator):
-    def __init__(self, directory: str | os.PathLike[str], fsync: bool = True,
+    def __init__(self, directory: str | os.PathLike[str], fsync: bool | None = None,
                  config: ReplicatorConfig | None = None) -> None:
-        config = dataclasses.replace(config or ReplicatorConfig(), fsync=fsync)
+        config = config or ReplicatorConfig()
+        if fsync is not None:
+            config = dataclasses.replace(config, fsync=fsync)
         super().__init__(1, {1: ("127.0.0.1", 0)}, directory, config)

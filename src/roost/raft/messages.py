@@ -77,6 +77,9 @@ class Message:
     commit: int = 0
     entries: tuple[Entry, ...] = ()
     reject: bool = False
+    # APPEND: a commit notice (no entries) to a follower the leader is replicating to; it is
+    # answered only if it does not match, since a match would tell the leader nothing new.
+    quiet: bool = False
     hint_index: int = 0  # APPEND_RESP reject: where the leader should try next
     hint_term: int = 0  # APPEND_RESP reject: the follower's term at the rejected index (0 = none)
     context: int = 0  # HEARTBEAT(_RESP): read-index round; READ_INDEX(_RESP): request id
