@@ -135,7 +135,7 @@ class _ClientProtocol(asyncio.Protocol):
 
     def send(self, data: bytes) -> None:
         if not self.out:
-            asyncio.get_running_loop().call_soon(self.flush)
+            self.server.flush_later(self)
         self.out.append(data)
 
     def flush(self) -> None:
@@ -171,6 +171,7 @@ class KeeperServer:
         self.replicator: Replicator | None = replicator
         self.core: KeeperCore
         self.connections_per_host: Counter[str] = Counter()
+        self._unflushed: list[_ClientProtocol] = []  # connections with replies not yet written
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_tasks: set[asyncio.Task[None]] = set()
@@ -199,7 +200,7 @@ class KeeperServer:
             extended_types_enabled=config.extended_types_enabled,
         )
         self.core = KeeperCore(settings, self)
-        replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore)
+        replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
         replicator.set_leader_message_handler(self.core.on_leader_message)
         replicator.set_leadership_handler(self._on_leadership)
         await replicator.start()
@@ -247,6 +248,18 @@ class KeeperServer:
 
     def _apply(self, index: int, entry: bytes) -> None:
         self.core.apply(index, entry)
+
+    def flush_later(self, connection: _ClientProtocol) -> None:
+        """`connection` has output: write it at the end of this loop turn (one write for all its
+        replies of the turn), or sooner through `flush_replies`."""
+        if not self._unflushed:
+            asyncio.get_running_loop().call_soon(self.flush_replies)
+        self._unflushed.append(connection)
+
+    def flush_replies(self) -> None:
+        unflushed, self._unflushed = self._unflushed, []
+        for connection in unflushed:
+            connection.flush()
 
     def _on_leadership(self, is_leader: bool, leader_id: int | None) -> None:
         log.info("keeper %d: leader is now %s", self.core.settings.node_id, leader_id)

@@ -21,6 +21,7 @@ from pathlib import Path
 from roost.raft.core import RaftConfig, RaftCore, Ready
 from roost.raft.messages import EntryKind, Message, MessageType, Snapshot
 from roost.raft.replicator import (
+    AppliedFn,
     ApplyFn,
     LeaderMessageHandler,
     LeadershipHandler,
@@ -83,6 +84,7 @@ class RaftReplicator:
         self._apply: ApplyFn = lambda index, entry: None
         self._snapshot: SnapshotFn = lambda: b""
         self._restore: RestoreFn = lambda index, blob: None
+        self._applied: AppliedFn | None = None
         self._leader_message_handler: LeaderMessageHandler | None = None
         self._leadership_handler: LeadershipHandler | None = None
         self._last_applied = 0
@@ -126,8 +128,10 @@ class RaftReplicator:
         """Where this member listens for peers (after start)."""
         return self.transport.address if self.transport is not None else None
 
-    def set_state_machine(self, apply: ApplyFn, snapshot: SnapshotFn, restore: RestoreFn) -> None:
+    def set_state_machine(self, apply: ApplyFn, snapshot: SnapshotFn, restore: RestoreFn,
+                          applied: AppliedFn | None = None) -> None:
         self._apply, self._snapshot, self._restore = apply, snapshot, restore
+        self._applied = applied
 
     def set_leader_message_handler(self, handler: LeaderMessageHandler) -> None:
         self._leader_message_handler = handler
@@ -402,11 +406,21 @@ class RaftReplicator:
         core = self.core
         assert core is not None
         self.stats["readies"] += 1
+        if not rd.must_sync:
+            # Nothing to make durable. A commit-index-only change is not written at all: the
+            # commit index is only a lower bound (a leader teaches it again after a restart), and
+            # it rides along with the next entries written. Apply first, so that this member's
+            # own clients get their replies before the commit notices to the followers go out.
+            core.advance(rd)
+            self._apply_ready(rd)
+            self._send_all(rd.early_messages)
+            self._send_all(rd.messages)
+            self._report_leadership()
+            return
         self._send_all(rd.early_messages)
-        if not saved and (rd.must_sync or rd.hard_state is not None):
-            self.storage.save(rd)  # a commit-index-only record is a small write, with no fsync
-        if rd.must_sync:
-            self.stats["fsyncs"] += 1
+        if not saved:
+            self.storage.save(rd)
+        self.stats["fsyncs"] += 1
         core.advance(rd)
         self._send_all(rd.messages)
         self._apply_ready(rd)
@@ -437,6 +451,8 @@ class RaftReplicator:
                     _settle(future, entry.index)
                 else:
                     _settle(future, _REFUSED)  # another leader's entry won the index: ours never commits
+        if rd.committed_entries and self._applied is not None:
+            self._applied()
         for result in rd.proposal_results:
             self._forwarded.pop(result.request_id, None)
             future = self._requests.pop(result.request_id, None)

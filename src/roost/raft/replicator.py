@@ -21,6 +21,7 @@ class NoQuorum(Exception):
 ApplyFn = Callable[[int, bytes], None]
 SnapshotFn = Callable[[], bytes]
 RestoreFn = Callable[[int, bytes], None]
+AppliedFn = Callable[[], None]
 LeaderMessageHandler = Callable[[int, bytes], None]
 LeadershipHandler = Callable[[bool, int | None], None]
 
@@ -56,10 +57,13 @@ class Replicator(Protocol):
         """ZooKeeper `sync`: returns when the local applied index >= the leader's commit index at
         the time of the call. Raises NoQuorum."""
 
-    def set_state_machine(self, apply: ApplyFn, snapshot: SnapshotFn, restore: RestoreFn) -> None:
+    def set_state_machine(self, apply: ApplyFn, snapshot: SnapshotFn, restore: RestoreFn,
+                          applied: AppliedFn | None = None) -> None:
         """apply(index, entry) for every committed entry exactly once per process lifetime, in order;
         snapshot() serialises the state machine as of the last applied index; restore(index, blob)
-        replaces it (on start from a snapshot, or when the leader sends one to a lagging member)."""
+        replaces it (on start from a snapshot, or when the leader sends one to a lagging member);
+        applied(), if given, after each run of entries applied together (to send their replies
+        before anything else goes out)."""
 
     def send_to_leader(self, message: bytes) -> bool:
         """Best effort, unreplicated (e.g. session touches). False if no leader is known."""
