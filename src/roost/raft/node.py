@@ -1,10 +1,13 @@
 """RaftReplicator: the asyncio shell around the sans-IO core, an ensemble member.
 
-It owns the clock (a tick task), the disk (DiskStorage in one worker thread) and the network
-(PeerTransport). Every input is stepped into the core on the event loop thread and wakes the Ready
-loop, which for each Ready: sends the leader's early appends, persists (one fsync for everything
-gathered since the last Ready: group commit), advances the core, sends the rest, then applies
-committed entries and resolves the futures of proposals and read barriers.
+It owns the clock (a tick task), the disk (DiskStorage) and the network (PeerTransport). Every
+input is stepped into the core on the event loop thread, and the core's output is handled right
+there (`_wake`), Ready by Ready: send the leader's early appends, persist (one fsync for everything
+gathered since the last Ready: group commit), advance the core, send the rest, then apply committed
+entries and resolve the futures of proposals and read barriers. A Ready with nothing to persist
+applies first, so that replies leave before commit notices. With `fsync_on_loop=False` the fsyncs
+run on one worker thread instead and a ready task handles every Ready; snapshots always are
+written by that task, on the worker thread.
 """
 
 from __future__ import annotations

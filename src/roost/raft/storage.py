@@ -11,8 +11,8 @@ Files in the member's directory:
 Recovery reads records until the first one that is torn or fails its CRC and cuts the file there:
 a crash mid-write loses at most what was never fsynced (and so never acknowledged).
 
-All methods are blocking; the asyncio shell runs them in one worker thread, one at a time, and one
-fsync covers everything a Ready carried (group commit).
+All methods are blocking and run one at a time (on the event loop, or on one worker thread: see
+`roost.raft.node`); one fsync covers everything a Ready carried (group commit).
 """
 
 from __future__ import annotations
