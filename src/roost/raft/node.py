@@ -98,6 +98,7 @@ class RaftReplicator:
         # True while the ready task is between taking a Ready and finishing it (it may be awaiting
         # an fsync): then nothing else may take the next Ready, or durability would reorder.
         self._ready_busy = False
+        self._handoff: Ready | None = None  # a Ready `_drain` left for the ready task to save
         self._leader_changed = asyncio.Event()
         self._reported: tuple[bool, int | None] = (False, None)
         self._tasks: list[asyncio.Task[None]] = []
@@ -325,12 +326,20 @@ class RaftReplicator:
         self._ready_busy = True  # re-entrant calls (from apply, say) leave their work to this loop
         try:
             while core.has_ready():
-                self._handle_ready(core.ready())
+                rd = core.ready()
+                if rd.snapshot is not None:
+                    # A snapshot from the leader can be large: the ready task writes it on the I/O
+                    # thread, and stays busy (holding back later Readies) until it is durable.
+                    self._handoff = rd
+                    self._wakeup.set()
+                    return
+                self._handle_ready(rd)
         except Exception as exc:
             self._fail(exc)  # logged there; raising into a protocol callback would add nothing
             return
         finally:
-            self._ready_busy = False
+            if self._handoff is None:
+                self._ready_busy = False
         if self._snapshot_due():
             self._wakeup.set()  # the ready task takes snapshots: they are written off the loop
 
@@ -363,8 +372,7 @@ class RaftReplicator:
 
     async def _ready_loop(self) -> None:
         """Handles what `_wake` left over: all Readies when fsyncs run on the I/O thread, and
-        snapshots either way."""
-        loop = asyncio.get_running_loop()
+        snapshots (received and taken) either way."""
         try:
             while True:
                 await self._wakeup.wait()
@@ -375,15 +383,17 @@ class RaftReplicator:
                 assert core is not None
                 self._ready_busy = True
                 try:
+                    if self._handoff is not None:
+                        rd, self._handoff = self._handoff, None
+                        await self._save_on_thread(rd)
+                        self._handle_ready(rd, saved=True)
                     while core.has_ready():
                         rd = core.ready()
-                        if rd.must_sync and not self.config.fsync_on_loop:
-                            # The appends leave first (early messages); the loop keeps taking
-                            # requests during the fsync and they form the next batch.
-                            self._send_all(rd.early_messages)
-                            rd.early_messages = []
-                            await loop.run_in_executor(self._io, self.storage.save, rd)
-                        self._handle_ready(rd, saved=rd.must_sync and not self.config.fsync_on_loop)
+                        if rd.must_sync and (not self.config.fsync_on_loop or rd.snapshot is not None):
+                            await self._save_on_thread(rd)
+                            self._handle_ready(rd, saved=True)
+                        else:
+                            self._handle_ready(rd)
                     await self._maybe_snapshot()
                 finally:
                     self._ready_busy = False
@@ -394,6 +404,13 @@ class RaftReplicator:
         except BaseException as exc:
             self._fail(exc)
             raise
+
+    async def _save_on_thread(self, rd: Ready) -> None:
+        """Make `rd` durable on the I/O thread. The appends leave first (early messages); the loop
+        keeps taking requests during the fsync, and they form the next batch."""
+        self._send_all(rd.early_messages)
+        rd.early_messages = []
+        await asyncio.get_running_loop().run_in_executor(self._io, self.storage.save, rd)
 
     def _fail(self, exc: BaseException) -> None:
         # An invariant broke (or the disk failed): stop serving rather than risk divergence.
