@@ -429,12 +429,20 @@ class RaftReplicator:
         if not rd.must_sync:
             # Nothing to make durable. A commit-index-only change is not written at all: the
             # commit index is only a lower bound (a leader teaches it again after a restart), and
-            # it rides along with the next entries written. Apply first, so that this member's
-            # own clients get their replies before the commit notices to the followers go out.
-            core.advance(rd)
-            self._apply_ready(rd)
-            self._send_all(rd.early_messages)
-            self._send_all(rd.messages)
+            # it rides along with the next entries written. If entries proposed here commit,
+            # apply first, so that this member's clients get their replies before the commit
+            # notices go out; otherwise the notices go first (a follower's client may wait).
+            waiters = self._apply_waiters
+            if waiters and any(entry.index in waiters for entry in rd.committed_entries):
+                core.advance(rd)
+                self._apply_ready(rd)
+                self._send_all(rd.early_messages)
+                self._send_all(rd.messages)
+            else:
+                self._send_all(rd.early_messages)
+                self._send_all(rd.messages)
+                core.advance(rd)
+                self._apply_ready(rd)
             self._report_leadership()
             return
         self._send_all(rd.early_messages)
