@@ -71,10 +71,16 @@ class _InboundProtocol(asyncio.Protocol):
                 if self.peer_id not in self.owner.peers:
                     raise CodecError(f"hello from unknown member {self.peer_id}")
                 self.owner._links[self.peer_id].poke()  # it is back: dial it now, not after backoff
-            for message in self.decoder.feed(data):
-                if message.src != self.peer_id or message.dst != self.owner.node_id:
-                    raise CodecError(f"message {message.src}->{message.dst} on the link from {self.peer_id}")
-                self.owner.on_message(message)
+            delivered = False
+            try:
+                for message in self.decoder.feed(data):
+                    if message.src != self.peer_id or message.dst != self.owner.node_id:
+                        raise CodecError(f"message {message.src}->{message.dst} on the link from {self.peer_id}")
+                    self.owner.on_message(message)
+                    delivered = True
+            finally:
+                if delivered and self.owner.on_input_done is not None:
+                    self.owner.on_input_done()
         except CodecError as exc:
             peer = self.transport.get_extra_info("peername") if self.transport else None
             log.warning("raft %d: closing peer connection from %s: %s", self.owner.node_id, peer, exc)
@@ -170,11 +176,15 @@ class _Link:
 
 class PeerTransport:
     def __init__(self, node_id: int, peers: dict[int, Address], listen: Address,
-                 on_message: Callable[[Message], None], config: TransportConfig | None = None) -> None:
+                 on_message: Callable[[Message], None], config: TransportConfig | None = None,
+                 on_input_done: Callable[[], None] | None = None) -> None:
+        """`on_message` gets each message; `on_input_done`, if given, is called once after the
+        messages of one read were all delivered (so that their work can be done together)."""
         self.node_id = node_id
         self.peers = {i: a for i, a in peers.items() if i != node_id}
         self.listen = listen
         self.on_message = on_message
+        self.on_input_done = on_input_done
         self.config = config or TransportConfig()
         self._rng = random.Random()
         self._server: asyncio.Server | None = None
