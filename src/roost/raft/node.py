@@ -95,8 +95,9 @@ class RaftReplicator:
         self._bytes_since_snapshot = 0
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"raft-io-{node_id}")
         self._wakeup = asyncio.Event()
-        # True while the ready task is between taking a Ready and finishing it (it may be awaiting
-        # an fsync): then nothing else may take the next Ready, or durability would reorder.
+        # True from taking a Ready until it is handled (by `_drain`, or by the ready task, which
+        # may be awaiting an fsync): meanwhile nothing else may take the next Ready, or durability
+        # and messages would reorder.
         self._ready_busy = False
         self._handoff: Ready | None = None  # a Ready `_drain` left for the ready task to save
         self._leader_changed = asyncio.Event()
@@ -323,6 +324,7 @@ class RaftReplicator:
         self._drain()
 
     def _drain(self) -> None:
+        """Handle every Ready the core has, now (the `fsync_on_loop` path of `_wake`)."""
         core = self.core
         assert core is not None and not self._ready_busy
         self._ready_busy = True  # re-entrant calls (from apply, say) leave their work to this loop
