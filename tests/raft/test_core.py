@@ -210,3 +210,32 @@ def test_forwarded_proposals_travel_in_bounded_batches() -> None:
     assert all(sum(len(e.data) for e in m.entries) <= 1000 for m in batches)
     net.deliver()
     assert sorted(r.index for r in net.results[2]) == list(range(2, 12))
+
+
+def test_commit_notices_are_quiet_and_answered_only_on_a_mismatch() -> None:
+    net = Net()
+    net.elect(1)
+    leader = net.cores[1]
+    leader.propose(b"x", 1)
+    seen: list[Message] = []
+
+    def record(m: Message) -> bool:
+        seen.append(m)
+        return True
+
+    net.deliver(record)
+    assert leader.commit == leader.log.last_index
+    notices = [m for m in seen if m.type is MessageType.APPEND and not m.entries and m.quiet]
+    assert {m.dst for m in notices} == {2, 3}, "each follower got a quiet commit notice"
+    assert all(net.cores[i].commit == leader.commit for i in (2, 3)), "the notices taught the commit"
+    answers_after = [m for m in seen if m.type is MessageType.APPEND_RESP
+                     and any(seen.index(m) > seen.index(n) and m.src == n.dst for n in notices)]
+    assert answers_after == [], "a matching notice is not answered"
+    # A notice that does not match the follower's log is answered (with a rejection), so that
+    # the leader learns it must probe.
+    mismatch = Message(MessageType.APPEND, 1, 2, term=leader.term, index=leader.log.last_index + 5,
+                       log_term=leader.term, commit=leader.commit, quiet=True)
+    net.cores[2].step(mismatch)
+    rd = net.cores[2].ready()
+    net.cores[2].advance(rd)
+    assert [(m.type, m.reject) for m in rd.messages] == [(MessageType.APPEND_RESP, True)]
