@@ -225,11 +225,13 @@ def test_commit_notices_are_quiet_and_answered_only_on_a_mismatch() -> None:
 
     net.deliver(record)
     assert leader.commit == leader.log.last_index
-    notices = [m for m in seen if m.type is MessageType.APPEND and not m.entries and m.quiet]
-    assert {m.dst for m in notices} == {2, 3}, "each follower got a quiet commit notice"
+    notices = [(at, m) for at, m in enumerate(seen)
+               if m.type is MessageType.APPEND and not m.entries and m.quiet]
+    assert {m.dst for _, m in notices} == {2, 3}, "each follower got a quiet commit notice"
     assert all(net.cores[i].commit == leader.commit for i in (2, 3)), "the notices taught the commit"
-    answers_after = [m for m in seen if m.type is MessageType.APPEND_RESP
-                     and any(seen.index(m) > seen.index(n) and m.src == n.dst for n in notices)]
+    # (Positions, not seen.index(): an answer to a notice equals the earlier answer to the append.)
+    answers_after = [m for at, m in enumerate(seen) if m.type is MessageType.APPEND_RESP
+                     and any(at > notice_at and m.src == notice.dst for notice_at, notice in notices)]
     assert answers_after == [], "a matching notice is not answered"
     # A notice that does not match the follower's log is answered (with a rejection), so that
     # the leader learns it must probe.
