@@ -241,3 +241,17 @@ def test_commit_notices_are_quiet_and_answered_only_on_a_mismatch() -> None:
     rd = net.cores[2].ready()
     net.cores[2].advance(rd)
     assert [(m.type, m.reject) for m in rd.messages] == [(MessageType.APPEND_RESP, True)]
+
+
+def test_answer_to_a_forwarded_proposal_leaves_with_the_appends_before_the_fsync() -> None:
+    net = Net()
+    net.elect(1)
+    leader = net.cores[1]
+    leader.step(Message(MessageType.PROPOSE, 2, 1, entries=(Entry(0, 0, b"fwd"),), request_ids=(7,)))
+    rd = leader.ready()
+    assert rd.must_sync and [e.data for e in rd.entries] == [b"fwd"]
+    early = [(m.type, m.dst) for m in rd.early_messages]
+    assert (MessageType.PROPOSE_RESP, 2) in early, "the index is told before the leader's fsync"
+    assert (MessageType.APPEND, 2) in early and (MessageType.APPEND, 3) in early
+    assert not any(m.type is MessageType.PROPOSE_RESP for m in rd.messages)
+    leader.advance(rd)

@@ -749,8 +749,11 @@ class RaftCore:
     # --- plumbing ----------------------------------------------------------------------------
 
     def _send(self, m: Message) -> None:
+        # A leader's answer to a forwarded proposal promises nothing durable (if the entry is lost,
+        # another one takes its index and the proposer learns that at apply time), so it leaves
+        # with the appends, before the fsync: often in the same read as the append at the follower.
         if self.role is Role.LEADER and m.type in (MessageType.APPEND, MessageType.HEARTBEAT,
-                                                   MessageType.SNAPSHOT):
+                                                   MessageType.SNAPSHOT, MessageType.PROPOSE_RESP):
             self._early_msgs.append(m)
         else:
             self._msgs.append(m)

@@ -460,10 +460,9 @@ class RaftReplicator:
         self._report_leadership()
 
     def _send_all(self, messages: list[Message]) -> None:
-        if self.transport is None:
+        if self.transport is None or not messages:
             return
-        for message in messages:
-            self.transport.send(message)
+        self.transport.send_many(messages)
 
     def _apply_ready(self, rd: Ready) -> None:
         if rd.snapshot is not None:

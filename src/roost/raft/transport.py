@@ -218,6 +218,19 @@ class PeerTransport:
             return False
         return link.send(encode_message(message))
 
+    def send_many(self, messages: list[Message]) -> None:
+        """Send in order, with one write per peer: a Ready's messages to one member leave together."""
+        if len(messages) == 1:
+            self.send(messages[0])
+            return
+        frames: dict[int, list[bytes]] = {}
+        for message in messages:
+            frames.setdefault(message.dst, []).append(encode_message(message))
+        for dst, parts in frames.items():
+            link = self._links.get(dst)
+            if link is not None:
+                link.send(parts[0] if len(parts) == 1 else b"".join(parts))
+
     def connected(self, peer_id: int) -> bool:
         link = self._links[peer_id]
         return link.transport is not None and not link.transport.is_closing()
