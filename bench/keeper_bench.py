@@ -71,8 +71,12 @@ def percentile(values: list[float], fraction: float) -> float:
 # ------------------------------------------------------------------------- measurements
 
 
-def sync_latency(hosts: str, count: int, tag: str) -> dict[str, tuple[float, float, float]]:
-    """p50 ms, p99 ms, ops/s for create, set, get from one synchronous client."""
+SyncSamples = dict[str, tuple[list[float], float]]  # op -> (latencies in ms, seconds spent)
+
+
+def sync_latency(hosts: str, count: int, tag: str) -> SyncSamples:
+    """Latencies of `count` creates, sets and gets from one synchronous client, and the time each
+    op's loop took."""
     client = connect(hosts)
     try:
         root = f"/bench-sync-{tag}-{os.getpid()}-{time.monotonic_ns()}"
@@ -89,8 +93,7 @@ def sync_latency(hosts: str, count: int, tag: str) -> dict[str, tuple[float, flo
                 t0 = time.perf_counter()
                 call(i)
                 samples.append((time.perf_counter() - t0) * 1000)
-            elapsed = time.perf_counter() - started
-            results[op] = (percentile(samples, 0.5), percentile(samples, 0.99), count / elapsed)
+            results[op] = (samples, time.perf_counter() - started)
         return results
     finally:
         client.stop()
@@ -306,11 +309,28 @@ def standalone_servers(work: Path, with_zookeeper: bool) -> Iterator[dict[str, s
         yield servers
 
 
-def _sync_report(title: str, servers: dict[str, str], ops: int) -> None:
-    header(f"{title} ({ops} ops each)")
-    sync = {name: sync_latency(host, ops, name) for name, host in servers.items()}
+def _sync_report(title: str, servers: dict[str, str], ops: int, rounds: int) -> None:
+    """The systems take turns, `rounds` times, with ops/rounds operations each: on this shared
+    machine the background load drifts within a minute, and alternating keeps it from favouring
+    whichever system ran first. Percentiles are over all samples of a system."""
+    header(f"{title} ({ops} ops each, in {rounds} alternating rounds)")
+    per_round = max(1, ops // rounds)
+    merged: dict[str, dict[str, tuple[list[float], float]]] = {name: {} for name in servers}
+    for round_ in range(rounds):
+        for name, host in servers.items():
+            for op, (samples, seconds) in sync_latency(host, per_round, f"{name}-r{round_}").items():
+                total, spent = merged[name].get(op, ([], 0.0))
+                merged[name][op] = (total + samples, spent + seconds)
+
+    def figures(name: str, op: str) -> tuple[float, float, float] | None:
+        if op not in merged.get(name, {}):
+            return None
+        samples, seconds = merged[name][op]
+        return percentile(samples, 0.5), percentile(samples, 0.99), len(samples) / seconds
+
     for op in ("create", "set", "get"):
-        k, z = sync["keeper"][op], sync.get("zookeeper", {}).get(op)
+        k, z = figures("keeper", op), figures("zookeeper", op)
+        assert k is not None
         print(row(f"{op} p50", k[0], z and z[0], "ms", False))
         print(row(f"{op} p99", k[1], z and z[1], "ms", False))
         print(row(f"{op} rate", k[2], z and z[2], "ops/s", True))
@@ -319,15 +339,16 @@ def _sync_report(title: str, servers: dict[str, str], ops: int) -> None:
 def run_load(servers: dict[str, list[str]], args: argparse.Namespace, title: str) -> None:
     if all(len(hosts) == 1 for hosts in servers.values()):
         _sync_report(f"{title}: one synchronous kazoo client", {name: hosts[0] for name, hosts in servers.items()},
-                     args.ops)
+                     args.ops, args.rounds)
     else:
         # Which member the client lands on decides the path of a write (a follower forwards it
         # to the leader and learns the commit back), so each system is measured both ways.
         leaders = {name: [_mode(host) for host in hosts].index("leader") for name, hosts in servers.items()}
         _sync_report(f"{title}: one synchronous kazoo client on the leader",
-                     {name: hosts[leaders[name]] for name, hosts in servers.items()}, args.ops)
+                     {name: hosts[leaders[name]] for name, hosts in servers.items()}, args.ops, args.rounds)
         _sync_report(f"{title}: one synchronous kazoo client on a follower",
-                     {name: hosts[(leaders[name] + 1) % len(hosts)] for name, hosts in servers.items()}, args.ops)
+                     {name: hosts[(leaders[name] + 1) % len(hosts)] for name, hosts in servers.items()}, args.ops,
+                     args.rounds)
     if args.sync_only:
         return
     header(f"{title}: pipelined async, {args.clients} client processes x window {args.window}")
@@ -352,6 +373,8 @@ def main() -> int:
     parser.add_argument("--sync-only", action="store_true",
                         help="only the synchronous latency part (no pipelined load, kills or expiry)")
     parser.add_argument("--ops", type=int, default=2000, help="ops per synchronous measurement")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="alternating rounds the synchronous ops are split into")
     parser.add_argument("--pipeline-ops", type=int, default=20000, help="ops per client process")
     parser.add_argument("--clients", type=int, default=4, help="client processes for pipelined load")
     parser.add_argument("--window", type=int, default=200, help="outstanding requests per client")
