@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.keeper.zkharness import kazoo, wait_until
+from tests.support.procs import stop_process
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "master_election"
 SESSION_TIMEOUT = 2.0  # seconds; the test keeper's tickTime is 500 ms
@@ -62,18 +63,10 @@ class LineProcess:
                 self._changed.wait(min(remaining, 0.5))
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(20)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(20)
+        stop_process(self.popen, timeout=20)
 
     def kill9(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(20)
+        stop_process(self.popen, signal.SIGKILL, timeout=20)
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from kazoo.security import ACL as KazooACL
 from roost.wire.zk.connection import ClientConnection, ConnectedEvent, ReplyEvent, WatchEvent
 from roost.wire.zk.constants import OpCode
 from roost.wire.zk.records import ConnectRequest, EmptyRequest, Request
-from tests.support.procs import RoostProcess, start_roost
+from tests.support.procs import RoostProcess, start_roost, stop_process, wait_for
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar",
            "/usr/share/java/log4j-1.2.jar"]
@@ -60,14 +60,8 @@ def four_letter(address: str, word: str, timeout: float = 10.0) -> str:
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
                interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """`tests.support.procs.wait_for` with the keeper tests' argument order and a finer poll."""
+    return wait_for(predicate, timeout, interval, what)
 
 
 # ------------------------------------------------------------------------- real ZooKeeper
@@ -88,18 +82,10 @@ class ZooKeeperProcess:
                                       stderr=subprocess.DEVNULL, cwd=self.directory)
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(20)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(20)
+        stop_process(self.popen, timeout=20)
 
     def kill9(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(20)
+        stop_process(self.popen, signal.SIGKILL, timeout=20)
 
 
 def _zk_config(directory: Path, client_port: int, myid: int | None = None,

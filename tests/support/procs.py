@@ -59,17 +59,23 @@ class RoostProcess:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Stop the process with `sig`, escalating to SIGKILL after `timeout` seconds."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(sig)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout)
-        return self.popen.returncode
+        return stop_process(self.popen, sig, timeout)
 
     def kill9(self) -> None:
         self.stop(signal.SIGKILL)
+
+
+def stop_process(popen: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+    """Stop `popen` with `sig` (if it still runs), escalating to SIGKILL after `timeout` seconds;
+    returns its exit status."""
+    if popen.poll() is None:
+        popen.send_signal(sig)
+        try:
+            popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout)
+    return popen.returncode
 
 
 def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
