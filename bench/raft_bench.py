@@ -17,7 +17,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
+
+from tests.support.procs import free_ports
 
 from roost.raft.local import LocalReplicator
 from roost.raft.node import RaftReplicator, ReplicatorConfig
@@ -74,16 +76,6 @@ async def bench_single(args: argparse.Namespace) -> dict[str, float]:
             return result
         finally:
             await replicator.stop()
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 async def run_member(args: argparse.Namespace) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -63,6 +64,17 @@ class RoostProcess:
 
     def kill9(self) -> None:
         self.stop(signal.SIGKILL)
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free loopback ports (all bound at once, so none repeats)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
 
 
 def stop_process(popen: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
