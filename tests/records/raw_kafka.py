@@ -6,6 +6,9 @@ from __future__ import annotations
 import socket
 import struct
 
+from roost.wire.kafka import FrameSplitter
+from tests.support.kafka_wire import recv_frame
+
 FETCH_V4 = (1, 4)
 PRODUCE_V3 = (0, 3)
 
@@ -46,21 +49,9 @@ def _roundtrip(address: tuple[str, int], api: tuple[int, int], body: bytes, time
     frame = header + body
     with socket.create_connection(address, timeout=timeout) as sock:
         sock.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-        response = _recv_exactly(sock, size)
+        response = bytes(recv_frame(sock, FrameSplitter(1 << 30), []))
     assert struct.unpack_from(">i", response, 0)[0] == 7, "correlation id mismatch"
     return response[4:]
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    parts = []
-    while size:
-        chunk = sock.recv(min(size, 1 << 20))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        parts.append(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
 
 
 def fetch_raw(address: tuple[str, int], topic: str, partition: int, offset: int) -> tuple[int, bytes]:

@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import socket
-import struct
 from typing import Any
 
-from roost.wire.kafka import RequestHeader, decode_response, encode_request
+from roost.wire.kafka import FrameSplitter, RequestHeader, decode_response, encode_request
 
-SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+def recv_frame(sock: socket.socket, frames: FrameSplitter, pending: list[bytearray]) -> bytearray:
+    """The next whole frame from a blocking socket (`pending` holds frames already cut)."""
+    while not pending:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise ConnectionError("connection closed by the peer")
+        pending.extend(frames.split(chunk))
+    return pending.pop(0)
 
 
 class WireClient:
@@ -18,22 +27,14 @@ class WireClient:
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.client_id = client_id
         self._correlation = 0
+        self._frames = FrameSplitter(MAX_RESPONSE_BYTES)
+        self._pending: list[bytearray] = []
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def _read_exact(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            chunks += chunk
-        return bytes(chunks)
-
     def read_frame(self) -> bytes:
-        (size,) = SIZE.unpack(self._read_exact(4))
-        return self._read_exact(size)
+        return bytes(recv_frame(self.sock, self._frames, self._pending))
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         self._correlation += 1

@@ -29,6 +29,8 @@ from roost.wire.kafka.consumer_protocol import (
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.exceptions import KafkaCodecError, UnknownApiError, UnsupportedVersionError
 from roost.wire.kafka.framing import (
+    FrameSizeError,
+    FrameSplitter,
     RequestHeader,
     decode_request,
     decode_response,
@@ -45,6 +47,8 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "ApiKey",
     "ErrorCode",
+    "FrameSizeError",
+    "FrameSplitter",
     "KafkaCodecError",
     "RequestHeader",
     "UnknownApiError",

@@ -1,4 +1,9 @@
-"""Whole frames: request and response headers around compiled message bodies.
+"""Whole frames: cutting a byte stream into frames, and request and response headers around
+compiled message bodies. The one framing module of both sides: the broker's connections, the
+broker's own clients (replication, the controller) and the test and benchmark clients use it.
+
+`FrameSplitter` cuts a byte stream into frames (h11 style: feed bytes, get whole frames; the size
+is checked before anything is buffered, and a bad size raises FrameSizeError).
 
 A request frame is `size int32 | header | body`; this module's decoders take the frame *after* the
 size prefix (the transport has already cut it), and its encoders return the complete frame with
@@ -27,6 +32,59 @@ from roost.wire.kafka.schemas import EMBEDDED_STRUCTS
 _DECODE_FAILURES: Final = (struct.error, IndexError, ValueError, OverflowError)
 # What an unencodable body (a wrong type, an out-of-range integer) makes the writers raise.
 _ENCODE_FAILURES: Final = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
+
+FRAME_SIZE: Final = struct.Struct(">i")
+
+
+class FrameSizeError(KafkaCodecError):
+    """A frame's size prefix lies outside the limits: the peer is broken or hostile."""
+
+
+class FrameSplitter:
+    """Cuts a stream of `size int32 | frame` into frames (without their size prefix).
+
+    Frames come out as writable copies (a broker rewrites base offsets inside produced records).
+    A size below `min_frame_bytes` or above `max_frame_bytes` raises FrameSizeError before the
+    frame's bytes are buffered, so a peer cannot make us hold more than one frame's limit.
+    """
+
+    __slots__ = ("_buffer", "max_frame_bytes", "min_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int, min_frame_bytes: int = 0) -> None:
+        assert 0 <= min_frame_bytes <= max_frame_bytes
+        self.max_frame_bytes = max_frame_bytes
+        self.min_frame_bytes = min_frame_bytes
+        self._buffer = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not yet make a whole frame."""
+        return len(self._buffer)
+
+    def split(self, data: Buffer) -> list[bytearray]:
+        """Take `data` from the stream; return the frames it completes, in order."""
+        buffer = self._buffer
+        buffer += data
+        frames: list[bytearray] = []
+        position = 0
+        available = len(buffer)
+        while available - position >= 4:
+            (size,) = FRAME_SIZE.unpack_from(buffer, position)
+            if size < self.min_frame_bytes or size > self.max_frame_bytes:
+                buffer.clear()
+                raise FrameSizeError(f"frame size {size} outside [{self.min_frame_bytes}, {self.max_frame_bytes}]")
+            end = position + 4 + size
+            if end > available:
+                break
+            frames.append(buffer[position + 4:end])
+            position = end
+        if position:
+            del buffer[:position]
+        return frames
+
+    def clear(self) -> None:
+        self._buffer.clear()
+
 
 # A struct with no fields, flexible: exactly a tagged-field section (header tags are all unknown).
 _HEADER_TAGS: Final = compile_struct("Header", (), 0, True)
