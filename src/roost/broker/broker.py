@@ -1,4 +1,5 @@
-"""The broker: its state, its group coordinator, and the Kafka listener, started and stopped as one."""
+"""The broker: builds its services, routes each API to the handler that needs them, and starts and
+stops the Kafka listener with them. This is the one place that knows every part."""
 
 from __future__ import annotations
 
@@ -6,18 +7,28 @@ import asyncio
 import json
 import logging
 import uuid
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.dispatcher import Dispatcher, advertised_versions, describe_counts
+from roost.broker.group.offsets import offsets_partition_for
 from roost.broker.group.service import GroupService
-from roost.broker.partition import Partition
-from roost.broker.state import BrokerState
-from roost.broker.topics import TopicInfo, topic_name_problem
+from roost.broker.handlers import admin, groups
+from roost.broker.handlers.fetch import FetchApi
+from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
+from roost.broker.handlers.offsets import OffsetsApi
+from roost.broker.handlers.produce import ProduceApi
+from roost.broker.log_manager import LogManager
+from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
+from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
+from roost.broker.producer_ids import ProducerIdAllocator
+from roost.broker.replica.manager import ReplicaManager
+from roost.broker.request import Handler
+from roost.broker.topic_admin import TopicAdmin
 from roost.config import BrokerConfig
 from roost.log.files import atomic_write
-from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka import ApiKey
 
 log = logging.getLogger("roost.broker")
 
@@ -37,13 +48,18 @@ class Broker:
         self.host = host
         self.requested_port = port
         self.port = port
+        self.broker_id: int = config["broker.id"]
         (data_dir / "meta").mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_cluster_id(data_dir / "meta" / "cluster.json")
-        self.state = BrokerState(config, data_dir)
-        self.groups = GroupService(self.state)
-        self.broker_id: int = config["broker.id"]
+        self.metadata = MetadataCache()
+        self.catalog = TopicCatalog(data_dir / "meta" / "topics.json")
+        self.logs = LogManager(config, data_dir)
+        self.replicas = ReplicaManager(self.broker_id, config, self.catalog, self.logs, self.metadata)
+        self.topics = TopicAdmin(config, self.catalog, self.replicas)
+        self.producer_ids = ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
+        self.groups = GroupService(config, self.topics, self.replicas)
         self.advertised_versions = advertised_versions()
-        self._dispatcher = Dispatcher(self)
+        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
             max_inflight_requests=config["queued.max.requests"],
@@ -52,6 +68,50 @@ class Broker:
         self._connections: set[KafkaConnection] = set()
         self._server: asyncio.Server | None = None
 
+    def _routes(self) -> dict[ApiKey, Handler]:
+        auto_create = self.topics.auto_create if self.config["auto.create.topics.enable"] else None
+        produce = ProduceApi(self.replicas, self.catalog, auto_create)
+        fetch = FetchApi(self.replicas, self.catalog)
+        offsets = OffsetsApi(self.replicas)
+        metadata = MetadataApi(self.metadata, self.catalog, self.cluster_id, auto_create)
+        versions = ApiVersionsApi(self.advertised_versions)
+        admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
+        group_ctx = groups.GroupContext(
+            self.groups, self._coordinator_for,
+            lambda topic, index: self.replicas.partition(topic, index) is not None)
+        return {
+            ApiKey.PRODUCE: produce.handle,
+            ApiKey.FETCH: fetch.handle,
+            ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
+            ApiKey.METADATA: metadata.handle,
+            ApiKey.OFFSET_COMMIT: partial(groups.handle_offset_commit, group_ctx),
+            ApiKey.OFFSET_FETCH: partial(groups.handle_offset_fetch, group_ctx),
+            ApiKey.FIND_COORDINATOR: partial(groups.handle_find_coordinator, group_ctx),
+            ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group_ctx),
+            ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, group_ctx),
+            ApiKey.LEAVE_GROUP: partial(groups.handle_leave_group, group_ctx),
+            ApiKey.SYNC_GROUP: partial(groups.handle_sync_group, group_ctx),
+            ApiKey.DESCRIBE_GROUPS: partial(groups.handle_describe_groups, group_ctx),
+            ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, group_ctx),
+            ApiKey.API_VERSIONS: versions.handle,
+            ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, admin_ctx),
+            ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, admin_ctx),
+            ApiKey.DELETE_RECORDS: offsets.handle_delete_records,
+            ApiKey.INIT_PRODUCER_ID: partial(admin.handle_init_producer_id, admin_ctx),
+            ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
+            ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
+        }
+
+    def _coordinator_for(self, group_id: str) -> BrokerEndpoint | None:
+        """The group's coordinator: the leader of its __consumer_offsets partition."""
+        info = self.catalog.get(OFFSETS_TOPIC)
+        if info is None:
+            return None
+        placement = self.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
+        if placement is None or placement.leader < 0:
+            return None
+        return self.metadata.endpoint(placement.leader)
+
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
@@ -59,7 +119,9 @@ class Broker:
                                                 reuse_address=True, backlog=1024)
         sockname = self._server.sockets[0].getsockname()
         self.port = sockname[1]
-        self.state.start_upkeep()
+        # A single broker is its own controller and the only live broker.
+        self.metadata.set_brokers([BrokerEndpoint(self.broker_id, self.host, self.port)], self.broker_id)
+        self.logs.start_upkeep()
         self.groups.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
@@ -71,7 +133,8 @@ class Broker:
         for connection in list(self._connections):
             connection.abort("broker shutting down")
         await self.groups.stop()
-        await self.state.close()
+        await self.logs.stop_upkeep()
+        await self.replicas.close()
         if self._server is not None:
             await self._server.wait_closed()
         log.info("broker %d stopped; requests served: %s", self.broker_id,
@@ -84,54 +147,3 @@ class Broker:
             connection.reject_reason = f"max.connections reached ({len(self._connections)} open)"
         self._connections.add(connection)
         return connection
-
-    # questions handlers ask -------------------------------------------------------------------
-    @property
-    def auto_create_enabled(self) -> bool:
-        return self.config["auto.create.topics.enable"]
-
-    @property
-    def controller_id(self) -> int:
-        return self.broker_id
-
-    def live_broker_ids(self) -> list[int]:
-        return [self.broker_id]
-
-    def broker_endpoints(self) -> list[dict[str, Any]]:
-        return [{"node_id": self.broker_id, "host": self.host, "port": self.port, "rack": None}]
-
-    def coordinator_endpoint(self, group_id: str) -> tuple[int, str, int]:
-        return self.broker_id, self.host, self.port
-
-    def in_sync_replicas(self, partition: Partition) -> list[int]:
-        return [self.broker_id]
-
-    def partition_metadata(self, topic: str, index: int) -> dict[str, Any]:
-        partition = self.state.partition(topic, index)
-        epoch = partition.leader_epoch if partition else 0
-        return {"error_code": ErrorCode.NONE, "partition_index": index, "leader_id": self.broker_id,
-                "leader_epoch": epoch, "replica_nodes": [self.broker_id], "isr_nodes": [self.broker_id],
-                "offline_replicas": []}
-
-    def auto_create_topic(self, name: str) -> TopicInfo | None:
-        if topic_name_problem(name) is not None:
-            return None
-        existing = self.state.topics.get(name)
-        if existing is not None:
-            return existing
-        return self.state.create_topic(name, self.config["num.partitions"], {})
-
-    def partition_for_write(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
-        partition = self.state.partition(topic, index)
-        if partition is not None:
-            return partition, ErrorCode.NONE
-        if topic not in self.state.topics:
-            problem = topic_name_problem(topic)
-            if problem is not None:
-                return None, ErrorCode.INVALID_TOPIC_EXCEPTION
-            if self.auto_create_enabled:
-                self.auto_create_topic(topic)
-                partition = self.state.partition(topic, index)
-                if partition is not None:
-                    return partition, ErrorCode.NONE
-        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

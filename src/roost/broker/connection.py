@@ -15,22 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from roost.wire.kafka import KafkaCodecError, RequestHeader, peek_request_header
-
-if TYPE_CHECKING:
-    from roost.broker.dispatcher import Dispatcher
+from roost.broker.request import NO_RESPONSE
+from roost.wire.kafka import (
+    FrameSizeError,
+    FrameSplitter,
+    KafkaCodecError,
+    RequestHeader,
+    peek_request_header,
+)
 
 log = logging.getLogger("roost.broker.connection")
 
-SIZE = struct.Struct(">i")
 MIN_REQUEST_FRAME = 8  # api_key, api_version, correlation_id (client_id may be null)
-NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)
 
 Buffers = list[bytes | bytearray | memoryview]
 
@@ -40,6 +41,13 @@ class ConnectionLimits:
     max_frame_bytes: int
     max_inflight_requests: int
     max_buffered_bytes: int
+
+
+class RequestRouter(Protocol):
+    """Where a connection sends each request: returns the encoded response buffers, NO_RESPONSE,
+    or an awaitable of either; raises KafkaCodecError for a request it cannot decode."""
+
+    def route(self, header: RequestHeader, frame: bytearray, client_host: str) -> Any: ...
 
 
 class _Slot:
@@ -53,18 +61,19 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, limits: ConnectionLimits,
+    def __init__(self, router: RequestRouter, limits: ConnectionLimits,
                  on_close: Callable[[KafkaConnection], None]) -> None:
-        self._dispatcher = dispatcher
+        self._router = router
         self._limits = limits
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        self._buffer = bytearray()
+        self._frames = FrameSplitter(limits.max_frame_bytes, MIN_REQUEST_FRAME)
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
         self.peer = "?"
+        self.client_host = "?"
         self.tasks: set[asyncio.Task[Any]] = set()
         self.reject_reason: str | None = None  # set before connection_made: refuse this client
 
@@ -74,20 +83,21 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = peer[0] if peer else "?"
         # Responses can be large (fetch); let the kernel buffer absorb them before we pause.
         transport.set_write_buffer_limits(high=self._limits.max_buffered_bytes // 4)
         if self.reject_reason is not None:
             self.abort(self.reject_reason)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._buffer and not self._closed:
+        if self._frames.buffered and not self._closed:
             log.warning("connection from %s closed in the middle of a frame (%d bytes of it received)",
-                        self.peer, len(self._buffer))
+                        self.peer, self._frames.buffered)
         self._closed = True
         for task in list(self.tasks):
             task.cancel()
         self._slots.clear()
-        self._buffer.clear()
+        self._frames.clear()
         self._on_close(self)
 
     def pause_writing(self) -> None:
@@ -99,24 +109,15 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        position = 0
-        available = len(buffer)
-        while available - position >= 4 and not self._closed:
-            (size,) = SIZE.unpack_from(buffer, position)
-            if size < MIN_REQUEST_FRAME or size > self._limits.max_frame_bytes:
-                self.abort(f"frame size {size} outside [{MIN_REQUEST_FRAME}, {self._limits.max_frame_bytes}]")
+        try:
+            frames = self._frames.split(data)
+        except FrameSizeError as error:
+            self.abort(str(error))
+            return
+        for frame in frames:
+            if self._closed:
                 return
-            end = position + 4 + size
-            if end > available:
-                break
-            # A writable copy: produce rewrites base offsets inside the records it carries.
-            frame = buffer[position + 4:end]
-            position = end
             self._handle_frame(frame)
-        if position:
-            del buffer[:position]
 
     # requests ---------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytearray) -> None:
@@ -128,7 +129,7 @@ class KafkaConnection(asyncio.Protocol):
         slot = _Slot()
         self._slots.append(slot)
         try:
-            result = self._dispatcher.dispatch(self, header, frame)
+            result = self._router.route(header, frame, self.client_host)
         except KafkaCodecError as error:
             self.abort(f"bad request api_key={header.api_key} v{header.api_version}: {error}")
             return

@@ -1,8 +1,9 @@
 """Routes each decoded request to its handler and encodes the handler's answer.
 
-A handler returns a response body (dict), NO_RESPONSE, or an awaitable of either. What the broker
-advertises in ApiVersions is decided here, and only versions the codec implements and the tests
-exercise are advertised.
+The routing table (ApiKey -> Handler) is given by the broker, which builds each handler with only
+the services it needs; this module knows no handler. A handler returns a response body (dict),
+NO_RESPONSE, or an awaitable of either. What the broker advertises in ApiVersions is decided here,
+and only versions the codec implements and the tests exercise are advertised.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping
+from typing import Any
 
-from roost.broker.connection import NO_RESPONSE, KafkaConnection
-from roost.broker.handlers import admin, fetch, groups, metadata, offsets, produce
+from roost.broker.request import NO_RESPONSE, Handler, Request
 from roost.wire.kafka import (
     API_NAMES,
     SUPPORTED_VERSIONS,
+    ApiKey,
     KafkaCodecError,
     RequestHeader,
     decode_request,
@@ -26,70 +27,38 @@ from roost.wire.kafka import (
 )
 from roost.wire.kafka.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from roost.broker.broker import Broker
-
 log = logging.getLogger("roost.broker.dispatcher")
-
-API_VERSIONS_KEY = 18
 
 # (api key) -> (lowest, highest) version advertised. Produce 0-2 are advertised but answered
 # UNSUPPORTED_VERSION: librdkafka compresses with gzip/snappy/lz4 only when Produce v0 is listed.
 # Flexible versions (compact encodings, tagged fields) are advertised where the clients use them
 # and the test suite runs them: librdkafka 2.x and kafka-python pick the highest, aiokafka and
 # Debian's kcat (librdkafka 2.0) the older non-flexible ones, so both kinds are exercised.
-ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (0, 10),    # Produce (9+ flexible)
-    1: (4, 16),    # Fetch (12+ flexible, 13+ by topic id)
-    2: (1, 7),     # ListOffsets (6+ flexible, 7 max timestamp)
-    3: (1, 12),    # Metadata (9+ flexible, 10+ topic ids)
-    8: (2, 8),     # OffsetCommit (8 flexible)
-    9: (1, 7),     # OffsetFetch (6+ flexible)
-    10: (0, 3),    # FindCoordinator (3 flexible)
-    11: (0, 7),    # JoinGroup (4+ MEMBER_ID_REQUIRED, 5+ static members, 6+ flexible)
-    12: (0, 4),    # Heartbeat (4 flexible)
-    13: (0, 4),    # LeaveGroup (3+ batch, 4 flexible)
-    14: (0, 5),    # SyncGroup (4+ flexible)
-    15: (0, 5),    # DescribeGroups (5 flexible)
-    16: (0, 4),    # ListGroups (3+ flexible, 4 states filter)
-    18: (0, 3),    # ApiVersions (3 flexible)
-    19: (2, 5),    # CreateTopics (5 flexible)
-    20: (1, 5),    # DeleteTopics (4+ flexible)
-    21: (0, 2),    # DeleteRecords (2 flexible)
-    22: (0, 3),    # InitProducerId (2+ flexible, 3 epoch bump)
-    32: (1, 3),    # DescribeConfigs
-    37: (0, 2),    # CreatePartitions (2 flexible)
+ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 10),             # 9+ flexible
+    ApiKey.FETCH: (4, 16),               # 12+ flexible, 13+ by topic id
+    ApiKey.LIST_OFFSETS: (1, 7),         # 6+ flexible, 7 max timestamp
+    ApiKey.METADATA: (1, 12),            # 9+ flexible, 10+ topic ids
+    ApiKey.OFFSET_COMMIT: (2, 8),        # 8 flexible
+    ApiKey.OFFSET_FETCH: (1, 7),         # 6+ flexible
+    ApiKey.FIND_COORDINATOR: (0, 3),     # 3 flexible
+    ApiKey.JOIN_GROUP: (0, 7),           # 4+ MEMBER_ID_REQUIRED, 5+ static members, 6+ flexible
+    ApiKey.HEARTBEAT: (0, 4),            # 4 flexible
+    ApiKey.LEAVE_GROUP: (0, 4),          # 3+ batch, 4 flexible
+    ApiKey.SYNC_GROUP: (0, 5),           # 4+ flexible
+    ApiKey.DESCRIBE_GROUPS: (0, 5),      # 5 flexible
+    ApiKey.LIST_GROUPS: (0, 4),          # 3+ flexible, 4 states filter
+    ApiKey.API_VERSIONS: (0, 3),         # 3 flexible
+    ApiKey.CREATE_TOPICS: (2, 5),        # 5 flexible
+    ApiKey.DELETE_TOPICS: (1, 5),        # 4+ flexible
+    ApiKey.DELETE_RECORDS: (0, 2),       # 2 flexible
+    ApiKey.INIT_PRODUCER_ID: (0, 3),     # 2+ flexible, 3 epoch bump
+    ApiKey.DESCRIBE_CONFIGS: (1, 3),
+    ApiKey.CREATE_PARTITIONS: (0, 2),    # 2 flexible
 }
 
-Handler = Callable[..., Any]
 
-HANDLERS: dict[int, Handler] = {
-    0: produce.handle_produce,
-    1: fetch.handle_fetch,
-    2: offsets.handle_list_offsets,
-    3: metadata.handle_metadata,
-    8: groups.handle_offset_commit,
-    9: groups.handle_offset_fetch,
-    10: groups.handle_find_coordinator,
-    11: groups.handle_join_group,
-    12: groups.handle_heartbeat,
-    13: groups.handle_leave_group,
-    14: groups.handle_sync_group,
-    15: groups.handle_describe_groups,
-    16: groups.handle_list_groups,
-    18: metadata.handle_api_versions,
-    19: admin.handle_create_topics,
-    20: admin.handle_delete_topics,
-    21: offsets.handle_delete_records,
-    22: admin.handle_init_producer_id,
-    32: admin.handle_describe_configs,
-    37: admin.handle_create_partitions,
-}
-# Handlers that also want the client's address (group membership records it).
-WANTS_CLIENT_HOST = frozenset({11})
-
-
-def advertised_versions() -> dict[int, tuple[int, int]]:
+def advertised_versions() -> dict[ApiKey, tuple[int, int]]:
     """The advertised ranges, clipped to what the codec implements."""
     ranges = {}
     for key, (low, high) in ADVERTISED_VERSIONS.items():
@@ -104,19 +73,21 @@ def describe_counts(counts: Counter[tuple[int, int]]) -> str:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self._advertised = broker.advertised_versions
+    def __init__(self, routes: Mapping[ApiKey, Handler], advertised: Mapping[ApiKey, tuple[int, int]]) -> None:
+        missing = set(advertised) - set(routes)
+        assert not missing, f"advertised APIs without a handler: {sorted(missing)}"
+        self._routes = dict(routes)
+        self._advertised = dict(advertised)
         # (api key, version) -> requests served: which versions clients really use.
         self.request_counts: Counter[tuple[int, int]] = Counter()
 
-    def dispatch(self, connection: KafkaConnection, header: RequestHeader, frame: bytearray) -> Any:
+    def route(self, header: RequestHeader, frame: bytearray, client_host: str) -> Any:
         key, version = header.api_key, header.api_version
-        advertised = self._advertised.get(key)
+        advertised = self._advertised.get(key)  # type: ignore[call-overload]
         if advertised is None:
             raise KafkaCodecError(f"unknown api key {key}")
         if not advertised[0] <= version <= advertised[1]:
-            if key == API_VERSIONS_KEY:
+            if key == ApiKey.API_VERSIONS:
                 # KIP-511: answer in v0 shape so any client can read the supported range.
                 return [encode_api_versions_fallback(
                     header.correlation_id, ErrorCode.UNSUPPORTED_VERSION,
@@ -124,11 +95,7 @@ class Dispatcher:
             raise KafkaCodecError(f"api key {key} version {version} is not supported")
         header, body = decode_request(frame)
         self.request_counts[(key, version)] += 1
-        handler = HANDLERS[key]
-        if key in WANTS_CLIENT_HOST:
-            result = handler(self._broker, header, body, connection.peer.rsplit(":", 1)[0])
-        else:
-            result = handler(self._broker, header, body)
+        result = self._routes[key](Request(header, body, client_host))  # type: ignore[index]
         if result is NO_RESPONSE:
             return NO_RESPONSE
         if isinstance(result, dict):

@@ -9,12 +9,13 @@ reads the whole topic back, the last record per key winning.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from roost.broker.partition import Partition
+from roost.broker.replica.partition import Partition
 from roost.wire.kafka.records import build_batch, iter_records
 
 log = logging.getLogger("roost.broker.offsets")
@@ -130,9 +131,11 @@ def _utf16_units(text: str) -> Iterator[int]:
 class OffsetStore:
     """In-memory view of the committed offsets, written through to __consumer_offsets."""
 
-    def __init__(self, partitions: list[Partition]) -> None:
+    def __init__(self, partitions: list[Partition],
+                 append: Callable[[Partition, bytearray], asyncio.Future[None] | None]) -> None:
         assert partitions, "the offsets topic has at least one partition"
         self._partitions = partitions
+        self._append = append
         self._offsets: dict[OffsetKey, CommittedOffset] = {}
         self._by_group: dict[str, set[OffsetKey]] = {}
         for partition in partitions:
@@ -181,21 +184,20 @@ class OffsetStore:
         return self._partitions[offsets_partition_for(group_id, len(self._partitions))]
 
     def commit(self, group_id: str, entries: dict[tuple[str, int], CommittedOffset | None],
-               now_ms: int) -> Partition:
-        """Append the commits (None = delete) as one batch; returns the partition written."""
+               now_ms: int) -> asyncio.Future[None] | None:
+        """Append the commits (None = delete) as one batch; returns the fsync the commit's
+        acknowledgement must wait for, if the offsets topic asks for one."""
         assert entries
         records = [(encode_key((group_id, topic, index)), None if value is None else encode_value(value))
                    for (topic, index), value in entries.items()]
-        partition = self.partition_for(group_id)
         batch = bytearray(build_batch(records, timestamp_ms=now_ms))
-        partition.log.append(batch)
-        partition.wake_waiters()
+        durable = self._append(self.partition_for(group_id), batch)
         for (topic, index), value in entries.items():
             if value is None:
                 self._forget((group_id, topic, index))
             else:
                 self._remember((group_id, topic, index), value)
-        return partition
+        return durable
 
     def get(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
         return self._offsets.get((group_id, topic, partition))

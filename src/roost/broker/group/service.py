@@ -6,14 +6,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from roost.broker.group.coordinator import GroupCoordinator, GroupLimits, GroupState
 from roost.broker.group.offsets import CommittedOffset, OffsetStore
-from roost.broker.topics import OFFSETS_TOPIC
-
-if TYPE_CHECKING:
-    from roost.broker.state import BrokerState
+from roost.broker.metadata.catalog import OFFSETS_TOPIC
+from roost.broker.replica.manager import ReplicaManager
+from roost.broker.topic_admin import TopicAdmin
+from roost.config import BrokerConfig
 
 log = logging.getLogger("roost.broker.group")
 
@@ -26,24 +25,24 @@ def now_ms() -> int:
 
 
 class GroupService:
-    def __init__(self, state: BrokerState) -> None:
-        config = state.config
-        self.state = state
+    def __init__(self, config: BrokerConfig, admin: TopicAdmin, replicas: ReplicaManager) -> None:
         self.coordinator = GroupCoordinator(GroupLimits(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             max_size=config["group.max.size"],
         ))
-        if OFFSETS_TOPIC not in state.topics:
-            state.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], {
+        info = admin.catalog.get(OFFSETS_TOPIC)
+        if info is None:
+            info = admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], {
                 "cleanup.policy": "compact",
                 "segment.bytes": config["offsets.topic.segment.bytes"],
                 "retention.ms": -1,
             })
-        info = state.topics.get(OFFSETS_TOPIC)
-        assert info is not None
-        self.offsets = OffsetStore([state.partitions[(OFFSETS_TOPIC, i)] for i in range(info.partitions)])
+        partitions = [replicas.partition(OFFSETS_TOPIC, i) for i in range(info.partitions)]
+        assert all(p is not None for p in partitions)
+        self.offsets = OffsetStore(partitions, replicas.append_internal)  # type: ignore[arg-type]
+        admin.on_delete(self.forget_topic)
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -90,5 +89,4 @@ class GroupService:
 
     def commit(self, group_id: str, entries: dict[tuple[str, int], CommittedOffset]) -> asyncio.Future[None] | None:
         """Store commits; returns a future to wait for when the offsets topic fsyncs before acks."""
-        partition = self.offsets.commit(group_id, dict(entries), now_ms())
-        return self.state.flush_after_append(partition, 1)
+        return self.offsets.commit(group_id, dict(entries), now_ms())

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from roost.broker.topics import INTERNAL_TOPICS, topic_name_problem
+from roost.broker.metadata.cache import MetadataCache
+from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
+from roost.broker.producer_ids import ProducerIdAllocator
+from roost.broker.request import Request
+from roost.broker.topic_admin import TopicAdmin
 from roost.config import (
     BROKER_SETTINGS,
     FIXED_TOPIC_CONFIGS,
     SETTINGS_BY_NAME,
     TOPIC_SETTINGS,
+    BrokerConfig,
     ConfigError,
     Setting,
     parse_topic_configs,
 )
-from roost.wire.kafka import RequestHeader
 from roost.wire.kafka.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from roost.broker.broker import Broker
 
 log = logging.getLogger("roost.broker.admin")
 
@@ -32,7 +34,22 @@ CONFIG_TYPE = {bool: 1, str: 2, int: 5, float: 6}
 MAX_PARTITIONS = 10_000
 
 
-def handle_create_topics(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AdminContext:
+    """What the admin handlers may use."""
+
+    broker_id: int
+    config: BrokerConfig
+    topics: TopicAdmin
+    metadata: MetadataCache
+    producer_ids: ProducerIdAllocator
+
+    def live_broker_ids(self) -> list[int]:
+        return self.metadata.live_broker_ids()
+
+
+def handle_create_topics(ctx: AdminContext, request: Request) -> dict[str, Any]:
+    body = request.body
     names = [topic["name"] for topic in body["topics"]]
     duplicated = {name for name in names if names.count(name) > 1}
     results = []
@@ -41,7 +58,7 @@ def handle_create_topics(broker: Broker, header: RequestHeader, body: dict[str, 
         if name in duplicated:
             results.append(_topic_error(name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
             continue
-        results.append(_create_one(broker, topic, body.get("validate_only", False), header.client_id))
+        results.append(_create_one(ctx, topic, body.get("validate_only", False), request.header.client_id))
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -50,12 +67,12 @@ def _topic_error(name: str, code: ErrorCode, message: str | None = None) -> dict
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-def _create_one(broker: Broker, topic: dict[str, Any], validate_only: bool, client: str | None) -> dict[str, Any]:
+def _create_one(ctx: AdminContext, topic: dict[str, Any], validate_only: bool, client: str | None) -> dict[str, Any]:
     name = topic["name"]
     problem = topic_name_problem(name)
     if problem is not None:
         return _topic_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if name in broker.state.topics:
+    if name in ctx.topics.catalog:
         return _topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
     assignments = topic.get("assignments") or []
     partitions = topic["num_partitions"]
@@ -66,31 +83,31 @@ def _create_one(broker: Broker, topic: dict[str, Any], validate_only: bool, clie
                                 "give either assignments or partitions and replication factor")
         partitions = len(assignments)
         replication = len(assignments[0]["broker_ids"])
-        unknown = {b for a in assignments for b in a["broker_ids"]} - set(broker.live_broker_ids())
+        unknown = {b for a in assignments for b in a["broker_ids"]} - set(ctx.live_broker_ids())
         if unknown:
             return _topic_error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {sorted(unknown)}")
     if partitions == -1:
-        partitions = broker.state.config["num.partitions"]
+        partitions = ctx.config["num.partitions"]
     if replication == -1:
-        replication = broker.state.config["default.replication.factor"]
+        replication = ctx.config["default.replication.factor"]
     if not 1 <= partitions <= MAX_PARTITIONS:
         return _topic_error(name, ErrorCode.INVALID_PARTITIONS,
                             f"number of partitions must be between 1 and {MAX_PARTITIONS}")
     if replication < 1:
         return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be >= 1")
-    if replication > len(broker.live_broker_ids()):
+    if replication > len(ctx.live_broker_ids()):
         return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"replication factor {replication} larger than available brokers "
-                            f"{len(broker.live_broker_ids())}")
+                            f"{len(ctx.live_broker_ids())}")
     try:
         overrides = parse_topic_configs({c["name"]: c["value"] for c in topic.get("configs") or []},
                                         f"topic '{name}'")
     except ConfigError as error:
         return _topic_error(name, ErrorCode.INVALID_CONFIG, str(error))
     if not validate_only:
-        broker.state.create_topic(name, partitions, overrides)
+        ctx.topics.create_topic(name, partitions, overrides)
         log.info("client %s created topic %s", client, name)
-    info_configs = dict(broker.state.config.topic_defaults())
+    info_configs = dict(ctx.config.topic_defaults())
     info_configs.update(overrides)
     return {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
             "num_partitions": partitions, "replication_factor": replication,
@@ -99,29 +116,30 @@ def _create_one(broker: Broker, topic: dict[str, Any], validate_only: bool, clie
                          "is_sensitive": False} for key, value in sorted(info_configs.items())]}
 
 
-def handle_delete_topics(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle_delete_topics(ctx: AdminContext, request: Request) -> dict[str, Any]:
+    body, header = request.body, request.header
     responses = []
     for name in body["topic_names"]:
         code, message = ErrorCode.NONE, None
-        if not broker.state.config["delete.topic.enable"]:
+        if not ctx.config["delete.topic.enable"]:
             code, message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
-        elif name not in broker.state.topics:
+        elif name not in ctx.topics.catalog:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif name in INTERNAL_TOPICS:
             code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal"
         else:
-            broker.state.delete_topic(name)
-            broker.groups.forget_topic(name)
+            ctx.topics.delete_topic(name)
             log.info("client %s deleted topic %s", header.client_id, name)
         responses.append({"name": name, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def handle_create_partitions(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle_create_partitions(ctx: AdminContext, request: Request) -> dict[str, Any]:
+    body = request.body
     results = []
     for topic in body["topics"]:
         name = topic["name"]
-        info = broker.state.topics.get(name)
+        info = ctx.topics.catalog.get(name)
         code, message = ErrorCode.NONE, None
         if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -133,7 +151,7 @@ def handle_create_partitions(broker: Broker, header: RequestHeader, body: dict[s
         elif topic["count"] > MAX_PARTITIONS:
             code, message = ErrorCode.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions"
         elif not body.get("validate_only", False):
-            broker.state.add_partitions(name, topic["count"])
+            ctx.topics.add_partitions(name, topic["count"])
         results.append({"name": name, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "results": results}
 
@@ -152,8 +170,8 @@ def _config_entry(name: str, value: Any, source: int, setting: Setting | None, d
             "documentation": setting.help if (documentation and setting) else None}
 
 
-def handle_describe_configs(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    state = broker.state
+def handle_describe_configs(ctx: AdminContext, request: Request) -> dict[str, Any]:
+    body = request.body
     include_synonyms = body.get("include_synonyms", False)
     documentation = body.get("include_documentation", False)
     results = []
@@ -163,12 +181,12 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, body: dict[st
         entries: list[dict[str, Any]] = []
         code, message = ErrorCode.NONE, None
         if kind == RESOURCE_TOPIC:
-            info = state.topics.get(name)
+            info = ctx.topics.catalog.get(name)
             if info is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 for key, setting in sorted(TOPIC_SETTINGS.items()):
-                    broker_value = state.config[setting.name]
+                    broker_value = ctx.config[setting.name]
                     broker_source = (SOURCE_DEFAULT_CONFIG if broker_value == setting.default
                                      else SOURCE_STATIC_BROKER_CONFIG)
                     synonyms = [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
@@ -182,11 +200,11 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, body: dict[st
                 for key, value in FIXED_TOPIC_CONFIGS.items():
                     entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, []))
         elif kind == RESOURCE_BROKER:
-            if name not in ("", str(broker.broker_id)):
-                code, message = ErrorCode.INVALID_REQUEST, f"this is broker {broker.broker_id}"
+            if name not in ("", str(ctx.broker_id)):
+                code, message = ErrorCode.INVALID_REQUEST, f"this is broker {ctx.broker_id}"
             else:
                 for setting in BROKER_SETTINGS:
-                    value = state.config[setting.name]
+                    value = ctx.config[setting.name]
                     source = SOURCE_DEFAULT_CONFIG if value == setting.default else SOURCE_STATIC_BROKER_CONFIG
                     synonyms = [{"name": setting.name, "value": _render(value), "source": source}]
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
@@ -200,7 +218,8 @@ def handle_describe_configs(broker: Broker, header: RequestHeader, body: dict[st
     return {"throttle_time_ms": 0, "results": results}
 
 
-def handle_init_producer_id(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle_init_producer_id(ctx: AdminContext, request: Request) -> dict[str, Any]:
+    body, header = request.body, request.header
     if body.get("transactional_id") is not None:
         log.warning("client %s asked for a transactional producer; transactions are not supported",
                     header.client_id)
@@ -212,4 +231,4 @@ def handle_init_producer_id(broker: Broker, header: RequestHeader, body: dict[st
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": existing,
                 "producer_epoch": epoch + 1}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": broker.state.producer_ids.allocate(), "producer_epoch": 0}
+            "producer_id": ctx.producer_ids.allocate(), "producer_epoch": 0}

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from roost.broker.partition import Partition
-from roost.log import OffsetOutOfRange
-from roost.wire.kafka import RequestHeader
+from roost.broker.metadata.catalog import TopicCatalog
+from roost.broker.replica.manager import OffsetOutOfRange, ReplicaManager
+from roost.broker.replica.partition import Partition
+from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from roost.broker.broker import Broker
 
 FIRST_TOPIC_ID_VERSION = 13
 ZERO_UUID = uuid.UUID(int=0)
@@ -26,25 +24,27 @@ ZERO_UUID = uuid.UUID(int=0)
 class _FetchPlan:
     """The partitions one Fetch request asked for, resolved once and read as often as needed."""
 
-    def __init__(self, broker: Broker, header: RequestHeader, body: dict[str, Any]) -> None:
-        self.version = header.api_version
+    def __init__(self, replicas: ReplicaManager, catalog: TopicCatalog, version: int,
+                 body: dict[str, Any]) -> None:
+        self.replicas = replicas
+        self.version = version
         self.max_bytes: int = body.get("max_bytes", 0x7FFFFFFF)
         self.by_id = self.version >= FIRST_TOPIC_ID_VERSION
         # (topic name or None, topic id, request partition, Partition or error code)
         self.entries: list[tuple[str, uuid.UUID, dict[str, Any], Partition | ErrorCode]] = []
         for topic in body["topics"]:
             if self.by_id:
-                info = broker.state.topics.by_id(topic["topic_id"])
+                info = catalog.by_id(topic["topic_id"])
                 name = info.name if info else ""
                 topic_id = topic["topic_id"]
                 missing = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 name = topic["topic"]
-                info = broker.state.topics.get(name)
+                info = catalog.get(name)
                 topic_id = info.topic_id if info else ZERO_UUID
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             for request_partition in topic["partitions"]:
-                partition = broker.state.partition(name, request_partition["partition"]) if info else None
+                partition = replicas.partition(name, request_partition["partition"]) if info else None
                 self.entries.append((name, topic_id, request_partition, partition or missing))
 
     def partitions(self) -> list[Partition]:
@@ -69,9 +69,8 @@ class _FetchPlan:
                 errored = True
                 continue
             limit = min(request_partition["partition_max_bytes"], remaining)
-            hw = partition.high_watermark
             try:
-                result = partition.log.read(request_partition["fetch_offset"], limit, max_offset=hw,
+                result = self.replicas.read(partition, request_partition["fetch_offset"], limit,
                                             min_one_batch=total == 0)
             except OffsetOutOfRange:
                 out.append(_partition_result(index, ErrorCode.OFFSET_OUT_OF_RANGE, partition))
@@ -97,14 +96,20 @@ def _release(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-def handle_fetch(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> Any:
-    plan = _FetchPlan(broker, header, body)
-    response, found, errored = plan.read()
-    max_wait_ms = body["max_wait_ms"]
-    # Fetch sessions (KIP-227) are declined by answering session id 0: clients send full fetches.
-    if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():
-        return response
-    return _wait_then_read(plan, body["min_bytes"], max_wait_ms / 1000)
+class FetchApi:
+    def __init__(self, replicas: ReplicaManager, catalog: TopicCatalog) -> None:
+        self._replicas = replicas
+        self._catalog = catalog
+
+    def handle(self, request: Request) -> Any:
+        body = request.body
+        plan = _FetchPlan(self._replicas, self._catalog, request.version, body)
+        response, found, errored = plan.read()
+        max_wait_ms = body["max_wait_ms"]
+        # Fetch sessions (KIP-227) are declined by answering session id 0: clients send full fetches.
+        if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():
+            return response
+        return _wait_then_read(plan, body["min_bytes"], max_wait_ms / 1000)
 
 
 async def _wait_then_read(plan: _FetchPlan, min_bytes: int, max_wait: float) -> dict[str, Any]:

@@ -3,32 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from roost.broker.group.coordinator import GroupState
 from roost.broker.group.offsets import MAX_METADATA_BYTES, CommittedOffset
-from roost.broker.group.service import now_ms
-from roost.wire.kafka import RequestHeader
+from roost.broker.group.service import GroupService, now_ms
+from roost.broker.metadata.cache import BrokerEndpoint
+from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from roost.broker.broker import Broker
 
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
 COORDINATOR_GROUP = 0
 
 
-def handle_find_coordinator(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GroupContext:
+    """What the group handlers may use."""
+
+    groups: GroupService
+    coordinator_for: Callable[[str], BrokerEndpoint | None]  # group id -> its coordinator
+    partition_exists: Callable[[str, int], bool]
+
+
+def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, Any]:
+    body = request.body
     if body.get("key_type", COORDINATOR_GROUP) != COORDINATOR_GROUP:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "only group coordinators are supported (no transactions)",
                 "node_id": -1, "host": "", "port": -1}
-    node_id, host, port = broker.coordinator_endpoint(body["key"])
+    endpoint = ctx.coordinator_for(body["key"])
+    if endpoint is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "error_message": None, "node_id": -1, "host": "", "port": -1}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "node_id": node_id, "host": host, "port": port}
+            "node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port}
 
 
-def handle_join_group(broker: Broker, header: RequestHeader, body: dict[str, Any], client_host: str) -> Any:
+def handle_join_group(ctx: GroupContext, request: Request) -> Any:
+    header, body = request.header, request.body
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -37,18 +51,18 @@ def handle_join_group(broker: Broker, header: RequestHeader, body: dict[str, Any
             answer.set_result(response)
 
     session_timeout = body["session_timeout_ms"]
-    broker.groups.coordinator.join(
+    ctx.groups.coordinator.join(
         now_ms(),
         group_id=body["group_id"],
         member_id=body["member_id"],
         instance_id=body.get("group_instance_id"),
         client_id=header.client_id or "",
-        client_host=client_host,
+        client_host=request.client_host,
         session_timeout_ms=session_timeout,
         rebalance_timeout_ms=body.get("rebalance_timeout_ms", session_timeout),
         protocol_type=body["protocol_type"],
         protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
-        require_known_member_id=header.api_version >= FIRST_MEMBER_ID_REQUIRED_VERSION,
+        require_known_member_id=request.version >= FIRST_MEMBER_ID_REQUIRED_VERSION,
         reply=reply,
     )
     if answer.done():
@@ -56,7 +70,8 @@ def handle_join_group(broker: Broker, header: RequestHeader, body: dict[str, Any
     return answer
 
 
-def handle_sync_group(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> Any:
+def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
+    body = request.body
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -64,7 +79,7 @@ def handle_sync_group(broker: Broker, header: RequestHeader, body: dict[str, Any
         if not answer.done():
             answer.set_result(response)
 
-    broker.groups.coordinator.sync(
+    ctx.groups.coordinator.sync(
         now_ms(),
         group_id=body["group_id"],
         generation=body["generation_id"],
@@ -78,15 +93,17 @@ def handle_sync_group(broker: Broker, header: RequestHeader, body: dict[str, Any
     return answer
 
 
-def handle_heartbeat(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    code = broker.groups.coordinator.heartbeat(
+def handle_heartbeat(ctx: GroupContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    code = ctx.groups.coordinator.heartbeat(
         now_ms(), group_id=body["group_id"], generation=body["generation_id"],
         member_id=body["member_id"], instance_id=body.get("group_instance_id"))
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-def handle_leave_group(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = broker.groups.coordinator
+def handle_leave_group(ctx: GroupContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    coordinator = ctx.groups.coordinator
     group_id = body["group_id"]
     if "members" not in body:  # v0-2: one member, by id
         code = coordinator.leave(now_ms(), group_id=group_id, member_id=body["member_id"], instance_id=None)
@@ -101,14 +118,15 @@ def handle_leave_group(broker: Broker, header: RequestHeader, body: dict[str, An
     return {"throttle_time_ms": 0, "error_code": top, "members": results}
 
 
-def handle_offset_commit(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> Any:
+def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
+    body = request.body
     group_id = body["group_id"]
     generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
     member_id = body.get("member_id", "")
-    verdict = broker.groups.coordinator.check_commit(group_id, generation, member_id,
+    verdict = ctx.groups.coordinator.check_commit(group_id, generation, member_id,
                                                      body.get("group_instance_id"))
     if verdict == ErrorCode.NONE and member_id:
-        broker.groups.coordinator.touch(now_ms(), group_id, member_id)
+        ctx.groups.coordinator.touch(now_ms(), group_id, member_id)
     now = now_ms()
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     topics_out = []
@@ -120,7 +138,7 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, body: dict[str, 
             metadata = request.get("committed_metadata") or ""
             code = verdict
             if code == ErrorCode.NONE:
-                if broker.state.partition(name, index) is None:
+                if not ctx.partition_exists(name, index):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata.encode()) > MAX_METADATA_BYTES:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -132,7 +150,7 @@ def handle_offset_commit(broker: Broker, header: RequestHeader, body: dict[str, 
     response = {"throttle_time_ms": 0, "topics": topics_out}
     if not accepted:
         return response
-    durable = broker.groups.commit(group_id, accepted)
+    durable = ctx.groups.commit(group_id, accepted)
     if durable is None:
         return response
     return _after(durable, response)
@@ -148,9 +166,10 @@ async def _after(durable: asyncio.Future[None], response: dict[str, Any]) -> dic
     return response
 
 
-def handle_offset_fetch(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
+    body = request.body
     group_id = body["group_id"]
-    store = broker.groups.offsets
+    store = ctx.groups.offsets
     requested = body.get("topics")
     if requested is None:  # all committed offsets of the group
         wanted: dict[str, list[int]] = {}
@@ -174,21 +193,21 @@ def handle_offset_fetch(broker: Broker, header: RequestHeader, body: dict[str, A
     return {"throttle_time_ms": 0, "topics": topics_out, "error_code": ErrorCode.NONE}
 
 
-def handle_describe_groups(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
     groups = []
-    for group_id in body["groups"]:
-        described = broker.groups.coordinator.describe(group_id)
-        if described["group_state"] == GroupState.DEAD.value and group_id in broker.groups.offsets.groups():
+    for group_id in request.body["groups"]:
+        described = ctx.groups.coordinator.describe(group_id)
+        if described["group_state"] == GroupState.DEAD.value and group_id in ctx.groups.offsets.groups():
             described["group_state"] = GroupState.EMPTY.value  # known by its committed offsets
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def handle_list_groups(broker: Broker, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
-    states_filter = {s.lower() for s in body.get("states_filter") or []}
+def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
+    states_filter = {s.lower() for s in request.body.get("states_filter") or []}
     listed: dict[str, tuple[str, str]] = {g: ("consumer", GroupState.EMPTY.value)
-                                          for g in broker.groups.offsets.groups()}
-    for group_id, protocol_type, state in broker.groups.coordinator.listing():
+                                          for g in ctx.groups.offsets.groups()}
+    for group_id, protocol_type, state in ctx.groups.coordinator.listing():
         listed[group_id] = (protocol_type, state)
     groups = [{"group_id": g, "protocol_type": p, "group_state": s}
               for g, (p, s) in sorted(listed.items())

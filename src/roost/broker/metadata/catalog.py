@@ -1,4 +1,4 @@
-"""Topic metadata: names, ids, partition counts and per-topic configs, kept durable on disk.
+"""The topic catalog: names, ids, partition counts and per-topic configs, kept durable on disk.
 
 The single broker keeps this in one JSON file written atomically (temp file, fsync, rename); the
 replicated cluster keeps the same records as znodes in the keeper.
@@ -54,7 +54,7 @@ class TopicInfo:
         return cls(name, uuid.UUID(data["id"]), int(data["partitions"]), dict(data.get("configs", {})))
 
 
-class TopicStore:
+class TopicCatalog:
     """The durable set of topics of a single broker."""
 
     def __init__(self, path: Path) -> None:
