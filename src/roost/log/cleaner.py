@@ -67,10 +67,11 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
-from roost.log.config import NEVER
+from roost.log.config import NEVER, LogConfig
 from roost.log.files import TEMP_SUFFIX, atomic_write, fsync_directory
+from roost.log.producer_state import ProducerStateManager
 from roost.log.segment import INT32_MAX, Segment
 from roost.wire.kafka.records import (
     COMPRESSION_NONE,
@@ -88,8 +89,21 @@ from roost.wire.kafka.records import (
     parse_header,
 )
 
-if TYPE_CHECKING:
-    from roost.log.partition_log import PartitionLog
+
+class CleanableLog(Protocol):
+    """What a pass needs of a partition log (PartitionLog is one): its segments and bookkeeping,
+    and a way to put a cleaned segment in place of the ones it replaces."""
+
+    directory: Path
+    config: LogConfig
+    segments: list[Segment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+    producer_state: ProducerStateManager
+    cleaner_checkpoint: CleanerCheckpoint
+
+    def replace_segments(self, old: list[Segment], new: Segment | None) -> None: ...
 
 logger = logging.getLogger("roost.log.cleaner")
 
@@ -472,7 +486,7 @@ class _Plan:
 
 
 def _plan(
-    log: PartitionLog, now_ms: int, delete_retention_ms: int, min_ratio: float, hw: int | None
+    log: CleanableLog, now_ms: int, delete_retention_ms: int, min_ratio: float, hw: int | None
 ) -> _Plan:
     checkpoint = log.cleaner_checkpoint
     limit = log.log_end_offset if hw is None else min(hw, log.log_end_offset)
@@ -506,7 +520,7 @@ def _plan(
 
 
 def clean_log(
-    log: PartitionLog,
+    log: CleanableLog,
     now_ms: int,
     *,
     delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS,
@@ -584,7 +598,7 @@ def clean_log(
     return stats
 
 
-def _build_offset_map(log: PartitionLog, plan: _Plan, max_keys: int, stats: CleanStats) -> OffsetMap:
+def _build_offset_map(log: CleanableLog, plan: _Plan, max_keys: int, stats: CleanStats) -> OffsetMap:
     """Scan from the clean point up to the limit (the active segment too), key by key."""
     offset_map = OffsetMap(plan.clean_point, max_keys)
     for segment in log.segments:
@@ -648,7 +662,7 @@ class _SegmentWriter:
 
 
 def _clean_group(
-    log: PartitionLog, group: list[Segment], record_filter: RecordFilter, now_ms: int, stats: CleanStats
+    log: CleanableLog, group: list[Segment], record_filter: RecordFilter, now_ms: int, stats: CleanStats
 ) -> list[Segment]:
     """Write the cleaned form of `group` and swap it in; returns the segments now in its place
     (the group itself when nothing changed, none when nothing was left)."""
@@ -660,7 +674,7 @@ def _clean_group(
         writer = _SegmentWriter(new, log.config.index_interval_bytes)
         changed = len(group) > 1
         for segment in group:
-            fallback_timestamp = log._largest_timestamp(segment)
+            fallback_timestamp = segment.largest_timestamp()
             for _position, header, raw in segment.iter_batches():
                 stats.bytes_read += header.size
                 verdict = record_filter.filter(header, raw, fallback_timestamp)
@@ -684,7 +698,7 @@ def _clean_group(
             for segment in group:
                 segment.delete_files()
             fsync_directory(log.directory)
-            log._replace_segments(group, None)
+            log.replace_segments(group, None)
             return []
         new.on_roll()  # the final time-index entry, as for any segment that is not active
         new.fsync()
@@ -698,7 +712,7 @@ def _clean_group(
                 path.unlink(missing_ok=True)
 
 
-def _swap(log: PartitionLog, group: list[Segment], new: Segment) -> None:
+def _swap(log: CleanableLog, group: list[Segment], new: Segment) -> None:
     """Replace the files of `group` with the fsynced temp segment `new`, crash-safely:
 
     1. delete the first segment's index files (durably): from here until step 2 ends, a crash
@@ -717,4 +731,4 @@ def _swap(log: PartitionLog, group: list[Segment], new: Segment) -> None:
     for segment in group[1:]:
         segment.delete_files()
     fsync_directory(log.directory)
-    log._replace_segments(group, new)
+    log.replace_segments(group, new)

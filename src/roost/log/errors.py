@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
+from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import InvalidRecordBatch
-
-MESSAGE_TOO_LARGE = 10
-RECORD_LIST_TOO_LARGE = 18
 
 
 class OffsetOutOfRange(Exception):
@@ -22,14 +20,14 @@ class MessageTooLarge(InvalidRecordBatch):
     """A batch larger than max_message_bytes (Kafka's MESSAGE_TOO_LARGE)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, MESSAGE_TOO_LARGE)
+        super().__init__(message, ErrorCode.MESSAGE_TOO_LARGE)
 
 
 class RecordBatchTooLarge(InvalidRecordBatch):
     """A batch larger than a whole segment (Kafka's RECORD_LIST_TOO_LARGE)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, RECORD_LIST_TOO_LARGE)
+        super().__init__(message, ErrorCode.RECORD_LIST_TOO_LARGE)
 
 
 class NonMonotonicAppend(ValueError):

@@ -790,7 +790,7 @@ class PartitionLog:
         reasons: list[str] = []
         if self.config.retention_ms >= 0:
             for segment in candidates:
-                age = now - self._largest_timestamp(segment)
+                age = now - segment.largest_timestamp()
                 if age <= self.config.retention_ms:
                     break
                 doomed.append(segment)
@@ -819,13 +819,6 @@ class PartitionLog:
             self.log_start_offset,
         )
         return len(doomed)
-
-    @staticmethod
-    def _largest_timestamp(segment: Segment) -> int:
-        if segment.max_timestamp >= 0:
-            return segment.max_timestamp
-        # Batches without timestamps: fall back to the file's age, as Kafka does.
-        return int(os.fstat(segment.log_fd).st_mtime * 1000)
 
     # ------------------------------------------------------------------------------------------
     # compaction (cleanup.policy=compact)
@@ -866,7 +859,7 @@ class PartitionLog:
             self._cleaner_failed = True
             raise
 
-    def _replace_segments(self, old: list[Segment], new: Segment | None) -> None:
+    def replace_segments(self, old: list[Segment], new: Segment | None) -> None:
         """Put `new` (or nothing) where the consecutive segments `old` were (their files are
         already gone or replaced: only their fds are closed here, or once a pending flush is
         marked done)."""

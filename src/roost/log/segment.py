@@ -203,6 +203,13 @@ class Segment:
         for fd in self.fds:
             os.fsync(fd)
 
+    def largest_timestamp(self) -> int:
+        """The newest record timestamp in this segment, for time retention; for batches without
+        timestamps, the file's modification time, as Kafka does."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.log_fd).st_mtime * 1000)
+
     def close(self) -> None:
         self._release_map()
         for fd in self.fds:
