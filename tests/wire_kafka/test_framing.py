@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import pytest
@@ -22,7 +23,7 @@ def test_any_chunking_yields_the_same_frames(frames: list[bytes], cuts: list[int
     points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
     splitter = FrameSplitter(max_frame_bytes=300)
     got: list[bytes] = []
-    for start, end in zip(points, points[1:], strict=False):
+    for start, end in itertools.pairwise(points):
         got.extend(bytes(f) for f in splitter.split(data[start:end]))
     assert got == frames
     assert splitter.buffered == 0

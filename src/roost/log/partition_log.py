@@ -44,6 +44,8 @@ from roost.log.files import (
     read_checkpoint,
     write_checkpoint,
 )
+from roost.log.leader_epochs import CHECKPOINT_FILE as EPOCH_CHECKPOINT_FILE
+from roost.log.leader_epochs import EpochEntry, LeaderEpochCache
 from roost.log.producer_state import ProducerStateManager
 from roost.log.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
 from roost.wire.kafka.records import (
@@ -104,6 +106,7 @@ class PartitionLog:
         self.log_end_offset = 0
         self.recovery_point = 0
         self.producer_state = ProducerStateManager()
+        self.leader_epochs = LeaderEpochCache(directory, persist=False)  # loaded by open()
         self._closed = False
         self._pending_flushes: list[_PendingFlush] = []
         self._fds_to_close: list[int] = []
@@ -202,9 +205,28 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._write_recovery_checkpoint(force=True)
         self._rebuild_producer_state()
+        self.leader_epochs = self._load_leader_epochs()
         self.cleaner_checkpoint = read_cleaner_checkpoint(self.directory)
         self._lower_clean_point(self.log_end_offset)
         return len(recovered)
+
+    def _load_leader_epochs(self) -> LeaderEpochCache:
+        """The leader-epoch checkpoint, cut to the log's range; rebuilt from the batch headers
+        when it is missing (a log written before it existed, or a lost file)."""
+        if (self.directory / EPOCH_CHECKPOINT_FILE).exists() or self.log_end_offset == self.log_start_offset:
+            cache = LeaderEpochCache.load(self.directory)
+        else:
+            entries: list[EpochEntry] = []
+            for segment in self.segments:
+                for _pos, header in segment.scan(0):
+                    if header.partition_leader_epoch > (entries[-1].epoch if entries else -1):
+                        entries.append(EpochEntry(header.partition_leader_epoch, header.base_offset))
+            cache = LeaderEpochCache(self.directory, entries)
+            cache.save()
+            logger.info("rebuilt the leader-epoch cache of %s from its batches: %s", self.directory, entries)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        return cache
 
     def _delete_orphan_indexes(self, bases: set[int]) -> None:
         for name in os.listdir(self.directory):
@@ -336,8 +358,11 @@ class PartitionLog:
             self._roll(first, now)
         self.active.append(view, batches, self.config.index_interval_bytes)
         self.log_end_offset = last + 1
+        epochs = self.leader_epochs
         for _pos, header in batches:
             self.producer_state.update(header, header.base_offset)
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                epochs.assign(header.partition_leader_epoch, header.base_offset)
 
         max_timestamp, offset_of_max = -1, first
         for _pos, header in batches:
@@ -738,6 +763,8 @@ class PartitionLog:
             self.recovery_point = self.log_end_offset
             self._write_recovery_checkpoint(force=True)
         self._rebuild_producer_state()
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
         self._lower_clean_point(self.log_end_offset)
         logger.info("truncated %s from offset %d to %d", self.directory, old_end, self.log_end_offset)
 
@@ -765,6 +792,7 @@ class PartitionLog:
         ]
         self._remove_segments(doomed)
         self.producer_state.remove_before(offset)
+        self.leader_epochs.truncate_from_start(offset)
         logger.info(
             "log start of %s moved to %d (DeleteRecords); %d segments deleted",
             self.directory,
@@ -811,6 +839,7 @@ class PartitionLog:
             self.log_start_offset = new_start
             write_checkpoint(self.directory / LOG_START_FILE, new_start)
         self.producer_state.remove_before(self.log_start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
         logger.info(
             "retention deleted %d segments of %s (%s); log start now %d",
             len(doomed),
