@@ -7,6 +7,7 @@ import random
 import uuid
 from typing import Any
 
+from roost.wire.kafka import request_has_client_id
 from roost.wire.kafka.apis import APIS
 from roost.wire.kafka.schema import Field, Message
 
@@ -20,6 +21,11 @@ STRINGS = ("", "orders", "topic-with-a-rather-long-name-" + "x" * 150, "ümlaut-
 def every_api_version() -> list[tuple[int, int]]:
     return [(key, version) for key, api in sorted(APIS.items())
             for version in range(api.request.versions.low, api.request.versions.high + 1)]
+
+
+def client_id_for(api_key: int, version: int, client_id: str | None) -> str | None:
+    """`client_id`, or None where the request header has none (ControlledShutdown v0)."""
+    return client_id if request_has_client_id(api_key, version) else None
 
 
 def message_of(api_key: int, is_request: bool) -> Message:

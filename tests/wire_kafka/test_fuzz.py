@@ -22,7 +22,7 @@ from roost.wire.kafka import (
     encode_response,
     peek_request_header,
 )
-from tests.wire_kafka.samples import every_api_version, message_of, sample_body
+from tests.wire_kafka.samples import client_id_for, every_api_version, message_of, sample_body
 
 PAIRS = every_api_version()
 TARGETS = [(key, version, is_request) for key, version in PAIRS for is_request in (True, False)]
@@ -55,7 +55,8 @@ def _valid_frames() -> list[tuple[tuple[int, int, bool], bytes]]:
     frames = []
     for api_key, version in PAIRS:
         request = sample_body(message_of(api_key, True), version, rng)
-        encoded = b"".join(encode_request(RequestHeader(api_key, version, 3, "c"), request))[4:]
+        header = RequestHeader(api_key, version, 3, client_id_for(api_key, version, "c"))
+        encoded = b"".join(encode_request(header, request))[4:]
         frames.append(((api_key, version, True), encoded))
         response = sample_body(message_of(api_key, False), version, rng)
         encoded = b"".join(encode_response(RequestHeader(api_key, version, 3, "c"), response))[4:]

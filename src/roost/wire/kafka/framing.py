@@ -41,7 +41,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def _has_client_id(api_key: int, api_version: int) -> bool:
+def request_has_client_id(api_key: int, api_version: int) -> bool:
     """Whether the request header carries a client_id: all but ControlledShutdown v0 (header v0)."""
     return not (api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0)
 
@@ -51,7 +51,7 @@ def _read_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
         raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
     api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(buf, 0)
     pos = HEADER_FIXED.size
-    if not _has_client_id(api_key, api_version):
+    if not request_has_client_id(api_key, api_version):
         return RequestHeader(api_key, api_version, correlation_id, None), pos
     if len(buf) < pos + 2:
         raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
@@ -107,7 +107,7 @@ def encode_request(header: RequestHeader, body: dict[str, Any]) -> list[bytes | 
     out = Out(reserve=4)
     try:
         out.cur += HEADER_FIXED.pack(header.api_key, header.api_version, header.correlation_id)
-        if not _has_client_id(header.api_key, header.api_version):
+        if not request_has_client_id(header.api_key, header.api_version):
             if header.client_id is not None:
                 raise KafkaCodecError(f"{_describe(header.api_key, header.api_version)} requests "
                                       "have no client_id in their header; pass None")
