@@ -30,7 +30,13 @@ from roost.wire.kafka import (
     peek_request_header,
 )
 from roost.wire.kafka.apis import APIS
-from tests.wire_kafka.samples import client_id_for, has_nullable_field, message_of, nondefault_body, normalized
+from tests.wire_kafka.samples import (
+    client_id_for,
+    has_nullable_field,
+    message_of,
+    nondefault_body,
+    normalized,
+)
 
 NEW_APIS = (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
             ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
