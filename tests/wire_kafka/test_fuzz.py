@@ -22,7 +22,13 @@ from roost.wire.kafka import (
     encode_response,
     peek_request_header,
 )
-from tests.wire_kafka.samples import every_api_version, message_of, sample_body
+from tests.wire_kafka.samples import (
+    client_id_for,
+    every_api_version,
+    message_of,
+    nondefault_body,
+    sample_body,
+)
 
 PAIRS = every_api_version()
 TARGETS = [(key, version, is_request) for key, version in PAIRS for is_request in (True, False)]
@@ -55,7 +61,8 @@ def _valid_frames() -> list[tuple[tuple[int, int, bool], bytes]]:
     frames = []
     for api_key, version in PAIRS:
         request = sample_body(message_of(api_key, True), version, rng)
-        encoded = b"".join(encode_request(RequestHeader(api_key, version, 3, "c"), request))[4:]
+        header = RequestHeader(api_key, version, 3, client_id_for(api_key, version, "c"))
+        encoded = b"".join(encode_request(header, request))[4:]
         frames.append(((api_key, version, True), encoded))
         response = sample_body(message_of(api_key, False), version, rng)
         encoded = b"".join(encode_response(RequestHeader(api_key, version, 3, "c"), response))[4:]
@@ -103,6 +110,10 @@ def test_arbitrary_request_frames_raise_only_codec_errors(frame: bytes) -> None:
 def test_mutated_frames_raise_only_codec_errors(sample: tuple[tuple[int, int, bool], bytes],
                                                 edits: list[tuple[str, int, bytes]]) -> None:
     target, frame = sample
+    _decode_frame(target, _mutated(frame, edits))
+
+
+def _mutated(frame: bytes, edits: list[tuple[str, int, bytes]]) -> bytes:
     data = bytearray(frame)
     for kind, where, payload in edits:
         where %= max(len(data), 1)
@@ -114,7 +125,44 @@ def test_mutated_frames_raise_only_codec_errors(sample: tuple[tuple[int, int, bo
             data[where:where] = payload
         elif kind == "set" and data:
             data[where] = 0xFF if payload[0] & 1 else 0x7F  # huge lengths and counts
-    _decode_frame(target, bytes(data))
+    return bytes(data)
+
+
+# The inter-broker and cluster-admin APIs get a budget of their own: their bodies are deeper
+# (per-topic, per-partition, per-endpoint arrays) and the shared budget above is spread thin.
+INTER_BROKER_KEYS = frozenset({4, 5, 6, 7, 23, 43, 45, 46, 56, 60})
+INTER_BROKER_TARGETS = [target for target in TARGETS if target[0] in INTER_BROKER_KEYS]
+
+
+def _nondefault_frames() -> list[tuple[tuple[int, int, bool], bytes]]:
+    """Full frames of the inter-broker APIs, every array non-empty (so a mutation lands inside)."""
+    rng = random.Random(12)
+    frames = []
+    for api_key, version, is_request in INTER_BROKER_TARGETS:
+        body = nondefault_body(message_of(api_key, is_request), version, rng)
+        header = RequestHeader(api_key, version, 3, client_id_for(api_key, version, "c"))
+        encode = encode_request if is_request else encode_response
+        frames.append(((api_key, version, is_request), b"".join(encode(header, body))[4:]))
+    return frames
+
+
+INTER_BROKER_FRAMES = _nondefault_frames()
+
+
+@FUZZ
+@given(target=st.sampled_from(INTER_BROKER_TARGETS), body=st.binary(max_size=300))
+def test_inter_broker_bodies_raise_only_codec_errors(target: tuple[int, int, bool], body: bytes) -> None:
+    _decode(target, body)
+
+
+@FUZZ
+@given(sample=st.sampled_from(INTER_BROKER_FRAMES), edits=st.lists(
+    st.tuples(st.sampled_from(("flip", "cut", "insert", "set")), st.integers(0, 10_000), st.binary(
+        min_size=1, max_size=4)), min_size=1, max_size=4))
+def test_mutated_inter_broker_frames_raise_only_codec_errors(
+        sample: tuple[tuple[int, int, bool], bytes], edits: list[tuple[str, int, bytes]]) -> None:
+    target, frame = sample
+    _decode_frame(target, _mutated(frame, edits))
 
 
 @FUZZ

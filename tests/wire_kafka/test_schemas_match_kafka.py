@@ -1,9 +1,11 @@
 """Our schemas against Apache Kafka's own message JSON files.
 
-kafka-python (a test dependency) ships a copy of Kafka's `common/message/*.json`. Every field we
-declare must match Kafka's field of the same position: name, type, versions, nullable versions,
-tagged versions, tag and default; and we must declare every field Kafka has, in the same order
-(the wire order). This is the check that the schemas were transcribed right.
+kafka-python (a test dependency) ships a copy of Kafka's `common/message/*.json` (from Kafka 4.x).
+The ZooKeeper-mode inter-broker messages that Kafka 4.0 removed are kept as reference data in
+`kafka_json/` beside this file (see its README for where they come from). Every field we declare
+must match Kafka's field of the same position: name, type, versions, nullable versions, tagged
+versions, tag and default; and we must declare every field Kafka has, in the same order (the wire
+order). This is the check that the schemas were transcribed right.
 """
 
 from __future__ import annotations
@@ -29,14 +31,33 @@ def _kafka_json_dir() -> Path | None:
 
 
 RESOURCES = _kafka_json_dir()
-pytestmark = pytest.mark.skipif(RESOURCES is None, reason="kafka-python's copy of Kafka's JSON is absent")
+# Kafka's 3.x definitions of the messages Kafka 4.0 removed (kafka-python's copy lacks them).
+REFERENCE = Path(__file__).parent / "kafka_json"
 
 ALL_MESSAGES = [message for pair in API_MESSAGES for message in pair] + list(EMBEDDED_STRUCTS.values())
 
+# Versions Kafka 4.0 dropped from validVersions while its field versions still describe them:
+# Produce 0-2 (still sent by librdkafka) and OffsetForLeaderEpoch 0-1 (3.x listed "0-4").
+LOWEST_VERSION_BEFORE_KAFKA_4 = {
+    "ProduceRequest": 0, "ProduceResponse": 0,
+    "OffsetForLeaderEpochRequest": 0, "OffsetForLeaderEpochResponse": 0,
+}
+
+
+def _json_path(name: str) -> Path:
+    """Where Kafka's definition of `name` is: our reference copy or kafka-python's, never both."""
+    reference = REFERENCE / f"{name}.json"
+    bundled = RESOURCES / f"{name}.json" if RESOURCES is not None else None
+    if reference.exists():
+        assert bundled is None or not bundled.exists(), f"{name}: in kafka_json/ and in kafka-python"
+        return reference
+    if bundled is None:
+        pytest.skip("kafka-python's copy of Kafka's JSON is absent")
+    return bundled
+
 
 def _load(name: str) -> dict[str, Any]:
-    assert RESOURCES is not None
-    text = (RESOURCES / f"{name}.json").read_text()
+    text = _json_path(name).read_text()
     # Kafka's JSON has // comments, only at the start of lines.
     return json.loads("\n".join(line for line in text.splitlines() if not line.strip().startswith("//")))
 
@@ -111,13 +132,17 @@ def test_schema_matches_kafka_json(message: Message) -> None:
 
 @pytest.mark.parametrize("message", ALL_MESSAGES, ids=lambda message: message.name)
 def test_implemented_versions_are_valid_in_kafka(message: Message) -> None:
-    """Every version we implement is one Kafka defines (Produce 0-2 were dropped in Kafka 4.0
-    but are still defined by its field versions and still sent by librdkafka)."""
+    """Every version we implement is one Kafka defines (see LOWEST_VERSION_BEFORE_KAFKA_4)."""
     kafka = _load(message.name)
     low, high = _range(kafka["validVersions"])
-    if message.name.startswith("Produce"):
-        low = 0
+    low = min(low, LOWEST_VERSION_BEFORE_KAFKA_4.get(message.name, low))
     assert low <= message.versions.low and message.versions.high <= high < HIGHEST_VERSION
+
+
+def test_reference_files_are_all_used() -> None:
+    """Every file in kafka_json/ is the definition of a message we implement."""
+    names = {message.name for message in ALL_MESSAGES}
+    assert {path.stem for path in REFERENCE.glob("*.json")} <= names
 
 
 def test_snake_case_keys_are_kafka_names() -> None:

@@ -40,6 +40,7 @@ from roost.wire.kafka.framing import (
     encode_response,
     encode_struct,
     peek_request_header,
+    request_has_client_id,
 )
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "encode_response",
     "encode_struct",
     "peek_request_header",
+    "request_has_client_id",
 ]

@@ -11,9 +11,10 @@ the prefix as a list of buffers to write in order.
 
 Header versions follow the body's flexibility: request header v1 (api_key, api_version,
 correlation_id, client_id as a classic nullable string) or v2 (v1 plus a tagged-field section);
-response header v0 (correlation_id) or v1 (plus tagged fields). ApiVersions is the exception: its
-response header is always v0, so that a client that does not yet know the broker's versions can
-read it (KIP-511).
+response header v0 (correlation_id) or v1 (plus tagged fields). Two exceptions, as in Kafka's
+ApiMessageType: ApiVersions' response header is always v0, so that a client that does not yet know
+the broker's versions can read it (KIP-511); and ControlledShutdown v0 requests use request header
+v0 (api_key, api_version, correlation_id: no client_id), a relic of the 0.8 protocol.
 """
 
 from __future__ import annotations
@@ -98,11 +99,20 @@ class RequestHeader:
     client_id: str | None
 
 
+def request_has_client_id(api_key: int, api_version: int) -> bool:
+    """Whether the request header carries a client_id: all but ControlledShutdown v0 (header v0)."""
+    return not (api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0)
+
+
 def _read_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
-    if len(buf) < HEADER_FIXED.size + 2:
+    if len(buf) < HEADER_FIXED.size:
         raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
     api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(buf, 0)
     pos = HEADER_FIXED.size
+    if not request_has_client_id(api_key, api_version):
+        return RequestHeader(api_key, api_version, correlation_id, None), pos
+    if len(buf) < pos + 2:
+        raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
     (length,) = INT16.unpack_from(buf, pos)
     pos += 2
     client_id: str | None = None
@@ -119,7 +129,7 @@ def _read_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
 
 
 def peek_request_header(frame: Buffer) -> RequestHeader:
-    """The request header (v1 layout), without decoding the body or knowing the API version.
+    """The request header, without decoding the body or knowing whether the API version is supported.
 
     Lets a server answer an unknown API or an unsupported version with the right correlation id.
     """
@@ -155,7 +165,11 @@ def encode_request(header: RequestHeader, body: dict[str, Any]) -> list[bytes | 
     out = Out(reserve=4)
     try:
         out.cur += HEADER_FIXED.pack(header.api_key, header.api_version, header.correlation_id)
-        if header.client_id is None:
+        if not request_has_client_id(header.api_key, header.api_version):
+            if header.client_id is not None:
+                raise KafkaCodecError(f"{_describe(header.api_key, header.api_version)} requests "
+                                      "have no client_id in their header; pass None")
+        elif header.client_id is None:
             out.cur += INT16.pack(-1)
         else:
             client_id = header.client_id.encode("utf-8")
