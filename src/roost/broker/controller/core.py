@@ -181,7 +181,8 @@ class ControllerCore:
     def _send_leader_and_isr(self, tp: TopicPartition, brokers: Iterable[int], *, is_new: bool = False) -> None:
         for broker in brokers:
             if broker in self.brokers:
-                self._leader_and_isr.setdefault(broker, {})[tp] = is_new
+                pending = self._leader_and_isr.setdefault(broker, {})
+                pending[tp] = pending.get(tp, False) or is_new
 
     # ---------------------------------------------------------------------------- activation
     def _activate(self, snapshot: ClusterSnapshot) -> None:
