@@ -54,7 +54,7 @@ class Broker:
         self.metadata = MetadataCache()
         self.catalog = TopicCatalog(data_dir / "meta" / "topics.json")
         self.logs = LogManager(config, data_dir)
-        self.replicas = ReplicaManager(self.broker_id, config, self.catalog, self.logs, self.metadata)
+        self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
         self.topics = TopicAdmin(config, self.catalog, self.replicas)
         self.producer_ids = ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self.groups = GroupService(config, self.topics, self.replicas)

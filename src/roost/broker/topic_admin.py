@@ -60,6 +60,8 @@ class TopicAdmin:
     def delete_topic(self, name: str) -> None:
         info = self.catalog.remove(name)
         self.replicas.drop_partitions(name, range(info.partitions))
+        for index in range(info.partitions):
+            self.replicas.metadata.remove_partition(name, index)
         for callback in self._on_delete:
             callback(name)
         log.info("deleted topic %s", name)

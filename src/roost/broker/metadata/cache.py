@@ -1,14 +1,23 @@
 """The metadata cache: what this broker tells clients about the cluster.
 
-Brokers and their endpoints, the controller, and for every partition its leader, leader epoch,
-replicas, in-sync replicas and offline replicas. Metadata, FindCoordinator and the "where is the
-leader" answers of produce and fetch read it. On a single broker it is filled from the broker's
-own partitions; in a cluster, the controller's UpdateMetadata requests fill it.
+Brokers and their endpoints, the controller, the topics (names and ids) and for every partition
+its leader, leader epoch, replicas, in-sync replicas and offline replicas. Metadata,
+FindCoordinator, DescribeCluster and the "where is the leader" hints of produce and fetch read it.
+The controller's UpdateMetadata requests are its only input (Kafka's rule), applied whole: a
+request from an older controller epoch is refused.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from roost.broker.metadata.catalog import TopicInfo
+from roost.wire.kafka.errors import ErrorCode
+
+LEADER_DURING_DELETE = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,22 +40,73 @@ class PartitionInfo:
 @dataclass
 class MetadataCache:
     controller_id: int = -1
+    controller_epoch: int = 0
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
     partitions: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    _partition_counts: dict[str, int] = field(default_factory=dict)
+    _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
 
+    # changes ----------------------------------------------------------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:
         self.brokers = {b.node_id: b for b in brokers}
         self.controller_id = controller_id
 
-    def set_partition(self, topic: str, index: int, info: PartitionInfo) -> None:
+    def set_partition(self, topic: str, index: int, info: PartitionInfo, topic_id: uuid.UUID | None = None) -> None:
         known = self.partitions.get((topic, index))
         # Clients ignore a leader epoch that goes back; never tell them one.
         assert known is None or info.leader_epoch >= known.leader_epoch, (topic, index, known, info)
         self.partitions[(topic, index)] = info
+        self._partition_counts[topic] = max(self._partition_counts.get(topic, 0), index + 1)
+        if topic_id is not None and self.topic_ids.get(topic) != topic_id:
+            old = self.topic_ids.get(topic)
+            if old is not None:
+                self._names_by_id.pop(old, None)
+            self.topic_ids[topic] = topic_id
+            self._names_by_id[topic_id] = topic
 
     def remove_partition(self, topic: str, index: int) -> None:
-        self.partitions.pop((topic, index), None)
+        if self.partitions.pop((topic, index), None) is None:
+            return
+        remaining = [i for (t, i) in self.partitions if t == topic]
+        if remaining:
+            self._partition_counts[topic] = max(remaining) + 1
+        else:
+            self._partition_counts.pop(topic, None)
+            old = self.topic_ids.pop(topic, None)
+            if old is not None:
+                self._names_by_id.pop(old, None)
 
+    def apply_update_metadata(self, body: dict[str, Any]) -> ErrorCode:
+        """An UpdateMetadata request (v5+ shape): the live brokers, and the partitions it names
+        (leader -2: the partition is being deleted and is forgotten)."""
+        if body["controller_epoch"] < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = body["controller_epoch"]
+        brokers = []
+        for broker in body["live_brokers"]:
+            endpoint = broker["endpoints"][0] if broker.get("endpoints") else None
+            if endpoint is None:
+                continue
+            brokers.append(BrokerEndpoint(broker["id"], endpoint["host"], endpoint["port"], broker.get("rack")))
+        self.set_brokers(brokers, body["controller_id"])
+        for topic in body["topic_states"]:
+            name = topic["topic_name"]
+            topic_id = topic.get("topic_id")
+            for state in topic["partition_states"]:
+                index = state["partition_index"]
+                if state["leader"] == LEADER_DURING_DELETE:
+                    self.remove_partition(name, index)
+                    continue
+                known = self.partitions.get((name, index))
+                if known is not None and state["leader_epoch"] < known.leader_epoch:
+                    continue  # an older state that crossed a newer one: keep the newer
+                self.set_partition(name, index, PartitionInfo(
+                    state["leader"], state["leader_epoch"], tuple(state["replicas"]), tuple(state["isr"]),
+                    tuple(state.get("offline_replicas") or ())), topic_id if topic_id and topic_id.int else None)
+        return ErrorCode.NONE
+
+    # questions --------------------------------------------------------------------------------
     def partition(self, topic: str, index: int) -> PartitionInfo | None:
         return self.partitions.get((topic, index))
 
@@ -55,3 +115,27 @@ class MetadataCache:
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
+
+    def leader_endpoint(self, topic: str, index: int) -> tuple[int, int, BrokerEndpoint | None]:
+        """(leader id, leader epoch, its endpoint if live) of a partition; (-1, -1, None) if unknown."""
+        info = self.partitions.get((topic, index))
+        if info is None:
+            return -1, -1, None
+        return info.leader, info.leader_epoch, self.brokers.get(info.leader)
+
+    # the topic directory (what handlers list and look up) --------------------------------------
+    def __contains__(self, name: object) -> bool:
+        return name in self._partition_counts
+
+    def __iter__(self) -> Iterator[TopicInfo]:
+        return iter([info for name in sorted(self._partition_counts) if (info := self.get(name)) is not None])
+
+    def get(self, name: str) -> TopicInfo | None:
+        count = self._partition_counts.get(name)
+        if count is None:
+            return None
+        return TopicInfo(name, self.topic_ids.get(name, uuid.UUID(int=0)), count)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        name = self._names_by_id.get(topic_id)
+        return self.get(name) if name is not None else None

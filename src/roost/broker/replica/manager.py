@@ -1,10 +1,16 @@
-"""The replica manager: the partitions this broker hosts, and the produce and fetch paths on them.
+"""The replica manager: the partitions this broker hosts, their roles, and the produce and fetch
+paths on them.
 
-Produce: check the batches (headers, CRC, size, producer sequences), append to the leader's log,
-and say what the acknowledgement must wait for (a group-commit fsync when the topic asks for
-fsync before ack). Fetch: read a partition up to the high watermark, and park fetches that want
-more data until an append wakes them. Handlers turn requests into these calls and the results
-into responses; they never touch a log themselves.
+Roles come from the controller's LeaderAndIsr requests (a higher leader epoch wins; an older
+controller epoch is refused) and end with StopReplica. As leader, a partition takes produces,
+serves consumers below the high watermark and followers up to its log end, tracks where each
+follower is (their fetch offsets), and moves the high watermark. As follower, it is fed by the
+replica fetchers. Produce on a leader checks the batches (headers, CRC, size, producer sequences),
+appends, and says what the acknowledgement waits for: a group-commit fsync when the topic asks for
+fsync before ack, and for acks=all the high watermark (the purgatory).
+
+A broker that does not host a partition answers NOT_LEADER_OR_FOLLOWER if the topic is in its
+metadata cache, UNKNOWN_TOPIC_OR_PARTITION if not (Kafka's rule, which keeps clients looking).
 """
 
 from __future__ import annotations
@@ -12,15 +18,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
-from roost.broker.metadata.catalog import TopicCatalog, TopicInfo
+from roost.broker.metadata.catalog import TopicInfo
 from roost.broker.replica.partition import Partition
-from roost.broker.replica.state import PartitionState
+from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
+from roost.broker.replica.state import NO_LEADER, PartitionState
 from roost.config import BrokerConfig
 from roost.log import OK, Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.wire.kafka.errors import ErrorCode
@@ -29,6 +38,19 @@ from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader, InvalidRecordBat
 log = logging.getLogger("roost.broker.replica")
 
 ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
+UNKNOWN_EPOCH = -1
+DELETE_EPOCH = -2
+RECOVERING = 1
+
+# Called with (partition, became leader?) whenever a hosted partition's role changes; the group
+# coordinator loads or unloads the groups of __consumer_offsets partitions this way.
+LeadershipListener = Callable[[Partition, bool], None]
+# Where a partition's log gets its topic configs (ZooKeeper's /config/topics in a cluster).
+ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -41,51 +63,188 @@ class AppendOutcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     durable: asyncio.Future[None] | None = None  # the ack waits for this fsync, when set
+    required_offset: int = -1  # acks=all: the HW that covers these records
+    leader_epoch: int = -1
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, catalog: TopicCatalog, logs: LogManager,
-                 metadata: MetadataCache) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache) -> None:
         self.broker_id = broker_id
         self.config = config
-        self.catalog = catalog
         self.logs = logs
         self.metadata = metadata
+        self.broker_epoch = -1  # this incarnation's epoch (its /brokers/ids znode's czxid)
+        self.controller_epoch = 0  # the highest seen in a LeaderAndIsr or StopReplica
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.leadership_listeners: list[LeadershipListener] = []
+        # Set by the broker in a cluster: the follower side and the ISR side.
+        self.on_become_follower: Callable[[Partition], None] = lambda partition: None
+        self.on_stop_following: Callable[[Partition], None] = lambda partition: None
+        self.on_follower_caught_up: Callable[[Partition, int], None] = lambda partition, replica: None
         logs.host(self.hosted)
 
     # hosting ----------------------------------------------------------------------------------
-    def effective_configs(self, info: TopicInfo) -> dict[str, Any]:
+    def effective_configs(self, overrides: dict[str, Any]) -> dict[str, Any]:
         configs = self.config.topic_defaults()
-        configs.update(info.configs)
+        configs.update(overrides)
         return configs
 
     def host_partitions(self, info: TopicInfo, indexes: Iterable[int]) -> None:
-        """Open (or create) the logs of `info`'s partitions `indexes`; this broker holds their
-        only replica, so it leads them."""
-        configs = self.effective_configs(info)
+        """Open (or create) the logs of `info`'s partitions `indexes` as their only replica (a
+        broker without a controller): it leads them."""
+        configs = self.effective_configs(info.configs)
         for index in indexes:
             partition_log = self.logs.open_log(info.name, index, configs)
             state = PartitionState.sole_replica(self.broker_id, partition_log.log_end_offset)
-            self.partitions[(info.name, index)] = Partition(info.name, index, partition_log, configs, state)
+            partition = Partition(info.name, index, partition_log, configs, state, info.topic_id)
+            self.partitions[(info.name, index)] = partition
             self.metadata.set_partition(info.name, index, PartitionInfo(
                 leader=self.broker_id, leader_epoch=state.leader_epoch, replicas=state.replicas,
-                isr=tuple(sorted(state.isr))))
+                isr=tuple(sorted(state.isr))), info.topic_id)
+            self._leadership_changed(partition, True)
 
-    def drop_partitions(self, topic: str, indexes: Iterable[int]) -> None:
-        """Stop hosting the partitions and delete their logs (topic deletion)."""
+    def drop_partitions(self, topic: str, indexes: Iterable[int], delete: bool = True) -> None:
+        """Stop hosting the partitions; with `delete`, their logs go too."""
         for index in indexes:
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
-                partition.wake_waiters()
-            self.logs.delete_log(topic, index, partition.log if partition else None)
-            self.metadata.remove_partition(topic, index)
+                was_leader = partition.is_leader
+                partition.close()
+                self.on_stop_following(partition)
+                if was_leader:
+                    self._leadership_changed(partition, False)
+                if not delete:
+                    partition.log.close()
+            if delete:
+                self.logs.delete_log(topic, index, partition.log if partition else None)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
     def hosted(self) -> Iterator[Partition]:
         return iter(list(self.partitions.values()))
+
+    def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads it; else the error a client gets."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None and partition.is_leader:
+            return partition, ErrorCode.NONE
+        if partition is not None or topic in self.metadata:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
+        for listener in self.leadership_listeners:
+            listener(partition, leader)
+
+    # controller requests ----------------------------------------------------------------------
+    async def leader_and_isr(self, body: dict[str, Any], configs_for: ConfigSource) -> dict[str, Any]:
+        """LeaderAndIsr (v5+ shape): become leader or follower of each partition named, where the
+        request's leader epoch is newer than ours."""
+        topics_out = []
+        if body["broker_epoch"] != -1 and body["broker_epoch"] < self.broker_epoch:
+            log.warning("LeaderAndIsr for broker epoch %d refused: this is epoch %d",
+                        body["broker_epoch"], self.broker_epoch)
+            return {"error_code": ErrorCode.STALE_BROKER_EPOCH, "topics": []}
+        if body["controller_epoch"] < self.controller_epoch:
+            log.warning("LeaderAndIsr from controller %d epoch %d refused: epoch %d seen",
+                        body["controller_id"], body["controller_epoch"], self.controller_epoch)
+            return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "topics": []}
+        self.controller_epoch = body["controller_epoch"]
+        now = now_ms()
+        for topic in body["topic_states"]:
+            name, topic_id = topic["topic_name"], topic.get("topic_id")
+            errors = []
+            configs: dict[str, Any] | None = None
+            for wanted in topic["partition_states"]:
+                index = wanted["partition_index"]
+                if self.broker_id not in wanted["replicas"]:
+                    errors.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                    continue
+                partition = self.partitions.get((name, index))
+                if partition is not None and topic_id and partition.topic_id and partition.topic_id != topic_id:
+                    log.warning("%s-%d: the topic was recreated (id %s, was %s); dropping the old log",
+                                name, index, topic_id, partition.topic_id)
+                    self.drop_partitions(name, [index])
+                    partition = None
+                if partition is not None and (wanted["leader_epoch"], wanted["partition_epoch"]) <= \
+                        (partition.state.leader_epoch, partition.state.partition_epoch):
+                    errors.append({"partition_index": index, "error_code": ErrorCode.STALE_CONTROLLER_EPOCH})
+                    continue
+                if partition is None:
+                    if configs is None:
+                        configs = self.effective_configs(await configs_for(name))
+                    if (name, index) in self.partitions:  # opened while we awaited the configs
+                        partition = self.partitions[(name, index)]
+                    else:
+                        partition = self._open(name, index, configs, topic_id)
+                self._apply_state(partition, wanted, now)
+                errors.append({"partition_index": index, "error_code": ErrorCode.NONE})
+            topics_out.append({"topic_id": topic_id, "partition_errors": errors})
+        return {"error_code": ErrorCode.NONE, "topics": topics_out}
+
+    def _open(self, name: str, index: int, configs: dict[str, Any], topic_id: uuid.UUID | None) -> Partition:
+        partition_log = self.logs.open_log(name, index, configs)
+        # Nothing known yet: a follower of nobody, with a high watermark of 0 until it learns one.
+        state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1, 0)
+        partition = Partition(name, index, partition_log, configs, state, topic_id)
+        self.partitions[(name, index)] = partition
+        return partition
+
+    def _apply_state(self, partition: Partition, wanted: dict[str, Any], now: int) -> None:
+        state = partition.state
+        was_leader = partition.is_leader
+        leader, epoch = wanted["leader"], wanted["leader_epoch"]
+        if leader == self.broker_id:
+            self.on_stop_following(partition)
+            end = partition.log.log_end_offset
+            state.become_leader(epoch, wanted["partition_epoch"], wanted["replicas"], wanted["isr"], end, now)
+            state.recovering = wanted.get("leader_recovery_state", 0) == RECOVERING
+            # The new epoch starts at our log end: followers truncate to it (KIP-101/279).
+            partition.log.leader_epochs.assign(epoch, end)
+            log.info("%s-%d: leader in epoch %d from offset %d, ISR %s", partition.topic, partition.index,
+                     epoch, end, sorted(wanted["isr"]))
+            partition.state_changed()
+            if state.advance_high_watermark(end):
+                partition.high_watermark_moved()
+            if not was_leader:
+                self._leadership_changed(partition, True)
+        else:
+            state.become_follower(leader, epoch, wanted["partition_epoch"], wanted["replicas"])
+            log.info("%s-%d: follower of %d in epoch %d", partition.topic, partition.index, leader, epoch)
+            partition.state_changed()  # delayed produces and fetches answer NOT_LEADER_OR_FOLLOWER
+            if was_leader:
+                self._leadership_changed(partition, False)
+            self.on_stop_following(partition)
+            if leader != NO_LEADER:
+                self.on_become_follower(partition)
+        state.check(partition.log.log_end_offset)
+
+    def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
+        """StopReplica (v3+ shape): stop fetching, and delete the log when asked."""
+        if body["broker_epoch"] != -1 and body["broker_epoch"] < self.broker_epoch:
+            return {"error_code": ErrorCode.STALE_BROKER_EPOCH, "partition_errors": []}
+        if body["controller_epoch"] < self.controller_epoch:
+            return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
+        self.controller_epoch = body["controller_epoch"]
+        errors = []
+        for topic in body["topic_states"]:
+            name = topic["topic_name"]
+            for wanted in topic["partition_states"]:
+                index, epoch = wanted["partition_index"], wanted["leader_epoch"]
+                partition = self.partitions.get((name, index))
+                code = ErrorCode.NONE
+                if partition is not None and epoch not in (UNKNOWN_EPOCH, DELETE_EPOCH) \
+                        and epoch < partition.leader_epoch:
+                    code = ErrorCode.FENCED_LEADER_EPOCH
+                elif wanted["delete_partition"]:
+                    self.drop_partitions(name, [index], delete=True)
+                    log.info("%s-%d: stopped and deleted (controller %d)", name, index, body["controller_id"])
+                elif partition is not None:
+                    # Stop fetching; the log stays (a broker shutting down, or a replica moved away).
+                    self.on_stop_following(partition)
+                errors.append({"topic_name": name, "partition_index": index, "error_code": code})
+        return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     # produce ----------------------------------------------------------------------------------
     def append_records(self, partition: Partition, records: Any, acks: int) -> AppendOutcome:
@@ -105,17 +264,21 @@ class ReplicaManager:
             if batch.is_transactional or batch.is_control:
                 return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
         if acks == ACKS_ALL and partition.configs["min.insync.replicas"] > len(partition.state.isr):
-            return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS)
+            return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                 f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
 
         if batches[0][1].producer_id >= 0:
             verdict = _check_sequences(partition, batches)
             if isinstance(verdict, Duplicate):
-                return AppendOutcome(base_offset=verdict.first_offset, log_start_offset=partition.log_start_offset)
+                # A retry of a batch we have: acknowledge it like the first time (acks=all waits
+                # for the HW to cover it, as the first attempt would have).
+                return AppendOutcome(base_offset=verdict.first_offset, log_start_offset=partition.log_start_offset,
+                                     required_offset=verdict.last_offset + 1, leader_epoch=partition.leader_epoch)
             if verdict != ErrorCode.NONE:
                 return AppendOutcome(verdict)
 
         try:
-            info = partition.log.append(records, batches)
+            info = partition.log.append(records, batches, leader_epoch=self._stamp_epoch(partition))
         except MessageTooLarge as error:
             return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE, str(error))
         except RecordBatchTooLarge as error:
@@ -124,21 +287,50 @@ class ReplicaManager:
         partition.appended()
         return AppendOutcome(base_offset=info.first_offset, log_append_time=info.log_append_time,
                              log_start_offset=partition.log_start_offset,
-                             durable=self.logs.flush_after_append(partition, len(batches)))
+                             durable=self.logs.flush_after_append(partition, len(batches)),
+                             required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch)
+
+    @staticmethod
+    def _stamp_epoch(partition: Partition) -> int:
+        # Each batch carries the epoch of the leader that wrote it (outside the CRC): followers
+        # and the leader-epoch cache know from it where each epoch began.
+        return partition.leader_epoch
+
+    def wait_for_replication(self, awaited: list[AwaitedAppend], timeout_s: float) -> asyncio.Future[None] | None:
+        """acks=all: a future that resolves once every entry's partition has committed its
+        records (or failed); None when they already have."""
+        delayed = DelayedProduce(awaited, timeout_s)
+        return None if delayed.done.done() else delayed.done
 
     def append_internal(self, partition: Partition, batch: bytearray) -> asyncio.Future[None] | None:
         """Append a batch this broker built itself (offset commits); returns the fsync to wait
         for when the topic asks for fsync before ack."""
-        partition.log.append(batch)
+        partition.log.append(batch, leader_epoch=self._stamp_epoch(partition))
         partition.appended()
         return self.logs.flush_after_append(partition, 1)
 
     # fetch ------------------------------------------------------------------------------------
-    def read(self, partition: Partition, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> ReadResult:
-        """A consumer's read: whole batches from `fetch_offset`, below the high watermark.
-        Raises OffsetOutOfRange."""
-        return partition.log.read(fetch_offset, max_bytes, max_offset=partition.high_watermark,
-                                  min_one_batch=min_one_batch)
+    def read(self, partition: Partition, fetch_offset: int, max_bytes: int, min_one_batch: bool,
+             follower: bool = False) -> ReadResult:
+        """Whole batches from `fetch_offset`: a consumer reads below the high watermark, a
+        follower up to the log end. Raises OffsetOutOfRange."""
+        limit = partition.log.log_end_offset if follower else partition.high_watermark
+        return partition.log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+
+    def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
+        """A follower's fetch tells where it is: maybe the HW moves, maybe it joins the ISR."""
+        partition.follower_fetched(replica, fetch_offset, now_ms())
+        if partition.state.may_join_isr(replica) and replica in self.metadata.brokers:
+            self.on_follower_caught_up(partition, replica)
+
+    def diverging_epoch(self, partition: Partition, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """For a follower's fetch: (epoch, end offset) where its log departs from ours, if it does."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = partition.log.leader_epochs.end_offset_for(last_fetched_epoch, partition.log.log_end_offset)
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
 
     # offsets ----------------------------------------------------------------------------------
     def delete_records(self, partition: Partition, offset: int) -> tuple[ErrorCode, int]:
@@ -151,7 +343,7 @@ class ReplicaManager:
 
     async def close(self) -> None:
         for partition in self.partitions.values():
-            partition.wake_waiters()
+            partition.close()
             partition.log.close()
         self.partitions.clear()
 
@@ -172,4 +364,5 @@ def _check_sequences(partition: Partition, batches: list[tuple[int, BatchHeader]
     return ErrorCode.NONE
 
 
-__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "AppendOutcome", "OffsetOutOfRange", "ReplicaManager"]
+__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "AppendOutcome", "AwaitedAppend", "OffsetOutOfRange",
+           "ReplicaManager"]

@@ -1,31 +1,53 @@
-"""A partition hosted by this broker: its log, its replication state and the fetches waiting on it."""
+"""A partition hosted by this broker: its log, its replication state, and who waits on it.
+
+Three kinds of waiters, woken by different events:
+- follower fetches wait for appends (they read up to the log end);
+- consumer fetches wait for the high watermark to move (they read below it);
+- delayed operations (acks=all produces) are re-checked when the high watermark moves or the
+  partition's leadership changes.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from roost.broker.replica.state import PartitionState
 from roost.log import PartitionLog
+
+Watcher = Callable[[], None]
 
 
 class Partition:
     """One topic-partition's replica on this broker."""
 
     def __init__(self, topic: str, index: int, log: PartitionLog, topic_configs: dict[str, Any],
-                 state: PartitionState) -> None:
+                 state: PartitionState, topic_id: uuid.UUID | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.configs = topic_configs
         self.state = state
-        self._waiters: set[asyncio.Future[None]] = set()
+        self.topic_id = topic_id
+        self._consumer_waiters: set[asyncio.Future[None]] = set()
+        self._follower_waiters: set[asyncio.Future[None]] = set()
+        self._watchers: set[Watcher] = set()
         self._unflushed_batches = 0
+        self.closed = False
         state.check(log.log_end_offset)
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.index})"
 
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.is_leader and not self.closed
 
     @property
     def high_watermark(self) -> int:
@@ -43,12 +65,36 @@ class Partition:
     def fsync_each_append(self) -> bool:
         return self.configs["flush.messages"] <= 1
 
+    # events -----------------------------------------------------------------------------------
     def appended(self) -> None:
-        """Records were appended on the leader: move the HW if the ISR allows it, and wake the
-        fetches waiting for data."""
-        self.state.advance_high_watermark(self.log.log_end_offset)
-        self.wake_waiters()
+        """Records were appended on the leader: followers may fetch them, and the HW moves if
+        the ISR allows it (with no other ISR member, at once)."""
+        _wake(self._follower_waiters)
+        if self.state.advance_high_watermark(self.log.log_end_offset):
+            self.high_watermark_moved()
 
+    def follower_fetched(self, replica: int, fetch_offset: int, now_ms: int) -> None:
+        """On the leader: a follower holds everything below `fetch_offset`."""
+        self.state.record_follower_fetch(replica, fetch_offset, self.log.log_end_offset, now_ms)
+        if self.state.advance_high_watermark(self.log.log_end_offset):
+            self.high_watermark_moved()
+
+    def high_watermark_moved(self) -> None:
+        _wake(self._consumer_waiters)
+        self._notify_watchers()
+
+    def state_changed(self) -> None:
+        """Leadership or the ISR changed: every waiter and delayed operation looks again."""
+        _wake(self._consumer_waiters)
+        _wake(self._follower_waiters)
+        self._notify_watchers()
+
+    def _notify_watchers(self) -> None:
+        if self._watchers:
+            for watcher in list(self._watchers):
+                watcher()
+
+    # flush policy -----------------------------------------------------------------------------
     def count_unflushed(self, batches: int) -> bool:
         """Account appended batches; True when `flush.messages` says a flush is due now."""
         self._unflushed_batches += batches
@@ -57,17 +103,35 @@ class Partition:
             return True
         return False
 
-    def add_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._waiters.add(waiter)
+    # waiting ----------------------------------------------------------------------------------
+    def add_waiter(self, waiter: asyncio.Future[None], follower: bool = False) -> None:
+        (self._follower_waiters if follower else self._consumer_waiters).add(waiter)
 
     def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._waiters.discard(waiter)
+        self._consumer_waiters.discard(waiter)
+        self._follower_waiters.discard(waiter)
+
+    def watch(self, watcher: Watcher) -> None:
+        self._watchers.add(watcher)
+
+    def unwatch(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
 
     def wake_waiters(self) -> None:
-        """New data is readable: every fetch waiting on this partition re-checks at once."""
-        if not self._waiters:
-            return
-        waiters, self._waiters = self._waiters, set()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        """Everyone waiting looks again (new data, or the partition is going away)."""
+        self.state_changed()
+
+    def close(self) -> None:
+        """Stop serving (deleted or no longer hosted); waiters see it is gone."""
+        self.closed = True
+        self.state_changed()
+
+
+def _wake(waiters: set[asyncio.Future[None]]) -> None:
+    if not waiters:
+        return
+    woken = list(waiters)
+    waiters.clear()
+    for waiter in woken:
+        if not waiter.done():
+            waiter.set_result(None)

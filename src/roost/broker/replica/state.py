@@ -42,6 +42,8 @@ class PartitionState:
         self.pending_isr: frozenset[int] | None = None  # an ISR change sent, not yet accepted
         self.high_watermark = high_watermark
         self.followers: dict[int, FollowerPosition] = {}
+        self.leader_epoch_start_offset = -1  # the log end when this broker last became leader
+        self.recovering = False  # elected uncleanly: the ISR must not grow until it is recovered
         assert high_watermark >= 0 and leader_epoch >= -1
 
     @classmethod
@@ -78,6 +80,15 @@ class PartitionState:
             replica: FollowerPosition(last_caught_up_ms=now_ms if replica in self.isr else 0)
             for replica in self.replicas if replica != self.broker_id}
         self.high_watermark = min(self.high_watermark, local_leo)
+        self.leader_epoch_start_offset = local_leo
+
+    def update_isr(self, isr: Iterable[int], partition_epoch: int) -> None:
+        """The controller accepted an ISR change (AlterPartition's answer)."""
+        assert self.is_leader
+        assert partition_epoch >= self.partition_epoch, "partition epochs never go back"
+        self.isr = frozenset(isr)
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
 
     def become_follower(self, leader: int, leader_epoch: int, partition_epoch: int,
                         replicas: Iterable[int]) -> None:
@@ -90,6 +101,41 @@ class PartitionState:
         self.isr = frozenset()  # only the leader tracks the ISR
         self.pending_isr = None
         self.followers = {}
+
+    # followers, seen from the leader -----------------------------------------------------------
+    def record_follower_fetch(self, replica: int, fetch_offset: int, local_leo: int, now_ms: int) -> None:
+        """A follower fetched from `fetch_offset`: it holds everything below it. Kafka's caught-up
+        clock: caught up now if it reached our log end; else caught up as of its previous fetch
+        if it reached the log end we had then."""
+        assert self.is_leader
+        position = self.followers.setdefault(replica, FollowerPosition())
+        if fetch_offset >= local_leo:
+            position.last_caught_up_ms = max(position.last_caught_up_ms, now_ms)
+        elif fetch_offset >= position.leader_leo_at_last_fetch >= 0:
+            position.last_caught_up_ms = max(position.last_caught_up_ms, position.last_fetch_ms)
+        position.log_end_offset = fetch_offset
+        position.last_fetch_ms = now_ms
+        position.leader_leo_at_last_fetch = local_leo
+
+    def out_of_sync_replicas(self, local_leo: int, now_ms: int, max_lag_ms: int) -> set[int]:
+        """ISR followers that are behind and have not caught up within `max_lag_ms`."""
+        stale = set()
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            position = self.followers.get(replica) or FollowerPosition()
+            if position.log_end_offset != local_leo and now_ms - position.last_caught_up_ms > max_lag_ms:
+                stale.add(replica)
+        return stale
+
+    def may_join_isr(self, replica: int) -> bool:
+        """A follower outside the ISR may join once it holds everything committed and everything
+        written since this leader's epoch began."""
+        position = self.followers.get(replica)
+        return (self.is_leader and not self.recovering and replica not in self.isr
+                and replica in self.replicas and position is not None
+                and position.log_end_offset >= self.high_watermark
+                and position.log_end_offset >= self.leader_epoch_start_offset)
 
     # the high watermark ----------------------------------------------------------------------
     def advance_high_watermark(self, local_leo: int) -> bool:

@@ -1,0 +1,180 @@
+"""A broker's own Kafka client for talking to other brokers (replica fetches, the controller's
+requests, AlterPartition, ControlledShutdown): one pipelined connection per peer, on asyncio.
+
+Requests get correlation ids and futures; responses resolve them. The connection is opened on
+first use and again after it breaks; a broken connection fails every request in flight with
+PeerError (the caller decides whether to retry). Bounded: responses larger than
+`max_frame_bytes` break the connection, and at most `max_in_flight` requests wait at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from roost.wire.kafka import (
+    FrameSizeError,
+    FrameSplitter,
+    KafkaCodecError,
+    RequestHeader,
+    decode_response,
+    encode_request,
+)
+
+log = logging.getLogger("roost.broker.peer")
+
+DEFAULT_MAX_FRAME_BYTES = 128 * 1024 * 1024
+CONNECT_TIMEOUT_S = 5.0
+
+
+class PeerError(Exception):
+    """The request could not be answered: the connection failed, broke or timed out."""
+
+
+class _PeerProtocol(asyncio.Protocol):
+    def __init__(self, peer: KafkaPeer) -> None:
+        self._peer = peer
+        self._frames = FrameSplitter(peer.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._frames.split(data)
+        except FrameSizeError as error:
+            self._peer._broken(self, f"bad response frame: {error}")
+            return
+        for frame in frames:
+            self._peer._response(self, frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._peer._broken(self, f"connection lost: {exc or 'closed by the peer'}")
+
+
+class KafkaPeer:
+    def __init__(self, node_id: int, host: str, port: int, client_id: str, *,
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_in_flight: int = 1000) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._protocol: _PeerProtocol | None = None
+        self._connecting: asyncio.Future[_PeerProtocol] | None = None
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], int, int]] = {}
+        self._correlation = 0
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"KafkaPeer({self.node_id}@{self.host}:{self.port})"
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its response body (PeerError on failure or timeout)."""
+        if self._closed:
+            raise PeerError(f"{self!r} is closed")
+        async with self._slots:
+            protocol = await asyncio.wait_for(self._connected(), CONNECT_TIMEOUT_S)
+            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+            correlation = self._correlation
+            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[correlation] = (future, api_key, version)
+            try:
+                frame = encode_request(RequestHeader(api_key, version, correlation, self.client_id), body)
+            except KafkaCodecError:
+                del self._pending[correlation]
+                raise
+            assert protocol.transport is not None
+            protocol.transport.writelines(frame)
+            try:
+                return await asyncio.wait_for(future, timeout)
+            except TimeoutError:
+                raise PeerError(f"{self!r}: no answer to api {api_key} within {timeout:.1f} s") from None
+            finally:
+                self._pending.pop(correlation, None)
+
+    async def _connected(self) -> _PeerProtocol:
+        if self._protocol is not None:
+            return self._protocol
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        try:
+            return await asyncio.shield(self._connecting)
+        finally:
+            if self._connecting is not None and self._connecting.done():
+                self._connecting = None
+
+    async def _connect(self) -> _PeerProtocol:
+        loop = asyncio.get_running_loop()
+        try:
+            _, protocol = await loop.create_connection(lambda: _PeerProtocol(self), self.host, self.port)
+        except OSError as error:
+            raise PeerError(f"{self!r}: cannot connect: {error}") from None
+        self._protocol = protocol
+        return protocol
+
+    def _response(self, protocol: _PeerProtocol, frame: bytearray) -> None:
+        if len(frame) < 4:
+            self._broken(protocol, "response frame too short")
+            return
+        correlation = int.from_bytes(frame[:4], "big", signed=True)
+        entry = self._pending.get(correlation)
+        if entry is None:
+            return  # its caller timed out and left
+        future, api_key, version = entry
+        try:
+            _, body = decode_response(api_key, version, frame)
+        except KafkaCodecError as error:
+            self._broken(protocol, f"undecodable response to api {api_key} v{version}: {error}")
+            return
+        if not future.done():
+            future.set_result(body)
+
+    def _broken(self, protocol: _PeerProtocol, reason: str) -> None:
+        if protocol is not self._protocol:
+            return
+        self._protocol = None
+        if protocol.transport is not None:
+            protocol.transport.abort()
+        if self._pending:
+            log.info("%r: %s; failing %d requests in flight", self, reason, len(self._pending))
+        pending, self._pending = self._pending, {}
+        for future, _, _ in pending.values():
+            if not future.done():
+                future.set_exception(PeerError(f"{self!r}: {reason}"))
+
+    def close(self) -> None:
+        self._closed = True
+        if self._protocol is not None:
+            self._broken(self._protocol, "closed")
+        if self._connecting is not None:
+            self._connecting.cancel()
+
+
+class PeerPool:
+    """One KafkaPeer per broker id, re-made when the broker's address changes."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self._peers: dict[int, KafkaPeer] = {}
+
+    def get(self, node_id: int, host: str, port: int) -> KafkaPeer:
+        peer = self._peers.get(node_id)
+        if peer is None or (peer.host, peer.port) != (host, port):
+            if peer is not None:
+                peer.close()
+            peer = self._peers[node_id] = KafkaPeer(node_id, host, port, self.client_id)
+        return peer
+
+    def drop(self, node_id: int) -> None:
+        peer = self._peers.pop(node_id, None)
+        if peer is not None:
+            peer.close()
+
+    def close(self) -> None:
+        for peer in self._peers.values():
+            peer.close()
+        self._peers.clear()

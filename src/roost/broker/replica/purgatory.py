@@ -1,0 +1,73 @@
+"""Delayed produces: an acks=all produce waits here until the high watermark covers what it wrote.
+
+Kafka's DelayedProduce: the answer for each partition is NONE once the HW reaches the end of the
+batches written (NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the ISR is smaller than
+`min.insync.replicas`: the data is in the log and may yet be committed), NOT_LEADER_OR_FOLLOWER
+when this broker stops leading the partition or its leader epoch changes (the records may be
+truncated away), REQUEST_TIMED_OUT when the request's own timeout passes first. It is re-checked
+when a partition's HW moves or its leadership changes; no polling, no task per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from roost.broker.replica.partition import Partition
+from roost.wire.kafka.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class AwaitedAppend:
+    partition: Partition
+    required_offset: int  # the HW that covers the batches (last offset + 1)
+    leader_epoch: int  # the epoch they were written in
+    response: dict[str, Any]  # the partition's response entry; its error code is set here
+
+
+class DelayedProduce:
+    def __init__(self, awaited: list[AwaitedAppend], timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._waiting = list(awaited)
+        for entry in self._waiting:
+            entry.partition.watch(self.check)
+        self._timer = loop.call_later(max(0.0, timeout_s), self._expire)
+        self.check()
+
+    def check(self) -> None:
+        still = []
+        for entry in self._waiting:
+            code = _verdict(entry)
+            if code is None:
+                still.append(entry)
+                continue
+            entry.response["error_code"] = code
+            entry.partition.unwatch(self.check)
+        self._waiting = still
+        if not still:
+            self._finish()
+
+    def _expire(self) -> None:
+        for entry in self._waiting:
+            entry.response["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            entry.partition.unwatch(self.check)
+        self._waiting = []
+        self._finish()
+
+    def _finish(self) -> None:
+        self._timer.cancel()
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+def _verdict(entry: AwaitedAppend) -> ErrorCode | None:
+    partition = entry.partition
+    if not partition.is_leader or partition.leader_epoch != entry.leader_epoch:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if partition.high_watermark < entry.required_offset:
+        return None
+    if len(partition.state.maximal_isr) < partition.configs["min.insync.replicas"]:
+        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    return ErrorCode.NONE
