@@ -6,7 +6,7 @@ import socket
 import socketserver
 import threading
 
-from roost.raft.faultproxy import ThreadedFaultProxy
+from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.procs import wait_for
 
 
