@@ -18,6 +18,7 @@ import pytest
 
 from roost.wire.kafka.schema import HIGHEST_VERSION, UNSET, Field, Message, VersionRange
 from roost.wire.kafka.schemas import API_MESSAGES, EMBEDDED_STRUCTS
+from tests.support import referees
 
 
 def _kafka_json_dir() -> Path | None:
@@ -29,7 +30,7 @@ def _kafka_json_dir() -> Path | None:
 
 
 RESOURCES = _kafka_json_dir()
-pytestmark = pytest.mark.skipif(RESOURCES is None, reason="kafka-python's copy of Kafka's JSON is absent")
+pytestmark = referees.skip_unless(RESOURCES is not None, referees.KAFKA_JSON)
 
 ALL_MESSAGES = [message for pair in API_MESSAGES for message in pair] + list(EMBEDDED_STRUCTS.values())
 
