@@ -15,7 +15,7 @@ from roost.broker.group.service import GroupService
 from roost.broker.partition import Partition
 from roost.broker.state import BrokerState
 from roost.broker.topics import TopicInfo, topic_name_problem
-from roost.config import BrokerConfig
+from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
 from roost.wire.kafka.errors import ErrorCode
 
@@ -97,11 +97,17 @@ class Broker:
     def live_broker_ids(self) -> list[int]:
         return [self.broker_id]
 
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Where clients are told to connect: `advertised.listeners`, else where we listen."""
+        return parse_listener(self.config["advertised.listeners"]) or (self.host, self.port)
+
     def broker_endpoints(self) -> list[dict[str, Any]]:
-        return [{"node_id": self.broker_id, "host": self.host, "port": self.port, "rack": None}]
+        host, port = self.advertised_address
+        return [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}]
 
     def coordinator_endpoint(self, group_id: str) -> tuple[int, str, int]:
-        return self.broker_id, self.host, self.port
+        return self.broker_id, *self.advertised_address
 
     def in_sync_replicas(self, partition: Partition) -> list[int]:
         return [self.broker_id]
