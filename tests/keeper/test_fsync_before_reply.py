@@ -22,7 +22,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.keeper.zkharness import four_letter, keeper_ensemble, keeper_process
-from tests.support.procs import RoostProcess, start_roost
+from tests.support.procs import RoostProcess, start_roost, wait_for
 from tests.support.syscall_trace import Durability, SyscallTrace, durable_before_answer, zookeeper_exchanges
 
 PROBE = re.compile(rb"/fsync-[0-9a-f]{8}/n-\d{3}")
@@ -82,6 +82,16 @@ def reply_durability(trace: SyscallTrace, addresses: list[str], probes: list[byt
     return answers
 
 
+def settled_modes(addresses: list[str]) -> dict[str, str] | None:
+    """Each member's mode once the ensemble has one leader and the rest follow it, else None."""
+    modes = {}
+    for address in addresses:
+        found = re.search(r"^Mode: (\w+)$", four_letter(address, "srvr"), re.MULTILINE)
+        modes[address] = found[1] if found else "none"
+    ordered = sorted(modes.values())
+    return modes if ordered == ["follower"] * (len(addresses) - 1) + ["leader"] else None
+
+
 @pytest.fixture(params=["roost keeper", "roost up"])
 def standalone(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RoostProcess]:
     if request.param == "roost keeper":
@@ -120,9 +130,9 @@ def test_without_force_sync_the_check_sees_replies_before_any_fsync(tmp_path: Pa
 def test_ensemble_replies_after_a_majority_and_the_replying_member_fsynced(tmp_path: Path) -> None:
     with keeper_ensemble(tmp_path, extra={"forceSync": True}) as procs:
         addresses = [proc.address("keeper") for proc in procs]
-        modes = {address: four_letter(address, "srvr") for address in addresses}
-        leader = next(a for a in addresses if "Mode: leader" in modes[a])
-        follower = next(a for a in addresses if "Mode: follower" in modes[a])
+        modes = wait_for(lambda: settled_modes(addresses), timeout=60, what="a leader and two followers")
+        leader = next(a for a in addresses if modes[a] == "leader")
+        follower = next(a for a in addresses if modes[a] == "follower")
         parent = make_parent(leader)
         pids = [proc.popen.pid for proc in procs]
         with SyscallTrace(pids, tmp_path / "strace.txt") as trace:
