@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -118,6 +119,8 @@ def produce_through_a_lost_reply(broker: RoostProcess, proxy: ThreadedFaultProxy
 def test_an_idempotent_producer_retrying_a_batch_whose_answer_was_lost_writes_it_once(
         proxied_broker: tuple[RoostProcess, ThreadedFaultProxy], client: str) -> None:
     sent, stored = produce_through_a_lost_reply(*proxied_broker, client, idempotent=True)
+    duplicates = sorted(value for value, count in Counter(stored).items() if count > 1)
+    assert not duplicates, f"written twice: {duplicates}"
     assert stored == sent
 
 
