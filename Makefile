@@ -10,9 +10,11 @@ ARGS   ?=
 run: $(VENV)/.stamp-run
 	$(BIN)/roost up $(ARGS)
 
+# --require-referees: this target installs every referee (ZooKeeper, PySpark, strace, ...), so a
+# test that would skip for a missing one fails instead (tests/support/referees.py).
 test: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests bench examples
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest --require-referees $(ARGS)
 
 # Starts a Roost node and runs the messenger and trending-hashtags (Spark) scenarios on it.
 demo: $(VENV)/.stamp-test

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make run` (argument "run") or `make test` (argument "test") needs on a fresh
 # Debian machine: the virtualenv with Roost and its PyPI packages, and for the tests the Debian
-# packages the test suite drives (kcat, Apache ZooKeeper, a JRE).
+# packages the test suite drives (kcat, Apache ZooKeeper, a JRE, strace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-run}"
@@ -12,6 +12,7 @@ if [ "$what" = "test" ]; then
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
   [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
   command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+  command -v strace >/dev/null 2>&1 || need+=(strace)
   if [ "${#need[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"

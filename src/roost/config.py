@@ -46,6 +46,27 @@ def minus_one_or_at_least(low: int) -> Check:
     return lambda value: None if value == -1 or value >= low else f"must be -1 or >= {low}"
 
 
+def parse_listener(value: str) -> tuple[str, int] | None:
+    """`PLAINTEXT://host:port` as (host, port); None for the empty string (not set)."""
+    if value == "":
+        return None
+    scheme, sep, address = value.partition("://")
+    host, _, port = address.rpartition(":")
+    if scheme != "PLAINTEXT" or not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError("must be one listener PLAINTEXT://host:port (port 1-65535)")
+    return host, int(port)
+
+
+def listener() -> Check:
+    def check(value: str) -> str | None:
+        try:
+            parse_listener(value)
+        except ValueError as problem:
+            return str(problem)
+        return None
+    return check
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -99,6 +120,10 @@ class Setting:
 
 BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", int, 0, "this broker's node id", at_least(0)),
+    # Where clients are told to connect (Metadata, FindCoordinator), when that is not where the
+    # broker listens: behind a NAT, a container's port mapping or a proxy.
+    Setting("advertised.listeners", str, "",
+            "address given to clients, PLAINTEXT://host:port (default: the listening address)", listener()),
     Setting("num.partitions", int, 1, "partitions of an auto-created topic", between(1, 10000)),
     Setting("default.replication.factor", int, 1, "replicas of an auto-created topic", between(1, 32)),
     Setting("auto.create.topics.enable", bool, True, "create a topic on first Metadata/Produce for it"),

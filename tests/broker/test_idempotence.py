@@ -1,68 +1,136 @@
-"""Idempotent producers: the clients' own, and a batch re-sent byte for byte on the wire."""
+"""Idempotent producers: the clients' own, made to retry by a lost answer, and a batch re-sent
+byte for byte on the wire."""
 
 from __future__ import annotations
 
 import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, Producer
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaProducer
 
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import build_batch
+from tests.broker.conftest import StartBroker
+from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.kafka_wire import WireClient
-from tests.support.procs import RoostProcess
+from tests.support.procs import RoostProcess, free_ports
 
 PRODUCE, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID = 0, 2, 3, 22
 
 
-def read_all(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[bytes]:
+def read_exactly(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
+    """Every value in partition 0 of `topic`, in offset order, up to its high watermark."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
-                         "auto.offset.reset": "earliest", "enable.partition.eof": False})
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout
+                         "enable.auto.commit": False, "enable.partition.eof": True})
     try:
-        # Read until the expected count, then a little longer so duplicates would show.
-        quiet_until = None
-        while time.monotonic() < deadline:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        values: list[bytes] = []
+        offsets: list[int] = []
+        deadline = time.monotonic() + timeout
+        while (not offsets or offsets[-1] < end - 1) and time.monotonic() < deadline:
             for msg in consumer.consume(1000, 0.2):
-                if msg.error() and msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise AssertionError(str(msg.error()))
-                if not msg.error():
-                    values.append(msg.value())
-            if len(values) >= expected and quiet_until is None:
-                quiet_until = time.monotonic() + 1.0
-            if quiet_until is not None and time.monotonic() > quiet_until:
-                break
+                if msg.error():
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, str(msg.error())
+                    continue
+                offsets.append(msg.offset())
+                values.append(msg.value())
     finally:
         consumer.close()
+    assert offsets == list(range(end)), "did not read the whole partition"
     return values
 
 
-def test_kafka_python_default_producer_is_idempotent(broker: RoostProcess) -> None:
-    bootstrap = broker.address("kafka")
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)
-    assert producer.config["enable_idempotence"]
-    futures = [producer.send("kp-idem", value=f"m{n}".encode(), key=str(n % 10).encode()) for n in range(5000)]
-    producer.flush(60)
-    assert all(f.get(timeout=30) for f in futures)
-    producer.close(10)
-    values = read_all(bootstrap, "kp-idem", 5000)
-    assert sorted(values) == sorted(f"m{n}".encode() for n in range(5000))
+@pytest.fixture
+def proxied_broker(start_broker: StartBroker) -> Iterator[tuple[RoostProcess, ThreadedFaultProxy]]:
+    """A broker whose clients all go through a fault proxy: it advertises the proxy's address, so
+    after bootstrapping the clients' connections to it pass the proxy too."""
+    (proxy_port,) = free_ports(1)
+    broker = start_broker("--no-keeper", "--advertised.listeners", f"PLAINTEXT://127.0.0.1:{proxy_port}")
+    with ThreadedFaultProxy(("127.0.0.1", broker.port("kafka")), listen=("127.0.0.1", proxy_port)) as proxy:
+        yield broker, proxy
 
 
-def test_confluent_idempotent_producer(broker: RoostProcess) -> None:
-    bootstrap = broker.address("kafka")
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2})
+class Send(Protocol):
+    def __call__(self, values: list[bytes]) -> None:
+        """Produce `values` to the topic and return once all are acknowledged."""
+
+
+def confluent_sender(bootstrap: str, topic: str, idempotent: bool) -> tuple[Send, Callable[[], None]]:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent, "acks": "all",
+                         "linger.ms": 0, "retry.backoff.ms": 50, "compression.type": "none"})
     errors: list[str] = []
-    for n in range(5000):
-        producer.produce("cf-idem", f"m{n}".encode(), str(n % 10).encode(),
-                         on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert not errors, errors[:3]
-    values = read_all(bootstrap, "cf-idem", 5000)
-    assert sorted(values) == sorted(f"m{n}".encode() for n in range(5000))
+
+    def send(values: list[bytes]) -> None:
+        for value in values:
+            producer.produce(topic, value, on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
+        assert producer.flush(60) == 0
+        assert not errors, errors
+
+    return send, lambda: None
+
+
+def kafka_python_sender(bootstrap: str, topic: str, idempotent: bool) -> tuple[Send, Callable[[], None]]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=idempotent, acks="all",
+                             retries=5, linger_ms=0, retry_backoff_ms=50)
+    assert producer.config["enable_idempotence"] is idempotent
+
+    def send(values: list[bytes]) -> None:
+        futures = [producer.send(topic, value=value) for value in values]
+        producer.flush(60)
+        for future in futures:
+            future.get(timeout=30)
+
+    return send, lambda: producer.close(10)
+
+
+SENDERS = {"confluent-kafka": confluent_sender, "kafka-python": kafka_python_sender}
+
+
+def produce_through_a_lost_reply(broker: RoostProcess, proxy: ThreadedFaultProxy, client: str,
+                                 idempotent: bool) -> tuple[list[bytes], list[bytes]]:
+    """Produce 50 values, then one whose answer the proxy loses after the broker appended it (the
+    client sees its connection close and sends it again), then 50 more. Returns what was sent
+    (each value once) and what the partition holds."""
+    topic = f"retry-{client}-{'idem' if idempotent else 'plain'}"
+    tag = uuid.uuid4().hex[:8]
+    before = [f"before-{tag}-{n}".encode() for n in range(50)]
+    trigger = f"lost-reply-{tag}".encode()
+    after = [f"after-{tag}-{n}".encode() for n in range(50)]
+    send, close = SENDERS[client](f"127.0.0.1:{proxy.address[1]}", topic, idempotent)
+    try:
+        send(before)
+        proxy.lose_reply(trigger)
+        send([trigger])
+        send(after)
+    finally:
+        close()
+    assert proxy.proxy.replies_lost == 1, "the fault did not fire"
+    assert proxy.proxy.marker_seen == 2, "the client did not send the batch again"
+    return [*before, trigger, *after], read_exactly(broker.address("kafka"), topic)
+
+
+@pytest.mark.parametrize("client", SENDERS)
+def test_an_idempotent_producer_retrying_a_batch_whose_answer_was_lost_writes_it_once(
+        proxied_broker: tuple[RoostProcess, ThreadedFaultProxy], client: str) -> None:
+    sent, stored = produce_through_a_lost_reply(*proxied_broker, client, idempotent=True)
+    duplicates = sorted(value for value, count in Counter(stored).items() if count > 1)
+    assert not duplicates, f"written twice: {duplicates}"
+    assert stored == sent
+
+
+@pytest.mark.parametrize("client", SENDERS)
+def test_without_idempotence_the_same_retry_writes_a_duplicate(
+        proxied_broker: tuple[RoostProcess, ThreadedFaultProxy], client: str) -> None:
+    """The control: the fault above really makes the client send the batch twice."""
+    sent, stored = produce_through_a_lost_reply(*proxied_broker, client, idempotent=False)
+    trigger = sent[50]
+    assert stored == [*sent[:51], trigger, *sent[51:]]
 
 
 def produce_batch(client: WireClient, topic: str, batch: bytes) -> dict:

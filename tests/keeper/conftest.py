@@ -20,12 +20,13 @@ from tests.keeper.zkharness import (
     zookeeper_available,
     zookeeper_standalone,
 )
+from tests.support import referees
 
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> str:
     if not zookeeper_available():
-        pytest.skip("needs java and Debian's zookeeper package (make test installs them)")
+        referees.skip(referees.ZOOKEEPER)
     with zookeeper_standalone(tmp_path_factory.mktemp("zookeeper")) as process:
         yield process.address
 

@@ -26,8 +26,8 @@ from kazoo.exceptions import ConnectionLoss
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import KazooState
 
-from roost.raft.faultproxy import ThreadedFaultProxy
 from tests.keeper.zkharness import RawClient, four_letter, free_port, keeper_config, unique_root, wait_until
+from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.procs import RoostProcess, start_roost
 
 pytestmark = pytest.mark.slow

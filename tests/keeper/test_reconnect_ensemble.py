@@ -22,6 +22,7 @@ from tests.keeper.zkharness import (
     zookeeper_available,
     zookeeper_ensemble,
 )
+from tests.support import referees
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def zookeeper_three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     if not zookeeper_available():
-        pytest.skip("needs java and Debian's zookeeper package (make test installs them)")
+        referees.skip(referees.ZOOKEEPER)
     with zookeeper_ensemble(tmp_path_factory.mktemp("zk-ensemble")) as processes:
         yield [process.address for process in processes]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from roost.raft.core import RaftConfig
-from roost.raft.faultproxy import FaultProxy
 from roost.raft.node import RaftReplicator, ReplicatorConfig
+from tests.support.faultproxy import FaultProxy
 
 T = TypeVar("T")
 

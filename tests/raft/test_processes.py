@@ -2,73 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import queue
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
+from tests.raft.member_proc import Member, wait_for_leader
 from tests.support.procs import free_ports
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Member:
-    def __init__(self, node_id: int, peers: str, directory: Path) -> None:
-        self.id = node_id
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.raft.member_proc", "--id", str(node_id), "--peers", peers,
-             "--dir", str(directory)],
-            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        assert "started" in self._next(60)
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def _next(self, timeout: float) -> dict:
-        return json.loads(self.lines.get(timeout=timeout))
-
-    def ask(self, command: str, timeout: float = 30.0) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return self._next(timeout)
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-                self.proc.wait(30)
-            except (subprocess.TimeoutExpired, OSError):
-                self.proc.kill()
-                self.proc.wait(30)
-
-
-def wait_for_leader(members: list[Member], timeout: float = 30.0) -> Member:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        statuses = {m.id: m.ask("status") for m in members}
-        leaders = {s["leader"] for s in statuses.values()}
-        if len(leaders) == 1:
-            (leader,) = leaders
-            if leader in statuses and statuses[leader]["is_leader"]:
-                return next(m for m in members if m.id == leader)
-        time.sleep(0.05)
-    raise AssertionError(f"no agreed leader among {[m.id for m in members]}")
 
 
 def test_kill_leader_reelect_restart_catch_up(tmp_path: Path) -> None:

@@ -6,6 +6,12 @@ restart with only what they had persisted (a write not yet fsynced may be lost).
 the checker verifies the safety properties; `run_liveness` then heals everything and checks that a
 leader is elected and new proposals commit everywhere within a bound.
 
+Durable before acknowledged is checked where a promise is made, against what would survive a
+crash at that moment: a member's "I hold index i" (APPEND_RESP) and its vote (VOTE_RESP) when it
+sends them, and a proposal's acknowledgement (applied by its proposer) against the storage of a
+majority. A core that sent such a message with its early (pre-fsync) messages, or wrote entries
+without asking for an fsync, fails here even when no crash happens to expose it.
+
 Replay a failing seed with `python scripts/raft_soak.py --seeds SEED..SEED --steps N --members M`.
 """
 
@@ -19,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from roost.raft.core import RaftConfig, RaftCore, Ready, Role
-from roost.raft.messages import Entry, HardState, Message, Snapshot
+from roost.raft.messages import Entry, HardState, Message, MessageType, Snapshot
 
 TICK = 10  # time units between two ticks of one member
+COVERED = -1  # durable_term: the index is inside the durable snapshot
 SIM_CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=2, max_append_entries=8, max_inflight_appends=4,
                         snapshot_retry_ticks=20)
 
@@ -70,17 +77,23 @@ class SimStorage:
     snapshot: Snapshot | None = None
     entries: list[Entry] = field(default_factory=list)
     unsynced_commit: HardState | None = None  # a commit-only hard state written without fsync
+    unsynced_from: int | None = None  # entries from this index on were written without an fsync
 
     def save(self, rd: Ready) -> None:
         if rd.snapshot is not None:
             self.snapshot = rd.snapshot
             self.entries = []
+            self.unsynced_from = None
         if rd.entries:
             first = rd.entries[0].index
             self.entries = [e for e in self.entries if e.index < first]
             if self.entries:
                 assert self.entries[-1].index == first - 1, "storage gap"
             self.entries.extend(rd.entries)
+            if not rd.must_sync:
+                self.unsynced_from = first if self.unsynced_from is None else min(first, self.unsynced_from)
+        if rd.must_sync:
+            self.unsynced_from = None
         if rd.hard_state is not None:
             if rd.must_sync:
                 self.hard_state = rd.hard_state
@@ -94,6 +107,23 @@ class SimStorage:
         if self.unsynced_commit is not None and rng.random() >= lose:
             self.hard_state = self.unsynced_commit
         self.unsynced_commit = None
+        if self.unsynced_from is not None and rng.random() < lose:
+            cut = self.unsynced_from
+            self.entries = [e for e in self.entries if e.index < cut]
+        self.unsynced_from = None
+
+    def durable_term(self, index: int) -> int | None:
+        """The term of the entry at `index` that would survive a crash now (COVERED if the
+        durable snapshot covers it), or None if no entry there would."""
+        if index == 0 or (self.snapshot is not None and index <= self.snapshot.index):
+            return COVERED
+        if self.unsynced_from is not None and index >= self.unsynced_from:
+            return None
+        if not self.entries or not self.entries[0].index <= index <= self.entries[-1].index:
+            return None
+        entry = self.entries[index - self.entries[0].index]
+        assert entry.index == index
+        return entry.term
 
     def compact(self, snapshot: Snapshot, compact_to: int) -> None:
         self.snapshot = snapshot
@@ -289,6 +319,10 @@ class Cluster:
             seq = waiting[1]
             if entry.data != self.proposal_data[seq]:
                 self.fail(f"proposal {seq} acknowledged at {entry.index} holds other data")
+            durable_on = [n.id for n in self.nodes.values()
+                          if n.storage.durable_term(entry.index) in (entry.term, COVERED)]
+            if len(durable_on) <= len(self.ids) // 2:
+                self.fail(f"proposal {seq} acknowledged at {entry.index} while durable only on {durable_on}")
             self.acknowledged[seq] = entry.index
         node.read_floor_waits = [(i, f) for i, f in node.read_floor_waits if i > entry.index]
 
@@ -309,6 +343,7 @@ class Cluster:
     # --- network -----------------------------------------------------------------------------
 
     def _send(self, m: Message) -> None:
+        self._check_promise(m)
         if (m.src, m.dst) in self.blocked:
             return
         if self.chaos and self.rng.random() < self.faults.drop:
@@ -317,6 +352,22 @@ class Cluster:
         for _ in range(copies):
             delay = 1 + self.rng.randrange(self.faults.max_delay if self.chaos else 5)
             self._schedule(delay, "deliver", m)
+
+    def _check_promise(self, m: Message) -> None:
+        """A message that promises durable state is sent only once that state would survive a
+        crash (the Ready contract: such messages go after the fsync, never early)."""
+        node = self.nodes[m.src]
+        if m.type is MessageType.APPEND_RESP and not m.reject:
+            durable = node.storage.durable_term(m.index)
+            in_log = node.core.log.term(m.index) if node.core is not None else None
+            if durable is None or (durable != COVERED and in_log is not None and durable != in_log):
+                self.fail(f"member {m.src} told {m.dst} it holds index {m.index} (term {in_log}) before "
+                          f"that was durable (durable term: {durable})")
+        elif m.type is MessageType.VOTE_RESP and not m.reject:
+            stored = node.storage.hard_state
+            if (stored.term, stored.vote) != (m.term, m.dst):
+                self.fail(f"member {m.src} granted its vote in term {m.term} to {m.dst} before recording "
+                          f"it durably (durable: term {stored.term}, vote {stored.vote})")
 
     def _on_deliver(self, m: object) -> None:
         assert isinstance(m, Message)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import referees
 from tests.support.procs import RoostProcess, start_roost
 
 FAST_GROUPS = ["--group.initial.rebalance.delay.ms", "500", "--group.min.session.timeout.ms", "1000"]
@@ -24,7 +25,7 @@ _shared: dict[str, Any] = {}
 def spark() -> Iterator[Any]:
     """The shared SparkSession. tests/spark and tests/examples each import this fixture; the first
     to run creates the session and, at the end of the pytest session, stops it and its JVM."""
-    pytest.importorskip("pyspark")
+    referees.import_or_skip("pyspark", "PySpark")
     from roost.spark.session import local_session
 
     owner = "session" not in _shared

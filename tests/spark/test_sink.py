@@ -11,6 +11,7 @@ import pytest
 
 from tests.spark.kafka_helpers import RecordingProducer, create_topics, read_all
 from tests.spark.streaming import assert_exactly, copy_query, expected_lines, output_lines, run_available_now
+from tests.support import referees
 from tests.support.procs import RoostProcess
 
 pytestmark = pytest.mark.spark
@@ -73,7 +74,7 @@ def test_a_task_rerun_after_a_partial_write_completes_the_batch_once(roost_node:
     """The exactly-once rule with a real broker, one step at a time: a first run of a task writes
     part of its rows and dies before the commit; the re-run (rows in another order) writes only
     the rest; after the commit a third run writes nothing."""
-    pytest.importorskip("pyspark")
+    referees.import_or_skip("pyspark", "PySpark")
     import pyarrow as pa
 
     from roost.spark.exactly_once import MARKER_COMMIT, Marker, query_commit_log

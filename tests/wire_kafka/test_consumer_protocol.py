@@ -18,6 +18,7 @@ from roost.wire.kafka import (
     encode_consumer_subscription,
     encode_struct,
 )
+from tests.support import referees
 from tests.wire_kafka.peer import TOPIC, running_peer
 
 
@@ -67,7 +68,7 @@ def test_malformed_consumer_protocol_raises_codec_errors() -> None:
 
 @pytest.mark.timeout(120)
 def test_kafka_python_join_group_subscription_decodes() -> None:
-    kafka = pytest.importorskip("kafka")
+    kafka = referees.import_or_skip("kafka", "kafka-python")
     with running_peer() as peer:
         consumer = kafka.KafkaConsumer(
             bootstrap_servers=f"127.0.0.1:{peer.port}", group_id="codec-group",

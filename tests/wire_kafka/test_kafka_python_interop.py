@@ -17,10 +17,11 @@ import pytest
 from roost.wire.kafka.apis import message_codec
 from roost.wire.kafka.primitives import Out, as_view
 from roost.wire.kafka.schema import Field, Message
+from tests.support import referees
 from tests.wire_kafka.samples import every_api_version, message_of, normalized, sample_body
 
-kafka_protocol = pytest.importorskip("kafka.protocol")
-api_message = pytest.importorskip("kafka.protocol.api_message")
+kafka_protocol = referees.import_or_skip("kafka.protocol", "kafka-python")
+api_message = referees.import_or_skip("kafka.protocol.api_message", "kafka-python")
 
 
 def _kafka_python_classes() -> dict[str, Any]:

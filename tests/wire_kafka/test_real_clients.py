@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from roost.wire.kafka import ApiKey, decode_request
+from tests.support import referees
 from tests.wire_kafka.peer import BASE_OFFSET, TOPIC, ScriptedPeer, running_peer
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,7 +53,7 @@ def _produced_values(peer: ScriptedPeer) -> list[bytes]:
 
 
 def test_librdkafka_produces_and_fetches(peer: ScriptedPeer) -> None:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = referees.import_or_skip("confluent_kafka", "confluent-kafka")
     address = f"127.0.0.1:{peer.port}"
     producer = confluent_kafka.Producer({
         "bootstrap.servers": address, "client.id": "codec-rdkafka", "linger.ms": 0,
@@ -97,7 +98,7 @@ def test_librdkafka_produces_and_fetches(peer: ScriptedPeer) -> None:
 
 
 def test_kafka_python_falls_back_then_produces_and_fetches(peer: ScriptedPeer) -> None:
-    kafka = pytest.importorskip("kafka")
+    kafka = referees.import_or_skip("kafka", "kafka-python")
     address = f"127.0.0.1:{peer.port}"
     producer = kafka.KafkaProducer(bootstrap_servers=address, client_id="codec-kafka-python",
                                    request_timeout_ms=30000, max_block_ms=30000)
@@ -147,7 +148,7 @@ def test_kafka_python_falls_back_then_produces_and_fetches(peer: ScriptedPeer) -
 
 
 def test_aiokafka_uses_classic_versions(peer: ScriptedPeer) -> None:
-    aiokafka = pytest.importorskip("aiokafka")
+    aiokafka = referees.import_or_skip("aiokafka")
     address = f"127.0.0.1:{peer.port}"
 
     async def scenario() -> tuple[int, list[tuple[int, bytes | None]]]:
@@ -188,7 +189,7 @@ def test_aiokafka_uses_classic_versions(peer: ScriptedPeer) -> None:
 
 def test_captured_frames_decode_again_identically(peer: ScriptedPeer) -> None:
     """The frames kept by the peer are the clients' exact bytes; decoding them again is stable."""
-    confluent_admin = pytest.importorskip("confluent_kafka.admin")
+    confluent_admin = referees.import_or_skip("confluent_kafka.admin", "confluent-kafka")
     admin = confluent_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{peer.port}"})
     cluster = admin.list_topics(timeout=DEADLINE_SECONDS)
     assert TOPIC in cluster.topics and cluster.controller_id == 1

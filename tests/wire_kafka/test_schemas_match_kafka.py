@@ -20,6 +20,7 @@ import pytest
 
 from roost.wire.kafka.schema import HIGHEST_VERSION, UNSET, Field, Message, VersionRange
 from roost.wire.kafka.schemas import API_MESSAGES, EMBEDDED_STRUCTS
+from tests.support import referees
 
 
 def _kafka_json_dir() -> Path | None:
@@ -33,6 +34,7 @@ def _kafka_json_dir() -> Path | None:
 RESOURCES = _kafka_json_dir()
 # Kafka's 3.x definitions of the messages Kafka 4.0 removed (kafka-python's copy lacks them).
 REFERENCE = Path(__file__).parent / "kafka_json"
+pytestmark = referees.skip_unless(RESOURCES is not None, referees.KAFKA_JSON)
 
 ALL_MESSAGES = [message for pair in API_MESSAGES for message in pair] + list(EMBEDDED_STRUCTS.values())
 

@@ -26,7 +26,7 @@ from roost.broker.producer_ids import ProducerIdAllocator
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.topic_admin import TopicAdmin
-from roost.config import BrokerConfig
+from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
 from roost.wire.kafka import ApiKey
 
@@ -120,7 +120,7 @@ class Broker:
         sockname = self._server.sockets[0].getsockname()
         self.port = sockname[1]
         # A single broker is its own controller and the only live broker.
-        self.metadata.set_brokers([BrokerEndpoint(self.broker_id, self.host, self.port)], self.broker_id)
+        self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
         self.logs.start_upkeep()
         self.groups.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
@@ -139,6 +139,11 @@ class Broker:
             await self._server.wait_closed()
         log.info("broker %d stopped; requests served: %s", self.broker_id,
                  describe_counts(self._dispatcher.request_counts))
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Where clients are told to connect: `advertised.listeners`, else where we listen."""
+        return parse_listener(self.config["advertised.listeners"]) or (self.host, self.port)
 
     def _new_connection(self) -> KafkaConnection:
         connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard)

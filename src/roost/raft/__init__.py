@@ -4,7 +4,8 @@
 - `roost.raft.node.RaftReplicator`: an ensemble member (peer TCP transport, durable storage).
 - `roost.raft.local.LocalReplicator`: a durable single member, for the standalone keeper.
 - `roost.raft.core.RaftCore`: the pure state machine; `roost.raft.storage`, `roost.raft.codec`,
-  `roost.raft.transport`: its disk and wire; `roost.raft.faultproxy`: a TCP proxy for fault tests.
+  `roost.raft.transport`: its disk and wire. (The fault-injecting TCP proxy the ensemble tests put
+  between members lives with the tests: `tests.support.faultproxy`.)
 
 Depends on nothing else of Roost.
 """

@@ -1,8 +1,15 @@
-"""A small fault-injecting TCP proxy for tests (loopback only).
+"""A small fault-injecting TCP proxy for tests (loopback only), for any protocol over TCP.
 
 `FaultProxy` listens on 127.0.0.1 and forwards every connection to a target address. On command it
 can `blackhole()` (connections stay open but bytes vanish both ways: a silent partition), `cut()`
 (close every connection and refuse new ones: a loud partition) and `heal()` (forward again).
+
+`lose_reply(marker)` is a one-shot fault for request/response protocols: the first client request
+whose bytes contain `marker` reaches the server, but the server's next bytes on that connection
+(its answer, when one request is in flight) are swallowed and the connection is closed. The server
+did the work; the client never learns it, and retries if it does so. `marker_seen` counts the
+client chunks that carried the marker, so a test can tell that the retry came.
+
 `ThreadedFaultProxy` runs one in a background thread with blocking methods, for synchronous tests
 that drive server processes.
 """
@@ -24,6 +31,20 @@ class Mode(enum.Enum):
     CUT = "cut"
 
 
+class _Link:
+    """One proxied connection: its two writers and its pending one-shot fault."""
+
+    def __init__(self, client: asyncio.StreamWriter, server: asyncio.StreamWriter) -> None:
+        self.client = client
+        self.server = server
+        self.lose_next_reply = False
+        self.tail = b""  # the end of the last client chunk: a marker may straddle two chunks
+
+    def abort(self) -> None:
+        for writer in (self.client, self.server):
+            writer.transport.abort()
+
+
 class FaultProxy:
     def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0), chunk: int = 1 << 16) -> None:
         self.target = target
@@ -33,6 +54,10 @@ class FaultProxy:
         self.bytes_forwarded = 0
         self.bytes_dropped = 0
         self.connections = 0
+        self.replies_lost = 0
+        self.marker_seen = 0
+        self._marker: bytes | None = None  # seen in a client chunk: count it
+        self._armed = False  # ... and lose the server's answer to it, once
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -68,6 +93,12 @@ class FaultProxy:
     def heal(self) -> None:
         self.mode = Mode.PASS
 
+    def lose_reply(self, marker: bytes) -> None:
+        """Arm the one-shot fault (see the module docstring) for the next request carrying `marker`."""
+        assert marker, "an empty marker would match every request"
+        self._marker = marker
+        self._armed = True
+
     def _close_all(self) -> None:
         for writer in list(self._writers):
             writer.transport.abort()
@@ -85,8 +116,9 @@ class FaultProxy:
             return
         self.connections += 1
         self._writers |= {client_writer, server_writer}
-        pumps = [asyncio.create_task(self._pump(client_reader, server_writer)),
-                 asyncio.create_task(self._pump(server_reader, client_writer))]
+        link = _Link(client_writer, server_writer)
+        pumps = [asyncio.create_task(self._pump(client_reader, server_writer, link, from_client=True)),
+                 asyncio.create_task(self._pump(server_reader, client_writer, link, from_client=False))]
         self._tasks.update(pumps)
         try:
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
@@ -98,11 +130,33 @@ class FaultProxy:
                 writer.transport.abort()
                 self._writers.discard(writer)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _watch_request(self, link: _Link, data: bytes) -> None:
+        marker = self._marker
+        if marker is None:
+            return
+        window = link.tail + data
+        link.tail = window[-(len(marker) - 1):] if len(marker) > 1 else b""
+        if marker in window:
+            self.marker_seen += 1
+            if self._armed:
+                # Armed before the request is forwarded, so its answer cannot slip past.
+                self._armed = False
+                link.lose_next_reply = True
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link,
+                    from_client: bool) -> None:
         try:
             while True:
                 data = await reader.read(self.chunk)
                 if not data:
+                    return
+                if from_client:
+                    self._watch_request(link, data)
+                elif link.lose_next_reply and self.mode is Mode.PASS:
+                    link.lose_next_reply = False
+                    self.replies_lost += 1
+                    self.bytes_dropped += len(data)
+                    link.abort()
                     return
                 if self.mode is Mode.PASS:
                     writer.write(data)
@@ -138,6 +192,12 @@ class ThreadedFaultProxy:
 
     def heal(self) -> None:
         self._call(self._run("heal"))
+
+    def lose_reply(self, marker: bytes) -> None:
+        async def arm() -> None:
+            self.proxy.lose_reply(marker)
+
+        self._call(arm())
 
     def close(self) -> None:
         try:

@@ -6,7 +6,7 @@ import socket
 import socketserver
 import threading
 
-from roost.raft.faultproxy import ThreadedFaultProxy
+from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.procs import wait_for
 
 
@@ -40,6 +40,38 @@ def test_pass_blackhole_heal_cut() -> None:
             again.sendall(b"back")
             assert again.recv(4) == b"back"
             for s in (conn, refused, again):
+                s.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_lose_reply_once_after_the_request_reached_the_server() -> None:
+    received: list[bytes] = []
+
+    class RecordingEcho(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            while data := self.request.recv(4096):
+                received.append(data)
+                self.request.sendall(data)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), RecordingEcho)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with ThreadedFaultProxy(server.server_address) as proxy:
+            proxy.lose_reply(b"MARK")
+            conn = socket.create_connection(proxy.address, timeout=10)
+            conn.sendall(b"plain")
+            assert conn.recv(5) == b"plain"  # armed, but this request does not carry the marker
+            conn.sendall(b"with MARK")
+            assert conn.recv(16) == b""  # its answer never comes: the proxy closed the connection
+            assert b"with MARK" in b"".join(received)  # though the server got the request
+            again = socket.create_connection(proxy.address, timeout=10)
+            again.sendall(b"MARK again")  # the fault fired once: a retry goes through
+            assert again.recv(16) == b"MARK again"
+            assert (proxy.proxy.replies_lost, proxy.proxy.marker_seen) == (1, 2)
+            for s in (conn, again):
                 s.close()
     finally:
         server.shutdown()

@@ -1,0 +1,132 @@
+"""fsync before every acknowledgement (`log.flush.interval.messages=1`, topic `flush.messages=1`),
+observed on a real `roost` process with strace (tests/support/syscall_trace.py).
+
+For every produce request a real client sends, and every offset commit, the bytes it carries are
+written to the partition's segment file, an fsync of that file begins after the write and returns,
+and only then does the first byte of the answer go to the client's socket. The test knows nothing
+of the broker's code: only the Kafka protocol (to pair a request with its response) and Kafka's
+on-disk layout (`<topic>-<partition>/<offset>.log`).
+
+The same check is run where the setting is off, and must find every answer sent without an fsync,
+so the test can tell the two apart.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker.conftest import StartBroker
+from tests.support.procs import RoostProcess
+from tests.support.syscall_trace import Durability, SyscallTrace, durable_before_answer, kafka_exchanges
+
+PRODUCE, OFFSET_COMMIT = 0, 8
+PROBE = re.compile(rb"fsync-probe-[0-9a-f]{8}-\d+")
+
+
+def segment_of(topic: str):
+    def is_segment(path: str) -> bool:
+        directory, _, name = path.rpartition("/")
+        return name.endswith(".log") and directory.rpartition("/")[2].rpartition("-")[0] == topic
+    return is_segment
+
+
+def produce_probes(bootstrap: str, topic: str, one_by_one: int = 4, burst: int = 12) -> list[bytes]:
+    """Messages with unique values: `one_by_one` each awaited alone, then `burst` sent at once
+    (several requests in flight, fsyncs shared by group commit)."""
+    tag = uuid.uuid4().hex[:8]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
+                         "compression.type": "none", "enable.idempotence": False})
+    values = [f"fsync-probe-{tag}-{n}".encode() for n in range(one_by_one + burst)]
+    failures: list[object] = []
+
+    def report(error: object, _message: object) -> None:
+        if error is not None:
+            failures.append(error)
+
+    for value in values[:one_by_one]:
+        producer.produce(topic, value, on_delivery=report)
+        assert producer.flush(30) == 0
+    for value in values[one_by_one:]:
+        producer.produce(topic, value, on_delivery=report)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert not failures, failures
+    return values
+
+
+def commit_offsets(bootstrap: str, topic: str, group: str, commits: int = 3) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for offset in range(1, commits + 1):
+            consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def produce_answers(trace: SyscallTrace, broker: RoostProcess, topic: str, values: list[bytes]) -> list[Durability]:
+    """One Durability per produced value, from the produce request that carried it."""
+    found: dict[bytes, Durability] = {}
+    for exchange in kafka_exchanges(trace.calls, [broker.port("kafka")], api_keys=[PRODUCE]):
+        for probe in PROBE.findall(exchange.request):
+            if probe in values:
+                assert exchange.answered is not None, f"no answer to the produce of {probe!r}"
+                found[probe] = durable_before_answer(trace.calls, exchange, probe, segment_of(topic))
+    assert sorted(found) == sorted(values), "not every produced value was seen in a request"
+    return [found[v] for v in values]
+
+
+def commit_answers(trace: SyscallTrace, broker: RoostProcess, group: str) -> list[Durability]:
+    probe = group.encode()
+    answers = [durable_before_answer(trace.calls, exchange, probe, segment_of("__consumer_offsets"))
+               for exchange in kafka_exchanges(trace.calls, [broker.port("kafka")], api_keys=[OFFSET_COMMIT])
+               if probe in exchange.request]
+    assert len(answers) == 3, "expected three offset commits"
+    return answers
+
+
+def create_topics(bootstrap: str, topics: dict[str, dict[str, str]]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, 1, 1, config=config) for name, config in topics.items()])
+    for future in futures.values():
+        future.result(30)
+
+
+def test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering(
+        start_broker: StartBroker, tmp_path: Path) -> None:
+    broker: RoostProcess = start_broker("--no-keeper", "--log.flush.interval.messages", "1")
+    bootstrap = broker.address("kafka")
+    create_topics(bootstrap, {"durable": {}})
+    group = f"fsync-probe-group-{uuid.uuid4().hex[:8]}"
+    with SyscallTrace([broker.popen.pid], tmp_path / "strace.txt") as trace:
+        values = produce_probes(bootstrap, "durable")
+        commit_offsets(bootstrap, "durable", group)
+    pid = broker.popen.pid
+    for answer in produce_answers(trace, broker, "durable", values) + commit_answers(trace, broker, group):
+        assert answer.written == {pid}, answer.describe()
+        assert answer.synced == {pid}, "answered before the fsync: " + answer.describe()
+
+
+def test_topic_setting_fsyncs_before_answering_and_the_check_sees_when_it_is_off(
+        start_broker: StartBroker, tmp_path: Path) -> None:
+    """Broker default off: a topic with flush.messages=1 fsyncs before each answer; a topic
+    without it answers with the data only in the page cache, and the check must say so, as it
+    must for offset commits (the offsets topic follows the broker default)."""
+    broker = start_broker("--no-keeper")
+    bootstrap = broker.address("kafka")
+    create_topics(bootstrap, {"eager": {"flush.messages": "1"}, "lazy": {}})
+    group = f"fsync-probe-group-{uuid.uuid4().hex[:8]}"
+    with SyscallTrace([broker.popen.pid], tmp_path / "strace.txt") as trace:
+        eager = produce_probes(bootstrap, "eager")
+        lazy = produce_probes(bootstrap, "lazy")
+        commit_offsets(bootstrap, "lazy", group)
+    pid = broker.popen.pid
+    for answer in produce_answers(trace, broker, "eager", eager):
+        assert answer.synced == {pid}, "answered before the fsync: " + answer.describe()
+    for answer in produce_answers(trace, broker, "lazy", lazy) + commit_answers(trace, broker, group):
+        assert answer.written == {pid}, answer.describe()
+        assert answer.synced == set(), "an fsync nobody asked for: " + answer.describe()

@@ -1,0 +1,83 @@
+"""Suite-wide hooks: a skip for a missing referee fails the run where the suite must prove things.
+
+See tests/support/referees.py for what a referee is and when its absence is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support import referees
+
+_REQUIRED = pytest.StashKey[str | None]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(referees.OPTION, action="store_true", default=False,
+                     help="fail (instead of skip) tests whose referee is missing: ZooKeeper, PySpark, "
+                          "Kafka's JSON definitions, the client libraries, strace (also: CI=true, "
+                          f"{referees.ENV}=1)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_REQUIRED] = referees.required(config.getoption(referees.OPTION))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    why = config.stash[_REQUIRED]
+    return f"referees: required ({why})" if why else None
+
+
+def _skip_reason(longrepr: Any) -> str:
+    # A skip's longrepr is (path, lineno, reason).
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def _failure(reason: str, why: str) -> str:
+    return (f"{reason.removeprefix('Skipped: ')}\n"
+            f"This test needs that referee and may not skip because {why}.")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    why = item.config.stash[_REQUIRED]
+    if why and report.skipped and not hasattr(report, "wasxfail"):
+        reason = _skip_reason(report.longrepr)
+        if referees.is_referee_reason(reason):
+            report.outcome = "failed"
+            report.longrepr = _failure(reason, why)
+    return report
+
+
+class MissingReferee(pytest.Item):
+    """Stands for a test module that skipped at import for a missing referee, so that the run
+    reports a failure and goes on (a collection error would stop the whole run)."""
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.message = message
+
+    def runtest(self) -> None:
+        pytest.fail(self.message, pytrace=False)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.name
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    report = yield
+    why = collector.config.stash[_REQUIRED]
+    if why and report.skipped:
+        reason = _skip_reason(report.longrepr)
+        if referees.is_referee_reason(reason):
+            report.outcome = "passed"
+            report.longrepr = None
+            report.result = [MissingReferee.from_parent(collector, name="missing-referee",
+                                                        message=_failure(reason, why))]
+    return report
