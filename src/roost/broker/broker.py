@@ -70,10 +70,10 @@ class Broker:
 
     def _routes(self) -> dict[ApiKey, Handler]:
         auto_create = self.topics.auto_create if self.config["auto.create.topics.enable"] else None
-        produce = ProduceApi(self.replicas, self.catalog, auto_create)
-        fetch = FetchApi(self.replicas, self.catalog)
+        produce = ProduceApi(self.replicas, self.metadata, auto_create)
+        fetch = FetchApi(self.replicas, self.metadata)
         offsets = OffsetsApi(self.replicas)
-        metadata = MetadataApi(self.metadata, self.catalog, self.cluster_id, auto_create)
+        metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id, auto_create)
         versions = ApiVersionsApi(self.advertised_versions)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
         group_ctx = groups.GroupContext(

@@ -1,54 +1,110 @@
 """Fetch: serve whole batches from the segment files, or wait until there is enough to serve.
 
-A fetch that finds less than MinBytes waits on the partitions it asked for; an append wakes it at
-once (no polling), and MaxWaitMs bounds the wait. Records are never parsed: the response carries
-the segment bytes read for the requested offsets.
+Consumers read below the high watermark; followers (a replica id >= 0: other brokers of the
+cluster) read up to the log end, and their fetch offset tells the leader what they hold, which
+moves the high watermark. A fetch that finds less than MinBytes waits on its partitions: an
+append wakes followers, a high watermark move wakes consumers (no polling); MaxWaitMs bounds the
+wait. Records are never parsed: the response carries the segment bytes read.
+
+Per partition, Kafka's checks: the leader epoch the fetcher believes in (KIP-320: older ->
+FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH), leadership (NOT_LEADER_OR_FOLLOWER with the
+leader we know of, KIP-951), and for followers the divergence of their log (DivergingEpoch).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
-from roost.broker.metadata.catalog import TopicCatalog
+from roost.broker.metadata.cache import MetadataCache
 from roost.broker.replica.manager import OffsetOutOfRange, ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
+log = logging.getLogger("roost.broker.fetch")
+
 FIRST_TOPIC_ID_VERSION = 13
+FIRST_REPLICA_STATE_VERSION = 15
+FIRST_NODE_ENDPOINTS_VERSION = 16
+FIRST_LEADER_HINT_VERSION = 12
+NO_EPOCH = -1
 ZERO_UUID = uuid.UUID(int=0)
 
 
-class _FetchPlan:
-    """The partitions one Fetch request asked for, resolved once and read as often as needed."""
+def _replica_id(version: int, body: dict[str, Any]) -> int:
+    if version >= FIRST_REPLICA_STATE_VERSION:
+        state = body.get("replica_state") or {}
+        return state.get("replica_id", -1)
+    return body.get("replica_id", -1)
 
-    def __init__(self, replicas: ReplicaManager, catalog: TopicCatalog, version: int,
+
+class _FetchPlan:
+    """The partitions one Fetch request asked for, resolved and checked once, read as often as needed."""
+
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, version: int, replica_id: int,
                  body: dict[str, Any]) -> None:
         self.replicas = replicas
+        self.metadata = metadata
         self.version = version
+        self.replica_id = replica_id
+        self.follower = replica_id >= 0
         self.max_bytes: int = body.get("max_bytes", 0x7FFFFFFF)
-        self.by_id = self.version >= FIRST_TOPIC_ID_VERSION
-        # (topic name or None, topic id, request partition, Partition or error code)
+        self.hinted: set[int] = set()
+        by_id = version >= FIRST_TOPIC_ID_VERSION
+        # (topic name, topic id, request partition, Partition or the error to answer)
         self.entries: list[tuple[str, uuid.UUID, dict[str, Any], Partition | ErrorCode]] = []
+        self.diverging: dict[int, tuple[int, int]] = {}  # entry index -> (epoch, end offset)
         for topic in body["topics"]:
-            if self.by_id:
-                info = catalog.by_id(topic["topic_id"])
+            if by_id:
+                info = metadata.by_id(topic["topic_id"])
                 name = info.name if info else ""
                 topic_id = topic["topic_id"]
                 missing = ErrorCode.UNKNOWN_TOPIC_ID
             else:
                 name = topic["topic"]
-                info = catalog.get(name)
+                info = metadata.get(name)
                 topic_id = info.topic_id if info else ZERO_UUID
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            for request_partition in topic["partitions"]:
-                partition = replicas.partition(name, request_partition["partition"]) if info else None
-                self.entries.append((name, topic_id, request_partition, partition or missing))
+            for wanted in topic["partitions"]:
+                target = self._resolve(name if info else None, wanted) if info else missing
+                if isinstance(target, Partition) and self.follower:
+                    target = self._follower_checks(target, wanted)
+                self.entries.append((name, topic_id, wanted, target))
+
+    def _resolve(self, name: str | None, wanted: dict[str, Any]) -> Partition | ErrorCode:
+        assert name is not None
+        partition = self.replicas.partition(name, wanted["partition"])
+        if partition is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        epoch = wanted.get("current_leader_epoch", NO_EPOCH)
+        if epoch != NO_EPOCH and epoch < partition.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if epoch != NO_EPOCH and epoch > partition.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition
+
+    def _follower_checks(self, partition: Partition, wanted: dict[str, Any]) -> Partition | ErrorCode:
+        if self.replica_id not in partition.state.replicas:
+            log.warning("fetch for %s-%d from replica %d, which is not one of its replicas %s",
+                        partition.topic, partition.index, self.replica_id, list(partition.state.replicas))
+            epoch = wanted.get("current_leader_epoch", NO_EPOCH)
+            return ErrorCode.UNKNOWN_LEADER_EPOCH if epoch != NO_EPOCH else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        fetch_offset = wanted["fetch_offset"]
+        diverging = self.replicas.diverging_epoch(partition, wanted.get("last_fetched_epoch", NO_EPOCH),
+                                                  fetch_offset)
+        if diverging is not None:
+            self.diverging[len(self.entries)] = diverging
+        else:
+            self.replicas.follower_fetched(partition, self.replica_id, fetch_offset)
+        return partition
 
     def partitions(self) -> list[Partition]:
-        return [p for _, _, _, p in self.entries if isinstance(p, Partition)]
+        return [p for i, (_, _, _, p) in enumerate(self.entries) if isinstance(p, Partition) and i not in self.diverging]
 
     def read(self) -> tuple[dict[str, Any], int, bool]:
         """Read every partition once: (response body, bytes found, any partition in error)."""
@@ -57,21 +113,32 @@ class _FetchPlan:
         errored = False
         topics_out: list[dict[str, Any]] = []
         by_topic: dict[tuple[str, uuid.UUID], list[dict[str, Any]]] = {}
-        for name, topic_id, request_partition, partition in self.entries:
+        for position, (name, topic_id, wanted, partition) in enumerate(self.entries):
             key = (name, topic_id)
             out = by_topic.get(key)
             if out is None:
                 out = by_topic[key] = []
                 topics_out.append({"topic": name, "topic_id": topic_id, "partitions": out})
-            index = request_partition["partition"]
+            index = wanted["partition"]
             if not isinstance(partition, Partition):
-                out.append(_partition_result(index, partition))
+                out.append(self._error(name, index, partition))
                 errored = True
                 continue
-            limit = min(request_partition["partition_max_bytes"], remaining)
+            if partition.closed or not partition.is_leader:
+                out.append(self._error(name, index, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                errored = True
+                continue
+            diverging = self.diverging.get(position)
+            if diverging is not None:
+                entry = _partition_result(index, ErrorCode.NONE, partition)
+                entry["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
+                out.append(entry)
+                errored = True  # answer at once: the follower must truncate first
+                continue
+            limit = min(wanted["partition_max_bytes"], remaining)
             try:
-                result = self.replicas.read(partition, request_partition["fetch_offset"], limit,
-                                            min_one_batch=total == 0)
+                result = self.replicas.read(partition, wanted["fetch_offset"], limit,
+                                            min_one_batch=total == 0, follower=self.follower)
             except OffsetOutOfRange:
                 out.append(_partition_result(index, ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 errored = True
@@ -81,7 +148,23 @@ class _FetchPlan:
             entry = _partition_result(index, ErrorCode.NONE, partition)
             entry["records"] = result.buffers
             out.append(entry)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics_out}, total, errored
+        response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics_out}
+        if self.hinted and self.version >= FIRST_NODE_ENDPOINTS_VERSION:
+            response["node_endpoints"] = [
+                {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
+                for e in (self.metadata.endpoint(b) for b in sorted(self.hinted)) if e is not None]
+        return response, total, errored
+
+    def _error(self, name: str, index: int, code: ErrorCode) -> dict[str, Any]:
+        entry = _partition_result(index, code)
+        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH) \
+                and self.version >= FIRST_LEADER_HINT_VERSION:
+            leader, epoch, endpoint = self.metadata.leader_endpoint(name, index)
+            if leader >= 0:
+                entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                if endpoint is not None:
+                    self.hinted.add(leader)
+        return entry
 
 
 def _partition_result(index: int, error: ErrorCode, partition: Partition | None = None) -> dict[str, Any]:
@@ -97,19 +180,33 @@ def _release(waiter: asyncio.Future[None]) -> None:
 
 
 class FetchApi:
-    def __init__(self, replicas: ReplicaManager, catalog: TopicCatalog) -> None:
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache) -> None:
         self._replicas = replicas
-        self._catalog = catalog
+        self._metadata = metadata
 
     def handle(self, request: Request) -> Any:
         body = request.body
-        plan = _FetchPlan(self._replicas, self._catalog, request.version, body)
+        replica_id = _replica_id(request.version, body)
+        if replica_id >= 0 and replica_id not in self._metadata.brokers:
+            log.warning("replica fetch from %s claims broker id %d, which is not a live broker; refused",
+                        request.client_host, replica_id)
+            return _refuse_all(body, request.version)
+        plan = _FetchPlan(self._replicas, self._metadata, request.version, replica_id, body)
         response, found, errored = plan.read()
         max_wait_ms = body["max_wait_ms"]
         # Fetch sessions (KIP-227) are declined by answering session id 0: clients send full fetches.
         if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():
             return response
         return _wait_then_read(plan, body["min_bytes"], max_wait_ms / 1000)
+
+
+def _refuse_all(body: dict[str, Any], version: int) -> dict[str, Any]:
+    by_id = version >= FIRST_TOPIC_ID_VERSION
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": topic.get("topic", ""), "topic_id": topic.get("topic_id", ZERO_UUID) if by_id else ZERO_UUID,
+         "partitions": [_partition_result(p["partition"], ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                        for p in topic["partitions"]]}
+        for topic in body["topics"]]}
 
 
 async def _wait_then_read(plan: _FetchPlan, min_bytes: int, max_wait: float) -> dict[str, Any]:
@@ -119,7 +216,7 @@ async def _wait_then_read(plan: _FetchPlan, min_bytes: int, max_wait: float) -> 
     while True:
         waiter: asyncio.Future[None] = loop.create_future()
         for partition in partitions:
-            partition.add_waiter(waiter)
+            partition.add_waiter(waiter, follower=plan.follower)
         try:
             # Read again once the waiter is in place: an append that landed after the last read
             # (e.g. between handle_fetch and this task's first step) has already woken nobody.

@@ -1,8 +1,11 @@
-"""Produce: turn each partition's records into a replica manager append, and answer when the
-acknowledgement may go (at once, or after the fsync the topic asks for).
+"""Produce: turn each partition's records into an append on its leader, and answer when the
+acknowledgement may go: at once (acks=1), after the fsync the topic asks for, and for acks=all
+once the high watermark covers the records (every in-sync replica has them).
 
 Batches stay batches: only the batch headers and CRCs are checked, offsets are assigned by
 rewriting baseOffset, and the bytes go to the log as they came (compressed ones stay compressed).
+A partition this broker does not lead gets NOT_LEADER_OR_FOLLOWER and, from v10, the leader it
+knows of (KIP-951), so the client moves at once.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from roost.broker.metadata.catalog import TopicCatalog, TopicInfo, topic_name_problem
-from roost.broker.replica.manager import ACKS_NONE, AppendOutcome, ReplicaManager
+from roost.broker.metadata.cache import MetadataCache
+from roost.broker.metadata.catalog import TopicInfo, topic_name_problem
+from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.broker.request import NO_RESPONSE, Request
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
+FIRST_LEADER_HINT_VERSION = 10  # KIP-951
 VALID_ACKS = (0, 1, -1)
 
 
@@ -28,10 +33,10 @@ def _partition_response(index: int, outcome: AppendOutcome) -> dict[str, Any]:
 
 
 class ProduceApi:
-    def __init__(self, replicas: ReplicaManager, catalog: TopicCatalog,
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache,
                  auto_create: Callable[[str], TopicInfo | None] | None) -> None:
         self._replicas = replicas
-        self._catalog = catalog
+        self._metadata = metadata
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
 
     def handle(self, request: Request) -> Any:
@@ -39,12 +44,15 @@ class ProduceApi:
         acks = body["acks"]
         version = request.version
         durable_waits: list[asyncio.Future[None]] = []
+        awaited: list[AwaitedAppend] = []
+        hinted: set[int] = set()
         topics_out = []
         for topic in body["topic_data"]:
             name = topic["name"]
             partitions_out = []
             for pdata in topic["partition_data"]:
                 index = pdata["index"]
+                partition: Partition | None = None
                 if version < FIRST_SUPPORTED_PRODUCE_VERSION:
                     outcome = AppendOutcome(ErrorCode.UNSUPPORTED_VERSION,
                                             "produce versions 0-2 are not supported; use v3 or later")
@@ -58,34 +66,50 @@ class ProduceApi:
                         outcome = self._replicas.append_records(partition, pdata["records"], acks)
                         if outcome.durable is not None:
                             durable_waits.append(outcome.durable)
-                partitions_out.append(_partition_response(index, outcome))
+                entry = _partition_response(index, outcome)
+                if outcome.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINT_VERSION:
+                    leader, epoch, _ = self._metadata.leader_endpoint(name, index)
+                    entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+                    hinted.add(leader)
+                if partition is not None and acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
+                        and outcome.required_offset > partition.high_watermark:
+                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, entry))
+                partitions_out.append(entry)
             topics_out.append({"name": name, "partition_responses": partitions_out})
-        response = {"responses": topics_out, "throttle_time_ms": 0}
+        response: dict[str, Any] = {"responses": topics_out, "throttle_time_ms": 0}
+        if hinted:
+            response["node_endpoints"] = [
+                {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
+                for e in (self._metadata.endpoint(b) for b in sorted(hinted)) if e is not None]
         if acks == ACKS_NONE:
             if durable_waits:
                 # Nobody waits for the answer, but the fsync must still happen.
                 asyncio.gather(*durable_waits, return_exceptions=True)
             return NO_RESPONSE
+        if awaited:
+            replicated = self._replicas.wait_for_replication(awaited, body["timeout_ms"] / 1000)
+            if replicated is not None:
+                durable_waits.append(replicated)
         if not durable_waits:
             return response
-        return _after_fsync(durable_waits, response)
+        return _after(durable_waits, response)
 
     def _partition_for_write(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
-        partition = self._replicas.partition(topic, index)
-        if partition is not None:
-            return partition, ErrorCode.NONE
-        if topic not in self._catalog:
-            if topic_name_problem(topic) is not None:
-                return None, ErrorCode.INVALID_TOPIC_EXCEPTION
-            if self._auto_create is not None:
-                self._auto_create(topic)
-                partition = self._replicas.partition(topic, index)
-                if partition is not None:
-                    return partition, ErrorCode.NONE
+        partition, error = self._replicas.leader_partition(topic, index)
+        if partition is not None or error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            return partition, error
+        if topic_name_problem(topic) is not None:
+            return None, ErrorCode.INVALID_TOPIC_EXCEPTION
+        if self._auto_create is not None and self._auto_create(topic) is not None:
+            partition, error = self._replicas.leader_partition(topic, index)
+            if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and self._replicas.partition(topic, index) is None:
+                # Created in the cluster, not yet led anywhere: the client retries.
+                return None, ErrorCode.LEADER_NOT_AVAILABLE
+            return partition, error
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-async def _after_fsync(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
+async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
     results = await asyncio.gather(*waits, return_exceptions=True)
     if any(isinstance(r, BaseException) for r in results):
         # Could not make the data durable: the client must not treat it as acknowledged.
