@@ -178,6 +178,11 @@ class ZkClient:
         return self._session_id
 
     @property
+    def client_id(self) -> tuple[int, bytes]:
+        """(session id, password), as ZooKeeper's clients expose them (0 while there is none)."""
+        return self._session_id, self._passwd
+
+    @property
     def session_timeout(self) -> float:
         """The negotiated session timeout in seconds (0 before the first session)."""
         return self._timeout
