@@ -215,6 +215,7 @@ class ZkClient:
         self._loop = asyncio.get_running_loop()
         self._slots = asyncio.Semaphore(self._max_outstanding)
         self._run_task = self._loop.create_task(self._run(), name="zkclient-connect")
+        self._run_task.add_done_callback(self._run_ended)
         try:
             async with asyncio.timeout(timeout):
                 await self._connected.wait()
@@ -382,6 +383,9 @@ class ZkClient:
         if self._loop is None or self._slots is None:
             raise RuntimeError("call ZkClient.start() first")
         await self._slots.acquire()  # released when the call completes, however it completes
+        if self._closing:  # closed while this caller waited for a slot
+            self._slots.release()
+            raise ClientClosedError("client closed")
         future = self._loop.create_future()
         future.add_done_callback(self._release_slot)
         call = Call(request, future, watcher, watch_kind, no_node_ok)
@@ -467,6 +471,18 @@ class ZkClient:
             if failures % len(self._hosts) == 0:  # every host failed once: back off, bounded
                 await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
                 backoff = min(backoff * 2, self._max_backoff)
+
+    def _run_ended(self, task: asyncio.Task[None]) -> None:
+        """The connection task ends only when closed; if a bug ended it, say so and fail callers
+        rather than leave them waiting for a connection that will never come."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("zkclient: the connection task failed; the client is closed", exc_info=task.exception())
+        self._closing = True
+        if self._link is not None:
+            self._link.fail(ClientClosedError(f"zkclient failed: {task.exception()!r}"))
+        self._fail_unsent(ClientClosedError(f"zkclient failed: {task.exception()!r}"))
+        self._emit(SessionEvent(SessionState.CLOSED, self._session_id, reason=repr(task.exception())))
 
     async def _attempt(self, host: tuple[str, int]) -> _Outcome:
         assert self._loop is not None
