@@ -488,6 +488,14 @@ class ZkClient:
         assert self._loop is not None
         link = ServerLink(self, host, self._max_frame, self._max_request)
         try:
+            return await self._attempt_on(link, host)
+        except asyncio.CancelledError:  # closing: leave no socket behind
+            link.fail(ClientClosedError("client closed"))
+            raise
+
+    async def _attempt_on(self, link: ServerLink, host: tuple[str, int]) -> _Outcome:
+        assert self._loop is not None
+        try:
             async with asyncio.timeout(self._connect_timeout):
                 await self._loop.create_connection(lambda: link, host[0], host[1])
                 link.send_connect(self._connect_request())
