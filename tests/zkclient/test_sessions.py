@@ -230,3 +230,19 @@ def test_start_gives_up_when_no_server_answers() -> None:
         assert zk.state is SessionState.CLOSED
 
     run(scenario)
+
+
+def test_heartbeats_keep_an_idle_session_past_its_timeout(server: Server) -> None:
+    async def scenario() -> None:
+        zk, events = await connected(server.address, session_timeout=2)
+        try:
+            session = zk.session_id
+            await zk.create(unique("idle"), b"", ephemeral=True)
+            await asyncio.sleep(3.0)  # idle for longer than the session timeout: only pings flow
+            assert zk.session_id == session and zk.state is SessionState.CONNECTED
+            assert [e.state for e in events.items] == [SessionState.CONNECTED]
+            await round_trip(zk)
+        finally:
+            await zk.close()
+
+    run(scenario)
