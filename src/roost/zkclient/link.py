@@ -30,8 +30,9 @@ _PING = EmptyRequest(OpCode.PING)
 
 
 class Call:
-    """One request on its way: what to send, the future its caller awaits, and how to register
-    a watch when the reply comes."""
+    """One request on its way: what to send, the future its caller awaits (None for the
+    client's own requests, SetWatches and closeSession, whose replies are only logged), and how
+    to register a watch when the reply comes."""
 
     __slots__ = ("future", "no_node_ok", "request", "sent_at", "watch_kind", "watcher", "xid")
 
