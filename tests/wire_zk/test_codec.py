@@ -37,6 +37,7 @@ from roost.wire.zk.records import (
     CreateResult,
     DeleteRequest,
     DeleteResult,
+    EmptyRequest,
     ErrorResult,
     MultiRequest,
     PathModeRequest,
@@ -206,3 +207,19 @@ def test_client_connection_matches_replies() -> None:
     assert events[2] == ReplyEvent(xid, 9, 0, OpCode.GET_DATA, (b"v", STAT))
     with pytest.raises(ZkCodecError):
         client.receive_data(encode_reply(1234, 9, 0))
+
+
+def test_client_connection_matches_pings_out_of_turn() -> None:
+    """The keeper answers a ping at once, ahead of a write still in flight: a ping reply is
+    matched by its xid, never against the queue of pending requests."""
+    client = ClientConnection(max_request=1024)
+    client.receive_data(encode_connect_response(ConnectResponse(0, 4000, 5, bytes(16))))
+    xid, _ = client.send(PathWatchRequest("/a", False, OpCode.EXISTS))
+    ping_xid, _ = client.send(EmptyRequest(OpCode.PING))
+    assert client.pending == 1
+    events = client.receive_data(encode_reply(ping_xid, 3, 0) + encode_reply(xid, 3, Err.NO_NODE))
+    assert [(e.xid, e.opcode) for e in events] == [(ping_xid, OpCode.PING), (xid, OpCode.EXISTS)]
+    assert client.pending == 0
+    with pytest.raises(ZkCodecError, match="exceeds the 1024-byte limit"):
+        client.send(SetDataRequest("/a", b"x" * 1024, -1))
+    assert client.pending == 0

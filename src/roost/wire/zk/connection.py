@@ -6,8 +6,11 @@ frame is a request header and body. Frames longer than `max_frame` (jute.maxbuff
 before their body is buffered, so memory per connection stays bounded. Any malformed input raises
 `ZkCodecError`, after which the connection is unusable.
 
-`ClientConnection` is the client's side, used by tests, fuzzing and tools: it decodes replies by
-remembering which opcode each xid was sent with.
+`ClientConnection` is the client's side (roost.zkclient, tests, fuzzing, tools): it decodes replies
+by remembering which opcode each xid was sent with. Replies come in request order except ping and
+auth replies, which servers may answer out of turn (the keeper answers a ping at once, ahead of
+writes still in flight; ZooKeeper answers auth outside its pipeline), so those two are matched by
+their special xid and never queued.
 """
 
 from __future__ import annotations
@@ -269,11 +272,17 @@ def _read_response(opcode: int, r: JuteReader) -> object:
     return None
 
 
+# Replies a server may send out of request order, by xid, with the opcode they answer.
+_OUT_OF_TURN_XIDS = {PING_XID: OpCode.PING, AUTH_XID: OpCode.AUTH}
+
+
 class ClientConnection:
     """The client side of a connection: encodes requests, decodes replies and watch events."""
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_BUFFER * 16) -> None:
+    def __init__(self, max_frame: int = DEFAULT_MAX_BUFFER * 16, max_request: int | None = None) -> None:
         self._frames = _FrameBuffer(max_frame)
+        # Requests whose body exceeds this (the server's jute.maxbuffer) are refused unsent.
+        self.max_request = max_request
         self._pending: deque[tuple[int, int]] = deque()
         self._next_xid = 0
         self.connected = False
@@ -293,8 +302,17 @@ class ClientConnection:
             else:
                 self._next_xid += 1
                 xid = self._next_xid
-        self._pending.append((xid, request.opcode))
-        return xid, encode_request(xid, request)
+        data = encode_request(xid, request)
+        if self.max_request is not None and len(data) - 4 > self.max_request:
+            raise ZkCodecError(f"request of {len(data) - 4} bytes exceeds the {self.max_request}-byte limit")
+        if xid not in _OUT_OF_TURN_XIDS:
+            self._pending.append((xid, request.opcode))
+        return xid, data
+
+    @property
+    def pending(self) -> int:
+        """How many sent requests (pings and auth aside) still wait for their reply."""
+        return len(self._pending)
 
     def receive_data(self, data: bytes) -> list[ClientEvent]:
         frames = self._frames
@@ -313,6 +331,9 @@ class ClientConnection:
             xid, zxid, err = reader.int(), reader.long(), reader.int()
             if xid == WATCH_XID:
                 events.append(WatchEvent(WatcherEvent.read(reader), zxid))
+                continue
+            if xid in _OUT_OF_TURN_XIDS:
+                events.append(ReplyEvent(xid, zxid, err, _OUT_OF_TURN_XIDS[xid], None))
                 continue
             if not self._pending:
                 raise ZkCodecError(f"reply with xid {xid} but nothing is pending")
