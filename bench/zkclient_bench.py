@@ -56,9 +56,9 @@ from tests.keeper.zkharness import (
     zookeeper_ensemble,
     zookeeper_standalone,
 )
+from tests.support.faultproxy import FaultProxy
 from tests.support.procs import start_roost
 
-from roost.raft.faultproxy import FaultProxy
 from roost.wire.zk.records import SetDataRequest
 from roost.zkclient import Check, SessionEvent, SetData, ZkClient, ZkError
 

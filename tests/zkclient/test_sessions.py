@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from roost.raft.faultproxy import FaultProxy
 from roost.wire.zk.connection import encode_reply
 from roost.wire.zk.constants import EventType, KeeperState, OpCode
 from roost.wire.zk.records import EmptyRequest
@@ -26,6 +25,7 @@ from roost.zkclient import (
     ZkClient,
 )
 from tests.keeper.zkharness import RawClient
+from tests.support.faultproxy import FaultProxy
 from tests.support.procs import free_ports
 from tests.zkclient.conftest import Server
 from tests.zkclient.support import CorruptingProxy, Events, connected, round_trip, run, unique
