@@ -768,6 +768,25 @@ class PartitionLog:
         self._lower_clean_point(self.log_end_offset)
         logger.info("truncated %s from offset %d to %d", self.directory, old_end, self.log_end_offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and start an empty log at `offset` (a follower whose log lies wholly
+        before its leader's log start)."""
+        self._check_open()
+        now = self.clock_ms()
+        self._remove_segments(list(self.segments))
+        self.segments = [Segment.create(self.directory, offset, now)]
+        self.log_start_offset = self.log_end_offset = offset
+        write_checkpoint(self.directory / LOG_START_FILE, offset)
+        fsync_directory(self.directory)
+        for pending in self._pending_flushes:
+            pending.cap = min(pending.cap, offset)
+        self.recovery_point = offset
+        self._write_recovery_checkpoint(force=True)
+        self._rebuild_producer_state()
+        self.leader_epochs.clear()
+        self._lower_clean_point(offset)
+        logger.info("emptied %s: it now starts at offset %d", self.directory, offset)
+
     def _end_after_truncation(self, offset: int) -> int:
         slot = max(0, bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
         found = self.segments[slot].find_batch(offset)

@@ -1,0 +1,275 @@
+"""Replica fetchers: the follower side of replication.
+
+One fetcher per leader broker fetches every partition this broker follows from that leader, with
+Kafka's replica Fetch (v15: ReplicaState with our id and broker epoch, CurrentLeaderEpoch,
+LastFetchedEpoch). Fetches long-poll (`replica.fetch.wait.max.ms`), so a new record reaches a
+follower one round trip after the leader appends it, and the follower's next fetch (its new
+fetch offset) is what moves the leader's high watermark.
+
+Per partition: records are appended at the leader's offsets; a DivergingEpoch answer truncates
+the log by leader epoch first (roost.broker.replica.follower); the follower's high watermark
+follows the leader's. With fsync before ack (`flush.messages` = 1) the follower fsyncs what it
+appended before it fetches again, so the offset it reports, and the leader's acks=all with it,
+mean "on disk here too". A partition whose leader or epoch changed while a fetch was in flight
+ignores that fetch's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from roost.broker.log_manager import LogManager
+from roost.broker.peer import PeerError, PeerPool
+from roost.broker.replica.follower import start_offset_without_epochs, truncation_offset
+from roost.broker.replica.partition import Partition
+from roost.config import BrokerConfig
+from roost.log import NonMonotonicAppend
+from roost.wire.kafka import ApiKey, KafkaCodecError
+from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.records import InvalidRecordBatch
+
+log = logging.getLogger("roost.broker.fetcher")
+
+FETCH_VERSION = 15
+LIST_OFFSETS_VERSION = 7
+REQUEST_TIMEOUT_S = 30.0
+EARLIEST, LATEST = -2, -1
+RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                       ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_ID,
+                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
+                       ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+
+
+@dataclass
+class _Following:
+    partition: Partition
+    leader_epoch: int  # the epoch this fetcher follows in; a change means the entry is stale
+    delayed_until: float = 0.0  # loop time before which it sits out (after an error)
+
+
+class LeaderFetcher:
+    """Fetches all partitions this broker follows from one leader."""
+
+    def __init__(self, leader_id: int, owner: ReplicaFetchers) -> None:
+        self.leader_id = leader_id
+        self._owner = owner
+        self.following: dict[tuple[str, int], _Following] = {}
+        self._wakeup = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, partition: Partition) -> None:
+        self.following[(partition.topic, partition.index)] = _Following(partition, partition.leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, partition: Partition) -> None:
+        self.following.pop((partition.topic, partition.index), None)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        owner = self._owner
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and self._current(f)}
+            if not ready:
+                self._wakeup.clear()
+                soonest = min((f.delayed_until for f in self.following.values()), default=now + 1.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), max(0.01, soonest - now))
+                continue
+            peer = owner.peer_for(self.leader_id)
+            if peer is None:
+                await asyncio.sleep(owner.backoff_s)  # the leader's address is not known yet
+                continue
+            body = owner.fetch_body(ready)
+            try:
+                response = await peer.request(ApiKey.FETCH, FETCH_VERSION, body, REQUEST_TIMEOUT_S)
+            except (PeerError, KafkaCodecError) as error:
+                log.info("fetch from leader %d failed: %s; retrying in %.0f ms", self.leader_id, error,
+                         owner.backoff_s * 1000)
+                await asyncio.sleep(owner.backoff_s)
+                continue
+            syncs = await owner.process(self.leader_id, ready, response)
+            if syncs:
+                # Report (by fetching again) only what is on disk here.
+                await asyncio.gather(*syncs, return_exceptions=True)
+
+    @staticmethod
+    def _current(following: _Following) -> bool:
+        partition = following.partition
+        return not partition.closed and not partition.is_leader and partition.leader_epoch == following.leader_epoch
+
+
+class ReplicaFetchers:
+    """The set of leader fetchers, and what is done with their answers."""
+
+    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, peers: PeerPool) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = -1
+        self.logs = logs
+        self.peers = peers
+        self.wait_ms = config["replica.fetch.wait.max.ms"]
+        self.min_bytes = config["replica.fetch.min.bytes"]
+        self.max_bytes = config["replica.fetch.response.max.bytes"]
+        self.partition_max_bytes = config["replica.fetch.max.bytes"]
+        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        self.endpoints: dict[int, tuple[str, int]] = {}
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._by_partition: dict[tuple[str, int], int] = {}
+
+    # membership -------------------------------------------------------------------------------
+    def learn_endpoint(self, broker: int, host: str, port: int) -> None:
+        self.endpoints[broker] = (host, port)
+
+    def peer_for(self, broker: int) -> Any:
+        address = self.endpoints.get(broker)
+        return None if address is None else self.peers.get(broker, *address)
+
+    def follow(self, partition: Partition) -> None:
+        """Start fetching `partition` from its leader (after a LeaderAndIsr made us follower)."""
+        self.unfollow(partition)
+        self._prepare(partition)
+        leader = partition.state.leader
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self._fetchers[leader] = LeaderFetcher(leader, self)
+        fetcher.add(partition)
+        self._by_partition[(partition.topic, partition.index)] = leader
+
+    def unfollow(self, partition: Partition) -> None:
+        leader = self._by_partition.pop((partition.topic, partition.index), None)
+        if leader is not None and leader in self._fetchers:
+            self._fetchers[leader].remove(partition)
+
+    def _prepare(self, partition: Partition) -> None:
+        """A log with records but no epoch history keeps only its committed prefix."""
+        plog = partition.log
+        keep = start_offset_without_epochs(plog.log_end_offset, partition.high_watermark,
+                                           plog.leader_epochs.latest_epoch)
+        if keep < plog.log_end_offset:
+            log.warning("%s-%d has records without leader epochs: truncating to its high watermark %d",
+                        partition.topic, partition.index, keep)
+            self._truncate(partition, keep)
+
+    async def close(self) -> None:
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            await fetcher.close()
+        self._by_partition.clear()
+
+    # requests and answers ---------------------------------------------------------------------
+    def fetch_body(self, ready: dict[tuple[str, int], _Following]) -> dict[str, Any]:
+        by_topic: dict[Any, list[dict[str, Any]]] = {}
+        for following in ready.values():
+            partition = following.partition
+            plog = partition.log
+            by_topic.setdefault(partition.topic_id, []).append({
+                "partition": partition.index, "current_leader_epoch": following.leader_epoch,
+                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": plog.leader_epochs.latest_epoch,
+                "log_start_offset": plog.log_start_offset, "partition_max_bytes": self.partition_max_bytes})
+        return {"replica_state": {"replica_id": self.broker_id, "replica_epoch": self.broker_epoch},
+                "max_wait_ms": self.wait_ms, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in by_topic.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+
+    async def process(self, leader: int, ready: dict[tuple[str, int], _Following],
+                      response: dict[str, Any]) -> list[asyncio.Future[None]]:
+        """Apply a fetch answer; returns the fsyncs to wait for before fetching again."""
+        syncs: list[asyncio.Future[None]] = []
+        by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
+        loop = asyncio.get_running_loop()
+        for topic in response["responses"]:
+            name = by_id.get(topic["topic_id"])
+            for answer in topic["partitions"]:
+                following = ready.get((name, answer["partition_index"])) if name else None
+                if following is None or not LeaderFetcher._current(following):
+                    continue  # no longer ours, or the epoch moved on while the fetch was out
+                partition = following.partition
+                error = answer["error_code"]
+                if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    await self._out_of_range(leader, partition)
+                    continue
+                if error != ErrorCode.NONE:
+                    if error not in RETRIABLE:
+                        log.warning("fetch of %s-%d from %d: error %d", partition.topic, partition.index,
+                                    leader, error)
+                    following.delayed_until = loop.time() + self.backoff_s
+                    continue
+                sync = self._apply(partition, answer, following)
+                if sync is not None:
+                    syncs.append(sync)
+        return syncs
+
+    def _apply(self, partition: Partition, answer: dict[str, Any], following: _Following) -> asyncio.Future[None] | None:
+        plog = partition.log
+        diverging = answer.get("diverging_epoch") or {}
+        if diverging.get("epoch", -1) != -1 or diverging.get("end_offset", -1) != -1:
+            end = truncation_offset(plog.leader_epochs, plog.log_end_offset, partition.high_watermark,
+                                    diverging["epoch"], diverging["end_offset"])
+            log.info("%s-%d diverged from leader at epoch %d (ends at %d there): truncating from %d to %d",
+                     partition.topic, partition.index, diverging["epoch"], diverging["end_offset"],
+                     plog.log_end_offset, end)
+            self._truncate(partition, end)
+            return None
+        sync = None
+        records = answer.get("records")
+        if records is not None and len(records) > 0:
+            data = bytearray(records) if not isinstance(records, bytearray) else records
+            try:
+                plog.append(data, assign_offsets=False)
+            except (NonMonotonicAppend, InvalidRecordBatch) as error:
+                log.error("%s-%d: cannot append the leader's records at %d: %s", partition.topic, partition.index,
+                          plog.log_end_offset, error)
+                following.delayed_until = asyncio.get_running_loop().time() + self.backoff_s
+                return None
+            if partition.count_unflushed(1) or partition.fsync_each_append:
+                sync = self.logs.committer.request(plog)
+        leader_start = answer.get("log_start_offset", -1)
+        if plog.log_start_offset < leader_start <= plog.log_end_offset:
+            plog.delete_records_before(leader_start)
+        if partition.state.follow_high_watermark(answer["high_watermark"], plog.log_end_offset):
+            partition.high_watermark_moved()
+        return sync
+
+    def _truncate(self, partition: Partition, offset: int) -> None:
+        partition.log.truncate_to(offset)
+        partition.state.truncated(partition.log.log_end_offset)
+
+    async def _out_of_range(self, leader: int, partition: Partition) -> None:
+        """Our fetch offset is outside the leader's log: past its end (we hold records it lost:
+        truncate to its end) or before its start (retention moved on: start again at its start)."""
+        peer = self.peer_for(leader)
+        if peer is None:
+            return
+        offsets = {}
+        for timestamp in (EARLIEST, LATEST):
+            body = {"replica_id": self.broker_id, "isolation_level": 0, "topics": [{"name": partition.topic,
+                    "partitions": [{"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
+                                    "timestamp": timestamp}]}]}
+            try:
+                answer = await peer.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, REQUEST_TIMEOUT_S)
+            except (PeerError, KafkaCodecError):
+                return
+            result = answer["topics"][0]["partitions"][0]
+            if result["error_code"] != ErrorCode.NONE:
+                return
+            offsets[timestamp] = result["offset"]
+        end = partition.log.log_end_offset
+        if end > offsets[LATEST]:
+            log.warning("%s-%d: our log end %d is past the leader's %d: truncating", partition.topic,
+                        partition.index, end, offsets[LATEST])
+            self._truncate(partition, offsets[LATEST])
+        elif end < offsets[EARLIEST]:
+            log.warning("%s-%d: our log end %d is before the leader's log start %d: starting over there",
+                        partition.topic, partition.index, end, offsets[EARLIEST])
+            partition.log.truncate_fully_and_start_at(offsets[EARLIEST])
+            partition.state.truncated(partition.log.log_end_offset)
