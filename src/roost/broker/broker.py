@@ -1,20 +1,31 @@
 """The broker: builds its services, routes each API to the handler that needs them, and starts and
-stops the Kafka listener with them. This is the one place that knows every part."""
+stops them with the Kafka listener. This is the one place that knows every part.
+
+Two ways to run: with `zookeeper.connect`, as a member of a cluster coordinated through
+ZooKeeper (Kafka's ZooKeeper mode: registration, a controller elected among the brokers,
+replication); without it, as a lone broker that holds the only replica of every partition and
+keeps its topics in a local file.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
 from functools import partial
 from pathlib import Path
 
+from roost.broker.cluster_admin import ClusterTopicAdmin
 from roost.broker.connection import ConnectionLimits, KafkaConnection
-from roost.broker.dispatcher import Dispatcher, advertised_versions, describe_counts
+from roost.broker.controller.core import ControllerSettings
+from roost.broker.controller.shell import ControllerShell
+from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
 from roost.broker.group.offsets import offsets_partition_for
 from roost.broker.group.service import GroupService
 from roost.broker.handlers import admin, groups
+from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
@@ -22,24 +33,50 @@ from roost.broker.handlers.produce import ProduceApi
 from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
+from roost.broker.peer import PeerError, PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator
+from roost.broker.replica.fetcher import ReplicaFetchers
+from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.topic_admin import TopicAdmin
+from roost.broker.zk.layout import BrokerRegistration
+from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
-from roost.wire.kafka import ApiKey
+from roost.wire.kafka import ApiKey, KafkaCodecError
+from roost.wire.kafka.errors import ErrorCode
+from roost.zkclient import ZkClient
 
 log = logging.getLogger("roost.broker")
 
+# The cluster's own APIs and the versions this broker serves (the controller sends the newest).
+CLUSTER_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.LEADER_AND_ISR: (5, 7),        # 5+: topic ids
+    ApiKey.STOP_REPLICA: (3, 4),          # 3+: per-partition leader epochs
+    ApiKey.UPDATE_METADATA: (5, 8),       # 5+: per-topic states
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION: (2, 3),       # 2+: topic ids
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+CONTROLLED_SHUTDOWN_VERSION = 3
 
-def load_cluster_id(path: Path) -> str:
-    """The cluster id, made once and kept (Kafka's meta.properties cluster.id)."""
+
+def load_cluster_id(path: Path) -> str | None:
+    """The cluster id this broker's data belongs to (Kafka's meta.properties cluster.id)."""
     if path.exists():
         return json.loads(path.read_text())["cluster_id"]
-    cluster_id = uuid.uuid4().hex[:22]
+    return None
+
+
+def save_cluster_id(path: Path, cluster_id: str) -> None:
     atomic_write(path, json.dumps({"cluster_id": cluster_id}).encode())
-    return cluster_id
+
+
+def _setting(config: BrokerConfig, name: str, default: object) -> object:
+    return config.values.get(name, default)
 
 
 class Broker:
@@ -49,37 +86,72 @@ class Broker:
         self.requested_port = port
         self.port = port
         self.broker_id: int = config["broker.id"]
+        self.data_dir = data_dir
         (data_dir / "meta").mkdir(parents=True, exist_ok=True)
-        self.cluster_id = load_cluster_id(data_dir / "meta" / "cluster.json")
+        self._cluster_id_path = data_dir / "meta" / "cluster.json"
+        self.zookeeper = str(_setting(config, "zookeeper.connect", ""))
+        self.clustered = bool(self.zookeeper)
+        self.cluster_id = load_cluster_id(self._cluster_id_path) or ""
         self.metadata = MetadataCache()
-        self.catalog = TopicCatalog(data_dir / "meta" / "topics.json")
         self.logs = LogManager(config, data_dir)
         self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
-        self.topics = TopicAdmin(config, self.catalog, self.replicas)
         self.producer_ids = ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
-        self.groups = GroupService(config, self.topics, self.replicas)
-        self.advertised_versions = advertised_versions()
-        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
+        self.peers = PeerPool(f"roost-broker-{self.broker_id}")
+        self._connections: set[KafkaConnection] = set()
+        self._server: asyncio.Server | None = None
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
             max_inflight_requests=config["queued.max.requests"],
             max_buffered_bytes=config["connection.max.buffered.bytes"],
         )
-        self._connections: set[KafkaConnection] = set()
-        self._server: asyncio.Server | None = None
+        self.zk: ZkClient | None = None
+        self.membership: ClusterMembership | None = None
+        self.controller: ControllerShell | None = None
+        self.fetchers: ReplicaFetchers | None = None
+        self.isr: IsrManager | None = None
+        self.topics: TopicAdmin | ClusterTopicAdmin
+        if self.clustered:
+            self._build_cluster_parts()
+        else:
+            if not self.cluster_id:
+                self.cluster_id = uuid.uuid4().hex[:22]
+                save_cluster_id(self._cluster_id_path, self.cluster_id)
+            self.topics = TopicAdmin(config, TopicCatalog(data_dir / "meta" / "topics.json"), self.replicas)
+        # Until the group coordinator moves with its partitions (in progress), groups are served
+        # by a lone broker only.
+        self.groups = GroupService(config, self.topics, self.replicas) if not self.clustered else None  # type: ignore[arg-type]
+        self.advertised_versions = clip_to_codec(
+            {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
+        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
+
+    def _build_cluster_parts(self) -> None:
+        config = self.config
+        self.zk = ZkClient(self.zookeeper, session_timeout=int(_setting(config, "zookeeper.session.timeout.ms", 6000)) / 1000)
+        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers)
+        self.replicas.on_become_follower = self.fetchers.follow
+        self.replicas.on_stop_following = self.fetchers.unfollow
+        self.isr = IsrManager(self.broker_id, config, self.replicas, self.metadata, self.peers)
+        settings = ControllerSettings(
+            unclean_leader_election=bool(_setting(config, "unclean.leader.election.enable", False)),
+            auto_leader_rebalance=bool(_setting(config, "auto.leader.rebalance.enable", True)),
+            imbalance_percentage=int(_setting(config, "leader.imbalance.per.broker.percentage", 10)),
+            imbalance_check_interval_ms=int(_setting(config, "leader.imbalance.check.interval.seconds", 30)) * 1000)
+        self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
+        self.membership = ClusterMembership(self.zk)
+        self.topics = ClusterTopicAdmin(config, self.membership, self.controller, self.metadata)
 
     def _routes(self) -> dict[ApiKey, Handler]:
         auto_create = self.topics.auto_create if self.config["auto.create.topics.enable"] else None
         produce = ProduceApi(self.replicas, self.metadata, auto_create)
         fetch = FetchApi(self.replicas, self.metadata)
         offsets = OffsetsApi(self.replicas)
-        metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id, auto_create)
+        metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id_now, auto_create)
         versions = ApiVersionsApi(self.advertised_versions)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
         group_ctx = groups.GroupContext(
-            self.groups, self._coordinator_for,
+            self.groups, self._coordinator_for,  # type: ignore[arg-type]
             lambda topic, index: self.replicas.partition(topic, index) is not None)
-        return {
+        routes: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
             ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
@@ -101,16 +173,57 @@ class Broker:
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
         }
+        if self.groups is None:
+            for key in (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP,
+                        ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS,
+                        ApiKey.LIST_GROUPS):
+                routes[key] = groups.no_coordinator
+        if self.clustered:
+            assert self.fetchers is not None and self.controller is not None
+            inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config)
+            control = ControllerApi(self.controller, self.metadata, self.cluster_id_now)
+            routes.update({
+                ApiKey.LEADER_AND_ISR: inter.handle_leader_and_isr,
+                ApiKey.UPDATE_METADATA: inter.handle_update_metadata,
+                ApiKey.STOP_REPLICA: inter.handle_stop_replica,
+                ApiKey.OFFSET_FOR_LEADER_EPOCH: inter.handle_offset_for_leader_epoch,
+                ApiKey.ALTER_PARTITION: control.handle_alter_partition,
+                ApiKey.CONTROLLED_SHUTDOWN: control.handle_controlled_shutdown,
+                ApiKey.ELECT_LEADERS: control.handle_elect_leaders,
+                ApiKey.DESCRIBE_CLUSTER: control.handle_describe_cluster,
+            })
+        return routes
+
+    def cluster_id_now(self) -> str:
+        return self.cluster_id
+
+    async def _topic_config(self, topic: str) -> dict[str, object]:
+        """A topic's configs from ZooKeeper, checked like CreateTopics checks them."""
+        from roost.config import ConfigError, parse_topic_configs
+        assert self.membership is not None
+        raw = await self.membership.topic_config(topic)
+        try:
+            return parse_topic_configs(raw, f"/config/topics/{topic}")
+        except ConfigError as error:
+            log.warning("topic %s has configs this broker cannot use (%s); using the defaults", topic, error)
+            return {}
 
     def _coordinator_for(self, group_id: str) -> BrokerEndpoint | None:
         """The group's coordinator: the leader of its __consumer_offsets partition."""
-        info = self.catalog.get(OFFSETS_TOPIC)
+        info = self.metadata.get(OFFSETS_TOPIC)
         if info is None:
+            if self.clustered and isinstance(self.topics, ClusterTopicAdmin):
+                self.topics.auto_create(OFFSETS_TOPIC)
             return None
         placement = self.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
         if placement is None or placement.leader < 0:
             return None
         return self.metadata.endpoint(placement.leader)
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Where clients are told to connect: `advertised.listeners`, else where we listen."""
+        return parse_listener(self.config["advertised.listeners"]) or (self.host, self.port)
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:
@@ -119,20 +232,59 @@ class Broker:
                                                 reuse_address=True, backlog=1024)
         sockname = self._server.sockets[0].getsockname()
         self.port = sockname[1]
-        # A single broker is its own controller and the only live broker.
-        self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
+        if self.clustered:
+            await self._join_cluster()
+        else:
+            # A lone broker is its own controller and the only live broker.
+            self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
         self.logs.start_upkeep()
-        self.groups.start()
+        if self.groups is not None:
+            self.groups.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
         return self.host, self.port
 
+    async def _join_cluster(self) -> None:
+        assert self.zk is not None and self.controller is not None and self.isr is not None
+        assert self.fetchers is not None and self.membership is not None
+        await self.zk.start()
+        await self.zk.ensure_chroot()
+        host, port = self.advertised_address
+        rack = str(_setting(self.config, "broker.rack", "")) or None
+        self.membership.registration = BrokerRegistration(self.broker_id, host, port, rack)
+
+        def new_epoch(epoch: int) -> None:
+            self.replicas.broker_epoch = epoch
+            assert self.fetchers is not None
+            self.fetchers.broker_epoch = epoch
+
+        self.membership.epoch_listeners.append(new_epoch)
+        await self.membership.start(self.cluster_id or None)
+        if self.cluster_id != self.membership.cluster_id:
+            self.cluster_id = self.membership.cluster_id
+            save_cluster_id(self._cluster_id_path, self.cluster_id)
+        self.isr.start()
+        await self.controller.start()
+
     async def stop(self) -> None:
+        if self.clustered and bool(_setting(self.config, "controlled.shutdown.enable", True)):
+            await self._controlled_shutdown()
         if self._server is not None:
             self._server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
-        await self.groups.stop()
+        if self.groups is not None:
+            await self.groups.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.isr is not None:
+            await self.isr.stop()
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        self.peers.close()
+        if self.zk is not None:
+            with contextlib.suppress(Exception):
+                await self.zk.close()
         await self.logs.stop_upkeep()
         await self.replicas.close()
         if self._server is not None:
@@ -140,10 +292,48 @@ class Broker:
         log.info("broker %d stopped; requests served: %s", self.broker_id,
                  describe_counts(self._dispatcher.request_counts))
 
-    @property
-    def advertised_address(self) -> tuple[str, int]:
-        """Where clients are told to connect: `advertised.listeners`, else where we listen."""
-        return parse_listener(self.config["advertised.listeners"]) or (self.host, self.port)
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away before it stops (Kafka's
+        controlled shutdown), retrying a bounded number of times."""
+        retries = int(_setting(self.config, "controlled.shutdown.max.retries", 3))
+        backoff = int(_setting(self.config, "controlled.shutdown.retry.backoff.ms", 500)) / 1000
+        if self.membership is None or self.replicas.broker_epoch < 0:
+            return
+        remaining_before: set[tuple[str, int]] | None = None
+        for attempt in range(retries + 1):
+            controller = self.metadata.endpoint(self.metadata.controller_id)
+            if controller is not None:
+                peer = self.peers.get(controller.node_id, controller.host, controller.port)
+                body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch}
+                try:
+                    answer = await peer.request(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, body, 10.0)
+                except (PeerError, KafkaCodecError) as error:
+                    log.info("controlled shutdown: controller %d unreachable: %s", controller.node_id, error)
+                else:
+                    remaining = answer.get("remaining_partitions", [])
+                    if answer["error_code"] == ErrorCode.NONE and not remaining:
+                        log.info("controlled shutdown done: this broker leads nothing")
+                        await self._wait_for_leaderships_to_go()
+                        return
+                    log.info("controlled shutdown attempt %d: error %d, %d partitions still led here",
+                             attempt + 1, answer["error_code"], len(remaining))
+                    left = {(r["topic_name"], r["partition_index"]) for r in remaining}
+                    if answer["error_code"] == ErrorCode.NONE and left == remaining_before:
+                        # No progress: those partitions have no other in-sync replica to go to.
+                        log.info("controlled shutdown: %d partitions have no other in-sync replica; "
+                                 "stopping with them", len(left))
+                        return
+                    remaining_before = left
+            await asyncio.sleep(backoff)
+        log.warning("controlled shutdown did not finish after %d attempts; stopping anyway", retries + 1)
+
+    async def _wait_for_leaderships_to_go(self) -> None:
+        """The controller answered; its LeaderAndIsr telling us to follow may still be on its way."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 2.0
+        while loop.time() < deadline and any(
+                p.is_leader and len(p.state.replicas) > 1 for p in self.replicas.hosted()):
+            await asyncio.sleep(0.01)
 
     def _new_connection(self) -> KafkaConnection:
         connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard)

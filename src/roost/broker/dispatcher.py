@@ -59,9 +59,14 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 
 
 def advertised_versions() -> dict[ApiKey, tuple[int, int]]:
-    """The advertised ranges, clipped to what the codec implements."""
+    """The client APIs' advertised ranges, checked against what the codec implements."""
+    return clip_to_codec(ADVERTISED_VERSIONS)
+
+
+def clip_to_codec(wanted: Mapping[ApiKey, tuple[int, int]]) -> dict[ApiKey, tuple[int, int]]:
+    """`wanted`, each range asserted to lie within what the codec implements."""
     ranges = {}
-    for key, (low, high) in ADVERTISED_VERSIONS.items():
+    for key, (low, high) in wanted.items():
         codec_low, codec_high = SUPPORTED_VERSIONS[key]
         assert codec_low <= low and high <= codec_high, f"api {key} advertised beyond the codec"
         ranges[key] = (low, high)

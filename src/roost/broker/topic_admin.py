@@ -31,10 +31,14 @@ class TopicAdmin:
     def auto_create_enabled(self) -> bool:
         return self.config["auto.create.topics.enable"]
 
-    def live_broker_count(self) -> int:
-        return len(self.replicas.metadata.live_broker_ids())
+    def is_controller(self) -> bool:
+        return True  # a single broker decides alone
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, Any]) -> TopicInfo:
+    def live_broker_ids(self) -> list[int]:
+        return self.replicas.metadata.live_broker_ids()
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication: int = 1,
+                     assignment: dict[int, list[int]] | None = None) -> TopicInfo:
         info = self.catalog.add(name, partitions, configs)
         self.replicas.host_partitions(info, range(partitions))
         log.info("created topic %s with %d partitions %s", name, partitions, configs or "")
@@ -49,7 +53,7 @@ class TopicAdmin:
             return existing
         return self.create_topic(name, self.config["num.partitions"], {})
 
-    def add_partitions(self, name: str, total: int) -> None:
+    def add_partitions(self, name: str, total: int, assignment: dict[int, list[int]] | None = None) -> None:
         info = self.catalog.get(name)
         assert info is not None and total > info.partitions
         old = info.partitions

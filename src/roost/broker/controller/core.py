@@ -539,7 +539,8 @@ class ControllerCore:
                 isr = tuple(b for b in current.isr if b != broker)
                 self._set_state(tp, LeaderAndIsr(others[0], current.leader_epoch + 1, isr, self.epoch,
                                                  current.recovery_state))
-                self._send_leader_and_isr(tp, [b for b in replicas if b != broker])
+                # Every live replica learns it, the one shutting down too: it must stop leading.
+                self._send_leader_and_isr(tp, replicas)
             elif broker in current.isr:
                 self._remove_from_isr(tp, broker)
                 self._stop_replica.setdefault(broker, {})[tp] = (self.states[tp].state.leader_epoch, False)

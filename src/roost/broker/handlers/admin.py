@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
 from roost.broker.producer_ids import ProducerIdAllocator
 from roost.broker.request import Request
-from roost.broker.topic_admin import TopicAdmin
 from roost.config import (
     BROKER_SETTINGS,
     FIXED_TOPIC_CONFIGS,
@@ -34,32 +36,72 @@ CONFIG_TYPE = {bool: 1, str: 2, int: 5, float: 6}
 MAX_PARTITIONS = 10_000
 
 
+class TopicManager(Protocol):
+    """Who carries out topic changes: the single broker itself (at once: None), or the cluster
+    through ZooKeeper and the controller (an awaitable of the outcome)."""
+
+    @property
+    def catalog(self) -> Any: ...
+
+    def is_controller(self) -> bool: ...
+
+    def live_broker_ids(self) -> list[int]: ...
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication: int = 1,
+                     assignment: dict[int, list[int]] | None = None) -> Awaitable[ErrorCode] | None: ...
+
+    def delete_topic(self, name: str) -> Awaitable[ErrorCode] | None: ...
+
+    def add_partitions(self, name: str, total: int,
+                       assignment: dict[int, list[int]] | None = None) -> Awaitable[ErrorCode] | None: ...
+
+
 @dataclass(frozen=True)
 class AdminContext:
     """What the admin handlers may use."""
 
     broker_id: int
     config: BrokerConfig
-    topics: TopicAdmin
+    topics: TopicManager
     metadata: MetadataCache
     producer_ids: ProducerIdAllocator
 
-    def live_broker_ids(self) -> list[int]:
-        return self.metadata.live_broker_ids()
 
-
-def handle_create_topics(ctx: AdminContext, request: Request) -> dict[str, Any]:
+def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
     body = request.body
     names = [topic["name"] for topic in body["topics"]]
     duplicated = {name for name in names if names.count(name) > 1}
     results = []
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
     for topic in body["topics"]:
         name = topic["name"]
         if name in duplicated:
             results.append(_topic_error(name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
             continue
-        results.append(_create_one(ctx, topic, body.get("validate_only", False), request.header.client_id))
-    return {"throttle_time_ms": 0, "topics": results}
+        if not ctx.topics.is_controller():
+            results.append(_topic_error(name, ErrorCode.NOT_CONTROLLER, "this broker is not the controller"))
+            continue
+        result, work = _create_one(ctx, topic, body.get("validate_only", False), request.header.client_id)
+        results.append(result)
+        if inspect.isawaitable(work):
+            pending.append((result, work))
+    response = {"throttle_time_ms": 0, "topics": results}
+    return _finish(response, pending, body.get("timeout_ms", 60000)) if pending else response
+
+
+async def _finish(response: dict[str, Any], pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]],
+                  timeout_ms: int) -> dict[str, Any]:
+    """Wait (up to the request's timeout) for the cluster to carry out each change, and put its
+    outcome into the entry that reports it."""
+    for entry, work in pending:
+        try:
+            code = await asyncio.wait_for(work, max(0.001, timeout_ms / 1000))
+        except TimeoutError:
+            code = ErrorCode.REQUEST_TIMED_OUT
+        if code != ErrorCode.NONE:
+            entry["error_code"] = code
+            entry["error_message"] = entry.get("error_message") or ErrorCode(code).name
+    return response
 
 
 def _topic_error(name: str, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -67,81 +109,115 @@ def _topic_error(name: str, code: ErrorCode, message: str | None = None) -> dict
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-def _create_one(ctx: AdminContext, topic: dict[str, Any], validate_only: bool, client: str | None) -> dict[str, Any]:
+def _create_one(ctx: AdminContext, topic: dict[str, Any], validate_only: bool,
+                client: str | None) -> tuple[dict[str, Any], Awaitable[ErrorCode] | None]:
     name = topic["name"]
     problem = topic_name_problem(name)
     if problem is not None:
-        return _topic_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        return _topic_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, problem), None
     if name in ctx.topics.catalog:
-        return _topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
+        return _topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists"), None
     assignments = topic.get("assignments") or []
     partitions = topic["num_partitions"]
     replication = topic["replication_factor"]
+    live = ctx.topics.live_broker_ids()
+    assignment: dict[int, list[int]] | None = None
     if assignments:
         if partitions != -1 or replication != -1:
             return _topic_error(name, ErrorCode.INVALID_REQUEST,
-                                "give either assignments or partitions and replication factor")
+                                "give either assignments or partitions and replication factor"), None
+        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in assignments}
         partitions = len(assignments)
         replication = len(assignments[0]["broker_ids"])
-        unknown = {b for a in assignments for b in a["broker_ids"]} - set(ctx.live_broker_ids())
-        if unknown:
-            return _topic_error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"unknown brokers {sorted(unknown)}")
+        problem = _assignment_problem(assignment, 0, live)
+        if problem is not None:
+            return _topic_error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem), None
     if partitions == -1:
         partitions = ctx.config["num.partitions"]
     if replication == -1:
         replication = ctx.config["default.replication.factor"]
     if not 1 <= partitions <= MAX_PARTITIONS:
         return _topic_error(name, ErrorCode.INVALID_PARTITIONS,
-                            f"number of partitions must be between 1 and {MAX_PARTITIONS}")
+                            f"number of partitions must be between 1 and {MAX_PARTITIONS}"), None
     if replication < 1:
-        return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be >= 1")
-    if replication > len(ctx.live_broker_ids()):
+        return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be >= 1"), None
+    if replication > len(live):
         return _topic_error(name, ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"replication factor {replication} larger than available brokers "
-                            f"{len(ctx.live_broker_ids())}")
+                            f"replication factor {replication} larger than available brokers {len(live)}"), None
     try:
         overrides = parse_topic_configs({c["name"]: c["value"] for c in topic.get("configs") or []},
                                         f"topic '{name}'")
     except ConfigError as error:
-        return _topic_error(name, ErrorCode.INVALID_CONFIG, str(error))
+        return _topic_error(name, ErrorCode.INVALID_CONFIG, str(error)), None
+    work: Any = None
     if not validate_only:
-        ctx.topics.create_topic(name, partitions, overrides)
-        log.info("client %s created topic %s", client, name)
+        work = ctx.topics.create_topic(name, partitions, overrides, replication, assignment)
+        log.info("client %s created topic %s (%d partitions, replication factor %d)", client, name,
+                 partitions, replication)
     info_configs = dict(ctx.config.topic_defaults())
     info_configs.update(overrides)
     return {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
             "num_partitions": partitions, "replication_factor": replication,
             "configs": [{"name": key, "value": _render(value), "read_only": False,
                          "config_source": SOURCE_TOPIC_CONFIG if key in overrides else SOURCE_DEFAULT_CONFIG,
-                         "is_sensitive": False} for key, value in sorted(info_configs.items())]}
+                         "is_sensitive": False} for key, value in sorted(info_configs.items())]}, work
 
 
-def handle_delete_topics(ctx: AdminContext, request: Request) -> dict[str, Any]:
+def _assignment_problem(assignment: dict[int, list[int]], first: int, live: list[int]) -> str | None:
+    """Kafka's checks of an explicit assignment: partitions first..n-1, equal replica counts,
+    no broker twice in a partition, only live brokers."""
+    if sorted(assignment) != list(range(first, first + len(assignment))):
+        return f"partitions must be numbered {first}..{first + len(assignment) - 1}, got {sorted(assignment)}"
+    sizes = {len(replicas) for replicas in assignment.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        return "every partition needs the same, non-zero number of replicas"
+    for index, replicas in sorted(assignment.items()):
+        if len(set(replicas)) != len(replicas):
+            return f"partition {index} names a broker twice: {replicas}"
+    unknown = {b for replicas in assignment.values() for b in replicas} - set(live)
+    if unknown:
+        return f"unknown or offline brokers {sorted(unknown)}"
+    return None
+
+
+def handle_delete_topics(ctx: AdminContext, request: Request) -> Any:
     body, header = request.body, request.header
     responses = []
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
     for name in body["topic_names"]:
         code, message = ErrorCode.NONE, None
+        work = None
         if not ctx.config["delete.topic.enable"]:
             code, message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+        elif not ctx.topics.is_controller():
+            code, message = ErrorCode.NOT_CONTROLLER, "this broker is not the controller"
         elif name not in ctx.topics.catalog:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif name in INTERNAL_TOPICS:
             code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal"
         else:
-            ctx.topics.delete_topic(name)
+            work = ctx.topics.delete_topic(name)
             log.info("client %s deleted topic %s", header.client_id, name)
-        responses.append({"name": name, "error_code": code, "error_message": message})
-    return {"throttle_time_ms": 0, "responses": responses}
+        entry = {"name": name, "error_code": code, "error_message": message}
+        responses.append(entry)
+        if inspect.isawaitable(work):
+            pending.append((entry, work))
+    response = {"throttle_time_ms": 0, "responses": responses}
+    return _finish(response, pending, body.get("timeout_ms", 60000)) if pending else response
 
 
-def handle_create_partitions(ctx: AdminContext, request: Request) -> dict[str, Any]:
+def handle_create_partitions(ctx: AdminContext, request: Request) -> Any:
     body = request.body
     results = []
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
     for topic in body["topics"]:
         name = topic["name"]
         info = ctx.topics.catalog.get(name)
         code, message = ErrorCode.NONE, None
-        if info is None:
+        work = None
+        if not ctx.topics.is_controller():
+            code, message = ErrorCode.NOT_CONTROLLER, "this broker is not the controller"
+        elif info is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif info.is_internal:
             code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal"
@@ -150,10 +226,23 @@ def handle_create_partitions(ctx: AdminContext, request: Request) -> dict[str, A
             message = f"topic has {info.partitions} partitions; the new count must be larger"
         elif topic["count"] > MAX_PARTITIONS:
             code, message = ErrorCode.INVALID_PARTITIONS, f"at most {MAX_PARTITIONS} partitions"
-        elif not body.get("validate_only", False):
-            ctx.topics.add_partitions(name, topic["count"])
-        results.append({"name": name, "error_code": code, "error_message": message})
-    return {"throttle_time_ms": 0, "results": results}
+        else:
+            assignment = None
+            if topic.get("assignments"):
+                assignment = {info.partitions + i: list(a["broker_ids"]) for i, a in enumerate(topic["assignments"])}
+                problem = _assignment_problem(assignment, info.partitions, ctx.topics.live_broker_ids())
+                if len(assignment) != topic["count"] - info.partitions:
+                    problem = f"{len(assignment)} assignments for {topic['count'] - info.partitions} new partitions"
+                if problem is not None:
+                    code, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+            if code == ErrorCode.NONE and not body.get("validate_only", False):
+                work = ctx.topics.add_partitions(name, topic["count"], assignment)
+        entry = {"name": name, "error_code": code, "error_message": message}
+        results.append(entry)
+        if inspect.isawaitable(work):
+            pending.append((entry, work))
+    response = {"throttle_time_ms": 0, "results": results}
+    return _finish(response, pending, body.get("timeout_ms", 60000)) if pending else response
 
 
 def _render(value: Any) -> str:

@@ -213,3 +213,11 @@ def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
               for g, (p, s) in sorted(listed.items())
               if not states_filter or s.lower() in states_filter]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
+
+
+def no_coordinator(request: Request) -> dict[str, Any]:
+    """Group requests while no coordinator serves here (the top-level shape of each API)."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None,
+            "node_id": -1, "host": "", "port": -1, "topics": [], "groups": [], "members": [],
+            "generation_id": -1, "protocol_type": None, "protocol_name": None, "leader": "",
+            "member_id": "", "assignment": b"", "skip_assignment": False}

@@ -24,7 +24,7 @@ class ApiVersionsApi:
 
 
 class MetadataApi:
-    def __init__(self, cache: MetadataCache, catalog: TopicCatalog, cluster_id: str,
+    def __init__(self, cache: MetadataCache, catalog: TopicCatalog | MetadataCache, cluster_id: Callable[[], str],
                  auto_create: Callable[[str], TopicInfo | None] | None) -> None:
         self._cache = cache
         self._catalog = catalog
@@ -62,6 +62,11 @@ class MetadataApi:
                     continue
                 if allow_auto_create and self._auto_create is not None:
                     info = self._auto_create(name)
+                    if info is None:
+                        # Being created in the cluster: leaders come soon, the client retries.
+                        topics_out.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name,
+                                           "is_internal": False, "partitions": []})
+                        continue
                 if info is None:
                     topics_out.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                        "is_internal": False, "partitions": []})
@@ -79,7 +84,7 @@ class MetadataApi:
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                         for b in cache.brokers.values()],
-            "cluster_id": self._cluster_id,
+            "cluster_id": self._cluster_id(),
             # Clients send admin requests to the controller: it must be a broker listed above.
             "controller_id": cache.controller_id,
             "topics": topics_out,

@@ -9,8 +9,9 @@ request from an older controller epoch is refused.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ class MetadataCache:
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     _partition_counts: dict[str, int] = field(default_factory=dict)
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    listeners: list[Callable[[], None]] = field(default_factory=list)  # told after each UpdateMetadata
 
     # changes ----------------------------------------------------------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:
@@ -104,7 +106,27 @@ class MetadataCache:
                 self.set_partition(name, index, PartitionInfo(
                     state["leader"], state["leader_epoch"], tuple(state["replicas"]), tuple(state["isr"]),
                     tuple(state.get("offline_replicas") or ())), topic_id if topic_id and topic_id.int else None)
+        for listener in list(self.listeners):
+            listener()
         return ErrorCode.NONE
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        """Return once `predicate()` holds, checking after each UpdateMetadata (the caller
+        bounds the wait)."""
+        if predicate():
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def check() -> None:
+            if not done.done() and predicate():
+                done.set_result(None)
+
+        self.listeners.append(check)
+        try:
+            await done
+        finally:
+            self.listeners.remove(check)
 
     # questions --------------------------------------------------------------------------------
     def partition(self, topic: str, index: int) -> PartitionInfo | None:

@@ -1,0 +1,175 @@
+"""A broker's place in the cluster's ZooKeeper: its registration, the cluster id, topic configs,
+and the topic changes any broker may write (Kafka's KafkaZkClient / AdminZkClient, broker side).
+
+Registration is the ephemeral /brokers/ids/<id> made with the broker's own session; its czxid is
+the broker epoch, new on every registration. After a crash the previous registration lingers
+until its session expires, so a restarting broker waits (bounded) for it to go; one that stays
+belongs to another live broker with the same id, and the start is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from roost.broker.zk import layout
+from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
+from roost.zkclient import (
+    Create,
+    NodeExistsError,
+    NoNodeError,
+    SessionEvent,
+    SessionState,
+    ZkClient,
+)
+
+log = logging.getLogger("roost.broker.zk")
+
+REGISTRATION_POLL_S = 0.2
+
+
+class RegistrationError(RuntimeError):
+    """This broker cannot join the cluster (its id is taken, or the cluster id differs)."""
+
+
+class ClusterMembership:
+    def __init__(self, zk: ZkClient, registration: BrokerRegistration | None = None) -> None:
+        self.zk = zk
+        self.registration = registration  # set before start(): the port is known once listening
+        self.broker_epoch = -1
+        self.cluster_id = ""
+        self.epoch_listeners: list[Callable[[int], None]] = []  # told the new broker epoch
+        self._reregistering: asyncio.Task[None] | None = None
+        zk.add_listener(self._on_session)
+
+    @property
+    def broker_id(self) -> int:
+        assert self.registration is not None
+        return self.registration.broker_id
+
+    async def start(self, known_cluster_id: str | None) -> None:
+        """Create the paths every cluster has, agree on the cluster id, and register."""
+        for path in layout.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        self.cluster_id = await self._cluster_id()
+        if known_cluster_id and known_cluster_id != self.cluster_id:
+            raise RegistrationError(
+                f"this broker's data belongs to cluster {known_cluster_id}, but ZooKeeper at "
+                f"{self.zk.server} holds cluster {self.cluster_id}: wrong zookeeper.connect or log.dirs?")
+        await self.register()
+
+    async def _cluster_id(self) -> str:
+        try:
+            data, _ = await self.zk.get(layout.CLUSTER_ID)
+            return layout.decode_cluster_id(data)
+        except NoNodeError:
+            pass
+        candidate = layout.new_cluster_id()
+        try:
+            await self.zk.create(layout.CLUSTER_ID, layout.encode_cluster_id(candidate), makepath=True)
+            log.info("created cluster id %s", candidate)
+            return candidate
+        except NodeExistsError:
+            data, _ = await self.zk.get(layout.CLUSTER_ID)
+            return layout.decode_cluster_id(data)
+
+    async def register(self) -> None:
+        """Create /brokers/ids/<id> (ephemeral); waits up to a session timeout for a previous
+        incarnation's node to expire."""
+        assert self.registration is not None
+        path = layout.broker_path(self.broker_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.zk.session_timeout + 2.0
+        warned = False
+        while True:
+            try:
+                _, stat = await self.zk.create_with_stat(path, self.registration.encode(), ephemeral=True)
+                break
+            except NodeExistsError:
+                try:
+                    _, existing = await self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if existing.ephemeral_owner == self.zk.session_id:
+                    stat = existing  # ours already (a retried create)
+                    break
+                if loop.time() > deadline:
+                    raise RegistrationError(
+                        f"broker id {self.broker_id} is already registered in ZooKeeper by another live "
+                        f"session: is another broker running with broker.id={self.broker_id}?") from None
+                if not warned:
+                    log.warning("broker id %d is still registered (a previous run?); waiting for that "
+                                "session to expire", self.broker_id)
+                    warned = True
+                await asyncio.sleep(REGISTRATION_POLL_S)
+        self.broker_epoch = stat.czxid
+        log.info("registered as broker %d (epoch %d) at %s:%d", self.broker_id, self.broker_epoch,
+                 self.registration.host, self.registration.port)
+        for listener in self.epoch_listeners:
+            listener(self.broker_epoch)
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event.state == SessionState.EXPIRED:
+            log.warning("ZooKeeper session expired (%s): this broker's registration is gone", event.reason)
+        elif event.state == SessionState.CONNECTED and event.new_session and self.broker_epoch >= 0:
+            log.info("new ZooKeeper session: registering again")
+            self._reregistering = asyncio.ensure_future(self._register_again())
+
+    async def _register_again(self) -> None:
+        try:
+            await self.register()
+        except Exception:
+            log.exception("registering again failed")
+
+    # topics -----------------------------------------------------------------------------------
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = await self.zk.get(layout.topic_config_path(topic))
+        except NoNodeError:
+            return {}
+        return layout.decode_topic_config(topic, data)
+
+    async def live_brokers(self) -> dict[int, BrokerRegistration]:
+        found = {}
+        for child in await self.zk.get_children(layout.BROKER_IDS):
+            if not child.isdigit():
+                continue
+            try:
+                data, stat = await self.zk.get(layout.broker_path(int(child)))
+            except NoNodeError:
+                continue
+            found[int(child)] = BrokerRegistration.decode(int(child), data, stat.czxid)
+        return found
+
+    async def create_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> bool:
+        """Write a new topic's config and then its assignment (the controller's watch takes it
+        from there). False when the topic exists already."""
+        try:
+            await self.zk.multi([
+                Create(layout.topic_config_path(name), layout.encode_topic_config(configs)),
+                Create(layout.topic_path(name), assignment.encode()),
+            ])
+        except NodeExistsError:
+            return False
+        return True
+
+    async def request_deletion(self, name: str) -> None:
+        try:
+            await self.zk.create(layout.delete_topic_path(name), b"")
+        except NodeExistsError:
+            pass
+
+    async def topic_assignment(self, name: str) -> tuple[TopicAssignment, int] | None:
+        try:
+            data, stat = await self.zk.get(layout.topic_path(name))
+        except NoNodeError:
+            return None
+        return TopicAssignment.decode(name, data), stat.version
+
+    async def set_topic_assignment(self, name: str, assignment: TopicAssignment, version: int) -> None:
+        await self.zk.set(layout.topic_path(name), assignment.encode(), version)
+
+    def describe(self) -> dict[str, Any]:
+        return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "cluster_id": self.cluster_id}
