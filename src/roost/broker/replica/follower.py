@@ -46,3 +46,16 @@ def start_offset_without_epochs(log_end_offset: int, high_watermark: int, latest
     if latest_epoch == UNDEFINED and log_end_offset > 0:
         return min(high_watermark, log_end_offset)
     return log_end_offset
+
+
+def divergence(epochs: EpochHistory, log_end_offset: int, last_fetched_epoch: int,
+               fetch_offset: int) -> tuple[int, int] | None:
+    """On the leader, for a follower's fetch: (epoch, end offset) where the follower's log departs
+    from ours, or None when it does not (Kafka's Partition.readRecords with LastFetchedEpoch): the
+    follower's last epoch ends earlier here, or we never had it."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end = epochs.end_offset_for(last_fetched_epoch, log_end_offset)
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return epoch, end
+    return None

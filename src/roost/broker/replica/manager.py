@@ -27,6 +27,7 @@ from typing import Any
 from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import TopicInfo
+from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
 from roost.broker.replica.state import NO_LEADER, PartitionState
@@ -325,12 +326,8 @@ class ReplicaManager:
 
     def diverging_epoch(self, partition: Partition, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
         """For a follower's fetch: (epoch, end offset) where its log departs from ours, if it does."""
-        if last_fetched_epoch < 0:
-            return None
-        epoch, end = partition.log.leader_epochs.end_offset_for(last_fetched_epoch, partition.log.log_end_offset)
-        if epoch < last_fetched_epoch or end < fetch_offset:
-            return epoch, end
-        return None
+        return divergence(partition.log.leader_epochs, partition.log.log_end_offset, last_fetched_epoch,
+                          fetch_offset)
 
     # offsets ----------------------------------------------------------------------------------
     def delete_records(self, partition: Partition, offset: int) -> tuple[ErrorCode, int]:
