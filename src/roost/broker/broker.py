@@ -60,6 +60,8 @@ CLUSTER_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),       # 2+: topic ids
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 CONTROLLED_SHUTDOWN_VERSION = 3
 
@@ -191,6 +193,8 @@ class Broker:
                 ApiKey.CONTROLLED_SHUTDOWN: control.handle_controlled_shutdown,
                 ApiKey.ELECT_LEADERS: control.handle_elect_leaders,
                 ApiKey.DESCRIBE_CLUSTER: control.handle_describe_cluster,
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: control.handle_alter_partition_reassignments,
+                ApiKey.LIST_PARTITION_REASSIGNMENTS: control.handle_list_partition_reassignments,
             })
         return routes
 

@@ -137,6 +137,28 @@ class ControllerApi:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "replica_election_results": []}
         return answer
 
+    async def handle_alter_partition_reassignments(self, request: Request) -> dict[str, Any]:
+        wanted = {(t["name"], p["partition_index"]): (list(p["replicas"]) if p["replicas"] is not None else None)
+                  for t in request.body["topics"] for p in t["partitions"]}
+        answer = await self._call(lambda core, token: core.reassign(token, wanted))
+        if answer is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                    "error_message": "this broker is not the controller", "responses": []}
+        return answer
+
+    async def handle_list_partition_reassignments(self, request: Request) -> dict[str, Any]:
+        topics = request.body.get("topics")
+        wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+
+        def listing(core: ControllerCore, token: int) -> None:
+            core.reply(token, core.list_reassignments(wanted))
+
+        answer = await self._call(listing)
+        if answer is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                    "error_message": "this broker is not the controller", "topics": []}
+        return answer
+
     def handle_describe_cluster(self, request: Request) -> dict[str, Any]:
         metadata = self._metadata
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
