@@ -268,6 +268,7 @@ class Broker:
             self.cluster_id = self.membership.cluster_id
             save_cluster_id(self._cluster_id_path, self.cluster_id)
         self.isr.start()
+        self.replicas.start_checkpoints(int(_setting(self.config, "replica.high.watermark.checkpoint.interval.ms", 5000)))
         await self.controller.start()
 
     async def stop(self) -> None:
