@@ -91,8 +91,9 @@ def stop_process(popen: subprocess.Popen, sig: int = signal.SIGTERM, timeout: fl
 
 
 def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
-                env: dict[str, str] | None = None) -> RoostProcess:
-    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`."""
+                env: dict[str, str] | None = None, wait: bool = True) -> RoostProcess:
+    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`
+    (with `wait=False`, return at once: call `wait_ready` later)."""
     args = list(args)
     if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
         args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
@@ -105,7 +106,8 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     )
     proc = RoostProcess(list(args), popen, _expected=frozenset(expect))
     threading.Thread(target=proc._pump, daemon=True).start()
-    proc.wait_ready(timeout)
+    if wait:
+        proc.wait_ready(timeout)
     return proc
 
 
