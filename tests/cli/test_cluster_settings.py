@@ -35,13 +35,13 @@ def test_replica_lag_must_exceed_the_session_timeout() -> None:
     with pytest.raises(ConfigError, match=r"'replica.lag.time.max.ms' = 2000 must exceed "
                                           r"'zookeeper.session.timeout.ms' = 2000"):
         BrokerConfig.build([("f", {"replica.lag.time.max.ms": 2000})])
-    with pytest.raises(ConfigError, match="'replica.lag.time.max.ms' = 10000 must exceed"):
+    with pytest.raises(ConfigError, match=r"'replica\.lag\.time\.max\.ms' = 10000 must exceed"):
         BrokerConfig.build([("f", {"zookeeper.session.timeout.ms": 12000})])
     assert BrokerConfig.build([("f", {"zookeeper.session.timeout.ms": 6000})])["replica.lag.time.max.ms"] == 10000
 
 
 def test_replica_fetch_wait_must_stay_below_the_lag_limit() -> None:
-    with pytest.raises(ConfigError, match="'replica.fetch.wait.max.ms' = 10000 must be below"):
+    with pytest.raises(ConfigError, match=r"'replica\.fetch\.wait\.max\.ms' = 10000 must be below"):
         BrokerConfig.build([("f", {"replica.fetch.wait.max.ms": 10000})])
 
 
@@ -62,7 +62,7 @@ def test_bad_cluster_values_are_refused_naming_the_setting(name: str, value: obj
 
 def test_listeners_may_pick_a_free_port_but_not_advertise_the_wildcard() -> None:
     assert build(listeners="PLAINTEXT://127.0.0.1:0")["listeners"] == "PLAINTEXT://127.0.0.1:0"
-    with pytest.raises(ConfigError, match="'advertised.listeners' is required"):
+    with pytest.raises(ConfigError, match=r"'advertised\.listeners' is required"):
         build(listeners="PLAINTEXT://0.0.0.0:9092")
     ok = BrokerConfig.build([("f", {"listeners": "PLAINTEXT://0.0.0.0:9092",
                                     "advertised.listeners": "PLAINTEXT://kafka1.example.com:9092"})])

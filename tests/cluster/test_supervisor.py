@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.keeper.zkharness import four_letter, kazoo, keeper_process, zookeeper_available, zookeeper_standalone
+from tests.keeper.zkharness import (
+    four_letter,
+    kazoo,
+    keeper_process,
+    zookeeper_available,
+    zookeeper_standalone,
+)
 from tests.support import referees
 from tests.support.procs import RoostProcess, start_roost, wait_for
 
