@@ -3,6 +3,7 @@ refused with a message naming it and exit status 2, before any process starts.""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import tomllib
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from roost.cli.cluster import relabel
 from roost.cli.main import main
 from roost.config import BrokerConfig, ConfigError
-from tests.support.procs import ROOST
+from tests.support.procs import ROOST, start_roost
 
 
 def build(**settings: object) -> BrokerConfig:
@@ -164,6 +165,18 @@ def test_roost_up_cluster_refusals(args: list[str], message: str | None, tmp_pat
     assert not (tmp_path / "d").exists()  # refused before anything was written or started
 
 
+def test_a_given_port_in_use_is_refused_before_anything_starts(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status, err = run_main(["up", "--brokers", "2", "--kafka-port", str(port - 1), "--data-dir",
+                                str(tmp_path / "d")], capsys)
+    assert status == 2 and f"cannot listen on 127.0.0.1:{port}" in err
+    assert not (tmp_path / "d").exists()
+
+
 def test_keeper_settings_that_are_per_member_are_refused(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "roost.toml"
@@ -171,6 +184,10 @@ def test_keeper_settings_that_are_per_member_are_refused(tmp_path: Path,
     status, err = run_main(["up", "--brokers", "1", "--config", str(config), "--data-dir", str(tmp_path / "d")],
                            capsys)
     assert status == 2 and "keeper setting 'clientPort' is chosen per keeper" in err
+    config.write_text('[keeper]\ntickTime = "often"\n')
+    status, err = run_main(["up", "--brokers", "1", "--config", str(config), "--data-dir", str(tmp_path / "d")],
+                           capsys)
+    assert status == 2 and "keeper setting 'tickTime': must be an integer, got 'often'" in err
     config.write_text("[keeper]\ntickTime = -5\n")
     status, err = run_main(["up", "--brokers", "1", "--config", str(config), "--data-dir", str(tmp_path / "d")],
                            capsys)
@@ -206,3 +223,18 @@ def test_relabel_names_each_childs_lines() -> None:
     assert relabel("roost: broker 1 kafka listening on 127.0.0.1:5", "broker", 1) == \
         "roost: broker 1 kafka listening on 127.0.0.1:5"
     assert relabel("something else", "broker", 3) == "roost: broker 3: something else"
+
+
+def test_plain_up_binds_listeners_and_keeps_data_in_log_dirs(tmp_path: Path) -> None:
+    """`listeners` and `log.dirs` work for the single-process default too, over --kafka-port and
+    --data-dir."""
+    proc = start_roost(["up", "--data-dir", str(tmp_path / "node"), "--kafka-port", "1",
+                        "--set", "listeners=PLAINTEXT://127.0.0.1:0", "--log.dirs", str(tmp_path / "logs")],
+                       expect=("keeper", "kafka"))
+    try:
+        assert proc.port("kafka") not in (0, 1)
+    finally:
+        assert proc.stop() == 0
+    assert proc.text().rstrip().endswith("roost: stopped")
+    assert (tmp_path / "logs" / "meta").is_dir()
+    assert (tmp_path / "node" / "keeper").is_dir() and not (tmp_path / "node" / "meta").exists()

@@ -173,20 +173,17 @@ def test_roost_broker_runs_and_stops_cleanly(tmp_path: Path) -> None:
 
 
 def test_a_child_that_cannot_start_stops_the_rest(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        proc = start_roost(["up", "--brokers", "1", "--kafka-port", str(port), "--data-dir", str(tmp_path)],
-                           expect=("keeper 1",))
-        try:
-            status = proc.popen.wait(60)
-        finally:
-            proc.stop()
+    (tmp_path / "broker-1").write_text("a file where broker 1's log directory should be")
+    proc = start_roost(["up", "--brokers", "1", "--data-dir", str(tmp_path)], expect=("keeper 1",))
+    try:
+        status = proc.popen.wait(60)
+    finally:
+        proc.stop()
     assert status == 1
     text = proc.text()
     assert "roost: broker 1 exited with status 1 before listening" in text
-    assert "cannot listen on" in text  # the tail of its log, printed
+    assert f"cannot use the data directory {tmp_path / 'broker-1'}" in text  # its log's tail, printed
+    assert "roost: keeper 1 stopped" in text
     assert text.rstrip().endswith("roost: stopped")
     assert not children_of(proc.popen.pid)
 

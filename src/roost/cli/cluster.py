@@ -124,9 +124,10 @@ def plan_from_args(args: argparse.Namespace, settings: GivenSettings) -> Cluster
         except ValueError as problem:
             raise ConfigError(f"--zookeeper {args.zookeeper!r}: {problem}") from None
     data_dir = args.data_dir.absolute()
-    keeper_ports = choose_ports(args.host, keepers, args.keeper_port)
-    peer_ports = choose_ports(args.host, keepers if keepers > 1 else 0, None)
-    broker_ports = choose_ports(args.host, args.brokers, args.kafka_port)
+    peers = keepers if keepers > 1 else 0  # a single keeper runs standalone: no peer port
+    ports = choose_ports(args.host, [*consecutive(args.keeper_port, keepers), *[None] * peers,
+                                     *consecutive(args.kafka_port, args.brokers)])
+    keeper_ports, peer_ports, broker_ports = ports[:keepers], ports[keepers:keepers + peers], ports[keepers + peers:]
     keeper_specs = plan_keepers(data_dir, args.host, keeper_ports, peer_ports, settings)
     connect = args.zookeeper or ",".join(f"{hostport(*spec.address)}" for spec in keeper_specs)
     broker_specs = plan_brokers(data_dir, args.host, broker_ports, connect, settings)
@@ -166,7 +167,11 @@ def plan_keepers(data_dir: Path, host: str, client_ports: list[int], peer_ports:
         if name.split(".", 1)[0] in PER_KEEPER_SETTINGS:
             raise ConfigError(f"keeper setting '{name}' is chosen per keeper by roost up --brokers")
     session_ms = settings.build()["zookeeper.session.timeout.ms"]
-    tick = int(settings.keeper.get("tickTime", KEEPER_TICK_MS))
+    raw_tick = settings.keeper.get("tickTime", KEEPER_TICK_MS)
+    try:
+        tick = int(raw_tick)
+    except (TypeError, ValueError):
+        raise ConfigError(f"keeper setting 'tickTime': must be an integer, got {raw_tick!r}") from None
     # The ensemble must grant the brokers' session timeout, whatever the user chose.
     common: dict[str, Any] = {"tickTime": tick, "minSessionTimeout": min(2 * tick, session_ms),
                               "maxSessionTimeout": max(20 * tick, session_ms), **settings.keeper}
@@ -185,21 +190,32 @@ def plan_keepers(data_dir: Path, host: str, client_ports: list[int], peer_ports:
     return specs
 
 
-def choose_ports(host: str, count: int, first: int | None) -> list[int]:
-    """`count` ports: `first`, first + 1, ... when given (not 0), else free ones, all bound at once
-    so that none repeats."""
-    if first:
-        if first + count - 1 > 65535:
-            raise ConfigError(f"port {first}: {count} consecutive ports do not fit below 65536")
-        return [first + i for i in range(count)]
+def consecutive(first: int | None, count: int) -> list[int | None]:
+    """`first`, first + 1, ... when a first port is given (not 0); else `count` free ones (None)."""
+    if not first:
+        return [None] * count
+    if first + count - 1 > 65535:
+        raise ConfigError(f"port {first}: {count} consecutive ports do not fit below 65536")
+    return [first + i for i in range(count)]
+
+
+def choose_ports(host: str, wanted: list[int | None]) -> list[int]:
+    """One port per entry of `wanted`: that port, or a free one for None. All are bound at once,
+    so no free port repeats or equals a given one, and a given port in use is refused here,
+    before anything starts."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sockets = [socket.socket(family) for _ in range(count)]
+    sockets: list[socket.socket] = []
     try:
-        for sock in sockets:
-            sock.bind((host, 0))
+        for port in wanted:
+            sock = socket.socket(family)
+            sockets.append(sock)
+            # As the servers bind: a port left in TIME_WAIT by an earlier run is free.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port or 0))
+            except OSError as error:
+                raise ConfigError(f"cannot listen on {hostport(host, port or 0)}: {error}") from None
         return [sock.getsockname()[1] for sock in sockets]
-    except OSError as error:
-        raise ConfigError(f"--host {host}: cannot bind: {error}") from None
     finally:
         for sock in sockets:
             sock.close()
@@ -398,9 +414,11 @@ class Supervisor:
             await self._stop_child(child, BROKER_STOP_TIMEOUT_S)
         keepers = [c for c in self.children if c.spec.kind == "keeper"]
         await asyncio.gather(*(self._stop_child(c, KEEPER_STOP_TIMEOUT_S) for c in keepers))
-        for child in self.children:
-            if child.watcher is not None:
-                await child.watcher
+        # Their last lines ("... stopped") are printed before ours; bounded, as a killed child's
+        # pipe closes at once.
+        watchers = [child.watcher for child in self.children if child.watcher is not None]
+        if watchers:
+            await asyncio.wait(watchers, timeout=KEEPER_STOP_TIMEOUT_S)
 
     async def _stop_child(self, child: Child, timeout: float) -> None:
         child.stopping = True

@@ -132,7 +132,11 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
     """Run one broker until `stop` is set; 0 once it has stopped, 1 if it could not start.
     Prints `roost: {listening} listening on HOST:PORT` once it listens (`listening` names it:
     "kafka", "broker 3 kafka"); `command` prefixes error lines."""
-    broker = Broker(config, data_dir, host, port)
+    try:
+        broker = Broker(config, data_dir, host, port)
+    except OSError as error:
+        print(f"{command}: cannot use the data directory {data_dir}: {error}", file=sys.stderr)
+        return 1
     try:
         bound = await start_unless_stopped(broker, stop)
     except OSError as error:
