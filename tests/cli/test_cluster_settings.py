@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.cli.cluster import relabel
 from roost.cli.main import main
+from roost.cli.supervisor import relabel
 from roost.config import BrokerConfig, ConfigError
 from tests.support.procs import ROOST, start_roost
 

@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from roost.cli import cluster
+from roost.cli import cluster, supervisor
 from roost.cli.node import (
     GivenSettings,
     add_settings_arguments,
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.brokers is not None:
         # Plain asyncio: the supervisor does little I/O and needs Popen's process_group and preexec_fn.
-        return asyncio.run(cluster.supervise(plan))
+        return asyncio.run(supervisor.supervise(plan))
     return run_loop(serve(config, settings, args))
 
 
