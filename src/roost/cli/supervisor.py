@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from roost.cli.cluster import ChildSpec, ClusterPlan, hostport
 
@@ -87,7 +88,7 @@ class Supervisor:
     def on_signal(self) -> None:
         if self.stop.is_set():
             if not self.force.is_set():
-                print("roost: second signal: killing every process now", flush=True)
+                say("roost: second signal: killing every process now")
             self.force.set()
         self.stop.set()
 
@@ -95,10 +96,13 @@ class Supervisor:
         plan = self.plan
         plan.write_configs()
         names = [spec.name for spec in [*plan.keepers, *plan.brokers]]
-        what = f"{_count(len(plan.brokers), 'broker')}"
-        what = f"{_count(len(plan.keepers), 'keeper')} and {what}" if plan.keepers else f"{what} (ZooKeeper at {plan.zookeeper_connect})"
-        print(f"roost: starting {what} in {plan.data_dir}; each one's log goes to {plan.data_dir}/<name>.log "
-              f"({', '.join(names)})", flush=True)
+        brokers = _count(len(plan.brokers), "broker")
+        if plan.keepers:
+            what = f"{_count(len(plan.keepers), 'keeper')} and {brokers}"
+        else:
+            what = f"{brokers} (ZooKeeper at {plan.zookeeper_connect})"
+        say(f"roost: starting {what} in {plan.data_dir}; each one's log goes to {plan.data_dir}/<name>.log "
+            f"({', '.join(names)})")
         try:
             if plan.keepers:
                 if not await self._start_group(plan.keepers):
@@ -108,11 +112,10 @@ class Supervisor:
                 return 0 if self.stop.is_set() else 1
             self.running = True
             bootstrap = ",".join(hostport(*spec.address) for spec in plan.brokers)
-            print(f"roost: cluster ready: bootstrap servers {bootstrap}; zookeeper.connect {plan.zookeeper_connect}",
-                  flush=True)
+            say(f"roost: cluster ready: bootstrap servers {bootstrap}; zookeeper.connect {plan.zookeeper_connect}")
             while not self.stop.is_set():
                 if all(child.exited.is_set() for child in self.children):
-                    print("roost: every process has exited", flush=True)
+                    say("roost: every process has exited")
                     return 1
                 self.an_exit.clear()
                 await first_of([self.stop, self.an_exit])
@@ -120,7 +123,7 @@ class Supervisor:
         finally:
             self.running = False
             await self._stop_all()
-            print("roost: stopped", flush=True)
+            say("roost: stopped")
 
     async def _start_group(self, specs: Iterable[ChildSpec]) -> bool:
         """Start `specs` together and wait for each one's listening line. False if one exits
@@ -138,7 +141,7 @@ class Supervisor:
                     return False
                 if not done:
                     late = ", ".join(c.spec.label for c in group if not c.listening.is_set())
-                    print(f"roost: {late} did not listen within {STARTUP_TIMEOUT_S:.0f} s; stopping", flush=True)
+                    say(f"roost: {late} did not listen within {STARTUP_TIMEOUT_S:.0f} s; stopping")
                     return False
                 for task in done:
                     remaining.discard(task)
@@ -154,10 +157,10 @@ class Supervisor:
         await first_of([child.listening, child.exited])
         if child.listening.is_set():
             return True
-        print(f"roost: {child.spec.label} exited with status {child.process.returncode} before listening; "
-              f"its log is {child.spec.log_path}", flush=True)
+        say(f"roost: {child.spec.label} exited with status {child.process.returncode} before listening; "
+            f"its log is {child.spec.log_path}")
         for line in _tail(child.spec.log_path, 5):
-            print(f"roost: {child.spec.label}: {line}", file=sys.stderr, flush=True)
+            say(f"roost: {child.spec.label}: {line}", sys.stderr)
         return False
 
     async def _spawn(self, spec: ChildSpec) -> Child:
@@ -186,12 +189,12 @@ class Supervisor:
             if not raw:
                 break
             line = raw.decode(errors="replace").rstrip("\n")
-            print(relabel(line, child.spec.kind, child.spec.ident), flush=True)
+            say(relabel(line, child.spec.kind, child.spec.ident))
             if " listening on " in line:
                 child.listening.set()
         status = await child.process.wait()
         if self.running and not child.stopping:
-            print(f"roost: {child.spec.label} exited with status {status}", flush=True)
+            say(f"roost: {child.spec.label} exited with status {status}")
         child.exited.set()
         self.an_exit.set()
 
@@ -208,7 +211,7 @@ class Supervisor:
                     return
             await asyncio.sleep(0.05)
         if not self.stop.is_set():
-            print(f"roost: no keeper leads after {QUORUM_TIMEOUT_S:.0f} s; starting the brokers anyway", flush=True)
+            say(f"roost: no keeper leads after {QUORUM_TIMEOUT_S:.0f} s; starting the brokers anyway")
 
     async def _stop_all(self) -> None:
         """Brokers first, highest id first, one at a time (each may hand its leaderships over to
@@ -234,7 +237,7 @@ class Supervisor:
             if child.exited.is_set():
                 return
             if not self.force.is_set():
-                print(f"roost: {child.spec.label} did not stop within {timeout:.0f} s; killing it", flush=True)
+                say(f"roost: {child.spec.label} did not stop within {timeout:.0f} s; killing it")
         _signal(child.process, signal.SIGKILL)
         # SIGKILL cannot be ignored; the bound only guards against a process stuck in the kernel.
         with contextlib.suppress(TimeoutError):
@@ -264,7 +267,7 @@ async def _keeper_mode(host: str, port: int) -> str | None:
         return None
     try:
         writer.write(b"srvr")
-        answer = await asyncio.wait_for(reader.read(4096), 2.0)
+        answer = await asyncio.wait_for(reader.read(), 2.0)  # the server closes after answering
     except (OSError, TimeoutError):
         return None
     finally:
@@ -275,6 +278,13 @@ async def _keeper_mode(host: str, port: int) -> str | None:
         if line.startswith("Mode:"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """Print a line (on stdout unless told) at once; a reader that went away must not stop the
+    supervising."""
+    with contextlib.suppress(OSError):
+        print(line, file=stream or sys.stdout, flush=True)
 
 
 def _count(number: int, noun: str) -> str:
