@@ -303,4 +303,5 @@ async def supervise(plan: ClusterPlan) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, supervisor.on_signal)
-    return await supervisor.run()
+    status = await supervisor.run()
+    return 1 if supervisor.force.is_set() else status  # killed, not stopped cleanly
