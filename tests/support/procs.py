@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z-]+) listening on (?P<host>[0-9.]+):(?P<port>\d+)$")
+# `name` is what listens: "kafka", "keeper", and under `roost up --brokers` "keeper 2",
+# "broker 1 kafka".
+LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z][a-z0-9 -]*?) listening on (?P<host>[0-9.]+):(?P<port>\d+)$")
 ROOST = [sys.executable, "-m", "roost.cli.main"]
 
 
@@ -91,9 +93,10 @@ def stop_process(popen: subprocess.Popen, sig: int = signal.SIGTERM, timeout: fl
 
 
 def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
-                env: dict[str, str] | None = None, wait: bool = True) -> RoostProcess:
+                env: dict[str, str] | None = None, new_session: bool = False, wait: bool = True) -> RoostProcess:
     """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`
-    (with `wait=False`, return at once: call `wait_ready` later)."""
+    (with `wait=False`, return at once: call `wait_ready` later). `new_session` runs it in its own
+    session and process group, so that a test can signal that group as a terminal's Ctrl-C would."""
     args = list(args)
     if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
         args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
@@ -102,7 +105,8 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     if env:
         full_env.update(env)
     popen = subprocess.Popen(
-        [*ROOST, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+        [*ROOST, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
+        start_new_session=new_session,
     )
     proc = RoostProcess(list(args), popen, _expected=frozenset(expect))
     threading.Thread(target=proc._pump, daemon=True).start()
