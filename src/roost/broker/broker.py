@@ -77,10 +77,6 @@ def save_cluster_id(path: Path, cluster_id: str) -> None:
     atomic_write(path, json.dumps({"cluster_id": cluster_id}).encode())
 
 
-def _setting(config: BrokerConfig, name: str, default: object) -> object:
-    return config.values.get(name, default)
-
-
 class Broker:
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str, port: int) -> None:
         self.config = config
@@ -91,7 +87,7 @@ class Broker:
         self.data_dir = data_dir
         (data_dir / "meta").mkdir(parents=True, exist_ok=True)
         self._cluster_id_path = data_dir / "meta" / "cluster.json"
-        self.zookeeper = str(_setting(config, "zookeeper.connect", ""))
+        self.zookeeper = config["zookeeper.connect"]
         self.clustered = bool(self.zookeeper)
         self.cluster_id = load_cluster_id(self._cluster_id_path) or ""
         self.metadata = MetadataCache()
@@ -128,16 +124,16 @@ class Broker:
 
     def _build_cluster_parts(self) -> None:
         config = self.config
-        self.zk = ZkClient(self.zookeeper, session_timeout=int(_setting(config, "zookeeper.session.timeout.ms", 6000)) / 1000)
+        self.zk = ZkClient(self.zookeeper, session_timeout=int(config["zookeeper.session.timeout.ms"]) / 1000)
         self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers)
         self.replicas.on_become_follower = self.fetchers.follow
         self.replicas.on_stop_following = self.fetchers.unfollow
         self.isr = IsrManager(self.broker_id, config, self.replicas, self.metadata, self.peers)
         settings = ControllerSettings(
-            unclean_leader_election=bool(_setting(config, "unclean.leader.election.enable", False)),
-            auto_leader_rebalance=bool(_setting(config, "auto.leader.rebalance.enable", True)),
-            imbalance_percentage=int(_setting(config, "leader.imbalance.per.broker.percentage", 10)),
-            imbalance_check_interval_ms=int(_setting(config, "leader.imbalance.check.interval.seconds", 30)) * 1000)
+            unclean_leader_election=bool(config["unclean.leader.election.enable"]),
+            auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
+            imbalance_percentage=int(config["leader.imbalance.per.broker.percentage"]),
+            imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
         self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
         self.membership = ClusterMembership(self.zk)
         self.topics = ClusterTopicAdmin(config, self.membership, self.controller, self.metadata)
@@ -254,7 +250,7 @@ class Broker:
         await self.zk.start()
         await self.zk.ensure_chroot()
         host, port = self.advertised_address
-        rack = str(_setting(self.config, "broker.rack", "")) or None
+        rack = str(self.config["broker.rack"]) or None
         self.membership.registration = BrokerRegistration(self.broker_id, host, port, rack)
 
         def new_epoch(epoch: int) -> None:
@@ -268,11 +264,11 @@ class Broker:
             self.cluster_id = self.membership.cluster_id
             save_cluster_id(self._cluster_id_path, self.cluster_id)
         self.isr.start()
-        self.replicas.start_checkpoints(int(_setting(self.config, "replica.high.watermark.checkpoint.interval.ms", 5000)))
+        self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
 
     async def stop(self) -> None:
-        if self.clustered and bool(_setting(self.config, "controlled.shutdown.enable", True)):
+        if self.clustered and bool(self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
         if self._server is not None:
             self._server.close()
@@ -300,8 +296,8 @@ class Broker:
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships away before it stops (Kafka's
         controlled shutdown), retrying a bounded number of times."""
-        retries = int(_setting(self.config, "controlled.shutdown.max.retries", 3))
-        backoff = int(_setting(self.config, "controlled.shutdown.retry.backoff.ms", 500)) / 1000
+        retries = int(self.config["controlled.shutdown.max.retries"])
+        backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
         if self.membership is None or self.replicas.broker_epoch < 0:
             return
         remaining_before: set[tuple[str, int]] | None = None

@@ -138,7 +138,7 @@ class ClusterTopicAdmin:
     async def _auto_create(self, name: str) -> None:
         if name == OFFSETS_TOPIC:
             partitions = self.config["offsets.topic.num.partitions"]
-            replication = self.config.values.get("offsets.topic.replication.factor", 1)
+            replication = self.config["offsets.topic.replication.factor"]
             configs: dict[str, Any] = {"cleanup.policy": "compact",
                                        "segment.bytes": self.config["offsets.topic.segment.bytes"],
                                        "retention.ms": -1}
