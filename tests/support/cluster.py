@@ -44,7 +44,7 @@ def _toml_value(value: Any) -> str:
 
 def write_toml(path: Path, settings: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f'"{k}" = {_toml_value(v)}\n' for k, v in settings.items()))
+    path.write_text("".join(f'{k} = {_toml_value(v)}\n' for k, v in settings.items()))
 
 
 @dataclass
