@@ -12,8 +12,7 @@ from pathlib import Path
 
 from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.dispatcher import Dispatcher, advertised_versions, describe_counts
-from roost.broker.group.offsets import offsets_partition_for
-from roost.broker.group.service import GroupService
+from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
@@ -42,6 +41,12 @@ def load_cluster_id(path: Path) -> str:
     return cluster_id
 
 
+def ensure_offsets_topic(admin: TopicAdmin, config: BrokerConfig) -> None:
+    """A broker on its own creates `__consumer_offsets` at once (in a cluster the controller does)."""
+    if admin.catalog.get(OFFSETS_TOPIC) is None:
+        admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], offsets_topic_configs(config))
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str, port: int) -> None:
         self.config = config
@@ -57,7 +62,9 @@ class Broker:
         self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
         self.topics = TopicAdmin(config, self.catalog, self.replicas)
         self.producer_ids = ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
-        self.groups = GroupService(config, self.topics, self.replicas)
+        self.groups = GroupService(config, self.replicas, self.metadata)
+        ensure_offsets_topic(self.topics, config)
+        self.topics.on_delete(self.groups.forget_topic)
         self.advertised_versions = advertised_versions()
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
         self._limits = ConnectionLimits(
@@ -77,8 +84,7 @@ class Broker:
         versions = ApiVersionsApi(self.advertised_versions)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
         group_ctx = groups.GroupContext(
-            self.groups, self._coordinator_for,
-            lambda topic, index: self.replicas.partition(topic, index) is not None)
+            self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         return {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -101,16 +107,6 @@ class Broker:
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
         }
-
-    def _coordinator_for(self, group_id: str) -> BrokerEndpoint | None:
-        """The group's coordinator: the leader of its __consumer_offsets partition."""
-        info = self.catalog.get(OFFSETS_TOPIC)
-        if info is None:
-            return None
-        placement = self.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
-        if placement is None or placement.leader < 0:
-            return None
-        return self.metadata.endpoint(placement.leader)
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:
