@@ -156,9 +156,17 @@ def test_groups_answer_load_in_progress_until_the_whole_partition_is_read(
         while node.groups.status(group) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             assert other_ran_while_loading < 10_000
             other_ran_while_loading += 1
+            fetched = handlers.handle_offset_fetch(context(node), request(ApiKey.OFFSET_FETCH, 3, {
+                "group_id": group, "topics": None}))
+            assert fetched["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            # Kafka answers heartbeats blindly meanwhile; the member finds out once loaded.
             heartbeat = handlers.handle_heartbeat(context(node), request(ApiKey.HEARTBEAT, 3, {
                 "group_id": group, "generation_id": 1, "member_id": "m", "group_instance_id": None}))
-            assert heartbeat["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            assert heartbeat["error_code"] == ErrorCode.NONE
+            synced = handlers.handle_sync_group(context(node), request(ApiKey.SYNC_GROUP, 3, {
+                "group_id": group, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+                "assignments": []}))
+            assert synced["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
             await asyncio.sleep(0)
         assert other_ran_while_loading > 10
         assert node.groups.status(group) == ErrorCode.NONE

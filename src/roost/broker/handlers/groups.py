@@ -2,7 +2,8 @@
 
 Every group request first asks the service whether this broker coordinates the group now
 (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS otherwise) and puts that error where Kafka does:
-the top-level error of JoinGroup, SyncGroup, Heartbeat and LeaveGroup; each partition of
+the top-level error of JoinGroup, SyncGroup, Heartbeat and LeaveGroup (during a load Kafka answers
+a heartbeat NONE and a sync REBALANCE_IN_PROGRESS, and so does Roost); each partition of
 OffsetCommit; each partition of OffsetFetch v1, its top-level error from v2; each group of
 DescribeGroups. ListGroups lists the groups of the partitions it leads and has loaded, with
 COORDINATOR_LOAD_IN_PROGRESS while any is still loading.
@@ -85,6 +86,11 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
 def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
     body = request.body
     status = ctx.groups.status(body["group_id"])
+    if status == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        # Kafka's answer: the rebalance this sync belongs to is lost with the old coordinator;
+        # the member joins again here, without looking for the coordinator (old clients do not
+        # know COORDINATOR_LOAD_IN_PROGRESS in SyncGroup).
+        return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
     if status != ErrorCode.NONE:
         return sync_error(status)
     loop = asyncio.get_running_loop()
@@ -111,6 +117,9 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
 def handle_heartbeat(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
     status = ctx.groups.status(body["group_id"])
+    if status == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        # Kafka answers a heartbeat blindly while the group loads: the member stays put.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
     if status != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": status}
     code = ctx.groups.coordinator.heartbeat(
