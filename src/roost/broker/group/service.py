@@ -184,8 +184,8 @@ class GroupService:
 
     def _resigned(self, partition: Partition) -> None:
         owned = self._owned.get(partition.index)
-        if owned is None:
-            return
+        if owned is None or owned.partition is not partition:
+            return  # not ours, or news about a replica that a newer one replaced
         del self._owned[partition.index]
         if owned.task is not None:
             owned.task.cancel()
