@@ -38,10 +38,6 @@ def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
 
 
-def acks_choice() -> Check:
-    return lambda value: None if value in (-1, 1) else "must be -1 (all in-sync replicas) or 1 (the leader)"
-
-
 def fraction() -> Check:
     return lambda value: None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
@@ -182,8 +178,6 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("offsets.retention.minutes", int, 7 * 24 * 60, "keep committed offsets of empty groups this long",
             at_least(1)),
     Setting("offsets.commit.timeout.ms", int, 5000, "how long an offset commit waits to be durable", at_least(1)),
-    Setting("offsets.commit.required.acks", int, -1,
-            "acks an offset commit waits for: -1 every in-sync replica, 1 the leader", acks_choice()),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}

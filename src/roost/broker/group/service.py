@@ -118,7 +118,9 @@ class GroupService:
         self._metadata = metadata
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
         self._commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000
-        self._required_acks: int = config["offsets.commit.required.acks"]
+        # -1: every in-sync replica; any other value: the leader alone. The setting comes with the
+        # cluster's settings (another branch); until then Kafka's default applies.
+        self._required_acks: int = config.values.get("offsets.commit.required.acks", ACKS_ALL)
         self._owned: dict[int, OwnedPartition] = {}  # offsets partition index -> what we lead
         self._tasks: list[asyncio.Task[None]] = []
         self._commits: set[asyncio.Future[ErrorCode]] = set()
