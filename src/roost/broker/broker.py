@@ -22,8 +22,7 @@ from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.controller.core import ControllerSettings
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
-from roost.broker.group.offsets import offsets_partition_for
-from roost.broker.group.service import GroupService
+from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.fetch import FetchApi
@@ -77,6 +76,12 @@ def save_cluster_id(path: Path, cluster_id: str) -> None:
     atomic_write(path, json.dumps({"cluster_id": cluster_id}).encode())
 
 
+def ensure_offsets_topic(admin: TopicAdmin, config: BrokerConfig) -> None:
+    """A broker on its own creates `__consumer_offsets` at once (in a cluster the controller does)."""
+    if admin.catalog.get(OFFSETS_TOPIC) is None:
+        admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], offsets_topic_configs(config))
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, data_dir: Path, host: str, port: int) -> None:
         self.config = config
@@ -115,9 +120,13 @@ class Broker:
                 self.cluster_id = uuid.uuid4().hex[:22]
                 save_cluster_id(self._cluster_id_path, self.cluster_id)
             self.topics = TopicAdmin(config, TopicCatalog(data_dir / "meta" / "topics.json"), self.replicas)
-        # Until the group coordinator moves with its partitions (in progress), groups are served
-        # by a lone broker only.
-        self.groups = GroupService(config, self.topics, self.replicas) if not self.clustered else None  # type: ignore[arg-type]
+        self.groups = GroupService(config, self.replicas, self.metadata)
+        if isinstance(self.topics, TopicAdmin):
+            ensure_offsets_topic(self.topics, config)
+            self.topics.on_delete(self.groups.forget_topic)
+        else:
+            # The first FindCoordinator creates __consumer_offsets (Kafka's way).
+            self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
@@ -147,8 +156,7 @@ class Broker:
         versions = ApiVersionsApi(self.advertised_versions)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
         group_ctx = groups.GroupContext(
-            self.groups, self._coordinator_for,  # type: ignore[arg-type]
-            lambda topic, index: self.replicas.partition(topic, index) is not None)
+            self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -171,14 +179,10 @@ class Broker:
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
         }
-        if self.groups is None:
-            for key in (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP,
-                        ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS,
-                        ApiKey.LIST_GROUPS):
-                routes[key] = groups.no_coordinator
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
-            inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config)
+            inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
+                                   self.groups.forget_topic)
             control = ControllerApi(self.controller, self.metadata, self.cluster_id_now)
             routes.update({
                 ApiKey.LEADER_AND_ISR: inter.handle_leader_and_isr,
@@ -208,18 +212,6 @@ class Broker:
             log.warning("topic %s has configs this broker cannot use (%s); using the defaults", topic, error)
             return {}
 
-    def _coordinator_for(self, group_id: str) -> BrokerEndpoint | None:
-        """The group's coordinator: the leader of its __consumer_offsets partition."""
-        info = self.metadata.get(OFFSETS_TOPIC)
-        if info is None:
-            if self.clustered and isinstance(self.topics, ClusterTopicAdmin):
-                self.topics.auto_create(OFFSETS_TOPIC)
-            return None
-        placement = self.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
-        if placement is None or placement.leader < 0:
-            return None
-        return self.metadata.endpoint(placement.leader)
-
     @property
     def advertised_address(self) -> tuple[str, int]:
         """Where clients are told to connect: `advertised.listeners`, else where we listen."""
@@ -238,8 +230,7 @@ class Broker:
             # A lone broker is its own controller and the only live broker.
             self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
         self.logs.start_upkeep()
-        if self.groups is not None:
-            self.groups.start()
+        self.groups.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
         return self.host, self.port
@@ -274,8 +265,7 @@ class Broker:
             self._server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
-        if self.groups is not None:
-            await self.groups.stop()
+        await self.groups.stop()
         if self.controller is not None:
             await self.controller.stop()
         if self.isr is not None:

@@ -33,7 +33,9 @@ class InterBrokerApi:
     """What the controller sends to this broker."""
 
     def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, fetchers: ReplicaFetchers,
-                 topic_config: Callable[[str], Awaitable[dict[str, Any]]]) -> None:
+                 topic_config: Callable[[str], Awaitable[dict[str, Any]]],
+                 topic_removed: Callable[[str], None]) -> None:
+        self._topic_removed = topic_removed  # a deleted topic's group offsets go too
         self._replicas = replicas
         self._metadata = metadata
         self._fetchers = fetchers
@@ -64,7 +66,10 @@ class InterBrokerApi:
         stale = self._stale(request, "UpdateMetadata")
         if stale is not None:
             return {"error_code": stale}
+        before = set(self._metadata.topic_ids)
         code = self._metadata.apply_update_metadata(request.body)
+        for topic in before - set(self._metadata.topic_ids):
+            self._topic_removed(topic)
         for broker in self._metadata.brokers.values():
             self._fetchers.learn_endpoint(broker.node_id, broker.host, broker.port)
         return {"error_code": code}
