@@ -186,7 +186,8 @@ class GroupMember(threading.Thread):
                 if batch:
                     try:
                         stored = consumer.commit(asynchronous=False)
-                        self.committed.append({tp.partition: tp.offset for tp in stored or [] if tp.error is None})
+                        self.committed.append({tp.partition: tp.offset for tp in stored or []
+                                               if tp.error is None and tp.offset >= 0})
                     except Exception:
                         pass  # a commit during a rebalance or a coordinator move: the next one covers it
         finally:

@@ -146,9 +146,9 @@ def heal(cluster: LocalCluster, broker: int, topic: str) -> None:
 def test_seeds_experiment_leader_killed_mid_stream(cluster: LocalCluster, library: str) -> None:
     topic = f"seeds-{library}"
     create_topic(cluster, topic)
-    counts = cluster.leader_counts(topic)
-    victim = max(counts, key=lambda b: counts[b])
-    led = {p for p, (leader, _, _) in cluster.partitions(topic).items() if leader == victim}
+    led_by = cluster.led_partitions(topic)
+    victim = max(led_by, key=lambda b: len(led_by[b]))
+    led = led_by[victim]
     members, stop = run_group(cluster, library, topic)
     acks = Acks()
     killed_at: list[float] = []
@@ -173,8 +173,8 @@ def test_seeds_experiment_leader_killed_mid_stream(cluster: LocalCluster, librar
 def test_controlled_shutdown_of_a_leader_loses_and_fails_nothing(cluster: LocalCluster) -> None:
     topic = "controlled"
     create_topic(cluster, topic)
-    counts = cluster.leader_counts(topic)
-    victim = max(counts, key=lambda b: counts[b])
+    led_by = cluster.led_partitions(topic)
+    victim = max(led_by, key=lambda b: len(led_by[b]))
     acks = Acks()
     statuses: list[int] = []
     stopper = threading.Thread(target=lambda: statuses.append(cluster.stop_broker(victim)))

@@ -13,10 +13,12 @@ Every process and proxy started is stopped by `close()`; waits are bounded.
 from __future__ import annotations
 
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tests.support.faultproxy import ThreadedFaultProxy
@@ -110,6 +112,9 @@ class LocalCluster:
                     "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                     "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.advertised_port}",
                     "log.dirs": str(root / f"broker-{broker_id}"),
+                    # As `roost up --brokers N` does: internal and default topics replicated.
+                    "offsets.topic.replication.factor": min(3, brokers),
+                    "default.replication.factor": min(3, brokers),
                     **TEST_BROKER_SETTINGS, **(settings or {})})
                 cluster.brokers[broker_id] = node
             for broker_id in cluster.brokers:
@@ -183,7 +188,16 @@ class LocalCluster:
         return AdminClient({"bootstrap.servers": self.running_bootstrap(), "socket.timeout.ms": 10000})
 
     def metadata(self, topic: str | None = None) -> Any:
-        return self.admin().list_topics(topic=topic, timeout=15)
+        """The cluster's Metadata answer (asked again, a bounded number of times, while brokers
+        come and go and a request fails)."""
+        for attempt in range(20):
+            try:
+                return self.admin().list_topics(topic=topic, timeout=15)
+            except KafkaException:
+                if attempt == 19:
+                    raise
+                time.sleep(0.25)
+        raise AssertionError("unreachable")
 
     def partitions(self, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
         """partition -> (leader, replicas, isr), as Metadata tells it."""
@@ -213,9 +227,20 @@ class LocalCluster:
             return True
         wait_for(healthy, timeout, interval=0.2, what=f"{topic} healthy (full={full}, preferred={preferred})")
 
+    def led_partitions(self, topic: str) -> dict[int, set[int]]:
+        """broker -> the partitions it leads (asking until every partition has a leader)."""
+        partitions = wait_for(lambda: (found := self.partitions(topic)) and
+                              all(leader >= 0 for leader, _, _ in found.values()) and found,
+                              30, interval=0.1, what=f"leaders of {topic}")
+        led: dict[int, set[int]] = {}
+        for partition, (leader, _, _) in partitions.items():
+            led.setdefault(leader, set()).add(partition)
+        return led
+
     def leader_counts(self, topic: str) -> dict[int, int]:
+        partitions = self.partitions(topic)
         counts: dict[int, int] = {}
-        for leader, _, _ in self.partitions(topic).values():
+        for leader, _, _ in partitions.values():
             counts[leader] = counts.get(leader, 0) + 1
         return counts
 
