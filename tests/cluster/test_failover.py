@@ -21,13 +21,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.clients import PRODUCERS, Acks, GroupMember, n_of
+from tests.cluster.verify import check_log, read_log
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
-from tests.support.workload import Received, messages
+from tests.support.workload import messages
 
 MESSAGES = int(os.environ.get("ROOST_FAILOVER_MESSAGES", "12000"))
 RATE = 2000  # messages per second the producer offers
@@ -48,46 +48,6 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 3, replicat
     admin.create_topics([NewTopic(name, partitions, replication,
                                   config={"min.insync.replicas": str(min_isr)})])[name].result(30)
     cluster.wait_for_isr(name)
-
-
-def read_log(cluster: LocalCluster, topic: str, partitions: int = 3) -> list[Received]:
-    """Everything in the topic, partition by partition, from offset 0 to the end."""
-    consumer = Consumer({"bootstrap.servers": cluster.running_bootstrap(), "group.id": f"reader-{topic}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        records: list[Received] = []
-        done: set[int] = {p for p, end in ends.items() if end == 0}
-        deadline = time.monotonic() + 60
-        while len(done) < partitions and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    continue
-                records.append(Received(msg.key(), msg.value(), msg.partition(), msg.offset()))
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    done.add(msg.partition())
-        assert len(done) == partitions, f"could not read partitions {set(range(partitions)) - done} to the end"
-        return records
-    finally:
-        consumer.close()
-
-
-def check_log(records: list[Received], acked: set[int]) -> None:
-    """Every acknowledged message once in the log, and each key's messages in order."""
-    seen: dict[int, Received] = {}
-    last: dict[bytes, tuple[int, int]] = {}
-    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
-        n = n_of(record.value)
-        assert n not in seen, f"message {n} is in the log twice: {seen[n]} and {record}"
-        seen[n] = record
-        previous = last.get(record.key)
-        if previous is not None:
-            assert previous[0] == record.partition, f"key {record.key!r} in two partitions"
-            assert previous[1] < n, f"key {record.key!r}: message {n} after {previous[1]}"
-        last[record.key] = (record.partition, n)
-    lost = acked - seen.keys()
-    assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {sorted(lost)[:10]}"
 
 
 def stream(cluster: LocalCluster, library: str, topic: str, acks: Acks, count: int,

@@ -95,6 +95,12 @@ class _FetchPlan:
             epoch = wanted.get("current_leader_epoch", NO_EPOCH)
             return ErrorCode.UNKNOWN_LEADER_EPOCH if epoch != NO_EPOCH else ErrorCode.NOT_LEADER_OR_FOLLOWER
         fetch_offset = wanted["fetch_offset"]
+        if fetch_offset > partition.log_end_offset:
+            # A follower cannot hold more than its leader: a confused or forged fetch. It must not
+            # move the high watermark; it gets OFFSET_OUT_OF_RANGE and truncates.
+            log.warning("fetch for %s-%d from replica %d at offset %d, past the log end %d",
+                        partition.topic, partition.index, self.replica_id, fetch_offset, partition.log_end_offset)
+            return ErrorCode.OFFSET_OUT_OF_RANGE
         diverging = self.replicas.diverging_epoch(partition, wanted.get("last_fetched_epoch", NO_EPOCH),
                                                   fetch_offset)
         if diverging is not None:
