@@ -34,7 +34,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def produce_direct(client: WireClient, value: bytes, acks: int) -> int:
     """One record to partition 0 straight to this broker's real port; its error code."""
     body = {"transactional_id": None, "acks": acks, "timeout_ms": 3000, "topic_data": [
-        {"name": TOPIC, "partition_data": [{"index": 0, "records": build_batch([(b"iso", value)])}]}]}
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": build_batch([(b"iso", value)], timestamp_ms=int(time.time() * 1000))}]}]}
     answer = client.request(ApiKey.PRODUCE, 9, body)
     return answer["responses"][0]["partition_responses"][0]["error_code"]
 
