@@ -39,7 +39,7 @@ from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.topic_admin import TopicAdmin
-from roost.broker.zk.layout import BrokerRegistration
+from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
@@ -254,9 +254,35 @@ class Broker:
         if self.cluster_id != self.membership.cluster_id:
             self.cluster_id = self.membership.cluster_id
             save_cluster_id(self._cluster_id_path, self.cluster_id)
+        await self._import_local_topics()
         self.isr.start()
         self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
+        # Clients learn the cluster from this broker's metadata cache, which the controller fills:
+        # until its first UpdateMetadata names this broker, the cache has nothing to tell them.
+        try:
+            await asyncio.wait_for(self.metadata.wait_until(lambda: self.broker_id in self.metadata.brokers),
+                                   self.zk.session_timeout + 5.0)
+        except TimeoutError:
+            log.warning("no metadata from the controller yet; serving clients anyway")
+
+    async def _import_local_topics(self) -> None:
+        """A data directory written by a broker without ZooKeeper keeps its topics in
+        meta/topics.json: bring them into the cluster once (same ids, this broker their only
+        replica) so that their logs are served again, then set the file aside."""
+        path = self.data_dir / "meta" / "topics.json"
+        if not path.exists():
+            return
+        assert self.membership is not None
+        catalog = TopicCatalog(path)
+        for info in catalog:
+            if await self.membership.topic_assignment(info.name) is not None:
+                continue
+            assignment = TopicAssignment(info.topic_id, {p: [self.broker_id] for p in range(info.partitions)})
+            configs = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in info.configs.items()}
+            if await self.membership.create_topic(info.name, assignment, configs):
+                log.info("imported topic %s (%d partitions) from %s into the cluster", info.name, info.partitions, path)
+        path.rename(path.with_name("topics.json.imported"))
 
     async def stop(self) -> None:
         if self.clustered and bool(self.config["controlled.shutdown.enable"]):
@@ -290,6 +316,9 @@ class Broker:
         backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
         if self.membership is None or self.replicas.broker_epoch < 0:
             return
+        hosted = list(self.replicas.hosted())
+        if all(p.is_leader and p.state.isr <= {self.broker_id} for p in hosted):
+            return  # nothing to hand over and no ISR to leave (a one-broker cluster, say)
         remaining_before: set[tuple[str, int]] | None = None
         for attempt in range(retries + 1):
             controller = self.metadata.endpoint(self.metadata.controller_id)

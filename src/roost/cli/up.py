@@ -128,6 +128,11 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
             return 1
         keeper_host, keeper_port = keeper.address
         print(f"roost: keeper listening on {keeper_host}:{keeper_port}", flush=True)
+        if not config["zookeeper.connect"]:
+            # The node is a one-broker cluster coordinated by its own keeper: the same code path
+            # as a cluster of many (registration, controller, leaders), only smaller.
+            local = "127.0.0.1" if keeper_host in ("0.0.0.0", "::", "") else keeper_host
+            config = BrokerConfig({**config.values, "zookeeper.connect": f"{local}:{keeper_port}"})
     kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
     host, port = listen_address(config, args.host, kafka_port)
     status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop)
