@@ -7,7 +7,8 @@ lazily and dropped from the pickled state, and `read()` opens its own connection
 
 Offsets are an offset map per topic-partition kept by Spark in the checkpoint (see
 `roost.spark.offsets`). Each micro-batch is planned as one task per partition range
-[start, end); `read()` yields Arrow record batches in offset order.
+[start, end); `read()` yields Arrow record batches in offset order, read with Roost's own
+consumer (`roost.spark.record_reader`) or, when an option needs it, librdkafka (`kafka_io`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from roost.spark.kafka_io import ClusterView, read_range
+from roost.spark import kafka_io, record_reader
+from roost.spark.kafka_io import ClusterView
 from roost.spark.offsets import (
     DataLossReporter,
     OffsetMap,
@@ -106,8 +108,10 @@ class _ReaderBase:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
-        yield from read_range(self.options.kafka, partition.offset_range(),
-                              self.options.fail_on_data_loss, self.options.poll_timeout_ms)
+        # Roost's own consumer decodes whole batches into Arrow; librdkafka honours every kafka.* option.
+        reader = record_reader if self.options.consumer == "roost" else kafka_io
+        yield from reader.read_range(self.options.kafka, partition.offset_range(),
+                                     self.options.fail_on_data_loss, self.options.poll_timeout_ms)
 
 
 class RoostBatchReader(_ReaderBase, DataSourceReader):

@@ -1,0 +1,224 @@
+"""A task's records [start, end) of one partition, read with Roost's own client into Arrow.
+
+The per-record path has no Python object per record: a Fetch response's bytes are walked batch by
+batch (header checks and CRC-32C of each batch), control batches and aborted transactions are
+skipped (read_committed, as librdkafka's consumers), compressed payloads are decompressed whole,
+and `decode_records_into` (compiled when built) appends the records to column buffers that become
+an Arrow batch with a fixed number of pyarrow calls.
+
+Semantics are the librdkafka reader's (roost.spark.kafka_io.read_range): offsets removed before
+they were read are data loss (reported, or skipped when failOnDataLoss is false); a broker that is
+down, restarting or no longer the leader makes the read wait and look the leader up again, at
+most `poll_timeout_ms` without progress, then fail the task (Spark retries it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import crc32c
+import pyarrow as pa
+
+from roost.spark.arrow_columns import to_record_batch
+from roost.spark.fetch_client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClusterClient, Retriable
+from roost.spark.offsets import DataLossReporter, OffsetRange, TopicPartition
+from roost.wire.kafka import ErrorCode
+from roost.wire.kafka.record_columns import RecordColumns, decode_records_into
+from roost.wire.kafka.records import (
+    COMPRESSION_ZSTD,
+    CRC_START,
+    HEADER_SIZE,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    BatchHeader,
+    InvalidRecordBatch,
+    decode_batch_records,
+    decompress,
+    parse_header,
+)
+
+log = logging.getLogger("roost.spark")
+
+ARROW_BATCH_ROWS = 8192
+FLUSH_DATA_BYTES = 64 * 1024 * 1024  # far below Arrow's 2 GiB per binary column
+FETCH_MAX_WAIT_MS = 100  # the librdkafka reader's fetch.wait.max.ms
+PARTITION_MAX_BYTES = 8 * 1024 * 1024  # and its max.partition.fetch.bytes
+MAX_PARTITION_MAX_BYTES = 256 * 1024 * 1024
+FIRST_BACKOFF_SECONDS = 0.05
+MAX_BACKOFF_SECONDS = 1.0
+CONTROL_ABORT = 0  # control record key: version int16, type int16 (0 abort, 1 commit)
+
+T = TypeVar("T")
+
+
+class AbortedTransactions:
+    """Which batches of a read_committed fetch belong to aborted transactions.
+
+    Kafka's consumer rule: a transactional batch of producer P is skipped while P has an aborted
+    transaction that started at or before it and whose abort marker has not been passed yet.
+    Fed every batch in offset order.
+    """
+
+    def __init__(self, aborted: list[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda entry: entry[1])  # (producer id, first offset)
+        self._open: set[int] = set()
+
+    def skips(self, header: BatchHeader, batch: memoryview) -> bool:
+        while self._pending and self._pending[0][1] <= header.last_offset:
+            self._open.add(self._pending.pop(0)[0])
+        if header.is_control:
+            if header.producer_id in self._open and _is_abort_marker(batch):
+                self._open.discard(header.producer_id)
+            return True
+        return header.is_transactional and header.producer_id in self._open
+
+
+def _is_abort_marker(batch: memoryview) -> bool:
+    records = decode_batch_records(batch, verify_crc=False)
+    key = records[0].key if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == CONTROL_ABORT
+
+
+def append_fetched(columns: RecordColumns, records: memoryview, next_offset: int, end: int,
+                   aborted: AbortedTransactions) -> tuple[int, int]:
+    """Append the records of the whole batches in `records` with offsets in [next_offset, end).
+
+    Returns (the next offset to fetch, the size of a batch cut off at the end of `records` that
+    could not be used, or 0). A batch past which nothing in it is wanted (skipped, compacted
+    away) still moves the next offset past it.
+    """
+    pos = 0
+    size = len(records)
+    while pos + HEADER_SIZE <= size and next_offset < end:
+        header = parse_header(records, pos)
+        available = size - pos
+        if header.size > available and header.batch_length >= MIN_BATCH_LENGTH:
+            return next_offset, header.size  # a fetch response may end inside a batch
+        _check_header(header, available)
+        batch = records[pos:pos + header.size]
+        pos += header.size
+        if header.next_offset <= next_offset:
+            continue  # a fetch starts with the whole batch that holds the fetch offset
+        if header.base_offset >= end:
+            return end, 0
+        if crc32c.crc32c(batch[CRC_START:]) != header.crc:
+            raise InvalidRecordBatch(f"record batch at offset {header.base_offset}: CRC does not match")
+        if not aborted.skips(header, batch):
+            payload = batch[HEADER_SIZE:]
+            if header.compression:
+                payload = decompress(header.compression, bytes(payload))
+            decode_records_into(columns, header, payload, next_offset, end)
+        next_offset = min(header.next_offset, end)
+    return next_offset, 0
+
+
+def _check_header(header: BatchHeader, available: int) -> None:
+    """What reading needs of a batch header. Looser than the broker's produce checks: a batch that
+    Apache Kafka's compaction emptied or thinned keeps its lastOffsetDelta, so recordsCount may
+    be smaller than lastOffsetDelta + 1, or 0."""
+    if header.magic != MAGIC:
+        raise InvalidRecordBatch(f"unsupported record batch magic {header.magic}", UNSUPPORTED_FOR_MESSAGE_FORMAT)
+    if header.batch_length < MIN_BATCH_LENGTH or header.size > available:
+        raise InvalidRecordBatch(f"record batch at offset {header.base_offset} has a bad length "
+                                 f"{header.batch_length}")
+    if header.compression > COMPRESSION_ZSTD:
+        raise InvalidRecordBatch(f"unknown compression codec {header.compression}", UNSUPPORTED_COMPRESSION_TYPE)
+    if header.records_count < 0 or header.last_offset_delta < 0:
+        raise InvalidRecordBatch(f"record batch at offset {header.base_offset} has "
+                                 f"{header.records_count} records, last offset delta {header.last_offset_delta}")
+
+
+class _Deadline:
+    """`poll_timeout_ms` without progress, restarted by every step forward."""
+
+    def __init__(self, poll_timeout_ms: int) -> None:
+        self.seconds = poll_timeout_ms / 1000
+        self.restart()
+
+    def restart(self) -> None:
+        self.at = time.monotonic() + self.seconds
+        self.backoff = FIRST_BACKOFF_SECONDS
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+    def wait(self) -> None:
+        time.sleep(max(0.0, min(self.backoff, self.at - time.monotonic())))
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+
+
+def read_range(settings: dict[str, str], offset_range: OffsetRange, fail_on_data_loss: bool,
+               poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
+    """Records [start, end) of one partition as Arrow batches, in offset order."""
+    tp, end = offset_range.tp, offset_range.end
+    reporter = DataLossReporter(fail_on_data_loss)
+    client = ClusterClient(settings["bootstrap.servers"], settings.get("client.id", "roost-spark"))
+    deadline = _Deadline(poll_timeout_ms)
+
+    def patiently(what: str, action: Callable[[], T]) -> T:
+        while True:
+            try:
+                return action()
+            except Retriable as error:
+                if deadline.passed():
+                    raise TimeoutError(
+                        f"roost: no record of {tp} at offset {next_offset} (reading up to {end}) within "
+                        f"{poll_timeout_ms} ms; is the broker up? (option kafkaConsumer.pollTimeoutMs; "
+                        f"last error while {what}: {error})") from error
+                log.info("roost: %s: %s; retrying", what, error)
+                deadline.wait()
+
+    try:
+        columns = RecordColumns()
+        next_offset = offset_range.start
+        max_bytes = PARTITION_MAX_BYTES
+        while next_offset < end:
+            fetched = patiently(f"fetching {tp}", lambda offset=next_offset, size=max_bytes: client.fetch(
+                tp, offset, FETCH_MAX_WAIT_MS, size))
+            if fetched.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                moved = _skip_lost(client, tp, next_offset, end, reporter, patiently)
+                for warning in reporter.warnings:
+                    log.warning("roost: %s", warning)
+                reporter.warnings.clear()
+                if moved == next_offset:
+                    deadline.wait()  # in range again by now (a new leader catching up): fetch again
+                cut = 0
+            else:
+                moved, cut = append_fetched(columns, fetched.records, next_offset, end,
+                                            AbortedTransactions(fetched.aborted))
+            if moved > next_offset:
+                next_offset = moved
+                deadline.restart()
+            elif cut > max_bytes:  # one batch larger than we asked for: ask for all of it
+                max_bytes = min(cut, MAX_PARTITION_MAX_BYTES)
+            if len(columns) >= ARROW_BATCH_ROWS or columns.data_bytes() >= FLUSH_DATA_BYTES:
+                yield to_record_batch(columns, tp)
+                columns = RecordColumns()
+            if next_offset < end and deadline.passed():
+                raise TimeoutError(
+                    f"roost: no record of {tp} at offset {next_offset} (reading up to {end}) within "
+                    f"{poll_timeout_ms} ms; is the broker up? (option kafkaConsumer.pollTimeoutMs)")
+        if len(columns):
+            yield to_record_batch(columns, tp)
+    finally:
+        client.close()
+
+
+def _skip_lost(client: ClusterClient, tp: TopicPartition, next_offset: int, end: int,
+               reporter: DataLossReporter, patiently: Callable[[str, Callable[[], int]], int]) -> int:
+    """The offset to go on from after `next_offset` turned out to be gone; reports the loss."""
+    low = patiently(f"reading the offsets of {tp}", lambda: client.list_offset(tp, EARLIEST_TIMESTAMP))
+    if low > next_offset:
+        reporter.report(f"Cannot fetch offsets [{next_offset}, {min(low, end)}) of {tp}: the earliest "
+                        f"offset is now {low}")
+        return min(low, end)
+    high = patiently(f"reading the offsets of {tp}", lambda: client.list_offset(tp, LATEST_TIMESTAMP))
+    if high > next_offset:
+        return next_offset  # out of range a moment ago, in range now (a new leader catching up)
+    reporter.report(f"Cannot fetch offset {next_offset} of {tp}: the log now ends before it")
+    return end
