@@ -15,7 +15,6 @@ about the partition, so the next call asks Metadata again. Everything else raise
 
 from __future__ import annotations
 
-import logging
 import socket
 import uuid
 from dataclasses import dataclass
@@ -31,8 +30,6 @@ from roost.wire.kafka import (
     encode_request,
 )
 from roost.wire.kafka.framing import SIZE_PREFIX, frame_size
-
-log = logging.getLogger("roost.spark")
 
 FETCH_VERSION = 12  # flexible, topics by name (v13+ wants topic ids)
 METADATA_VERSION = 12
@@ -220,11 +217,12 @@ class ClusterClient:
         """Ask Metadata again before the next request for `tp` (its leader may have moved)."""
         self._leaders.pop(tp, None)
 
-    def _metadata(self, topic: str) -> dict[str, Any]:
-        """A Metadata response for `topic` from any broker that answers: known ones, then bootstrap."""
+    def _metadata(self, topic: str | None) -> dict[str, Any]:
+        """A Metadata response for `topic` (None: every topic) from any broker that answers: known
+        ones first, then the bootstrap servers."""
         candidates = list(dict.fromkeys([*self._brokers.values(), *self._rotated_bootstrap()]))
-        body = {"topics": [{"topic_id": _ZERO_UUID, "name": topic}], "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False}
+        body = {"topics": None if topic is None else [{"topic_id": _ZERO_UUID, "name": topic}],
+                "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
         failures = []
         for address in candidates:
             try:
@@ -285,13 +283,49 @@ class ClusterClient:
 
     def list_offset(self, tp: TopicPartition, timestamp: int) -> int:
         """The earliest (-2) or latest (-1) offset of `tp`, from its leader."""
-        address, leader = self.leader(tp)
-        body = {"replica_id": -1, "isolation_level": READ_COMMITTED, "topics": [{"name": tp.topic, "partitions": [{
-            "partition_index": tp.partition, "current_leader_epoch": leader.epoch, "timestamp": timestamp}]}]}
-        response = self._answer(tp, address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, self._timeout)
-        partition = self._partition_of(tp, response["topics"], "name")
-        self._check_partition(tp, f"ListOffsets of {tp}", partition["error_code"])
-        return partition["offset"]
+        return self.list_offsets([tp], timestamp)[tp]
+
+    def list_offsets(self, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+        """The earliest (-2) or latest (-1) offset of each partition: one request per leader."""
+        by_leader: dict[tuple[str, int], list[tuple[TopicPartition, Leader]]] = {}
+        for tp in tps:
+            address, leader = self.leader(tp)
+            by_leader.setdefault(address, []).append((tp, leader))
+        found: dict[TopicPartition, int] = {}
+        for address, entries in by_leader.items():
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for tp, leader in entries:
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition,
+                                                        "current_leader_epoch": leader.epoch, "timestamp": timestamp})
+            body = {"replica_id": -1, "isolation_level": READ_COMMITTED,
+                    "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
+            try:
+                response = self._request(address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, self._timeout)
+            except Retriable:
+                for tp, _leader in entries:
+                    self.forget(tp)
+                raise
+            for tp, _leader in entries:
+                partition = self._partition_of(tp, response["topics"], "name")
+                self._check_partition(tp, f"ListOffsets of {tp}", partition["error_code"])
+                found[tp] = partition["offset"]
+        return found
+
+    def topics(self) -> dict[str, list[int]]:
+        """Every topic the cluster knows (with an error-free answer) and its partition indexes."""
+        response = self._metadata(None)
+        self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
+        found: dict[str, list[int]] = {}
+        for topic in response["topics"]:
+            if topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue
+            _check(f"Metadata for {topic['name']}", topic["error_code"])
+            found[topic["name"]] = sorted(p["partition_index"] for p in topic["partitions"])
+            for partition in topic["partitions"]:
+                if partition["error_code"] == ErrorCode.NONE and partition["leader_id"] >= 0:
+                    self._leaders[TopicPartition(topic["name"], partition["partition_index"])] = \
+                        Leader(partition["leader_id"], partition["leader_epoch"])
+        return found
 
     def _answer(self, tp: TopicPartition, address: tuple[str, int], api_key: int, version: int,
                 body: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -27,8 +27,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from roost.spark import kafka_io, record_reader
-from roost.spark.kafka_io import ClusterView
+from roost.spark.cluster import ClusterQueries
 from roost.spark.offsets import (
     DataLossReporter,
     OffsetMap,
@@ -69,7 +68,7 @@ class _ReaderBase:
 
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self._cluster: ClusterView | None = None
+        self._cluster: ClusterQueries | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The reader is pickled into executors; a live client (sockets, threads) cannot go along.
@@ -78,9 +77,14 @@ class _ReaderBase:
         return state
 
     @property
-    def cluster(self) -> ClusterView:
+    def cluster(self) -> ClusterQueries:
         if self._cluster is None:
-            self._cluster = ClusterView(self.options.kafka)
+            if self.options.consumer == "roost":
+                from roost.spark.cluster import RoostClusterView
+                self._cluster = RoostClusterView(self.options.kafka)
+            else:
+                from roost.spark.kafka_io import ClusterView
+                self._cluster = ClusterView(self.options.kafka)
         return self._cluster
 
     def _close_cluster(self) -> None:
@@ -109,9 +113,13 @@ class _ReaderBase:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
         # Roost's own consumer decodes whole batches into Arrow; librdkafka honours every kafka.* option.
-        reader = record_reader if self.options.consumer == "roost" else kafka_io
-        yield from reader.read_range(self.options.kafka, partition.offset_range(),
-                                     self.options.fail_on_data_loss, self.options.poll_timeout_ms)
+        # Imported here: the driver's Python process (started anew for every query) never needs them.
+        if self.options.consumer == "roost":
+            from roost.spark.record_reader import read_range
+        else:
+            from roost.spark.kafka_io import read_range
+        yield from read_range(self.options.kafka, partition.offset_range(),
+                              self.options.fail_on_data_loss, self.options.poll_timeout_ms)
 
 
 class RoostBatchReader(_ReaderBase, DataSourceReader):
