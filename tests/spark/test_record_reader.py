@@ -27,7 +27,7 @@ from roost.spark.fetch_client import (  # noqa: E402
 )
 from roost.spark.offsets import DataLossError, OffsetRange, TopicPartition  # noqa: E402
 from roost.spark.options import OptionError, Subscription, parse_reader_options  # noqa: E402
-from roost.spark.record_reader import AbortedTransactions, append_fetched  # noqa: E402
+from roost.spark.record_reader import FetchWalk  # noqa: E402
 from roost.spark.schema import source_arrow_schema  # noqa: E402
 from roost.wire.kafka import ErrorCode  # noqa: E402
 from roost.wire.kafka.record_columns import RecordColumns  # noqa: E402
@@ -130,7 +130,7 @@ def test_fetch_client_answers_metadata_offsets_and_out_of_range(roost_node: Roos
         fetched = client.fetch(tps[1], 10, 100, 1 << 20)
         assert (fetched.error_code, fetched.high_watermark, fetched.log_start_offset) == (0, 30, 0)
         columns = RecordColumns()
-        assert append_fetched(columns, fetched.records, 10, 30, AbortedTransactions([])) == (30, 0)
+        assert FetchWalk(fetched.records, []).append(columns, 10, 30) == 30
         assert list(columns.offsets) == list(range(10, 30))
         assert client.fetch(tps[0], 31, 100, 1 << 20).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
         with pytest.raises(Retriable, match=r"UNKNOWN_TOPIC_OR_PARTITION|no leader"):
@@ -213,7 +213,9 @@ def _control(producer_id: int, abort: bool, offset: int) -> bytes:
 
 def _walk(buffer: bytes, start: int, end: int, aborted: list[tuple[int, int]] | None = None) -> tuple[list[int], int]:
     columns = RecordColumns()
-    next_offset, _cut = append_fetched(columns, memoryview(buffer), start, end, AbortedTransactions(aborted or []))
+    walk = FetchWalk(memoryview(buffer), aborted or [])
+    next_offset = walk.append(columns, start, end)
+    assert walk.done
     return list(columns.offsets), next_offset
 
 
@@ -235,9 +237,12 @@ def test_the_walk_starts_inside_a_batch_stops_at_the_end_and_leaves_a_partial_ba
     first = build_batch([(None, b"a")] * 5, base_offset=10, timestamp_ms=5)
     second = build_batch([(None, b"b")] * 5, base_offset=15, timestamp_ms=5)
     assert _walk(first + second, 12, 17) == ([12, 13, 14, 15, 16], 17)
-    columns = RecordColumns()
-    assert append_fetched(columns, memoryview(first + second[:70]), 12, 20, AbortedTransactions([])) == \
-        (15, len(second))
+    walk = FetchWalk(memoryview(first + second[:70]), [])
+    assert (walk.append(RecordColumns(), 12, 20), walk.done, walk.cut) == (15, True, len(second))
+    # Full columns stop the walk before the next batch; it goes on from there once flushed.
+    walk, columns = FetchWalk(memoryview(first + second), []), RecordColumns()
+    assert (walk.append(columns, 10, 20, max_rows=3), walk.done) == (15, False)
+    assert (walk.append(RecordColumns(), 15, 20, max_rows=3), walk.done) == (20, True)
     corrupt = bytearray(first)
     corrupt[-1] ^= 0xFF
     with pytest.raises(InvalidRecordBatch, match="CRC"):
@@ -248,7 +253,7 @@ def test_arrow_columns_refuse_header_keys_that_are_not_utf8() -> None:
     batch = build_batch([(b"k", b"v", [("ok", b"1")])], base_offset=0, timestamp_ms=5)
     broken = batch.replace(b"\x04ok", b"\x04\xff\xfe")
     columns = RecordColumns()
-    append_fetched(columns, memoryview(_recrc(broken)), 0, 1, AbortedTransactions([]))
+    FetchWalk(memoryview(_recrc(broken)), []).append(columns, 0, 1)
     with pytest.raises(InvalidRecordBatch, match="not UTF-8"):
         to_record_batch(columns, TopicPartition("t", 0))
 

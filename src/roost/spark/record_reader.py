@@ -84,37 +84,55 @@ def _is_abort_marker(batch: memoryview) -> bool:
     return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big", signed=True) == CONTROL_ABORT
 
 
-def append_fetched(columns: RecordColumns, records: memoryview, next_offset: int, end: int,
-                   aborted: AbortedTransactions) -> tuple[int, int]:
-    """Append the records of the whole batches in `records` with offsets in [next_offset, end).
+class FetchWalk:
+    """The whole record batches of one fetched partition, appended to columns batch by batch.
 
-    Returns (the next offset to fetch, the size of a batch cut off at the end of `records` that
-    could not be used, or 0). A batch past which nothing in it is wanted (skipped, compacted
-    away) still moves the next offset past it.
+    `append` takes the records with offsets in [next_offset, end) and returns the next offset to
+    read; it stops before a batch once the columns hold `max_rows` records or `max_bytes` of data
+    (call it again after flushing them), and `done` tells when the fetched bytes are used up. A
+    batch with nothing wanted in it (skipped, compacted away) still moves the next offset past it.
+    `cut` is the size of a batch the fetch response ended in the middle of (0 if none).
     """
-    pos = 0
-    size = len(records)
-    while pos + HEADER_SIZE <= size and next_offset < end:
-        header = parse_header(records, pos)
-        available = size - pos
-        if header.size > available and header.batch_length >= MIN_BATCH_LENGTH:
-            return next_offset, header.size  # a fetch response may end inside a batch
-        _check_header(header, available)
-        batch = records[pos:pos + header.size]
-        pos += header.size
-        if header.next_offset <= next_offset:
-            continue  # a fetch starts with the whole batch that holds the fetch offset
-        if header.base_offset >= end:
-            return end, 0
-        if crc32c.crc32c(batch[CRC_START:]) != header.crc:
-            raise InvalidRecordBatch(f"record batch at offset {header.base_offset}: CRC does not match")
-        if not aborted.skips(header, batch):
-            payload = batch[HEADER_SIZE:]
-            if header.compression:
-                payload = decompress(header.compression, bytes(payload))
-            decode_records_into(columns, header, payload, next_offset, end)
-        next_offset = min(header.next_offset, end)
-    return next_offset, 0
+
+    def __init__(self, records: memoryview, aborted: list[tuple[int, int]]) -> None:
+        self.records = records
+        self.aborted = AbortedTransactions(aborted)
+        self.pos = 0
+        self.cut = 0
+        self.done = False
+
+    def append(self, columns: RecordColumns, next_offset: int, end: int, max_rows: int = 1 << 62,
+               max_bytes: int = 1 << 62) -> int:
+        records, size = self.records, len(self.records)
+        while not self.done:
+            if self.pos + HEADER_SIZE > size or next_offset >= end:
+                self.done = True
+                break
+            header = parse_header(records, self.pos)
+            available = size - self.pos
+            if header.size > available and header.batch_length >= MIN_BATCH_LENGTH:
+                self.cut, self.done = header.size, True  # a fetch response may end inside a batch
+                break
+            _check_header(header, available)
+            if header.next_offset <= next_offset:  # a fetch starts with the batch holding the offset
+                self.pos += header.size
+                continue
+            if header.base_offset >= end:
+                self.done = True
+                return end
+            if len(columns) >= max_rows or columns.data_bytes() >= max_bytes:
+                break  # full: the caller flushes, then calls again
+            batch = records[self.pos:self.pos + header.size]
+            self.pos += header.size
+            if crc32c.crc32c(batch[CRC_START:]) != header.crc:
+                raise InvalidRecordBatch(f"record batch at offset {header.base_offset}: CRC does not match")
+            if not self.aborted.skips(header, batch):
+                payload = batch[HEADER_SIZE:]
+                if header.compression:
+                    payload = decompress(header.compression, bytes(payload))
+                decode_records_into(columns, header, payload, next_offset, end)
+            next_offset = min(header.next_offset, end)
+        return next_offset
 
 
 def _check_header(header: BatchHeader, available: int) -> None:
@@ -178,6 +196,7 @@ def read_range(settings: dict[str, str], offset_range: OffsetRange, fail_on_data
         next_offset = offset_range.start
         max_bytes = PARTITION_MAX_BYTES
         while next_offset < end:
+            fetched_from = next_offset
             fetched = patiently(f"fetching {tp}", lambda offset=next_offset, size=max_bytes: client.fetch(
                 tp, offset, FETCH_MAX_WAIT_MS, size))
             if fetched.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -187,18 +206,21 @@ def read_range(settings: dict[str, str], offset_range: OffsetRange, fail_on_data
                 reporter.warnings.clear()
                 if moved == next_offset:
                     deadline.wait()  # in range again by now (a new leader catching up): fetch again
-                cut = 0
+                if moved > next_offset:
+                    next_offset = moved
+                    deadline.restart()
             else:
-                moved, cut = append_fetched(columns, fetched.records, next_offset, end,
-                                            AbortedTransactions(fetched.aborted))
-            if moved > next_offset:
-                next_offset = moved
-                deadline.restart()
-            elif cut > max_bytes:  # one batch larger than we asked for: ask for all of it
-                max_bytes = min(cut, MAX_PARTITION_MAX_BYTES)
-            if len(columns) >= ARROW_BATCH_ROWS or columns.data_bytes() >= FLUSH_DATA_BYTES:
-                yield to_record_batch(columns, tp)
-                columns = RecordColumns()
+                walk = FetchWalk(fetched.records, fetched.aborted)
+                while not walk.done:
+                    moved = walk.append(columns, next_offset, end, ARROW_BATCH_ROWS, FLUSH_DATA_BYTES)
+                    if moved > next_offset:
+                        next_offset = moved
+                        deadline.restart()
+                    if len(columns) >= ARROW_BATCH_ROWS or columns.data_bytes() >= FLUSH_DATA_BYTES:
+                        yield to_record_batch(columns, tp)
+                        columns = RecordColumns()
+                if walk.cut > max_bytes and next_offset == fetched_from:  # a batch larger than asked for
+                    max_bytes = min(walk.cut, MAX_PARTITION_MAX_BYTES)
             if next_offset < end and deadline.passed():
                 raise TimeoutError(
                     f"roost: no record of {tp} at offset {next_offset} (reading up to {end}) within "
