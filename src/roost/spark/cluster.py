@@ -68,9 +68,8 @@ class RoostClusterView:
             self._client = None
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
-        topics = retry("listing topics", lambda: self._connected().topics())
-        return sorted(TopicPartition(name, index) for name, indexes in topics.items()
-                      if subscription.matches(name) for index in indexes)
+        topics = retry("listing topics", lambda: self._connected().topics(subscription.matches))
+        return sorted(TopicPartition(name, index) for name, indexes in topics.items() for index in indexes)
 
     def watermarks(self, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         """(earliest, latest) offset of each partition: log start offset and high watermark."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,19 +312,21 @@ class ClusterClient:
                 found[tp] = partition["offset"]
         return found
 
-    def topics(self) -> dict[str, list[int]]:
-        """Every topic the cluster knows (with an error-free answer) and its partition indexes."""
+    def topics(self, wanted: Callable[[str], bool]) -> dict[str, list[int]]:
+        """The `wanted` topics the cluster knows and their partition indexes. An error on a wanted
+        topic is raised (Retriable when it passes, e.g. a topic being created); others are ignored."""
         response = self._metadata(None)
         self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
         found: dict[str, list[int]] = {}
         for topic in response["topics"]:
-            if topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            name = topic["name"]
+            if not wanted(name) or topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue
-            _check(f"Metadata for {topic['name']}", topic["error_code"])
-            found[topic["name"]] = sorted(p["partition_index"] for p in topic["partitions"])
+            _check(f"Metadata for {name}", topic["error_code"])
+            found[name] = sorted(p["partition_index"] for p in topic["partitions"])
             for partition in topic["partitions"]:
                 if partition["error_code"] == ErrorCode.NONE and partition["leader_id"] >= 0:
-                    self._leaders[TopicPartition(topic["name"], partition["partition_index"])] = \
+                    self._leaders[TopicPartition(name, partition["partition_index"])] = \
                         Leader(partition["leader_id"], partition["leader_epoch"])
         return found
 
