@@ -231,6 +231,8 @@ def test_control_batches_and_aborted_transactions_are_skipped() -> None:
     assert next_offset == 10
     # A range that ends on a control record is finished, not waited for.
     assert _walk(log, 0, 7) == ([0, 1, 2, 3, 4], 7)
+    # Starting after the abort marker: producer 7's later transaction is still read.
+    assert _walk(log, 6, 100, aborted=[(7, 1)]) == ([7, 8], 10)
 
 
 def test_the_walk_starts_inside_a_batch_stops_at_the_end_and_leaves_a_partial_batch() -> None:

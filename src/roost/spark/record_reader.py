@@ -114,7 +114,8 @@ class FetchWalk:
                 self.cut, self.done = header.size, True  # a fetch response may end inside a batch
                 break
             _check_header(header, available)
-            if header.next_offset <= next_offset:  # a fetch starts with the batch holding the offset
+            if header.next_offset <= next_offset:  # wholly before the range: only its markers count
+                self.aborted.skips(header, records[self.pos:self.pos + header.size])
                 self.pos += header.size
                 continue
             if header.base_offset >= end:
