@@ -130,6 +130,7 @@ class Broker:
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
+        self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(header, frame, "local"))
 
     def _build_cluster_parts(self) -> None:
         config = self.config

@@ -11,6 +11,8 @@ knows of (KIP-951), so the client moves at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,7 @@ from roost.wire.kafka.errors import ErrorCode
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
 FIRST_LEADER_HINT_VERSION = 10  # KIP-951
 VALID_ACKS = (0, 1, -1)
+AUTO_CREATE_WAIT_S = 3.0
 
 
 def _partition_response(index: int, outcome: AppendOutcome) -> dict[str, Any]:
@@ -40,6 +43,37 @@ class ProduceApi:
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
 
     def handle(self, request: Request) -> Any:
+        """Unknown topics are created first when auto-creation is on (in a cluster the controller
+        gives them leaders: the request waits a bounded while for that, then goes on)."""
+        creating = self._auto_create_missing(request.body)
+        if not creating:
+            return self._handle(request)
+        metadata = self._metadata
+
+        def led() -> bool:
+            return all((info := metadata.get(name)) is not None and all(
+                (p := metadata.partition(name, i)) is not None and p.leader >= 0 for i in range(info.partitions))
+                for name in creating)
+
+        async def after_creation() -> Any:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(metadata.wait_until(led), AUTO_CREATE_WAIT_S)
+            result = self._handle(request)
+            return (await result) if inspect.isawaitable(result) else result
+
+        return after_creation()
+
+    def _auto_create_missing(self, body: dict[str, Any]) -> list[str]:
+        if self._auto_create is None:
+            return []
+        creating = []
+        for topic in body["topic_data"]:
+            name = topic["name"]
+            if name not in self._metadata and topic_name_problem(name) is None and self._auto_create(name) is None:
+                creating.append(name)
+        return creating
+
+    def _handle(self, request: Request) -> Any:
         body = request.body
         acks = body["acks"]
         version = request.version
@@ -100,12 +134,8 @@ class ProduceApi:
             return partition, error
         if topic_name_problem(topic) is not None:
             return None, ErrorCode.INVALID_TOPIC_EXCEPTION
-        if self._auto_create is not None and self._auto_create(topic) is not None:
-            partition, error = self._replicas.leader_partition(topic, index)
-            if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and self._replicas.partition(topic, index) is None:
-                # Created in the cluster, not yet led anywhere: the client retries.
-                return None, ErrorCode.LEADER_NOT_AVAILABLE
-            return partition, error
+        if self._auto_create is not None:
+            return None, ErrorCode.LEADER_NOT_AVAILABLE  # being created: the client retries
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
