@@ -16,16 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from roost.broker.request import NO_RESPONSE
+from roost.broker.request import NO_RESPONSE, Deferred
 from roost.wire.kafka import (
     FrameSizeError,
     FrameSplitter,
     KafkaCodecError,
     RequestHeader,
+    encode_response,
     peek_request_header,
 )
 
@@ -74,7 +75,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self.peer = "?"
         self.client_host = "?"
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: set[asyncio.Future[Any]] = set()  # responses still to come (cancelled on close)
         self.reject_reason: str | None = None  # set before connection_made: refuse this client
 
     # asyncio.Protocol -------------------------------------------------------------------------
@@ -137,25 +138,33 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("handler failed for api_key=%d from %s; closing", header.api_key, self.peer)
             self.abort("internal error")
             return
-        if isinstance(result, Awaitable):
-            task = asyncio.ensure_future(result)
-            self.tasks.add(task)
-            task.add_done_callback(lambda t, s=slot: self._finish_async(t, s, header))
+        if type(result) is Deferred:
+            future = result.future
+            self.tasks.add(future)
+            future.add_done_callback(lambda f, s=slot, h=result.header: self._finish_deferred(f, s, h))
         else:
             self._fill(slot, result)
         self._update_reading()
 
-    def _finish_async(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader) -> None:
-        self.tasks.discard(task)
-        if task.cancelled() or self._closed:
+    def _finish_deferred(self, future: asyncio.Future[Any], slot: _Slot, header: RequestHeader) -> None:
+        self.tasks.discard(future)
+        if future.cancelled() or self._closed:
             return
-        error = task.exception()
+        error = future.exception()
         if error is not None:
             log.error("handler failed for api_key=%d from %s: %r; closing", header.api_key, self.peer, error,
                       exc_info=error)
             self.abort("internal error")
             return
-        self._fill(slot, task.result())
+        body = future.result()
+        if body is NO_RESPONSE:
+            self._fill(slot, NO_RESPONSE)
+            return
+        try:
+            self._fill(slot, encode_response(header, body))
+        except KafkaCodecError as error:
+            log.error("cannot encode the answer to api_key=%d for %s: %s; closing", header.api_key, self.peer, error)
+            self.abort("internal error")
 
     def _fill(self, slot: _Slot, result: Any) -> None:
         slot.done = True

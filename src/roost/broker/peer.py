@@ -22,6 +22,7 @@ from roost.wire.kafka import (
     RequestHeader,
     decode_response,
     encode_request,
+    encode_response,
 )
 
 log = logging.getLogger("roost.broker.peer")
@@ -176,7 +177,10 @@ class LocalPeer:
         frame = bytearray(b"".join(bytes(b) for b in encode_request(header, body))[4:])
         try:
             answer = self._route(header, frame)
-            if inspect.isawaitable(answer):
+            deferred = getattr(answer, "future", None)  # a Deferred: the body comes later
+            if deferred is not None:
+                answer = encode_response(header, await asyncio.wait_for(deferred, timeout))
+            elif inspect.isawaitable(answer):
                 answer = await asyncio.wait_for(answer, timeout)
         except TimeoutError:
             raise PeerError(f"broker {self.node_id} (local): no answer to api {api_key} within {timeout:.1f} s") from None

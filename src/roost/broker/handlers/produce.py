@@ -20,7 +20,7 @@ from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import TopicInfo, topic_name_problem
 from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.request import NO_RESPONSE, Request
+from roost.broker.request import NO_RESPONSE, Request, when_all
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
@@ -139,12 +139,19 @@ class ProduceApi:
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
-    results = await asyncio.gather(*waits, return_exceptions=True)
-    if any(isinstance(r, BaseException) for r in results):
-        # Could not make the data durable: the client must not treat it as acknowledged.
-        for topic in response["responses"]:
-            for partition in topic["partition_responses"]:
-                if partition["error_code"] == ErrorCode.NONE:
-                    partition["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-    return response
+def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+    """The response, once every wait is over (fsyncs, replication): a future, no task."""
+    answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def all_done(outcomes: asyncio.Future[list[BaseException | None]]) -> None:
+        if any(error is not None for error in outcomes.result()):
+            # Could not make the data durable: the client must not treat it as acknowledged.
+            for topic in response["responses"]:
+                for partition in topic["partition_responses"]:
+                    if partition["error_code"] == ErrorCode.NONE:
+                        partition["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        if not answered.done():
+            answered.set_result(response)
+
+    when_all(waits).add_done_callback(all_done)
+    return answered
