@@ -13,9 +13,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z-]+) listening on (?P<host>[0-9.]+):(?P<port>\d+)$")
 ROOST = [sys.executable, "-m", "roost.cli.main"]
@@ -119,6 +122,25 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def retry(action: Callable[[], T], *, retry_on: tuple[type[BaseException], ...], attempts: int = 50,
+          interval: float = 0.05, what: str = "the action") -> T:
+    """Call `action` until it returns without raising one of `retry_on`; at most `attempts` calls.
+
+    Returns what the first successful call returned. When every call failed this fails the test
+    (AssertionError naming `what` and the last error): a retry loop never ends without its check.
+    """
+    assert attempts >= 1
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        try:
+            return action()
+        except retry_on as error:
+            last = error
+        if attempt + 1 < attempts:
+            time.sleep(interval)
+    raise AssertionError(f"{what} failed in all {attempts} attempts; the last error: {last!r}")
 
 
 def data_dir(tmp_path: Path, name: str = "data") -> Path:
