@@ -27,8 +27,8 @@ from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import KazooState
 
 from roost.raft.faultproxy import ThreadedFaultProxy
-from tests.keeper.zkharness import RawClient, four_letter, free_port, keeper_config, unique_root, wait_until
-from tests.support.procs import RoostProcess, start_roost
+from tests.keeper.zkharness import RawClient, four_letter, keeper_config, unique_root, wait_until
+from tests.support.procs import RoostProcess, free_ports, start_roost
 
 pytestmark = pytest.mark.slow
 
@@ -125,7 +125,7 @@ class Ensemble:
 
 @pytest.fixture
 def ensemble(tmp_path: Path) -> Iterator[Ensemble]:
-    peer_ports = {sid: free_port() for sid in (1, 2, 3)}
+    peer_ports = dict(zip((1, 2, 3), free_ports(3), strict=True))  # all at once: none repeats
     cluster = Ensemble(tmp_path, peer_ports)
     try:
         for src in cluster.ids:
