@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from typing import Any
@@ -45,10 +46,18 @@ class WireClient:
         return self._correlation
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        correlation = self.send(api_key, version, body)
+        return self.receive(api_key, version, self.send(api_key, version, body))
+
+    def receive(self, api_key: int, version: int, correlation: int) -> dict[str, Any]:
+        """Read the next response, which must answer request `correlation` (responses come in order)."""
         got, response = decode_response(api_key, version, self.read_frame())
         assert got == correlation, (got, correlation)
         return response
+
+    def has_data(self) -> bool:
+        """Whether the broker has sent something not read yet (checked without waiting)."""
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        return bool(readable)
 
     def is_closed_by_peer(self, timeout: float = 10.0) -> bool:
         """True when the broker closes the connection (reads EOF or a reset) within `timeout`."""
