@@ -48,6 +48,29 @@ def test_batch_write_with_topic_partition_and_headers_columns(spark: Any, roost_
     assert len(again) == 2 * len(rows)
 
 
+def test_keys_are_partitioned_like_the_java_clients(spark: Any, roost_node: RoostProcess) -> None:
+    """Without a partition column a row goes where Kafka's Java clients send its key: murmur2 of
+    the key bytes, positive, modulo the partition count (kafka-python's copy of that hash)."""
+    from kafka.partitioner.default import murmur2
+
+    bootstrap = roost_node.address("kafka")
+    partitions = 7
+    create_topics(bootstrap, {"by-key": partitions})
+    rng = random.Random(12)
+    keys = {b"", "clé-ü".encode(), bytes(range(256))}
+    while len(keys) < 3000:
+        keys.add(rng.randbytes(rng.randint(1, 40)))
+    rows = [(key, b"v") for key in sorted(keys)]
+    frame = spark.createDataFrame(rows, "key binary, value binary")
+    frame.write.format("roost").option("kafka.bootstrap.servers", bootstrap).option("topic", "by-key") \
+        .mode("append").save()
+    written = read_all(bootstrap, "by-key")
+    assert sorted(r.key for r in written) == sorted(keys)
+    wrong = [(r.key, r.partition) for r in written if r.partition != (murmur2(r.key) & 0x7FFFFFFF) % partitions]
+    assert not wrong, f"{len(wrong)} of {len(written)} keys off the Java partitioner, e.g. {wrong[:3]}"
+    assert len({r.partition for r in written}) == partitions
+
+
 def test_a_batch_replayed_after_its_commit_writes_nothing(spark: Any, roost_node: RoostProcess,
                                                            tmp_path: Path) -> None:
     bootstrap = roost_node.address("kafka")
