@@ -17,9 +17,14 @@ CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
 class WireClient:
-    def __init__(self, address: str, timeout: float = 30.0, client_id: str = "roost-test") -> None:
+    def __init__(self, address: str, timeout: float = 30.0, client_id: str = "roost-test",
+                 receive_buffer: int | None = None) -> None:
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:  # before connecting, so that the window is small from the start
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, int(port)))
         self.client_id = client_id
         self._correlation = 0
 
@@ -39,11 +44,16 @@ class WireClient:
         (size,) = SIZE.unpack(self._read_exact(4))
         return self._read_exact(size)
 
-    def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
+    def frame(self, api_key: int, version: int, body: dict[str, Any]) -> tuple[int, bytes]:
+        """A request frame with the next correlation id, not sent (to pipeline several in one write)."""
         self._correlation += 1
         header = RequestHeader(api_key, version, self._correlation, self.client_id)
-        self.sock.sendall(b"".join(bytes(b) for b in encode_request(header, body)))
-        return self._correlation
+        return self._correlation, b"".join(bytes(b) for b in encode_request(header, body))
+
+    def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
+        correlation, data = self.frame(api_key, version, body)
+        self.sock.sendall(data)
+        return correlation
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
         return self.receive(api_key, version, self.send(api_key, version, body))

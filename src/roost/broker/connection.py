@@ -63,6 +63,7 @@ class KafkaConnection(asyncio.Protocol):
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
         self._writing_paused = False
+        self._handling = False  # inside _handle_buffered
         self._closed = False
         self.peer = "?"
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -99,11 +100,25 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        self._handle_buffered()
+
+    def _handle_buffered(self) -> None:
+        """Handle the whole frames received, stopping while reading is paused: frames that came in
+        the same read as the request that reached a limit wait too, as unread bytes would."""
+        if self._handling:
+            return  # a resume from inside a handler: the loop below goes on by itself
+        self._handling = True
+        try:
+            self._handle_frames()
+        finally:
+            self._handling = False
+
+    def _handle_frames(self) -> None:
         buffer = self._buffer
-        buffer += data
         position = 0
         available = len(buffer)
-        while available - position >= 4 and not self._closed:
+        while available - position >= 4 and not self._closed and not self._reading_paused:
             (size,) = SIZE.unpack_from(buffer, position)
             if size < MIN_REQUEST_FRAME or size > self._limits.max_frame_bytes:
                 self.abort(f"frame size {size} outside [{MIN_REQUEST_FRAME}, {self._limits.max_frame_bytes}]")
@@ -180,6 +195,8 @@ class KafkaConnection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+            if self._buffer:
+                self._handle_buffered()
 
     def abort(self, reason: str) -> None:
         """Close this connection at once because the client broke the protocol or a limit."""
