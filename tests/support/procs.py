@@ -94,8 +94,9 @@ def stop_process(popen: subprocess.Popen, sig: int = signal.SIGTERM, timeout: fl
 
 
 def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
-                env: dict[str, str] | None = None) -> RoostProcess:
-    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`."""
+                env: dict[str, str] | None = None, command: Sequence[str] = ROOST) -> RoostProcess:
+    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`.
+    `command` is how roost is run (e.g. under `tests.support.shifted_clock`)."""
     args = list(args)
     if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
         args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
@@ -104,7 +105,7 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     if env:
         full_env.update(env)
     popen = subprocess.Popen(
-        [*ROOST, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
     )
     proc = RoostProcess(list(args), popen, _expected=frozenset(expect))
     threading.Thread(target=proc._pump, daemon=True).start()

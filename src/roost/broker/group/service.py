@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.broker.group")
 
 TICK_SECONDS = 0.1
-EXPIRY_CHECK_SECONDS = 60.0
 
 
 def now_ms() -> int:
@@ -45,6 +44,7 @@ class GroupService:
         assert info is not None
         self.offsets = OffsetStore([state.partitions[(OFFSETS_TOPIC, i)] for i in range(info.partitions)])
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
+        self._expiry_check_seconds = config["offsets.retention.check.interval.ms"] / 1000
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -65,7 +65,7 @@ class GroupService:
 
     async def _expiry_loop(self) -> None:
         while True:
-            await asyncio.sleep(EXPIRY_CHECK_SECONDS)
+            await asyncio.sleep(self._expiry_check_seconds)
             self.expire_offsets(now_ms())
 
     def expire_offsets(self, now: int) -> int:
