@@ -15,6 +15,8 @@ from kazoo.client import KazooClient
 
 from tests.keeper.zkharness import kazoo, unique_root
 
+pytestmark = pytest.mark.zookeeper  # zkCli is ZooKeeper's (Java, Debian's package)
+
 ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
 # What differs between two servers whatever they do: their clocks, their zxids, the address.
 VOLATILE = re.compile(r"^(ctime|mtime|cZxid|mZxid|pZxid) = |^Connecting to ")
