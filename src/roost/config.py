@@ -266,6 +266,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             at_least(1024)),
     Setting("offsets.retention.minutes", int, 7 * 24 * 60, "keep committed offsets of empty groups this long",
             at_least(1)),
+    Setting("offsets.retention.check.interval.ms", int, 60_000,
+            "how often committed offsets are checked for expiry", at_least(1)),
     Setting("offsets.commit.timeout.ms", int, 5000, "how long an offset commit waits to be durable", at_least(1)),
     # Kafka's default is 3, which a one- or two-broker cluster cannot host: group commits would
     # fail until enough brokers exist. `roost up --brokers N` sets min(3, N).

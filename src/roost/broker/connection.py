@@ -69,6 +69,8 @@ class KafkaConnection(asyncio.Protocol):
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
         self._frames = FrameSplitter(limits.max_frame_bytes, MIN_REQUEST_FRAME)
+        self._waiting: deque[bytearray] = deque()  # whole frames not handled yet (reading paused)
+        self._handling = False
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
         self._writing_paused = False
@@ -99,6 +101,7 @@ class KafkaConnection(asyncio.Protocol):
             task.cancel()
         self._slots.clear()
         self._frames.clear()
+        self._waiting.clear()
         self._on_close(self)
 
     def pause_writing(self) -> None:
@@ -111,14 +114,24 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            frames = self._frames.split(data)
+            self._waiting.extend(self._frames.split(data))
         except FrameSizeError as error:
             self.abort(str(error))
             return
-        for frame in frames:
-            if self._closed:
-                return
-            self._handle_frame(frame)
+        self._handle_waiting()
+
+    def _handle_waiting(self) -> None:
+        """Handle the whole frames received, stopping while reading is paused: frames that came in
+        the same read as the request that reached a limit wait too, as unread bytes would."""
+        if self._handling:
+            return  # a resume from inside a handler: the loop below goes on by itself
+        self._handling = True
+        try:
+            waiting = self._waiting
+            while waiting and not self._closed and not self._reading_paused:
+                self._handle_frame(waiting.popleft())
+        finally:
+            self._handling = False
 
     # requests ---------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytearray) -> None:
@@ -190,6 +203,8 @@ class KafkaConnection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+            if self._waiting:
+                self._handle_waiting()
 
     def abort(self, reason: str) -> None:
         """Close this connection at once because the client broke the protocol or a limit."""

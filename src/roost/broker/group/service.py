@@ -52,7 +52,6 @@ from roost.wire.kafka.errors import ErrorCode
 log = logging.getLogger("roost.broker.group")
 
 TICK_SECONDS = 0.1
-EXPIRY_CHECK_SECONDS = 60.0
 # Bytes read per step when loading a partition's offsets; the loop runs other work between steps.
 # bench/group_load_bench.py: 16 KiB steps (about 250 commit records) held the loop at most 3 ms
 # of CPU, bigger ones 12-140 ms, and the whole load costs about the same CPU (5 % more than 64 KiB).
@@ -123,6 +122,7 @@ class GroupService:
         # cluster's settings (another branch); until then Kafka's default applies.
         self._required_acks: int = config["offsets.commit.required.acks"]
         self._owned: dict[int, OwnedPartition] = {}  # offsets partition index -> what we lead
+        self._expiry_check_seconds = config["offsets.retention.check.interval.ms"] / 1000
         self._tasks: list[asyncio.Task[None]] = []
         self._commits: set[asyncio.Future[ErrorCode]] = set()
         self._started = False
@@ -160,7 +160,7 @@ class GroupService:
 
     async def _expiry_loop(self) -> None:
         while True:
-            await asyncio.sleep(EXPIRY_CHECK_SECONDS)
+            await asyncio.sleep(self._expiry_check_seconds)
             self.expire_offsets(now_ms())
 
     # leadership of offsets partitions ---------------------------------------------------------
