@@ -56,14 +56,16 @@ def test_topics_spread_their_replicas_and_leaders(cluster: LocalCluster) -> None
     assert caught.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
     # Growing a replicated topic places the new partitions too.
     admin.create_partitions([NewPartitions("spread", 10)])["spread"].result(30)
+    # Answered once the controller's broker knows; the others learn a moment later.
+    wait_for(lambda: len(cluster.partitions("spread")) == 10, 30, what="10 partitions everywhere")
     cluster.wait_for_isr("spread")
-    assert len(cluster.partitions("spread")) == 10
     admin.delete_topics(["spread"])["spread"].result(60)
     assert "spread" not in cluster.metadata().topics
 
 
 def test_describe_cluster(cluster: LocalCluster) -> None:
-    described = cluster.admin().describe_cluster(include_authorized_operations=False).result(30)
+    admin = cluster.admin()
+    described = admin.describe_cluster(include_authorized_operations=False).result(30)
     assert sorted(node.id for node in described.nodes) == sorted(cluster.brokers)
     assert described.controller.id == cluster.controller()
     assert described.cluster_id
@@ -72,16 +74,26 @@ def test_describe_cluster(cluster: LocalCluster) -> None:
 
 def test_preferred_leader_election_on_request(cluster: LocalCluster) -> None:
     admin = cluster.admin()
-    admin.create_topics([NewTopic("elect", 1, 3, replica_assignment=[[1, 2, 3]])])["elect"].result(30)
+    admin.create_topics([NewTopic("elect", 1, replica_assignment=[[1, 2, 3]])])["elect"].result(30)
     cluster.wait_for_isr("elect", preferred=True)
     # Move leadership away with a controlled shutdown of the preferred leader, then bring it back.
     assert cluster.stop_broker(1) == 0
     wait_for(lambda: cluster.partitions("elect")[0][0] in (2, 3), 30, what="leadership moved off broker 1")
     cluster.restart(1)
     cluster.wait_for_isr("elect", full=True, timeout=60)
-    from confluent_kafka.admin import ElectionType
+    from confluent_kafka import ElectionType
 
-    result = admin.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition("elect", 0)]).result(30)
+    # ElectLeaders goes to the controller; a client that still knows an old one gets NOT_CONTROLLER
+    # (Kafka's answer) and asks again with fresh metadata.
+    def elect() -> dict:
+        client = cluster.admin()  # kept alive until its answer is in
+        try:
+            return client.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition("elect", 0)]).result(30)
+        except KafkaException as error:
+            assert error.args[0].code() == KafkaError.NOT_CONTROLLER, error
+            return {}
+
+    result = wait_for(elect, 30, interval=0.5, what="an ElectLeaders answer from the controller")
     errors = [e for e in result.values() if e is not None and e.code() != KafkaError.ELECTION_NOT_NEEDED]
     assert not errors, errors
     wait_for(lambda: cluster.partitions("elect")[0][0] == 1, 30, what="the preferred leader back")
@@ -89,7 +101,7 @@ def test_preferred_leader_election_on_request(cluster: LocalCluster) -> None:
 
 def test_reassignment_moves_replicas_onto_a_new_broker_and_keeps_the_data(cluster: LocalCluster) -> None:
     admin = cluster.admin()
-    admin.create_topics([NewTopic("moving", 1, 3, replica_assignment=[[1, 2, 3]])])["moving"].result(30)
+    admin.create_topics([NewTopic("moving", 1, replica_assignment=[[1, 2, 3]])])["moving"].result(30)
     cluster.wait_for_isr("moving")
     produce(cluster, "moving", 2000)
     client = kafka_python_admin(cluster)

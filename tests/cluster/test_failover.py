@@ -179,3 +179,19 @@ def test_keeper_leader_killed_mid_stream(cluster: LocalCluster) -> None:
     from tests.support.procs import start_roost
 
     keeper.process = start_roost(["keeper", "--config", str(Path(keeper.config))], expect=("keeper",))
+
+
+@pytest.mark.zookeeper
+def test_seeds_experiment_with_apache_zookeeper(tmp_path: Path) -> None:
+    """The same experiment with the brokers coordinated by a real Apache ZooKeeper."""
+    from tests.keeper.zkharness import zookeeper_available, zookeeper_standalone
+    from tests.support import referees
+
+    if not zookeeper_available():
+        referees.skip(referees.ZOOKEEPER)
+    with zookeeper_standalone(tmp_path / "zk") as zookeeper:
+        cluster = LocalCluster.start(tmp_path / "cluster", brokers=3, zookeeper=zookeeper.address)
+        try:
+            test_seeds_experiment_leader_killed_mid_stream(cluster, "confluent")
+        finally:
+            cluster.close()
