@@ -128,3 +128,23 @@ def test_reassignment_moves_replicas_onto_a_new_broker_and_keeps_the_data(cluste
         client.close()
     wait_for(lambda: cluster.partitions("moving")[0][0] == 4, 30, what="broker 4 leading")
     assert sorted(int(r.value) for r in read_log(cluster, "moving", partitions=1)) == list(range(2000))
+
+
+def test_producer_ids_are_unique_across_the_cluster(cluster: LocalCluster) -> None:
+    """Each broker reserves its block of producer ids in ZooKeeper: two producers never share one
+    (they would break each other's sequence numbers on the partitions they both write)."""
+    from roost.wire.kafka import ApiKey
+    from tests.support.kafka_wire import WireClient
+
+    ids = []
+    for node in cluster.brokers.values():
+        client = WireClient(node.address)
+        try:
+            for _ in range(3):
+                answer = client.request(ApiKey.INIT_PRODUCER_ID, 3, {"transactional_id": None,
+                                                                     "transaction_timeout_ms": 60000})
+                assert answer["error_code"] == 0
+                ids.append(answer["producer_id"])
+        finally:
+            client.close()
+    assert len(set(ids)) == len(ids), ids

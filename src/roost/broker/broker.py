@@ -33,7 +33,7 @@ from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
 from roost.broker.peer import PeerError, PeerPool
-from roost.broker.producer_ids import ProducerIdAllocator
+from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
@@ -98,7 +98,8 @@ class Broker:
         self.metadata = MetadataCache()
         self.logs = LogManager(config, data_dir)
         self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
-        self.producer_ids = ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
+        self.producer_ids: ProducerIdAllocator | ZkProducerIdAllocator = \
+            ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self.peers = PeerPool(f"roost-broker-{self.broker_id}")
         self._connections: set[KafkaConnection] = set()
         self._server: asyncio.Server | None = None
@@ -146,6 +147,10 @@ class Broker:
             imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
         self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
         self.membership = ClusterMembership(self.zk)
+        # Ids a standalone run of this broker handed out stay taken.
+        local_block = self.data_dir / "meta" / "producer-id-block"
+        floor = int(local_block.read_text()) if local_block.exists() else 0
+        self.producer_ids = ZkProducerIdAllocator(self.zk, self.broker_id, floor)
         self.topics = ClusterTopicAdmin(config, self.membership, self.controller, self.metadata)
 
     def _routes(self) -> dict[ApiKey, Handler]:

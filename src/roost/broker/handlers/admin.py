@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
-from roost.broker.producer_ids import ProducerIdAllocator
+from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.request import Request
 from roost.config import (
     BROKER_SETTINGS,
@@ -67,7 +67,7 @@ class AdminContext:
     config: BrokerConfig
     topics: TopicManager
     metadata: MetadataCache
-    producer_ids: ProducerIdAllocator
+    producer_ids: ProducerIdAllocator | ZkProducerIdAllocator
 
 
 def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
@@ -325,7 +325,7 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
     return {"throttle_time_ms": 0, "results": results}
 
 
-def handle_init_producer_id(ctx: AdminContext, request: Request) -> dict[str, Any]:
+def handle_init_producer_id(ctx: AdminContext, request: Request) -> Any:
     body, header = request.body, request.header
     if body.get("transactional_id") is not None:
         log.warning("client %s asked for a transactional producer; transactions are not supported",
@@ -337,5 +337,17 @@ def handle_init_producer_id(ctx: AdminContext, request: Request) -> dict[str, An
         # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": existing,
                 "producer_epoch": epoch + 1}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": ctx.producer_ids.allocate(), "producer_epoch": 0}
+    allocated = ctx.producer_ids.allocate()
+    if not inspect.isawaitable(allocated):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": allocated, "producer_epoch": 0}
+
+    async def after_reserving() -> dict[str, Any]:
+        try:
+            producer_id = await allocated
+        except Exception as error:  # ZooKeeper unreachable: the client retries
+            log.warning("no producer id for client %s: %r", header.client_id, error)
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}
+
+    return after_reserving()
