@@ -35,7 +35,8 @@ from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# The README's fast-failover settings (the defaults), as a cluster of processes uses them.
+# The README's fast-failover settings, as a cluster of processes uses them (--session-ms changes the
+# session timeout; the keepers tick every 500 ms, so they grant sessions from 1000 ms).
 FAST = {"zookeeper.session.timeout.ms": 2000, "replica.lag.time.max.ms": 10000,
         "replica.fetch.wait.max.ms": 500, "leader.imbalance.check.interval.seconds": 30}
 
@@ -193,6 +194,25 @@ def stream_and_act(cluster: LocalCluster, topic: str, action: object, rate: int 
     return acted_at, acked
 
 
+def watch_election(cluster: LocalCluster, topic: str, dead: int, found: list[float]) -> None:
+    """Note when Metadata first names a leader other than `dead` (what the cluster did, as
+    opposed to when the client noticed)."""
+    consumer = Consumer({"bootstrap.servers": cluster.running_bootstrap(), "group.id": "watch"})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                leader = consumer.list_topics(topic, timeout=2).topics[topic].partitions[0].leader
+            except Exception:
+                leader = -1
+            if leader not in (-1, dead):
+                found.append(time.monotonic())
+                return
+            time.sleep(0.02)
+    finally:
+        consumer.close()
+
+
 def bench_failover(kills: int) -> None:
     print(f"\n== failover: kill -9 of the partition's leader, {kills} times; outage = kill -> first acknowledgement "
           "(acks=all, 500 msg/s offered) ==", flush=True)
@@ -201,11 +221,19 @@ def bench_failover(kills: int) -> None:
         create(cluster, "fo", 1, 3, min_isr=2)
         for _ in range(kills):
             victim = cluster.partitions("fo")[0][0]
-            killed_at, acked = stream_and_act(cluster, "fo", lambda v=victim: cluster.kill(v))
+            elected: list[float] = []
+
+            def kill_and_watch(v: int = victim, seen: list[float] = elected) -> None:
+                cluster.kill(v)
+                threading.Thread(target=watch_election, args=(cluster, "fo", v, seen), daemon=True).start()
+
+            killed_at, acked = stream_and_act(cluster, "fo", kill_and_watch)
             after = [t for t in acked if t > killed_at]
             outage = (after[0] - killed_at) if after else float("nan")
             outages.append(outage)
-            print(f"  killed broker {victim}: outage {outage:.2f} s", flush=True)
+            new_leader = f"{elected[0] - killed_at:.2f} s" if elected else "?"
+            print(f"  killed broker {victim}: new leader in metadata after {new_leader}, first acknowledgement "
+                  f"after {outage:.2f} s", flush=True)
             cluster.restart(victim)
             cluster.wait_for_isr("fo", full=True, timeout=120)
     print(f"  outage over {len(outages)} kills: min {min(outages):.2f} s  median {statistics.median(outages):.2f} s  "
@@ -269,7 +297,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--session-ms", type=int, default=FAST["zookeeper.session.timeout.ms"],
+                        help="the brokers' zookeeper.session.timeout.ms")
     args = parser.parse_args()
+    FAST["zookeeper.session.timeout.ms"] = args.session_ms
     print(f"roost cluster benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f}", flush=True)
     if "latency" in args.what:
