@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -35,6 +36,8 @@ from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+KEEPER_TICK_MS = [500]  # --keeper-tick-ms: the keepers' tickTime (sessions from 2 ticks)
+CLIENT_EXTRA: dict[str, object] = {}  # --client NAME=VALUE: librdkafka settings for the failover rows
 # The README's fast-failover settings, as a cluster of processes uses them (--session-ms changes the
 # session timeout; the keepers tick every 500 ms, so they grant sessions from 1000 ms).
 FAST = {"zookeeper.session.timeout.ms": 2000, "replica.lag.time.max.ms": 10000,
@@ -61,7 +64,8 @@ def rss_mb(pid: int) -> float:
 @contextmanager
 def cluster_of(brokers: int = 3, **settings: object) -> Iterator[LocalCluster]:
     with tempfile.TemporaryDirectory(prefix="roost-cluster-bench-") as root:
-        cluster = LocalCluster.start(Path(root), brokers=brokers, keepers=1, settings={**FAST, **settings})
+        cluster = LocalCluster.start(Path(root), brokers=brokers, keepers=1, settings={**FAST, **settings},
+                                     keeper_tick_ms=KEEPER_TICK_MS[0])
         try:
             yield cluster
         finally:
@@ -176,13 +180,18 @@ def stream_and_act(cluster: LocalCluster, topic: str, action: object, rate: int 
     """Produce at `rate`/s (acks=all) for `seconds`; run action() a third of the way in. Returns
     the action's time and the times of every acknowledgement."""
     acked: list[float] = []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": os.environ.get("BENCH_IDEMPOTENCE", "true") == "true",
+                         **CLIENT_EXTRA})
     acted_at = 0.0
     start = time.monotonic()
     total = int(rate * seconds)
+    # At a random moment a third of the way in: clients poll for metadata on a timer of their own
+    # (librdkafka: once a second while a partition has no usable leader), and a fixed moment would
+    # always land at the same phase of it.
+    act_at = total // 3 + random.randrange(rate)
     for n in range(total):
-        if n == total // 3:
+        if n == act_at:
             acted_at = time.monotonic()
             action()  # type: ignore[operator]
         delay = start + n / rate - time.monotonic()
@@ -237,7 +246,8 @@ def bench_failover(kills: int) -> None:
             cluster.restart(victim)
             cluster.wait_for_isr("fo", full=True, timeout=120)
     print(f"  outage over {len(outages)} kills: min {min(outages):.2f} s  median {statistics.median(outages):.2f} s  "
-          f"max {max(outages):.2f} s   (zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']})",
+          f"max {max(outages):.2f} s   (zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']}, "
+          f"client {CLIENT_EXTRA or 'defaults'})",
           flush=True)
 
 
@@ -299,8 +309,14 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--session-ms", type=int, default=FAST["zookeeper.session.timeout.ms"],
                         help="the brokers' zookeeper.session.timeout.ms")
+    parser.add_argument("--client", action="append", default=[], metavar="NAME=VALUE",
+                        help="a librdkafka setting for the failover and shutdown producers, e.g. "
+                             "retry.backoff.max.ms=200 (how often it asks where a lost leader went)")
+    parser.add_argument("--keeper-tick-ms", type=int, default=500)
     args = parser.parse_args()
     FAST["zookeeper.session.timeout.ms"] = args.session_ms
+    KEEPER_TICK_MS[0] = args.keeper_tick_ms
+    CLIENT_EXTRA.update(item.split("=", 1) for item in args.client)
     print(f"roost cluster benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f}", flush=True)
     if "latency" in args.what:

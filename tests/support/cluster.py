@@ -90,10 +90,11 @@ class LocalCluster:
     # building ---------------------------------------------------------------------------------
     @classmethod
     def start(cls, root: Path, brokers: int = 3, keepers: int = 1, zookeeper: str | None = None,
-              settings: dict[str, Any] | None = None, proxied: bool = False) -> LocalCluster:
+              settings: dict[str, Any] | None = None, proxied: bool = False,
+              keeper_tick_ms: int = 500) -> LocalCluster:
         cluster = cls(root)
         try:
-            cluster.zookeeper = zookeeper if zookeeper else cluster._start_keepers(keepers)
+            cluster.zookeeper = zookeeper if zookeeper else cluster._start_keepers(keepers, keeper_tick_ms)
             ports = free_ports(brokers * (3 if proxied else 1))
             for index in range(brokers):
                 broker_id = index + 1
@@ -127,12 +128,12 @@ class LocalCluster:
             cluster.close()
             raise
 
-    def _start_keepers(self, count: int) -> str:
+    def _start_keepers(self, count: int, tick_ms: int) -> str:
         client_ports = free_ports(count * 2)
         peers = client_ports[count:]
         for index in range(count):
             myid = index + 1
-            settings: dict[str, Any] = {"tickTime": 500, "dataDir": str(self.root / f"keeper-{myid}"),
+            settings: dict[str, Any] = {"tickTime": tick_ms, "dataDir": str(self.root / f"keeper-{myid}"),
                                         "clientPort": client_ports[index], "clientPortAddress": "127.0.0.1"}
             if count > 1:
                 settings["myid"] = myid
