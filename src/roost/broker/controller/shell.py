@@ -411,8 +411,7 @@ class ControllerShell:
     async def _execute(self, ready: Ready) -> None:
         if ready.empty():
             return
-        for path in ready.ensure_paths:
-            await self.zk.ensure_path(path)
+        await self._ensure_paths(ready.ensure_paths)
         ops = []
         for write in ready.writes:
             ops.extend(await self._ops(write))
@@ -430,6 +429,26 @@ class ControllerShell:
             future = self._waiting.pop(reply.token, None) if isinstance(reply.token, int) else None
             if future is not None and not future.done():
                 future.set_result(reply.body)
+
+    async def _ensure_paths(self, paths: list[str]) -> None:
+        """Create the paths and their missing ancestors, level by level, each level's creates
+        pipelined (a thousand new partitions must not cost a thousand round trips in a row)."""
+        wanted: set[str] = set()
+        for path in paths:
+            parts = path.strip("/").split("/")
+            wanted.update("/" + "/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+        by_depth: dict[int, list[str]] = {}
+        for path in wanted:
+            by_depth.setdefault(path.count("/"), []).append(path)
+
+        async def create(path: str) -> None:
+            try:
+                await self.zk.create(path)
+            except NodeExistsError:
+                pass
+
+        for depth in sorted(by_depth):
+            await asyncio.gather(*(create(path) for path in sorted(by_depth[depth])))
 
     async def _ops(self, write: ZkWrite) -> list[Any]:
         if write.op == "create":

@@ -184,6 +184,9 @@ class ReplicaManager:
                         partition = self.partitions[(name, index)]
                     else:
                         partition = self._open(name, index, configs, topic_id)
+                        # Opening a log costs file creation and fsyncs: let the loop breathe
+                        # between them (a request may open a thousand; heartbeats must go on).
+                        await asyncio.sleep(0)
                 self._apply_state(partition, wanted, now)
                 errors.append({"partition_index": index, "error_code": ErrorCode.NONE})
             topics_out.append({"topic_id": topic_id, "partition_errors": errors})
