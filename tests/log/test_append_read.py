@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import struct
 
 import pytest
@@ -206,13 +207,18 @@ def test_flush_handle_and_mark_flushed(logs: LogFactory) -> None:
     _fill(log, 10)
     fds, end = log.flush_handle()
     assert end == log.log_end_offset and fds
-    assert set(fds) <= {s.log_fd for s in log.segments}
+    segment_fds = {s.log_fd for s in log.segments}
+    # A new log's first flush also syncs its directory and the directory above it (their
+    # entries name its files), directories first.
+    directories = [fd for fd in fds if fd not in segment_fds]
+    assert len(directories) == 2 and fds[:2] == directories
+    assert all(stat.S_ISDIR(os.fstat(fd).st_mode) for fd in directories)
     for fd in fds:
         os.fsync(fd)
     log.mark_flushed(end)
     assert log.recovery_point == end
     assert (log.directory / "recovery-point-offset-checkpoint").read_text() == f"{end}\n"
-    assert log.flush_handle()[0] == []  # nothing new to flush
+    assert log.flush_handle()[0] == []  # nothing new to flush, and the directories only once
     log.mark_flushed(end)
 
 
