@@ -67,13 +67,13 @@ def _encode_uvarint(value: int) -> bytes:
 
 
 # Lengths below this are precomputed: most compact lengths, counts and tags are small.
-_SMALL_UVARINTS: Final = tuple(_encode_uvarint(n) for n in range(1024))
+SMALL_UVARINTS: Final = tuple(_encode_uvarint(n) for n in range(1024))
 
 
 def uvarint(value: int) -> bytes:
     """The unsigned varint encoding of `value`."""
     if 0 <= value < 1024:
-        return _SMALL_UVARINTS[value]
+        return SMALL_UVARINTS[value]
     return _encode_uvarint(value)
 
 
