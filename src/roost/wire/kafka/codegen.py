@@ -189,7 +189,8 @@ class _Module:
             return "_ZERO_UUID"
         if isinstance(value, dict) and not value:
             return "_EMPTY_STRUCT"
-        key = (type(value), value if isinstance(value, frozenset) else id(value))
+        # Key sets by value and name (equal sets of two structs get their own names, for the reader).
+        key = (type(value), (hint, value) if isinstance(value, frozenset) else id(value))
         name = self._constants.get(key)
         if name is None:
             name = self.fresh(hint)
@@ -199,7 +200,7 @@ class _Module:
 
     def struct_function(self, kind: str, code: str) -> str:
         """The bound `unpack_from` or `pack` of the big-endian struct with format `code`."""
-        name = f"_{kind}_{code.replace('?', 'bool')}"
+        name = f"_{kind}_{code.replace('?', 'bool').replace('x', '_pad')}"
         if name not in self.namespace:
             compiled = struct.Struct(">" + code)
             self.namespace[name] = compiled.unpack_from if kind == "unpack" else compiled.pack
@@ -451,14 +452,21 @@ class _Generator:
         get = f.fresh(prefix + "get")
         if regular:
             f.line(f"{get} = {d}.get")
-        for group in _fixed_runs(regular):
+        groups = list(_fixed_runs(regular))
+        for index, group in enumerate(groups):
             if _is_fixed_run(group):
                 code = "".join(FIXED_FORMAT[field.type] for field in group)
+                comment = ", ".join(f"{field.name} {field.type}" for field in group)
+                if self.flexible and not tagged and index == len(groups) - 1:
+                    # The struct's empty tagged-field section packed with its last fields: a zero
+                    # count is a pad byte.
+                    code += "x"
+                    comment += ", no tagged fields"
                 pack = self.module.struct_function("pack", code)
                 values = ", ".join(
                     f"{get}({field.key!r}, {self.module.constant(encode_default(field, self.version))})"
                     for field in group)
-                f.line("# " + ", ".join(f"{field.name} {field.type}" for field in group))
+                f.line("# " + comment)
                 f.line(f"cur += {pack}({values})")
                 continue
             (field,) = group
@@ -468,12 +476,15 @@ class _Generator:
             self.write_value(f, field, f"{where}.{field.name}", name, out, described=True)
         if not self.flexible:
             return
-        f.line(f"# tagged fields of {where}")
         if not tagged:
-            f.line("cur += b'\\x00'")
+            if not (groups and _is_fixed_run(groups[-1])):
+                f.line(f"# no tagged fields in {where}")
+                f.line("cur += b'\\x00'")
             return
-        tagged_keys = self.module.constant(frozenset(field.key for field in tagged), f"_tagged_keys_{slug}")
-        with f.block(f"if {tagged_keys}.isdisjoint({d}):"):
+        f.line(f"# tagged fields of {where}")
+        # Whether `d` has any tagged key: what frozenset.isdisjoint(d) says for a dict, cheaper.
+        absent = " and ".join(f"{field.key!r} not in {d}" for field in tagged)
+        with f.block(f"if {absent}:"):
             f.line("cur += b'\\x00'")
         with f.block("else:"):
             f.line(f"{self.tag_writer(tagged, where, prefix)}({d}, {out})")

@@ -20,6 +20,7 @@ v0 (api_key, api_version, correlation_id: no client_id), a relic of the 0.8 prot
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -95,9 +96,24 @@ class RequestHeader:
     client_id: str | None
 
 
+# A frozen dataclass's __init__ sets each field through object.__setattr__; the decoder, which makes
+# one header per request, fills the slots directly (the same object, about half the time).
+_new_object: Final = object.__new__
+_set_api_key: Final = RequestHeader.api_key.__set__  # type: ignore[attr-defined]
+_set_api_version: Final = RequestHeader.api_version.__set__  # type: ignore[attr-defined]
+_set_correlation_id: Final = RequestHeader.correlation_id.__set__  # type: ignore[attr-defined]
+_set_client_id: Final = RequestHeader.client_id.__set__  # type: ignore[attr-defined]
+
+_CONTROLLED_SHUTDOWN: Final = int(ApiKey.CONTROLLED_SHUTDOWN)  # a plain int compares faster
+_API_VERSIONS: Final = int(ApiKey.API_VERSIONS)
+# Request header v1/v2 up to the client_id's characters: api_key, api_version, correlation_id and
+# the client_id's int16 length, unpacked at once.
+_HEADER_V1: Final = struct.Struct(">hhih")
+
+
 def request_has_client_id(api_key: int, api_version: int) -> bool:
     """Whether the request header carries a client_id: all but ControlledShutdown v0 (header v0)."""
-    return not (api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0)
+    return not (api_key == _CONTROLLED_SHUTDOWN and api_version == 0)
 
 
 def read_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
@@ -107,28 +123,39 @@ def read_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
     answer an unknown API or an unsupported version with the right correlation id) passes both
     to `decode_request_body`, so the header is parsed once.
     """
-    buf = as_view(frame)
-    if len(buf) < HEADER_FIXED.size:
-        raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
-    api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(buf, 0)
-    pos = HEADER_FIXED.size
-    if not request_has_client_id(api_key, api_version):
-        return RequestHeader(api_key, api_version, correlation_id, None), pos
-    if len(buf) < pos + 2:
-        raise KafkaCodecError(f"request frame of {len(buf)} bytes is shorter than a request header")
-    (length,) = INT16.unpack_from(buf, pos)
-    pos += 2
+    return _read_request_header(as_view(frame))
+
+
+def _read_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
+    size = len(buf)
+    if size >= _HEADER_V1.size:
+        api_key, api_version, correlation_id, length = _HEADER_V1.unpack_from(buf, 0)
+        pos = _HEADER_V1.size
+    elif size >= HEADER_FIXED.size:  # only a v0 header fits
+        api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(buf, 0)
+        length = pos = 0
+    else:
+        raise KafkaCodecError(f"request frame of {size} bytes is shorter than a request header")
     client_id: str | None = None
-    if length >= 0:
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:  # header v0: no client_id
+        pos = HEADER_FIXED.size
+    elif pos == 0:
+        raise KafkaCodecError(f"request frame of {size} bytes is shorter than a request header")
+    elif length >= 0:
         end = pos + length
-        if end > len(buf):
+        if end > size:
             raise KafkaCodecError("request header client_id runs past the end of the frame")
         try:
             client_id = str(buf[pos:end], "utf-8")
         except UnicodeDecodeError as exc:
             raise KafkaCodecError(f"request header client_id is not UTF-8: {exc}") from exc
         pos = end
-    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+    header = _new_object(RequestHeader)
+    _set_api_key(header, api_key)
+    _set_api_version(header, api_version)
+    _set_correlation_id(header, correlation_id)
+    _set_client_id(header, client_id)
+    return header, pos
 
 
 def peek_request_header(frame: Buffer) -> RequestHeader:
@@ -152,7 +179,15 @@ def frame_size(prefix: Buffer, max_frame_bytes: int) -> int:
 
 
 def _response_header_flexible(api_key: int, flexible: bool) -> bool:
-    return flexible and api_key != ApiKey.API_VERSIONS
+    return flexible and api_key != _API_VERSIONS
+
+
+# The size prefix (filled in last) and a response header: v0 is the correlation id; v1 adds the tag
+# count of its (always empty) tagged fields, the "x" pad byte.
+_RESPONSE_HEADER_V0: Final = struct.Struct(">ii")
+_RESPONSE_HEADER_V1: Final = struct.Struct(">iix")
+BodyReader = Callable[[memoryview, int], tuple[dict[str, Any], int]]
+BodyWriter = Callable[[dict[str, Any], Out], None]
 
 
 class KafkaFraming:
@@ -168,9 +203,23 @@ class KafkaFraming:
         self._struct_codec = codecs.struct_codec
         # A struct with no fields, flexible: exactly a tagged-field section (header tags are all unknown).
         self._header_tags = codecs.compile_struct("Header", (), 0, True).read
+        # What the per-request paths need, by (api_key, api_version), looked up without a call.
+        self._request_readers: dict[tuple[int, int], tuple[BodyReader, bool]] = {}
+        self._response_writers: dict[tuple[int, int], tuple[BodyWriter, struct.Struct]] = {}
 
     def __repr__(self) -> str:
         return f"KafkaFraming({self.codecs!r})"
+
+    def _request_reader(self, api_key: int, api_version: int) -> tuple[BodyReader, bool]:
+        codec, flexible = self._message_codec(api_key, api_version, True)
+        found = self._request_readers[(api_key, api_version)] = (codec.read, flexible)
+        return found
+
+    def _response_writer(self, api_key: int, api_version: int) -> tuple[BodyWriter, struct.Struct]:
+        codec, flexible = self._message_codec(api_key, api_version, False)
+        header = _RESPONSE_HEADER_V1 if _response_header_flexible(api_key, flexible) else _RESPONSE_HEADER_V0
+        found = self._response_writers[(api_key, api_version)] = (codec.write, header)
+        return found
 
     def decode_request(self, frame: Buffer, *, strict: bool = False) -> tuple[RequestHeader, dict[str, Any]]:
         """Header and body of a request frame (without its size prefix).
@@ -181,8 +230,9 @@ class KafkaFraming:
         body of an all-topics Metadata v12 request (AdminClient.list_topics), which a strict
         broker would refuse.
         """
-        header, pos = read_request_header(frame)
-        return header, self.decode_request_body(header, frame, pos, strict=strict)
+        buf = as_view(frame)
+        header, pos = _read_request_header(buf)
+        return header, self._decode_request_body(header, buf, pos, strict)
 
     def decode_request_body(self, header: RequestHeader, frame: Buffer, header_end: int, *,
                             strict: bool = False) -> dict[str, Any]:
@@ -190,21 +240,27 @@ class KafkaFraming:
 
         The same checks and errors as `decode_request`, without parsing the header again.
         """
-        buf = as_view(frame)
-        codec, flexible = self._message_codec(header.api_key, header.api_version, True)
-        pos = header_end
+        return self._decode_request_body(header, as_view(frame), header_end, strict)
+
+    def _decode_request_body(self, header: RequestHeader, buf: memoryview, pos: int,
+                             strict: bool) -> dict[str, Any]:
+        api_key, api_version = header.api_key, header.api_version
+        found = self._request_readers.get((api_key, api_version))
+        if found is None:
+            found = self._request_reader(api_key, api_version)
+        read, flexible = found
         try:
             if flexible:
                 if buf[pos] == 0:  # no header tagged fields, the usual case
                     pos += 1
                 else:
                     _, pos = self._header_tags(buf, pos)
-            body, pos = codec.read(buf, pos)
+            body, pos = read(buf, pos)
         except _DECODE_FAILURES as exc:
-            raise _malformed("request", header.api_key, header.api_version, exc) from exc
+            raise _malformed("request", api_key, api_version, exc) from exc
         if strict and pos != len(buf):
             raise KafkaCodecError(f"{len(buf) - pos} bytes left after the body of "
-                                  f"{_describe(header.api_key, header.api_version)} request")
+                                  f"{_describe(api_key, api_version)} request")
         return body
 
     def encode_request(self, header: RequestHeader, body: dict[str, Any]) -> list[bytes | memoryview]:
@@ -232,17 +288,18 @@ class KafkaFraming:
 
     def encode_response(self, header: RequestHeader, body: dict[str, Any]) -> list[bytes | memoryview]:
         """The complete response frame for the request `header`, size prefix included."""
-        api_key = header.api_key
-        codec, flexible = self._message_codec(api_key, header.api_version, False)
-        out = Out(reserve=4)
+        api_key, api_version = header.api_key, header.api_version
+        found = self._response_writers.get((api_key, api_version))
+        if found is None:
+            found = self._response_writer(api_key, api_version)
+        write, response_header = found
+        out = _new_object(Out)  # Out(reserve=4) without the call: its size prefix comes with the header
+        out.parts = []
         try:
-            if flexible and api_key != ApiKey.API_VERSIONS:
-                out.cur += _CORRELATION_AND_NO_TAGS.pack(header.correlation_id, 0)
-            else:
-                out.cur += INT32.pack(header.correlation_id)
-            codec.write(body, out)
+            out.cur = bytearray(response_header.pack(0, header.correlation_id))
+            write(body, out)
         except _ENCODE_FAILURES as exc:
-            raise _unencodable("response", api_key, header.api_version, exc) from exc
+            raise _unencodable("response", api_key, api_version, exc) from exc
         return out.frame()
 
     def decode_response(self, api_key: int, api_version: int, frame: Buffer) -> tuple[int, dict[str, Any]]:
@@ -312,8 +369,6 @@ class KafkaFraming:
         return INT16.pack(version) + self.encode_struct(name, version, body)
 
 
-# A flexible response header: the correlation id and the tag count of its (empty) tagged fields.
-_CORRELATION_AND_NO_TAGS: Final = struct.Struct(">iB")
 DEFAULT_FRAMING: Final = KafkaFraming(DEFAULT_CODECS)
 
 # The module's functions: the default framing's methods.
