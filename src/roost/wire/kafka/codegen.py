@@ -85,10 +85,20 @@ def _skip_tags(buf: memoryview, pos: int, where: str) -> int:
     return pos
 
 
+# Fixed-width arrays are usually short: their packers and unpackers are made once per count below this.
+_ARRAY_STRUCTS_BELOW: Final = 16
+
 _RUNTIME: Final[dict[str, Any]] = {
     "_KafkaCodecError": KafkaCodecError,
     "_Out": Out,
     "_UUID": uuid.UUID,
+    # uuid.UUID(bytes=b) for a 16-byte b checks its arguments and fills the two slots below; the
+    # decoder, which has checked the length, fills them directly (the same object, a fifth of the time).
+    "_new_object": object.__new__,
+    "_int_from_bytes": int.from_bytes,
+    "_set_uuid_int": uuid.UUID.int.__set__,  # type: ignore[attr-defined]
+    "_set_uuid_is_safe": uuid.UUID.is_safe.__set__,  # type: ignore[attr-defined]
+    "_UUID_SAFETY_UNKNOWN": uuid.SafeUUID.unknown,
     "_ZERO_UUID": ZERO_UUID,
     "_EMPTY_STRUCT": {},  # never mutated: a missing struct field writes its fields' defaults
     "_LIST_OR_TUPLE": (list, tuple),
@@ -196,6 +206,15 @@ class _Module:
             name = self.fresh(hint)
             self.namespace[name] = value
             self._constants[key] = name
+        return name
+
+    def array_structs(self, kind: str, code: str) -> str:
+        """A tuple of the bound `unpack_from` or `pack` of ">{n}{code}" for n below _ARRAY_STRUCTS_BELOW."""
+        name = f"_{kind}_arrays_{code.replace('?', 'bool')}"
+        if name not in self.namespace:
+            compiled = [struct.Struct(f">{count}{code}") for count in range(_ARRAY_STRUCTS_BELOW)]
+            self.namespace[name] = tuple(item.unpack_from if kind == "unpack" else item.pack for item in compiled)
+            self.names.add(name)
         return name
 
     def struct_function(self, kind: str, code: str) -> str:
@@ -374,7 +393,10 @@ class _Generator:
                 f.line(f"end = pos + n * {struct.calcsize('>' + code)}")
                 with f.block(f"if end > {buf_len}:"):
                     f.line(f"raise _KafkaCodecError({where + ': length runs past the end of the data'!r})")
-                f.line(f"{target} = list(_struct_unpack_from('>%d{code}' % n, {buf}, pos))")
+                f.line(f"if n < {_ARRAY_STRUCTS_BELOW}:")
+                f.line(f"    {target} = list({self.module.array_structs('unpack', code)}[n]({buf}, pos))")
+                f.line("else:")
+                f.line(f"    {target} = list(_struct_unpack_from('>%d{code}' % n, {buf}, pos))")
                 f.line("pos = end")
                 return
             # Every element takes at least one byte, so a count beyond the remaining bytes is a lie;
@@ -407,7 +429,9 @@ class _Generator:
             f.line("end = pos + 16")
             with f.block(f"if end > {buf_len}:"):
                 f.line(short)
-            f.line(f"{target} = _UUID(bytes=bytes({buf}[pos:end]))")
+            f.line(f"{target} = _new_object(_UUID)  # uuid.UUID(bytes=...), see _RUNTIME")
+            f.line(f"_set_uuid_int({target}, _int_from_bytes({buf}[pos:end], 'big'))")
+            f.line(f"_set_uuid_is_safe({target}, _UUID_SAFETY_UNKNOWN)")
             f.line("pos = end")
             return
         self.read_length(f, kind, buf)
@@ -534,7 +558,10 @@ class _Generator:
             self.write_length(f, "array", "n")
             code = FIXED_FORMAT.get(field.element_type)
             if code is not None:
-                f.line(f"cur += _struct_pack('>%d{code}' % n, *{value})")
+                f.line(f"if n < {_ARRAY_STRUCTS_BELOW}:")
+                f.line(f"    cur += {self.module.array_structs('pack', code)}[n](*{value})")
+                f.line("else:")
+                f.line(f"    cur += _struct_pack('>%d{code}' % n, *{value})")
                 return
             item = f.fresh(field.key + "_item")
             with f.block(f"for {item} in {value}:"):
@@ -554,7 +581,8 @@ class _Generator:
             f.line(f"cur += {self.module.struct_function('pack', code)}({value})")
             return
         if kind == "uuid":
-            f.line(f"cur += {value}.bytes")
+            # UUID.bytes is int.to_bytes(16) behind a property; anything else goes through .bytes.
+            f.line(f"cur += {value}.int.to_bytes(16, 'big') if type({value}) is _UUID else {value}.bytes")
             return
         what = {"string": "a non-nullable string", "bytes": "a non-nullable bytes field",
                 "records": "non-nullable records"}[kind]
