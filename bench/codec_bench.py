@@ -3,6 +3,7 @@ compiler.py) against the generated one ("generated", codegen.py), in the same pr
 alternating rounds. Prints figures with their conditions; never asserts.
 
     .venv/bin/python bench/codec_bench.py [--rounds 5] [--seconds 0.05] [--only WORD]
+    .venv/bin/python bench/codec_bench.py --compare-with /path/to/other/checkout [--rounds 5]
 
 Each row is one call of the public framing functions (header included), as the broker (decode
 request, encode response) or a client/follower (decode response) makes it. Every round measures
@@ -10,27 +11,48 @@ every row with both codecs, the codec that goes first alternating between rounds
 getting busier favours neither; a measurement repeats the call for about `--seconds` of CPU time.
 The figures are medians over the rounds of microseconds per call, in CPU time of this process
 (time.process_time) and in wall-clock time.
+
+`--compare-with DIR` measures the public functions (roost.wire.kafka.decode_request, ...) of
+another checkout's `DIR/src` against this one's, for a before/after: each round runs one process
+per checkout (`--public`), the checkout that goes first alternating between rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
+import roost.wire.kafka
 from roost.wire.kafka import RequestHeader
-from roost.wire.kafka.apis import GENERATED_CODECS, GENERIC_CODECS
-from roost.wire.kafka.framing import KafkaFraming
 
-VARIANTS = {"generic": KafkaFraming(GENERIC_CODECS), "generated": KafkaFraming(GENERATED_CODECS)}
 Action = Callable[[], object]
+
+
+class KafkaFraming(Protocol):
+    """What the rows call: a framing.KafkaFraming, or the roost.wire.kafka module of any checkout."""
+
+    def decode_request(self, frame: Any, *, strict: bool = False) -> Any: ...
+    def encode_request(self, header: Any, body: dict[str, Any]) -> list[Any]: ...
+    def encode_response(self, header: Any, body: dict[str, Any]) -> list[Any]: ...
+    def decode_response(self, api_key: int, api_version: int, frame: Any) -> Any: ...
+
+
+def codec_variants() -> dict[str, KafkaFraming]:
+    from roost.wire.kafka.apis import GENERATED_CODECS, GENERIC_CODECS
+    from roost.wire.kafka.framing import KafkaFraming as Framing
+
+    return {"generic": Framing(GENERIC_CODECS), "generated": Framing(GENERATED_CODECS)}
 
 
 @dataclass(frozen=True)
@@ -204,50 +226,106 @@ def _measure(action: Action, calls: int) -> tuple[float, float]:
     return ((time.process_time() - cpu) / calls * 1e6, (time.perf_counter() - wall) / calls * 1e6)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=0.05, help="CPU time per measurement")
-    parser.add_argument("--only", default="", help="rows whose label contains this")
-    args = parser.parse_args()
-    assert args.rounds >= 3, "medians of at least three rounds"
-
-    selected = [row for row in rows() if args.only in row.label]
-    actions = {(row.label, name): row.make(framing) for row in selected for name, framing in VARIANTS.items()}
-    # The two codecs must agree on every row before their speed means anything.
+def measure(variants: dict[str, KafkaFraming], selected: list[Row], rounds: int,
+            seconds: float) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[float]]]:
+    """CPU and wall µs per call of every row and variant, one figure per round."""
+    actions = {(row.label, name): row.make(framing) for row in selected for name, framing in variants.items()}
+    # Variants must agree on every row before their speed means anything.
     for row in selected:
-        generic, generated = (_comparable(actions[(row.label, name)]()) for name in VARIANTS)
-        assert generic == generated, f"{row.label}: the codecs disagree"
-    calls = {key: _calls_for(action, args.seconds) for key, action in actions.items()}
-
+        results = [_comparable(actions[(row.label, name)]()) for name in variants]
+        assert all(result == results[0] for result in results), f"{row.label}: the variants disagree"
+    calls = {key: _calls_for(action, seconds) for key, action in actions.items()}
     cpu: dict[tuple[str, str], list[float]] = {key: [] for key in actions}
     wall: dict[tuple[str, str], list[float]] = {key: [] for key in actions}
-    started_cpu, started_wall = time.process_time(), time.perf_counter()
-    for round_index in range(args.rounds):
-        order = list(VARIANTS) if round_index % 2 == 0 else list(reversed(VARIANTS))
+    for round_index in range(rounds):
+        order = list(variants) if round_index % 2 == 0 else list(reversed(variants))
         for row in selected:
             for name in order:
                 key = (row.label, name)
                 cpu_us, wall_us = _measure(actions[key], calls[key])
                 cpu[key].append(cpu_us)
                 wall[key].append(wall_us)
-    spent_cpu, spent_wall = time.process_time() - started_cpu, time.perf_counter() - started_wall
+    return cpu, wall
 
+
+def _conditions(rounds: int, what: str, spent_cpu: float, spent_wall: float) -> None:
     load = os.getloadavg()
-    print(f"Kafka wire codec, µs per call (median of {args.rounds} alternating rounds, CPU time of this "
-          f"process; wall clock in brackets)")
+    print(f"Kafka wire codec, µs per call ({what}; median of {rounds} alternating rounds, CPU time; "
+          f"wall clock in brackets)")
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; "
           f"{spent_cpu:.1f} s CPU in {spent_wall:.1f} s wall")
+
+
+def _table(selected: list[Row], names: tuple[str, str], cpu: dict[tuple[str, str], list[float]],
+           wall: dict[tuple[str, str], list[float]]) -> None:
     width = max(len(row.label) for row in selected)
-    print(f"{'':{width}}  {'generic':>16}  {'generated':>16}  {'speed-up':>8}")
+    print(f"{'':{width}}  {names[0]:>16}  {names[1]:>16}  {'speed-up':>8}")
     for row in selected:
-        medians = {name: statistics.median(cpu[(row.label, name)]) for name in VARIANTS}
-        walls = {name: statistics.median(wall[(row.label, name)]) for name in VARIANTS}
-        cells = "  ".join(f"{medians[name]:7.2f} ({walls[name]:6.2f})" for name in VARIANTS)
+        medians = {name: statistics.median(cpu[(row.label, name)]) for name in names}
+        walls = {name: statistics.median(wall[(row.label, name)]) for name in names}
+        cells = "  ".join(f"{medians[name]:7.2f} ({walls[name]:6.2f})" for name in names)
         mark = " *" if row.small else ""
-        print(f"{row.label:{width}}  {cells}  {medians['generic'] / medians['generated']:7.2f}x{mark}")
+        print(f"{row.label:{width}}  {cells}  {medians[names[0]] / medians[names[1]]:7.2f}x{mark}")
     print("* a small message (the latency case)")
+
+
+def compare_checkouts(other: Path, selected: list[Row], rounds: int, seconds: float, only: str) -> None:
+    """Before/after: the public functions of `other`/src against this checkout's, one process each."""
+    here = Path(__file__).resolve().parent.parent
+    trees = {"before": other.resolve(), "after": here}
+    cpu: dict[tuple[str, str], list[float]] = {(row.label, name): [] for row in selected for name in trees}
+    wall: dict[tuple[str, str], list[float]] = {key: [] for key in cpu}
+    started_cpu, started_wall = _children_cpu(), time.perf_counter()
+    for round_index in range(rounds):
+        order = list(trees) if round_index % 2 == 0 else list(reversed(trees))
+        for name in order:
+            env = {**os.environ, "PYTHONPATH": str(trees[name] / "src")}
+            command = [sys.executable, str(Path(__file__).resolve()), "--public", "--rounds", "1",
+                       "--seconds", str(seconds), "--only", only]
+            result = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=600)
+            figures = json.loads(result.stdout)
+            assert figures["module"].startswith(str(trees[name])), figures["module"]
+            for label, (cpu_us, wall_us) in figures["rows"].items():
+                cpu[(label, name)].append(cpu_us)
+                wall[(label, name)].append(wall_us)
+    _conditions(rounds, f"public functions of {trees['before']} vs {trees['after']}, "
+                f"one process per checkout and round", _children_cpu() - started_cpu,
+                time.perf_counter() - started_wall)
+    _table(selected, ("before", "after"), cpu, wall)
+
+
+def _children_cpu() -> float:
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=0.05, help="CPU time per measurement")
+    parser.add_argument("--only", default="", help="rows whose label contains this")
+    parser.add_argument("--compare-with", type=Path, help="another checkout, measured as 'before'")
+    parser.add_argument("--public", action="store_true", help="(internal) time roost.wire.kafka's functions, "
+                        "print JSON")
+    args = parser.parse_args()
+    selected = [row for row in rows() if args.only in row.label]
+
+    if args.public:
+        cpu, wall = measure({"public": roost.wire.kafka}, selected, args.rounds, args.seconds)
+        print(json.dumps({"module": roost.wire.kafka.__file__, "rows": {
+            label: (statistics.median(cpu[(label, name)]), statistics.median(wall[(label, name)]))
+            for label, name in cpu}}))
+        return
+    assert args.rounds >= 3, "medians of at least three rounds"
+    if args.compare_with is not None:
+        compare_checkouts(args.compare_with, selected, args.rounds, args.seconds, args.only)
+        return
+    started_cpu, started_wall = time.process_time(), time.perf_counter()
+    cpu, wall = measure(codec_variants(), selected, args.rounds, args.seconds)
+    _conditions(args.rounds, "closure codec vs generated codec, one process",
+                time.process_time() - started_cpu, time.perf_counter() - started_wall)
+    _table(selected, ("generic", "generated"), cpu, wall)
     sys.stdout.flush()
 
 
