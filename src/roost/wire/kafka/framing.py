@@ -146,7 +146,7 @@ def _read_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
         if end > size:
             raise KafkaCodecError("request header client_id runs past the end of the frame")
         try:
-            client_id = str(buf[pos:end], "utf-8")
+            client_id = buf[pos:end].tobytes().decode()  # str(view, "utf-8"), faster
         except UnicodeDecodeError as exc:
             raise KafkaCodecError(f"request header client_id is not UTF-8: {exc}") from exc
         pos = end
