@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roost.wire.kafka import KafkaCodecError, RequestHeader
-from roost.wire.kafka.apis import APIS, GENERATED_CODECS, GENERIC_CODECS
+from roost.wire.kafka.apis import APIS, GENERATED_CODECS, GENERIC_CODECS, CodecTable
 from roost.wire.kafka.codegen import generate_struct, generated_source
 from roost.wire.kafka.framing import KafkaFraming
 from roost.wire.kafka.schema import Field, Message
@@ -430,6 +430,13 @@ def test_generation_is_cached_per_struct_and_version() -> None:
         generate_struct(message.name, message.fields, 12, True)
     assert generate_struct(message.name, message.fields, 12, True) is not \
         generate_struct(message.name, message.fields, 13, True)
+
+
+def test_codecs_can_be_prepared_before_the_first_request() -> None:
+    table = CodecTable("fresh", generate_struct)
+    assert table.prepare({0: (9, 10), 18: (3, 3)}) == 6
+    assert set(table._codecs) == {(0, 9, True), (0, 9, False), (0, 10, True), (0, 10, False),
+                                  (18, 3, True), (18, 3, False)}
 
 
 @pytest.mark.parametrize(("setting", "expected"), [("", "generated"), ("0", "generated"), ("1", "generic")])

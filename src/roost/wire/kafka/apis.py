@@ -12,7 +12,7 @@ read once at import, makes the closures the default, so both paths can run the w
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
@@ -128,6 +128,17 @@ class CodecTable:
             self._codecs[cache_key] = found
         return found
 
+    def prepare(self, versions: Mapping[int, tuple[int, int]]) -> int:
+        """Compiles both directions of every (api, version) in the inclusive ranges now, so that no
+        request pays for it (a generated codec takes a few milliseconds); the number compiled."""
+        count = 0
+        for api_key, (low, high) in versions.items():
+            for version in range(low, high + 1):
+                for is_request in (True, False):
+                    self.message_codec(api_key, version, is_request)
+                    count += 1
+        return count
+
     def struct_codec(self, name: str, version: int) -> StructCodec:
         """The compiled codec of an embedded struct such as "ConsumerProtocolSubscription"."""
         found = self._struct_codecs.get((name, version))
@@ -151,3 +162,4 @@ DEFAULT_CODECS: Final = GENERIC_CODECS if USE_GENERIC_CODEC else GENERATED_CODEC
 # The default table's lookups, as functions (their callers predate the tables).
 message_codec: Final = DEFAULT_CODECS.message_codec
 struct_codec: Final = DEFAULT_CODECS.struct_codec
+prepare_codecs: Final = DEFAULT_CODECS.prepare
