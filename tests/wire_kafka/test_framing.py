@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.wire.kafka import FrameSizeError, FrameSplitter
+from roost.wire.kafka import (
+    FrameSizeError,
+    FrameSplitter,
+    KafkaCodecError,
+    RequestHeader,
+    UnsupportedVersionError,
+    decode_request,
+    decode_request_body,
+    encode_request,
+    read_request_header,
+)
 
 
 def _stream(frames: list[bytes]) -> bytes:
@@ -50,3 +60,24 @@ def test_a_partial_frame_waits_for_the_rest() -> None:
     assert splitter.split(data[:6]) == []
     assert splitter.buffered == 6
     assert [bytes(f) for f in splitter.split(data[6:])] == [b"hello world"]
+
+
+def test_a_header_read_first_is_not_parsed_again() -> None:
+    """read_request_header + decode_request_body give what decode_request gives, errors included."""
+    for header in (RequestHeader(0, 9, 41, "rdkafka"), RequestHeader(7, 0, 42, None), RequestHeader(12, 0, 43, None)):
+        body = {"acks": -1, "timeout_ms": 5, "topic_data": [{"name": "t", "partition_data": [
+            {"index": 1, "records": b"\x00" * 70}]}]} if header.api_key == 0 else {}
+        frame = bytearray(b"".join(encode_request(header, body))[4:])
+        peeked, header_end = read_request_header(frame)
+        assert peeked == header
+        assert (peeked, decode_request_body(peeked, frame, header_end)) == decode_request(frame)
+        with pytest.raises(KafkaCodecError, match="left after"):
+            decode_request_body(peeked, frame + b"\x00", header_end, strict=True)
+        with pytest.raises(KafkaCodecError, match="malformed"):
+            decode_request_body(peeked, frame[:header_end + 3], header_end)
+    unsupported = bytearray(b"".join(encode_request(RequestHeader(0, 9, 1, "c"), {}))[4:])
+    unsupported[2:4] = b"\x00\x63"  # Produce v99
+    peeked, header_end = read_request_header(unsupported)
+    assert (peeked.api_version, peeked.correlation_id) == (99, 1)
+    with pytest.raises(UnsupportedVersionError):
+        decode_request_body(peeked, unsupported, header_end)

@@ -6,11 +6,14 @@ that exist only in other versions, and raise KafkaCodecError for keys no version
 (and `bytes`) fields decode to memoryview slices of the frame; `records` encode from a buffer or a
 list of buffers that end up in the output list uncopied.
 
+Each message's codec is generated Python source per version (codegen.py); ROOST_GENERIC_CODEC=1
+selects the schema-walking closures (compiler.py) instead, with the same bytes and errors.
+
 A server's loop, in short (frames exclude the 4-byte size prefix the transport has cut):
 
-    header = peek_request_header(frame)          # correlation id even if the rest is unknown
+    header, header_end = read_request_header(frame)  # correlation id even if the rest is unknown
     try:
-        header, body = decode_request(frame)
+        body = decode_request_body(header, frame, header_end)  # the header is parsed once
     except UnsupportedVersionError:
         if header.api_key == ApiKey.API_VERSIONS:  # KIP-511: answer in the v0 shape
             send([encode_api_versions_fallback(header.correlation_id,
@@ -33,6 +36,7 @@ from roost.wire.kafka.framing import (
     FrameSplitter,
     RequestHeader,
     decode_request,
+    decode_request_body,
     decode_response,
     decode_struct,
     encode_api_versions_fallback,
@@ -40,6 +44,7 @@ from roost.wire.kafka.framing import (
     encode_response,
     encode_struct,
     peek_request_header,
+    read_request_header,
     request_has_client_id,
 )
 
@@ -57,6 +62,7 @@ __all__ = [
     "decode_consumer_assignment",
     "decode_consumer_subscription",
     "decode_request",
+    "decode_request_body",
     "decode_response",
     "decode_struct",
     "encode_api_versions_fallback",
@@ -66,5 +72,6 @@ __all__ = [
     "encode_response",
     "encode_struct",
     "peek_request_header",
+    "read_request_header",
     "request_has_client_id",
 ]

@@ -2,14 +2,22 @@
 
 Codecs are compiled on first use of an (api, version) and cached; compiling is deterministic, so
 a race between two threads only compiles twice.
+
+Two compilers make codecs with the same behaviour: `codegen.generate_struct` (generated source,
+the default) and `compiler.compile_struct` (closures). ROOST_GENERIC_CODEC=1 in the environment,
+read once at import, makes the closures the default, so both paths can run the whole suite;
+`GENERATED_CODECS` and `GENERIC_CODECS` are both always available (tests, benchmarks).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
+from roost.wire.kafka.codegen import generate_struct
 from roost.wire.kafka.compiler import StructCodec, compile_struct
 from roost.wire.kafka.exceptions import KafkaCodecError, UnknownApiError, UnsupportedVersionError
 from roost.wire.kafka.schema import Message
@@ -83,10 +91,6 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     key: (api.request.versions.low, api.request.versions.high) for key, api in APIS.items()
 }
 
-_codecs: dict[tuple[int, int, bool], tuple[StructCodec, bool]] = {}
-_struct_codecs: dict[tuple[str, int], StructCodec] = {}
-
-
 def lookup_api(api_key: int, api_version: int) -> Api:
     """The API, or UnknownApiError / UnsupportedVersionError."""
     api = APIS.get(api_key)
@@ -97,28 +101,65 @@ def lookup_api(api_key: int, api_version: int) -> Api:
     return api
 
 
-def message_codec(api_key: int, api_version: int, is_request: bool) -> tuple[StructCodec, bool]:
-    """The compiled body codec of a request (or response) and whether that version is flexible."""
-    cache_key = (api_key, api_version, is_request)
-    found = _codecs.get(cache_key)
-    if found is None:
-        api = lookup_api(api_key, api_version)
-        message = api.request if is_request else api.response
-        flexible = api.is_flexible(api_version)
-        found = (compile_struct(message.name, message.fields, api_version, flexible), flexible)
-        _codecs[cache_key] = found
-    return found
+StructCompiler = Callable[[str, tuple, int, bool], StructCodec]
 
 
-def struct_codec(name: str, version: int) -> StructCodec:
-    """The compiled codec of an embedded struct such as "ConsumerProtocolSubscription"."""
-    found = _struct_codecs.get((name, version))
-    if found is None:
-        message = EMBEDDED_STRUCTS.get(name)
-        if message is None:
-            raise KafkaCodecError(f"unknown struct {name!r}; known: {sorted(EMBEDDED_STRUCTS)}")
-        if version not in message.versions:
-            raise KafkaCodecError(f"{name} version {version} is not supported ({message.versions!r})")
-        found = compile_struct(name, message.fields, version, version in message.flexible)
-        _struct_codecs[(name, version)] = found
-    return found
+class CodecTable:
+    """The body codecs of every message and embedded struct, made by one compiler, cached."""
+
+    def __init__(self, name: str, compile_struct: StructCompiler) -> None:
+        self.name = name
+        self.compile_struct = compile_struct
+        self._codecs: dict[tuple[int, int, bool], tuple[StructCodec, bool]] = {}
+        self._struct_codecs: dict[tuple[str, int], StructCodec] = {}
+
+    def __repr__(self) -> str:
+        return f"CodecTable({self.name!r})"
+
+    def message_codec(self, api_key: int, api_version: int, is_request: bool) -> tuple[StructCodec, bool]:
+        """The compiled body codec of a request (or response) and whether that version is flexible."""
+        cache_key = (api_key, api_version, is_request)
+        found = self._codecs.get(cache_key)
+        if found is None:
+            api = lookup_api(api_key, api_version)
+            message = api.request if is_request else api.response
+            flexible = api.is_flexible(api_version)
+            found = (self.compile_struct(message.name, message.fields, api_version, flexible), flexible)
+            self._codecs[cache_key] = found
+        return found
+
+    def prepare(self, versions: Mapping[int, tuple[int, int]]) -> int:
+        """Compiles both directions of every (api, version) in the inclusive ranges now, so that no
+        request pays for it (a generated codec takes a few milliseconds); the number compiled."""
+        count = 0
+        for api_key, (low, high) in versions.items():
+            for version in range(low, high + 1):
+                for is_request in (True, False):
+                    self.message_codec(api_key, version, is_request)
+                    count += 1
+        return count
+
+    def struct_codec(self, name: str, version: int) -> StructCodec:
+        """The compiled codec of an embedded struct such as "ConsumerProtocolSubscription"."""
+        found = self._struct_codecs.get((name, version))
+        if found is None:
+            message = EMBEDDED_STRUCTS.get(name)
+            if message is None:
+                raise KafkaCodecError(f"unknown struct {name!r}; known: {sorted(EMBEDDED_STRUCTS)}")
+            if version not in message.versions:
+                raise KafkaCodecError(f"{name} version {version} is not supported ({message.versions!r})")
+            found = self.compile_struct(name, message.fields, version, version in message.flexible)
+            self._struct_codecs[(name, version)] = found
+        return found
+
+
+GENERATED_CODECS: Final = CodecTable("generated", generate_struct)
+GENERIC_CODECS: Final = CodecTable("generic", compile_struct)
+# Read once: the choice holds for the life of the process.
+USE_GENERIC_CODEC: Final = os.environ.get("ROOST_GENERIC_CODEC", "") not in ("", "0")
+DEFAULT_CODECS: Final = GENERIC_CODECS if USE_GENERIC_CODEC else GENERATED_CODECS
+
+# The default table's lookups, as functions (their callers predate the tables).
+message_codec: Final = DEFAULT_CODECS.message_codec
+struct_codec: Final = DEFAULT_CODECS.struct_codec
+prepare_codecs: Final = DEFAULT_CODECS.prepare

@@ -50,6 +50,8 @@ class StructCodec:
     write: Callable[[dict[str, Any], Out], None]
     # A fresh dict of every field's default at this version (what an absent tagged struct decodes to).
     defaults: Callable[[], dict[str, Any]]
+    # The Python source behind `read` and `write` when they were generated (codegen.py), else None.
+    source: str | None = None
 
 
 def _short(where: str) -> KafkaCodecError:
@@ -301,7 +303,7 @@ def _natural_default(field: Field, nullable: bool) -> Any:
     raise AssertionError(f"no natural default for {field!r}")
 
 
-def _encode_default(field: Field, version: int) -> Any:
+def encode_default(field: Field, version: int) -> Any:
     """What the writer uses when the caller's dict omits the field (never mutated)."""
     nullable = version in field.nullable
     if field.is_array:
@@ -321,7 +323,7 @@ def _decode_default(field: Field, version: int, struct_codec: StructCodec | None
         return list
     if struct_codec is not None:
         return struct_codec.defaults
-    value = _encode_default(field, version)
+    value = encode_default(field, version)
     return lambda: value
 
 
@@ -364,7 +366,7 @@ def _fixed_run_steps(run: list[Field], version: int) -> tuple[ReadStep, WriteSte
     st = struct.Struct(">" + "".join(FIXED_FORMAT[field.type] for field in run))
     unpack, pack, size = st.unpack_from, st.pack, st.size
     keys = tuple(field.key for field in run)
-    defaults = tuple(_encode_default(field, version) for field in run)
+    defaults = tuple(encode_default(field, version) for field in run)
     if len(run) == 1:
         (key,), (default,) = keys, defaults
 
@@ -491,7 +493,7 @@ def compile_struct(where: str, fields: tuple[Field, ...], version: int, flexible
         else:
             close_run()
             read, write, nested = _field_codec(field, version, flexible, f"{where}.{field.name}")
-            read_step, write_step = _value_steps(field.key, read, write, _encode_default(field, version))
+            read_step, write_step = _value_steps(field.key, read, write, encode_default(field, version))
             read_steps.append(read_step)
             write_steps.append(write_step)
         decode_defaults.append((field.key, _decode_default(field, version, nested)))
@@ -502,7 +504,7 @@ def compile_struct(where: str, fields: tuple[Field, ...], version: int, flexible
         assert field.tag is not None
         read, write, nested = _field_codec(field, version, flexible, f"{where}.{field.name}")
         scratch = Out()
-        write(_encode_default(field, version), scratch)
+        write(encode_default(field, version), scratch)
         make_default = _decode_default(field, version, nested)
         tagged.append(_Tagged(field.tag, field.key, read, write, scratch.getvalue(), make_default))
         decode_defaults.append((field.key, make_default))

@@ -27,6 +27,9 @@ _MAX_VARINT_SHIFT: Final = 28  # five bytes carry Kafka's 32-bit unsigned varint
 
 def as_view(data: Buffer) -> memoryview:
     """A flat byte view of `data`, so lengths are byte counts and slices are zero-copy."""
+    kind = type(data)
+    if kind is bytearray or kind is bytes:  # the usual frames: already flat bytes
+        return memoryview(data)
     view = data if isinstance(data, memoryview) else memoryview(data)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -67,13 +70,13 @@ def _encode_uvarint(value: int) -> bytes:
 
 
 # Lengths below this are precomputed: most compact lengths, counts and tags are small.
-_SMALL_UVARINTS: Final = tuple(_encode_uvarint(n) for n in range(1024))
+SMALL_UVARINTS: Final = tuple(_encode_uvarint(n) for n in range(1024))
 
 
 def uvarint(value: int) -> bytes:
     """The unsigned varint encoding of `value`."""
     if 0 <= value < 1024:
-        return _SMALL_UVARINTS[value]
+        return SMALL_UVARINTS[value]
     return _encode_uvarint(value)
 
 
@@ -104,14 +107,27 @@ class Out:
         return b"".join([*self.parts, self.cur])
 
     def frame(self) -> list[bytes | memoryview]:
-        """The parts as a size-prefixed frame; `Out(reserve=4)` must have started it."""
+        """The parts as a size-prefixed frame; `Out(reserve=4)` must have started it.
+
+        The frame is the Out's last use: nothing may be written to it afterwards.
+        """
+        if not self.parts:  # nothing attached: the whole frame is in `cur` (small messages)
+            first = self.cur
+            assert len(first) >= 4, "frame needs Out(reserve=4)"
+            size = len(first) - 4
+            if size > 0x7FFFFFFF:
+                raise KafkaCodecError(f"frame of {size} bytes exceeds the int32 size prefix")
+            INT32.pack_into(first, 0, size)
+            return [bytes(first)]
         if self.cur:
             self.parts.append(self.cur)
             self.cur = bytearray()
         parts = self.parts
         first = parts[0]
         assert isinstance(first, bytearray) and len(first) >= 4, "frame needs Out(reserve=4)"
-        size = sum(nbytes(part) for part in parts) - 4
+        size = -4
+        for part in parts:
+            size += part.nbytes if type(part) is memoryview else len(part)
         if size > 0x7FFFFFFF:
             raise KafkaCodecError(f"frame of {size} bytes exceeds the int32 size prefix")
         INT32.pack_into(first, 0, size)
