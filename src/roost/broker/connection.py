@@ -27,7 +27,7 @@ from roost.wire.kafka import (
     KafkaCodecError,
     RequestHeader,
     encode_response,
-    peek_request_header,
+    read_request_header,
 )
 
 log = logging.getLogger("roost.broker.connection")
@@ -48,7 +48,7 @@ class RequestRouter(Protocol):
     """Where a connection sends each request: returns the encoded response buffers, NO_RESPONSE,
     or an awaitable of either; raises KafkaCodecError for a request it cannot decode."""
 
-    def route(self, header: RequestHeader, frame: bytearray, client_host: str) -> Any: ...
+    def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1) -> Any: ...
 
 
 class _Slot:
@@ -136,14 +136,14 @@ class KafkaConnection(asyncio.Protocol):
     # requests ---------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytearray) -> None:
         try:
-            header = peek_request_header(frame)
+            header, header_end = read_request_header(frame)
         except KafkaCodecError as error:
             self.abort(f"undecodable request header: {error}")
             return
         slot = _Slot()
         self._slots.append(slot)
         try:
-            result = self._router.route(header, frame, self.client_host)
+            result = self._router.route(header, frame, self.client_host, header_end)
         except KafkaCodecError as error:
             self.abort(f"bad request api_key={header.api_key} v{header.api_version}: {error}")
             return

@@ -23,6 +23,7 @@ from roost.wire.kafka import (
     KafkaCodecError,
     RequestHeader,
     decode_request,
+    decode_request_body,
     encode_api_versions_fallback,
     encode_response,
 )
@@ -87,7 +88,9 @@ class Dispatcher:
         # (api key, version) -> requests served: which versions clients really use.
         self.request_counts: Counter[tuple[int, int]] = Counter()
 
-    def route(self, header: RequestHeader, frame: bytearray, client_host: str) -> Any:
+    def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1) -> Any:
+        """Decode and handle one request (its header already read; `header_end` where it ended,
+        so that it is not parsed twice, or -1)."""
         key, version = header.api_key, header.api_version
         advertised = self._advertised.get(key)  # type: ignore[call-overload]
         if advertised is None:
@@ -99,7 +102,10 @@ class Dispatcher:
                     header.correlation_id, ErrorCode.UNSUPPORTED_VERSION,
                     [(k, low, high) for k, (low, high) in sorted(self._advertised.items())])]
             raise KafkaCodecError(f"api key {key} version {version} is not supported")
-        header, body = decode_request(frame)
+        if header_end >= 0:
+            body = decode_request_body(header, frame, header_end)
+        else:
+            header, body = decode_request(frame)
         self.request_counts[(key, version)] += 1
         result = self._routes[key](Request(header, body, client_host))  # type: ignore[index]
         if type(result) is dict:
