@@ -4,6 +4,8 @@ Prints figures with their conditions and the CPU seconds of broker and client; n
 
     .venv/bin/python bench/broker_bench.py            # everything (~2-3 minutes)
     .venv/bin/python bench/broker_bench.py produce    # or: consume, raw, latency, fan-in
+    .venv/bin/python bench/broker_bench.py latency --repeat 3 --compare ../roost-before
+                                                      # each row against another checkout, in turn
 
 Conditions are printed with every figure. The machine is shared and noisy: compare rows of the
 same run, and repeat (`--repeat N` reports the median of N runs per row).
@@ -25,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,13 +53,21 @@ class Broker:
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+# The Roost trees whose brokers are measured: this one, and with --compare another checkout (say
+# the commit before a change), run by run in turn so that a noisy machine favours neither.
+SOURCES: dict[str, str | None] = {"this tree": None}
+
+
 @contextmanager
-def running_broker(*flags: str) -> Iterator[Broker]:
+def running_broker(*flags: str, source: str | None = None) -> Iterator[Broker]:
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(Path(source, "src"))
     with tempfile.TemporaryDirectory(prefix="roost-bench-") as data:
         popen = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0",
              "--log-level", "WARNING", "--no-keeper", *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         assert popen.stdout is not None
         bootstrap = None
         deadline = time.monotonic() + 60
@@ -173,16 +183,27 @@ def print_row(label: str, count: int, size: int, runs: list[Measured]) -> None:
           f"   client {client_cpu:5.2f} s CPU", flush=True)
 
 
+def tree_label(name: str) -> str:
+    return f" [{name}]" if len(SOURCES) > 1 else ""
+
+
 def bench_produce(repeat: int) -> None:
     print("\n== produce: confluent-kafka, acks=1, 1 producer, 6 partitions, no compression, no fsync ==")
     cases = [(100, 16384, 0), (100, 65536, 5), (100, 262144, 5), (100, 1048576, 20),
              (1024, 65536, 5), (1024, 1048576, 20)]
-    with running_broker() as broker:
-        create_topic(broker.bootstrap, "produce-bench", 6)
+    with ExitStack() as stack:
+        brokers = {name: stack.enter_context(running_broker(source=source)) for name, source in SOURCES.items()}
+        for broker in brokers.values():
+            create_topic(broker.bootstrap, "produce-bench", 6)
         for size, batch_size, linger in cases:
             count = 1_000_000 if size <= 100 else 300_000
-            runs = [produce_run(broker, "produce-bench", count, size, batch_size, linger) for _ in range(repeat)]
-            print_row(f"{size} B, batch.size {batch_size // 1024} KiB, linger {linger} ms", count, size, runs)
+            runs: dict[str, list[Measured]] = {name: [] for name in brokers}
+            for _ in range(repeat):
+                for name, broker in brokers.items():
+                    runs[name].append(produce_run(broker, "produce-bench", count, size, batch_size, linger))
+            for name in brokers:
+                print_row(f"{size} B, batch.size {batch_size // 1024} KiB, linger {linger} ms{tree_label(name)}",
+                          count, size, runs[name])
 
 
 # glibc returns freed heap to the kernel and maps fresh zeroed pages for the next fetch response
@@ -294,23 +315,27 @@ class RawFetcher:
 
 def bench_raw_fetch(repeat: int) -> None:
     print("\n== broker serve rate: roost's own fetch client, 6 partitions, 8 MiB per partition per fetch ==")
-    with running_broker() as broker:
-        size, count = 65536, 16_000
-        create_topic(broker.bootstrap, "raw-bench", 6)
-        produce_run(broker, "raw-bench", count, size, 1048576, 20)
-        runs = []
+    size, count = 65536, 16_000
+    with ExitStack() as stack:
+        brokers = {name: stack.enter_context(running_broker(source=source)) for name, source in SOURCES.items()}
+        for broker in brokers.values():
+            create_topic(broker.bootstrap, "raw-bench", 6)
+            produce_run(broker, "raw-bench", count, size, 1048576, 20)
+        runs: dict[str, list[Measured]] = {name: [] for name in brokers}
         for _ in range(repeat):
-            fetcher = RawFetcher(broker.bootstrap, "raw-bench", 6)
-            total = 0
+            for name, broker in brokers.items():
+                fetcher = RawFetcher(broker.bootstrap, "raw-bench", 6)
+                total = 0
 
-            def work(fetcher: RawFetcher = fetcher) -> None:
-                nonlocal total
-                total = fetcher.fetch_all()
+                def work(fetcher: RawFetcher = fetcher) -> None:
+                    nonlocal total
+                    total = fetcher.fetch_all()
 
-            runs.append(measure(broker, work))
-            assert total >= count * size
-            fetcher.sock.close()
-        print_row(f"{size} B messages ({count * size / 1e6:.0f} MB)", count, size, runs)
+                runs[name].append(measure(broker, work))
+                assert total >= count * size
+                fetcher.sock.close()
+        for name in brokers:
+            print_row(f"{size} B messages ({count * size / 1e6:.0f} MB){tree_label(name)}", count, size, runs[name])
 
 
 LATENCY_VARIANTS: dict[str, tuple[str, ...]] = {
@@ -339,13 +364,15 @@ def bench_latency(rate: int, seconds: float, repeat: int) -> None:
           "1 partition, producer and consumer in this process ==")
     print("   (variants alternate run by run; broker CPU per message and per request (requests from the "
           "clients' statistics), system calls per message from perf stat)")
-    results: dict[str, list[LatencyRun]] = {label: [] for label in LATENCY_VARIANTS}
+    results: dict[str, list[LatencyRun]] = {}
     for _ in range(repeat):
-        for label, flags in LATENCY_VARIANTS.items():
-            with running_broker(*flags) as broker:
-                run = latency_run(broker, rate, seconds)
-            results[label].append(run)
-            print_latency(label, [run])
+        for variant, flags in LATENCY_VARIANTS.items():
+            for name, source in SOURCES.items():
+                label = variant + tree_label(name)
+                with running_broker(*flags, source=source) as broker:
+                    run = latency_run(broker, rate, seconds)
+                results.setdefault(label, []).append(run)
+                print_latency(label, [run])
     if repeat > 1:
         print(f"   medians of {repeat} runs (worst run's p99 in brackets):")
         for label, runs in results.items():
@@ -363,7 +390,7 @@ def print_latency(label: str, runs: list[LatencyRun]) -> None:
     requests = median([r.requests / max(1, len(r.latencies_ms)) for r in runs])
     counted = [r.syscalls / max(1, len(r.latencies_ms)) for r in runs if r.syscalls is not None]
     syscalls = f"{median(counted):4.1f}" if counted else " n/a"
-    print(f"  {label:<18} n={n:<6.0f} p50 {median([r.pct(50) for r in runs]):6.2f} ms  "
+    print(f"  {label:<30} n={n:<6.0f} p50 {median([r.pct(50) for r in runs]):6.2f} ms  "
           f"p99 {median(p99s):6.2f}{worst} ms  p99.9 {median([r.pct(99.9) for r in runs]):6.2f} ms   "
           f"broker {median([r.per_message_us() for r in runs]):5.1f} µs/msg, {per_request:5.1f} µs/request, "
           f"{requests:.2f} requests/msg, {syscalls} syscalls/msg", flush=True)
@@ -429,7 +456,12 @@ def latency_run(broker: Broker, rate: int, seconds: float) -> LatencyRun:
 def bench_fan_in(producers: int, rate_each: int, seconds: float) -> None:
     print(f"\n== fan-in: {producers} producers x {rate_each} msg/s for {seconds:.0f} s, 100 B, linger.ms 0, "
           "acks=all, 1 partition, page cache, producers in this process ==")
-    with running_broker() as broker:
+    for name, source in SOURCES.items():
+        fan_in_run(name, source, producers, rate_each, seconds)
+
+
+def fan_in_run(name: str, source: str | None, producers: int, rate_each: int, seconds: float) -> None:
+    with running_broker(source=source) as broker:
         create_topic(broker.bootstrap, "fan-in", 1)
         clients = [Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
                    for _ in range(producers)]
@@ -449,7 +481,7 @@ def bench_fan_in(producers: int, rate_each: int, seconds: float) -> None:
         for client in clients:
             assert client.flush(60) == 0
         wall, broker_cpu = time.perf_counter() - start, broker.cpu_seconds() - cpu0
-    print(f"  {total / wall:,.0f} msg/s offered and acknowledged: broker {broker_cpu:.2f} s CPU in {wall:.1f} s "
+    print(f"  {name:<12} {total / wall:,.0f} msg/s offered and acknowledged: broker {broker_cpu:.2f} s CPU in {wall:.1f} s "
           f"= {broker_cpu / wall:.2f} cores ({broker_cpu / total * 1e6:.1f} µs/msg)", flush=True)
 
 
@@ -459,11 +491,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; the median is printed")
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--compare", metavar="CHECKOUT",
+                        help="another Roost checkout (its src/ is used) measured in turn with this one")
     if sys.argv[1:2] == ["consumer-worker"]:
         bootstrap, topic, partitions, count, size = sys.argv[2:7]
         consumer_worker(bootstrap, topic, int(partitions), int(count), int(size))
         return
     args = parser.parse_args()
+    if args.compare:
+        if not Path(args.compare, "src", "roost").is_dir():
+            parser.error(f"--compare {args.compare}: no src/roost there")
+        SOURCES[Path(args.compare).name] = str(Path(args.compare).resolve())
     print(f"roost broker benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, data dir on {Path(tempfile.gettempdir())}")
     if "produce" in args.what:
