@@ -3,7 +3,9 @@
 Prints figures with their conditions and the CPU seconds of broker and client; never asserts.
 
     .venv/bin/python bench/broker_bench.py            # everything (~2-3 minutes)
-    .venv/bin/python bench/broker_bench.py produce    # or: consume, latency
+    .venv/bin/python bench/broker_bench.py produce    # or: consume, raw, latency, fan-in
+    .venv/bin/python bench/broker_bench.py latency --repeat 3 --compare ../roost-before
+                                                      # each row against another checkout, in turn
 
 Conditions are printed with every figure. The machine is shared and noisy: compare rows of the
 same run, and repeat (`--repeat N` reports the median of N runs per row).
@@ -12,8 +14,11 @@ same run, and repeat (`--repeat N` reports the median of N runs per row).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -22,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,13 +53,21 @@ class Broker:
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+# The Roost trees whose brokers are measured: this one, and with --compare another checkout (say
+# the commit before a change), run by run in turn so that a noisy machine favours neither.
+SOURCES: dict[str, str | None] = {"this tree": None}
+
+
 @contextmanager
-def running_broker(*flags: str) -> Iterator[Broker]:
+def running_broker(*flags: str, source: str | None = None) -> Iterator[Broker]:
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(Path(source, "src"))
     with tempfile.TemporaryDirectory(prefix="roost-bench-") as data:
         popen = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0",
              "--log-level", "WARNING", "--no-keeper", *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         assert popen.stdout is not None
         bootstrap = None
         deadline = time.monotonic() + 60
@@ -73,6 +86,52 @@ def running_broker(*flags: str) -> Iterator[Broker]:
         finally:
             popen.terminate()
             popen.wait(30)
+
+
+class SyscallCount:
+    """Counts the system calls a process makes while it runs (`perf stat` on the
+    raw_syscalls:sys_enter tracepoint; cheap, unlike strace). None where perf cannot."""
+
+    def __init__(self, pid: int) -> None:
+        self.count: int | None = None
+        self._perf: subprocess.Popen[str] | None = None
+        if shutil.which("perf") is None:
+            return
+        self._perf = subprocess.Popen(
+            ["perf", "stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-p", str(pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def stop(self) -> int | None:
+        if self._perf is None:
+            return None
+        self._perf.send_signal(signal.SIGINT)
+        try:
+            _, err = self._perf.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._perf.kill()
+            self._perf.communicate()
+            return None
+        for line in err.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2] == "raw_syscalls:sys_enter" and fields[0].isdigit():
+                self.count = int(fields[0])
+        return self.count
+
+
+class RequestTally:
+    """Requests a librdkafka client has sent, from its statistics (`tx` per broker connection)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self._lock = threading.Lock()
+
+    def config(self) -> dict[str, object]:
+        return {"statistics.interval.ms": 100, "stats_cb": self._on_stats}
+
+    def _on_stats(self, text: str) -> None:
+        stats = json.loads(text)
+        with self._lock:
+            self.sent = sum(broker.get("tx", 0) for broker in stats.get("brokers", {}).values())
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -124,16 +183,27 @@ def print_row(label: str, count: int, size: int, runs: list[Measured]) -> None:
           f"   client {client_cpu:5.2f} s CPU", flush=True)
 
 
+def tree_label(name: str) -> str:
+    return f" [{name}]" if len(SOURCES) > 1 else ""
+
+
 def bench_produce(repeat: int) -> None:
     print("\n== produce: confluent-kafka, acks=1, 1 producer, 6 partitions, no compression, no fsync ==")
     cases = [(100, 16384, 0), (100, 65536, 5), (100, 262144, 5), (100, 1048576, 20),
              (1024, 65536, 5), (1024, 1048576, 20)]
-    with running_broker() as broker:
-        create_topic(broker.bootstrap, "produce-bench", 6)
+    with ExitStack() as stack:
+        brokers = {name: stack.enter_context(running_broker(source=source)) for name, source in SOURCES.items()}
+        for broker in brokers.values():
+            create_topic(broker.bootstrap, "produce-bench", 6)
         for size, batch_size, linger in cases:
             count = 1_000_000 if size <= 100 else 300_000
-            runs = [produce_run(broker, "produce-bench", count, size, batch_size, linger) for _ in range(repeat)]
-            print_row(f"{size} B, batch.size {batch_size // 1024} KiB, linger {linger} ms", count, size, runs)
+            runs: dict[str, list[Measured]] = {name: [] for name in brokers}
+            for _ in range(repeat):
+                for name, broker in brokers.items():
+                    runs[name].append(produce_run(broker, "produce-bench", count, size, batch_size, linger))
+            for name in brokers:
+                print_row(f"{size} B, batch.size {batch_size // 1024} KiB, linger {linger} ms{tree_label(name)}",
+                          count, size, runs[name])
 
 
 # glibc returns freed heap to the kernel and maps fresh zeroed pages for the next fetch response
@@ -245,60 +315,119 @@ class RawFetcher:
 
 def bench_raw_fetch(repeat: int) -> None:
     print("\n== broker serve rate: roost's own fetch client, 6 partitions, 8 MiB per partition per fetch ==")
-    with running_broker() as broker:
-        size, count = 65536, 16_000
-        create_topic(broker.bootstrap, "raw-bench", 6)
-        produce_run(broker, "raw-bench", count, size, 1048576, 20)
-        runs = []
+    size, count = 65536, 16_000
+    with ExitStack() as stack:
+        brokers = {name: stack.enter_context(running_broker(source=source)) for name, source in SOURCES.items()}
+        for broker in brokers.values():
+            create_topic(broker.bootstrap, "raw-bench", 6)
+            produce_run(broker, "raw-bench", count, size, 1048576, 20)
+        runs: dict[str, list[Measured]] = {name: [] for name in brokers}
         for _ in range(repeat):
-            fetcher = RawFetcher(broker.bootstrap, "raw-bench", 6)
-            total = 0
+            for name, broker in brokers.items():
+                fetcher = RawFetcher(broker.bootstrap, "raw-bench", 6)
+                total = 0
 
-            def work(fetcher: RawFetcher = fetcher) -> None:
-                nonlocal total
-                total = fetcher.fetch_all()
+                def work(fetcher: RawFetcher = fetcher) -> None:
+                    nonlocal total
+                    total = fetcher.fetch_all()
 
-            runs.append(measure(broker, work))
-            assert total >= count * size
-            fetcher.sock.close()
-        print_row(f"{size} B messages ({count * size / 1e6:.0f} MB)", count, size, runs)
+                runs[name].append(measure(broker, work))
+                assert total >= count * size
+                fetcher.sock.close()
+        for name in brokers:
+            print_row(f"{size} B messages ({count * size / 1e6:.0f} MB){tree_label(name)}", count, size, runs[name])
 
 
-def bench_latency(rate: int, seconds: float) -> None:
+LATENCY_VARIANTS: dict[str, tuple[str, ...]] = {
+    "page cache": (),
+    "fsync before ack": ("--log.flush.interval.messages", "1"),
+}
+
+
+@dataclass
+class LatencyRun:
+    latencies_ms: list[float]  # sorted
+    broker_cpu: float
+    requests: int  # sent by the producer and the consumer while measured
+    syscalls: int | None
+
+    def pct(self, p: float) -> float:
+        values = self.latencies_ms
+        return values[min(len(values) - 1, int(p / 100 * len(values)))] if values else float("nan")
+
+    def per_message_us(self) -> float:
+        return self.broker_cpu / max(1, len(self.latencies_ms)) * 1e6
+
+
+def bench_latency(rate: int, seconds: float, repeat: int) -> None:
     print(f"\n== end-to-end latency: {rate} msg/s for {seconds:.0f} s, 100 B, linger.ms 0, acks=all, "
           "1 partition, producer and consumer in this process ==")
-    for label, flags in (("no fsync (page cache)", ()), ("fsync before ack", ("--log.flush.interval.messages", "1"))):
-        with running_broker(*flags) as broker:
-            latency_run(broker, label, rate, seconds)
+    print("   (variants alternate run by run; broker CPU per message and per request (requests from the "
+          "clients' statistics), system calls per message from perf stat)")
+    results: dict[str, list[LatencyRun]] = {}
+    for _ in range(repeat):
+        for variant, flags in LATENCY_VARIANTS.items():
+            for name, source in SOURCES.items():
+                label = variant + tree_label(name)
+                with running_broker(*flags, source=source) as broker:
+                    run = latency_run(broker, rate, seconds)
+                results.setdefault(label, []).append(run)
+                print_latency(label, [run])
+    if repeat > 1:
+        print(f"   medians of {repeat} runs (worst run's p99 in brackets):")
+        for label, runs in results.items():
+            print_latency(label, runs)
 
 
-def latency_run(broker: Broker, label: str, rate: int, seconds: float) -> None:
+def print_latency(label: str, runs: list[LatencyRun]) -> None:
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    n = median([len(r.latencies_ms) for r in runs])
+    p99s = [r.pct(99) for r in runs]
+    worst = f" [{max(p99s):.2f}]" if len(runs) > 1 else ""
+    per_request = median([r.broker_cpu / max(1, r.requests) * 1e6 for r in runs])
+    requests = median([r.requests / max(1, len(r.latencies_ms)) for r in runs])
+    counted = [r.syscalls / max(1, len(r.latencies_ms)) for r in runs if r.syscalls is not None]
+    syscalls = f"{median(counted):4.1f}" if counted else " n/a"
+    print(f"  {label:<30} n={n:<6.0f} p50 {median([r.pct(50) for r in runs]):6.2f} ms  "
+          f"p99 {median(p99s):6.2f}{worst} ms  p99.9 {median([r.pct(99.9) for r in runs]):6.2f} ms   "
+          f"broker {median([r.per_message_us() for r in runs]):5.1f} µs/msg, {per_request:5.1f} µs/request, "
+          f"{requests:.2f} requests/msg, {syscalls} syscalls/msg", flush=True)
+
+
+def latency_run(broker: Broker, rate: int, seconds: float) -> LatencyRun:
     # Producer and consumer share this process: hand the GIL over quickly (the default 5 ms
     # switch interval would show up in the tail as if it were the broker's).
     sys.setswitchinterval(0.0002)
     create_topic(broker.bootstrap, "latency", 1)
     latencies: list[float] = []
+    consumer_requests, producer_requests = RequestTally(), RequestTally()
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat",
                          "auto.offset.reset": "latest", "fetch.wait.max.ms": 500,
-                         "fetch.error.backoff.ms": 10})
+                         "fetch.error.backoff.ms": 10, **consumer_requests.config()})
     consumer.assign([TopicPartition("latency", 0, 0)])
     stop = threading.Event()
     expected = int(rate * seconds)
 
     def consume() -> None:
         deadline = time.monotonic() + seconds + 30
-        while len(latencies) < expected and time.monotonic() < deadline and not stop.is_set():
+        while not stop.is_set() and time.monotonic() < deadline:
             # poll() hands over each message as it arrives; consume(n, t) would wait to fill n.
             msg = consumer.poll(0.1)
-            if msg is not None and not msg.error():
+            if msg is not None and not msg.error() and len(latencies) < expected:
                 latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
 
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all",
+                         **producer_requests.config()})
     producer.list_topics("latency", timeout=30)
     time.sleep(1.0)  # let the consumer's first fetch be waiting
+    producer.poll(0.2)  # fresh statistics before the clock starts
+    syscalls = SyscallCount(broker.popen.pid)
     cpu0 = broker.cpu_seconds()
+    requests0 = consumer_requests.sent + producer_requests.sent
     interval = 1.0 / rate
     start = time.perf_counter()
     for n in range(expected):
@@ -309,31 +438,70 @@ def latency_run(broker: Broker, label: str, rate: int, seconds: float) -> None:
         producer.produce("latency", stamp + b"x" * 80)
         producer.poll(0)
     producer.flush(30)
-    thread.join(seconds + 40)
-    stop.set()
-    consumer.close()
+    deadline = time.monotonic() + 30
+    while len(latencies) < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
     broker_cpu = broker.cpu_seconds() - cpu0
+    counted = syscalls.stop()
+    producer.poll(0.25)  # statistics are at most 100 ms old: the consumer thread polls on
+    time.sleep(0.25)
+    requests = consumer_requests.sent + producer_requests.sent - requests0
+    stop.set()
+    thread.join(30)
+    consumer.close()
     latencies.sort()
+    return LatencyRun(latencies, broker_cpu, requests, counted)
 
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p / 100 * len(latencies)))]
 
-    print(f"  {label:<24} n={len(latencies)}  p50 {pct(50):6.2f} ms  p99 {pct(99):6.2f} ms  "
-          f"p99.9 {pct(99.9):6.2f} ms  max {latencies[-1]:7.2f} ms   broker {broker_cpu:.2f} s CPU "
-          f"({broker_cpu / max(1, len(latencies)) * 1e6:.1f} µs/msg)", flush=True)
+def bench_fan_in(producers: int, rate_each: int, seconds: float) -> None:
+    print(f"\n== fan-in: {producers} producers x {rate_each} msg/s for {seconds:.0f} s, 100 B, linger.ms 0, "
+          "acks=all, 1 partition, page cache, producers in this process ==")
+    for name, source in SOURCES.items():
+        fan_in_run(name, source, producers, rate_each, seconds)
+
+
+def fan_in_run(name: str, source: str | None, producers: int, rate_each: int, seconds: float) -> None:
+    with running_broker(source=source) as broker:
+        create_topic(broker.bootstrap, "fan-in", 1)
+        clients = [Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+                   for _ in range(producers)]
+        for client in clients:
+            client.list_topics("fan-in", timeout=30)
+        payload = b"x" * 100
+        total = int(producers * rate_each * seconds)
+        interval = 1.0 / (producers * rate_each)
+        cpu0, start = broker.cpu_seconds(), time.perf_counter()
+        for n in range(total):
+            delay = start + n * interval - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            client = clients[n % producers]
+            client.produce("fan-in", payload)
+            client.poll(0)
+        for client in clients:
+            assert client.flush(60) == 0
+        wall, broker_cpu = time.perf_counter() - start, broker.cpu_seconds() - cpu0
+    print(f"  {name:<12} {total / wall:,.0f} msg/s offered and acknowledged: broker {broker_cpu:.2f} s CPU in {wall:.1f} s "
+          f"= {broker_cpu / wall:.2f} cores ({broker_cpu / total * 1e6:.1f} µs/msg)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="*", default=["produce", "consume", "raw", "latency"])
+    parser.add_argument("what", nargs="*", default=["produce", "consume", "raw", "latency", "fan-in"])
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; the median is printed")
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--compare", metavar="CHECKOUT",
+                        help="another Roost checkout (its src/ is used) measured in turn with this one")
     if sys.argv[1:2] == ["consumer-worker"]:
         bootstrap, topic, partitions, count, size = sys.argv[2:7]
         consumer_worker(bootstrap, topic, int(partitions), int(count), int(size))
         return
     args = parser.parse_args()
+    if args.compare:
+        if not Path(args.compare, "src", "roost").is_dir():
+            parser.error(f"--compare {args.compare}: no src/roost there")
+        SOURCES[Path(args.compare).name] = str(Path(args.compare).resolve())
     print(f"roost broker benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, data dir on {Path(tempfile.gettempdir())}")
     if "produce" in args.what:
@@ -343,7 +511,9 @@ def main() -> None:
     if "raw" in args.what:
         bench_raw_fetch(args.repeat)
     if "latency" in args.what:
-        bench_latency(args.rate, args.seconds)
+        bench_latency(args.rate, args.seconds, args.repeat)
+    if "fan-in" in args.what:
+        bench_fan_in(20, 1000, args.seconds)
 
 
 if __name__ == "__main__":

@@ -310,6 +310,7 @@ class Broker:
                 await self.zk.close()
         await self.logs.stop_upkeep()
         await self.replicas.close()
+        self.logs.close()
         if self._server is not None:
             await self._server.wait_closed()
         log.info("broker %d stopped; requests served: %s", self.broker_id,

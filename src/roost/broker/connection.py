@@ -140,8 +140,6 @@ class KafkaConnection(asyncio.Protocol):
         except KafkaCodecError as error:
             self.abort(f"undecodable request header: {error}")
             return
-        slot = _Slot()
-        self._slots.append(slot)
         try:
             result = self._router.route(header, frame, self.client_host, header_end)
         except KafkaCodecError as error:
@@ -151,6 +149,14 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("handler failed for api_key=%d from %s; closing", header.api_key, self.peer)
             self.abort("internal error")
             return
+        if type(result) is not Deferred and not self._slots:
+            # Answered at once with no earlier answer outstanding (the usual case): straight out,
+            # without a place in the response order.
+            if result is not NO_RESPONSE and self._transport is not None and not self._closed:
+                self._transport.writelines(result)
+            return
+        slot = _Slot()
+        self._slots.append(slot)
         if type(result) is Deferred:
             future = result.future
             self.tasks.add(future)

@@ -1,9 +1,14 @@
 """Group commit: producers that need fsync before their acknowledgement share one fsync.
 
-A request for durability joins the next flush round. While one round's fsyncs run on a worker
-thread, new requests gather for the following round, so under load many appends (from many
-producers and partitions) are covered by one fsync per file, and a lone producer waits for only
-one fsync.
+A request for durability joins the next flush round. While one round's fsyncs run on the
+flusher's thread, new requests gather for the following round, so under load many appends (from
+many producers and partitions) are covered by one fsync per file, and a lone producer waits for
+only one fsync.
+
+The thread is the committer's own and lives as long as it: a round is handed over with one queue
+put and handed back with one `call_soon_threadsafe`. (`asyncio.to_thread` per round cost a task,
+an executor work item, a copied context and two futures: about a third of the broker's CPU per
+message at 5,000 unbatched messages a second with fsync before ack.)
 """
 
 from __future__ import annotations
@@ -11,16 +16,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
+import threading
+from dataclasses import dataclass
 
 from roost.log import PartitionLog
 
 log = logging.getLogger("roost.broker.flusher")
 
 
+@dataclass
+class _Round:
+    loop: asyncio.AbstractEventLoop
+    # Per partition log: the log, the end offset its fds cover, and the futures waiting for it.
+    entries: list[tuple[PartitionLog, int, list[asyncio.Future[None]]]]
+    fds: list[int]
+
+
+_STOP = None
+
+
 class GroupCommitter:
     def __init__(self) -> None:
         self._pending: dict[int, tuple[PartitionLog, list[asyncio.Future[None]]]] = {}
-        self._running: asyncio.Task[None] | None = None
+        self._in_flight = False
+        self._rounds: queue.SimpleQueue[_Round | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self.rounds = 0
         self.fsyncs = 0
 
@@ -32,40 +53,64 @@ class GroupCommitter:
             self._pending[id(partition_log)] = (partition_log, [future])
         else:
             entry[1].append(future)
-        if self._running is None:
-            self._running = asyncio.ensure_future(self._run())
+        if not self._in_flight:
+            self._start_round()
         return future
 
-    async def _run(self) -> None:
-        try:
-            while self._pending:
-                batch = list(self._pending.values())
-                self._pending = {}
-                # Take the fds and end offsets now, on the loop thread: appends that land while
-                # the fsync runs belong to the next round.
-                handles = [(plog, plog.flush_handle()) for plog, _ in batch]
-                error: BaseException | None = None
-                try:
-                    await asyncio.to_thread(_fsync_all, [fd for _, (fds, _) in handles for fd in fds])
-                except OSError as failure:
-                    error = failure
-                    log.error("fsync failed: %s", failure)
-                self.rounds += 1
-                for (plog, (fds, end_offset)), (_, futures) in zip(handles, batch, strict=True):
-                    if error is None:
-                        self.fsyncs += len(fds)
-                        plog.mark_flushed(end_offset)
-                    for future in futures:
-                        if future.done():
-                            continue
-                        if error is None:
-                            future.set_result(None)
-                        else:
-                            future.set_exception(error)
-        finally:
-            self._running = None
+    def close(self) -> None:
+        """Stop the flusher's thread once the round in flight (if any) is done."""
+        if self._thread is not None:
+            self._rounds.put(_STOP)
+            self._thread.join(timeout=30)
+            self._thread = None
 
+    def _start_round(self) -> None:
+        assert not self._in_flight and self._pending
+        batch, self._pending = list(self._pending.values()), {}
+        entries: list[tuple[PartitionLog, int, list[asyncio.Future[None]]]] = []
+        fds: list[int] = []
+        for plog, futures in batch:
+            # Take the fds and end offsets now, on the loop thread: appends that land while the
+            # fsync runs belong to the next round.
+            log_fds, end_offset = plog.flush_handle()
+            fds.extend(log_fds)
+            entries.append((plog, end_offset, futures))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._flush_rounds, name="roost-flusher", daemon=True)
+            self._thread.start()
+        self._in_flight = True
+        self._rounds.put(_Round(asyncio.get_running_loop(), entries, fds))
 
-def _fsync_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.fsync(fd)
+    def _flush_rounds(self) -> None:
+        """The flusher's thread: fsync each round's files in order, then hand the round back."""
+        while (work := self._rounds.get()) is not _STOP:
+            error: OSError | None = None
+            try:
+                for fd in work.fds:
+                    os.fsync(fd)
+            except OSError as failure:
+                error = failure
+            try:
+                work.loop.call_soon_threadsafe(self._finish_round, work, error)
+            except RuntimeError:
+                return  # the loop is closed: nobody waits any more
+
+    def _finish_round(self, work: _Round, error: OSError | None) -> None:
+        self._in_flight = False
+        self.rounds += 1
+        if error is not None:
+            log.error("fsync failed: %s", error)
+        for plog, end_offset, futures in work.entries:
+            if error is None:
+                plog.mark_flushed(end_offset)
+            for future in futures:
+                if future.done():
+                    continue
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+        if error is None:
+            self.fsyncs += len(work.fds)
+        if self._pending:
+            self._start_round()

@@ -110,6 +110,10 @@ class LogManager:
                 await task
         self._upkeep.clear()
 
+    def close(self) -> None:
+        """Stop the group committer's thread (after the logs are closed: closing flushes them)."""
+        self.committer.close()
+
     async def _cleaner_loop(self) -> None:
         interval = self.config["log.cleaner.backoff.ms"] / 1000
         while True:

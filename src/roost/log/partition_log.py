@@ -81,6 +81,9 @@ class AppendInfo(NamedTuple):
     size_bytes: int
 
 
+_make_header = BatchHeader._make
+
+
 class ReadResult(NamedTuple):
     buffers: list[bytes | memoryview]  # whole batches, in offset order
     size: int
@@ -343,43 +346,45 @@ class PartitionLog:
             batches = validate_batches(view)
         assert batches and batches[0][0] == 0, "batches must start at position 0"
         assert batches[-1][0] + batches[-1][1].size == len(view), "batches must cover the records exactly"
-        for _pos, header in batches:
-            if header.size > self.config.max_message_bytes:
-                raise MessageTooLarge(
-                    f"batch of {header.size} bytes is larger than max.message.bytes {self.config.max_message_bytes}"
-                )
-            if header.size > self.config.segment_bytes:
-                raise RecordBatchTooLarge(
-                    f"batch of {header.size} bytes is larger than segment.bytes {self.config.segment_bytes}"
-                )
+        config = self.config
+        # Header fields by name once per batch, not through the properties: this is the path of
+        # every produced batch.
+        largest = max([header.batch_length for _pos, header in batches]) + LOG_OVERHEAD
+        if largest > config.max_message_bytes:
+            raise MessageTooLarge(
+                f"batch of {largest} bytes is larger than max.message.bytes {config.max_message_bytes}")
+        if largest > config.segment_bytes:
+            raise RecordBatchTooLarge(f"batch of {largest} bytes is larger than segment.bytes {config.segment_bytes}")
         now = self.clock_ms()
         log_append_time = -1
         if assign_offsets:
             if view.readonly:
                 view = memoryview(bytearray(view))
-            if self.config.message_timestamp_type == LOG_APPEND_TIME:
+            if config.message_timestamp_type == LOG_APPEND_TIME:
                 log_append_time = now
             batches = self._assign(view, batches, log_append_time, leader_epoch)
         else:
             self._check_follower_offsets(batches)
 
         first = batches[0][1].base_offset
-        last = batches[-1][1].last_offset
-        incoming_max_timestamp = max(header.max_timestamp for _pos, header in batches)
-        if self._should_roll(len(view), last, incoming_max_timestamp, now):
-            self._roll(first, now)
-        self.active.append(view, batches, self.config.index_interval_bytes)
-        self.log_end_offset = last + 1
-        epochs = self.leader_epochs
-        for _pos, header in batches:
-            self.producer_state.update(header, header.base_offset)
-            if header.partition_leader_epoch > epochs.latest_epoch:
-                epochs.assign(header.partition_leader_epoch, header.base_offset)
-
+        last_header = batches[-1][1]
+        last = last_header.base_offset + last_header.last_offset_delta
+        # The largest timestamp and the last offset of the first batch that has it, as Kafka reports.
         max_timestamp, offset_of_max = -1, first
         for _pos, header in batches:
             if header.max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+                max_timestamp = header.max_timestamp
+                offset_of_max = header.base_offset + header.last_offset_delta
+        if self._should_roll(len(view), last, max_timestamp, now):
+            self._roll(first, now)
+        self.active.append(view, batches, config.index_interval_bytes)
+        self.log_end_offset = last + 1
+        epochs = self.leader_epochs
+        producers = self.producer_state
+        for _pos, header in batches:
+            producers.update(header, header.base_offset)
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                epochs.assign(header.partition_leader_epoch, header.base_offset)
         return AppendInfo(first, last, max_timestamp, offset_of_max, log_append_time, len(view))
 
     def _assign(
@@ -400,15 +405,17 @@ class PartitionLog:
         assigned: list[tuple[int, BatchHeader]] = []
         next_offset = self.log_end_offset
         for pos, header in batches:
-            header = header._replace(base_offset=next_offset)
+            # One new header per batch (fields by position: base offset 0, leader epoch 2,
+            # attributes 5, max timestamp 8), as the bytes now say.
+            fields = list(header)
+            fields[0] = next_offset
             if leader_epoch is not None:
-                header = header._replace(partition_leader_epoch=leader_epoch)
+                fields[2] = leader_epoch
             if log_append_time >= 0:
-                header = header._replace(
-                    attributes=header.attributes | ATTR_TIMESTAMP_TYPE, max_timestamp=log_append_time
-                )
-            assigned.append((pos, header))
-            next_offset = header.next_offset
+                fields[5] = header.attributes | ATTR_TIMESTAMP_TYPE
+                fields[8] = log_append_time
+            assigned.append((pos, _make_header(fields)))
+            next_offset += header.last_offset_delta + 1
         assert next_offset == end
         return assigned
 

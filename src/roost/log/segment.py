@@ -18,6 +18,7 @@ from roost.log.files import offset_file_name, read_at, write_all
 from roost.log.index import OffsetIndex, TimeIndex
 from roost.wire.kafka.records import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     InvalidRecordBatch,
@@ -361,18 +362,21 @@ class Segment:
     def _account(self, position: int, header: BatchHeader, index_interval_bytes: int) -> None:
         """Update indexes and statistics for a batch now in the file at `position` (Kafka's
         LogSegment.append: the batch counts toward the maximum before the index entry)."""
-        assert header.base_offset >= self.next_offset
+        # Header fields by name, computed once: this runs for every appended batch.
+        base_offset, max_timestamp = header.base_offset, header.max_timestamp
+        last_offset = base_offset + header.last_offset_delta
+        assert base_offset >= self.next_offset
         if position == 0:
-            self.first_batch_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
         if self.bytes_since_index_entry > index_interval_bytes:
-            self.offset_index.append(header.last_offset, position)
+            self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_index_entry = 0
-        self.bytes_since_index_entry += header.size
-        self.next_offset = header.next_offset
+        self.bytes_since_index_entry += header.batch_length + LOG_OVERHEAD
+        self.next_offset = last_offset + 1
 
     def append(
         self, data: memoryview, batches: Sequence[tuple[int, BatchHeader]], index_interval_bytes: int
@@ -385,10 +389,13 @@ class Segment:
         position = self.size
         write_all(self.log_fd, data, position)
         self.size += len(data)
-        recent = self.recent
+        recent_add = self.recent.add
+        account = self._account
         for pos, header in batches:
-            self._account(position + pos, header, index_interval_bytes)
-            recent.add(position + pos, header.base_offset, header.last_offset, header.size)
+            account(position + pos, header, index_interval_bytes)
+            base_offset = header.base_offset
+            recent_add(position + pos, base_offset, base_offset + header.last_offset_delta,
+                       header.batch_length + LOG_OVERHEAD)
 
     def on_roll(self) -> None:
         """The segment becomes read-only: record its final maximum so a reopen finds it, and

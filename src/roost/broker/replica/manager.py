@@ -37,7 +37,15 @@ from roost.config import BrokerConfig
 from roost.log import OK, Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
 from roost.wire.kafka.errors import ErrorCode
-from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader, InvalidRecordBatch, validate_batches
+from roost.wire.kafka.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    LOG_OVERHEAD,
+    MAX_SEQUENCE,
+    BatchHeader,
+    InvalidRecordBatch,
+    validate_batches,
+)
 
 log = logging.getLogger("roost.broker.replica")
 
@@ -267,11 +275,11 @@ class ReplicaManager:
             log.warning("rejected batch for %s-%d: %s", partition.topic, partition.index, invalid)
             return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
         max_batch = partition.configs["max.message.bytes"]
-        for _, batch in batches:
-            if batch.size > max_batch:
+        for _, batch in batches:  # fields by name, not the properties: once per produced batch
+            if batch.batch_length + LOG_OVERHEAD > max_batch:
                 return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE,
                                      f"batch of {batch.size} bytes exceeds max.message.bytes {max_batch}")
-            if batch.is_transactional or batch.is_control:
+            if batch.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
                 return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
         if acks == ACKS_ALL and partition.configs["min.insync.replicas"] > len(partition.state.isr):
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,

@@ -19,7 +19,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import crc32c
 
@@ -135,35 +135,40 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (MAX_SEQUENCE + 1)
 
 
+_make_header: Final = BatchHeader._make
+_unpack_header: Final = _HEADER.unpack_from
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """The header of the batch at `pos`, without checking its CRC or its length."""
     if pos < 0 or len(buf) - pos < HEADER_SIZE:
         raise InvalidRecordBatch(
             f"record batch header truncated: {max(0, len(buf) - pos)} of {HEADER_SIZE} bytes"
         )
-    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+    return _make_header(_unpack_header(buf, pos))
 
 
 def check_header(header: BatchHeader, available: int) -> None:
     """Every check but the CRC: they need no record bytes. `available` = bytes from the batch
     start to the end of the buffer. Raises InvalidRecordBatch."""
-    if header.magic != MAGIC:
+    # Fields by position, not through the properties: this runs once per produced batch.
+    _base, batch_length, _epoch, magic, _crc, attributes, last_offset_delta = header[:7]
+    records_count = header[12]
+    if magic != MAGIC:
+        raise InvalidRecordBatch(f"unsupported record batch magic {magic}", UNSUPPORTED_FOR_MESSAGE_FORMAT)
+    if batch_length < MIN_BATCH_LENGTH:
+        raise InvalidRecordBatch(f"batchLength {batch_length} < {MIN_BATCH_LENGTH}")
+    if batch_length + LOG_OVERHEAD > available:
+        raise InvalidRecordBatch(f"record batch truncated: {available} of {batch_length + LOG_OVERHEAD} bytes")
+    if attributes & ATTR_COMPRESSION_MASK not in _KNOWN_CODECS:
         raise InvalidRecordBatch(
-            f"unsupported record batch magic {header.magic}", UNSUPPORTED_FOR_MESSAGE_FORMAT
+            f"unknown compression codec {attributes & ATTR_COMPRESSION_MASK}", UNSUPPORTED_COMPRESSION_TYPE
         )
-    if header.batch_length < MIN_BATCH_LENGTH:
-        raise InvalidRecordBatch(f"batchLength {header.batch_length} < {MIN_BATCH_LENGTH}")
-    if header.size > available:
-        raise InvalidRecordBatch(f"record batch truncated: {available} of {header.size} bytes")
-    if header.compression not in _KNOWN_CODECS:
+    if records_count <= 0:
+        raise InvalidRecordBatch(f"record batch has {records_count} records", INVALID_RECORD)
+    if last_offset_delta + 1 != records_count:
         raise InvalidRecordBatch(
-            f"unknown compression codec {header.compression}", UNSUPPORTED_COMPRESSION_TYPE
-        )
-    if header.records_count <= 0:
-        raise InvalidRecordBatch(f"record batch has {header.records_count} records", INVALID_RECORD)
-    if header.last_offset_delta + 1 != header.records_count:
-        raise InvalidRecordBatch(
-            f"lastOffsetDelta {header.last_offset_delta} does not match recordsCount {header.records_count}",
+            f"lastOffsetDelta {last_offset_delta} does not match recordsCount {records_count}",
             INVALID_RECORD,
         )
 
@@ -195,13 +200,14 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, Bat
             )
         header = parse_header(view, pos)
         check_header(header, available)
-        actual = batch_crc(view, pos, header.size)
-        if actual != header.crc:
+        size = header[1] + LOG_OVERHEAD  # batch_length
+        actual = crc32c.crc32c(view[pos + CRC_START : pos + size])
+        if actual != header[4]:  # crc
             raise InvalidRecordBatch(
                 f"record batch at position {pos}: CRC {actual:#010x} does not match {header.crc:#010x}"
             )
         batches.append((pos, header))
-        pos += header.size
+        pos += size
     assert pos == end
     return batches
 
