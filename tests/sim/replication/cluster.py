@@ -521,28 +521,33 @@ class Cluster:
                     and not self.processes[broker].stopping:  # type: ignore[union-attr]
                 self._restart(broker)
 
-    def run_liveness(self, bound_ms: int = 30_000) -> None:
-        """Heal, then within `bound_ms`: every partition has a leader with every replica in its
-        ISR, the leader's HW at its log end, every replica's log the same, and an acks=all
-        write acknowledged after the healing."""
+    def run_liveness(self, bound_ms: int = 20_000) -> None:
+        """Heal; then within `bound_ms` every partition must have a leader with every replica in
+        its ISR and acknowledge a new acks=all write; then, with the producer stopped, every
+        replica must hold the leader's log and the leader's HW reach its log end."""
         self.heal()
         healed_at = self.world.now
         self.run_for(SESSION_SETTLE_MS)
         for broker in self.broker_ids:  # brokers still stopping (controlled) are back by now
             if self.process(broker) is None:
                 self.start_broker(broker)
+        self._run_until(lambda: self.convergence_problems(healed_at, quiet=False), bound_ms, "after healing")
+        self.producing = False
+        self._run_until(lambda: self.convergence_problems(healed_at, quiet=True), bound_ms,
+                        "after the producer stopped")
+        self.note("liveness: converged")
+
+    def _run_until(self, problems: Callable[[], str], bound_ms: int, what: str) -> None:
         deadline = self.world.now + bound_ms
         with self._sim_clock():
             while True:
                 self._step()
-                if self.world.steps % 100 == 0 and not self.convergence_problems(healed_at):
-                    self.note("liveness: converged")
+                if self.world.steps % 100 == 0 and not problems():
                     return
                 if self.world.now > deadline:
-                    self.fail(f"liveness: not converged {bound_ms} ms after healing: "
-                              f"{self.convergence_problems(healed_at)}")
+                    self.fail(f"liveness: not converged {bound_ms} ms {what}: {problems()}")
 
-    def convergence_problems(self, since: int) -> str:
+    def convergence_problems(self, since: int, quiet: bool) -> str:
         problems = []
         for tp in self.partitions:
             state = self.checker.zk_state(tp)
@@ -559,6 +564,11 @@ class Cluster:
             if partition is None or not partition.is_leader:
                 problems.append(f"{tp}: leader {state.leader} does not lead yet")
                 continue
+            if self.checker.last_ack_time.get(tp, -1) < since:
+                problems.append(f"{tp}: no acks=all write acknowledged since the healing")
+                continue
+            if not quiet:
+                continue
             end = partition.log.log_end_offset
             if partition.high_watermark < end:
                 problems.append(f"{tp}: HW {partition.high_watermark} below LEO {end}")
@@ -570,8 +580,6 @@ class Cluster:
                 if replica is None or replica.log.shadow.digest_at(end) != digest \
                         or replica.log.log_end_offset != end:
                     problems.append(f"{tp}: replica {member} differs from leader {state.leader}")
-            if self.checker.last_ack_time.get(tp, -1) < since:
-                problems.append(f"{tp}: no acks=all write acknowledged since the healing")
         return "; ".join(problems)
 
     def summary(self) -> str:
