@@ -178,6 +178,7 @@ class Cluster:
         self.chaos = True
         self.producing = True
         self.replay_extra = ""
+        self.chaos_steps = 0
         self.client_loop = TaskLoop(self.world, CLIENT, dispatch=self._client_dispatch)
         self._values = itertools.count(1)
         self._pending_acks: dict[int, list[tuple[tuple[str, int], Ack]]] = {}
@@ -226,7 +227,7 @@ class Cluster:
         line = f"t={self.world.now:>7} {message}"
         self.transcript.append(line)
         if self.verbose:
-            print(line)
+            print(line, flush=True)
 
     def fail(self, message: str) -> None:
         raise SimulationFailure(self._describe(message))
@@ -236,7 +237,7 @@ class Cluster:
         return (f"{message}\n  seed {self.seed}, step {self.world.steps}, t={self.world.now} ms, "
                 f"{len(self.broker_ids)} brokers, {self.faults}\n"
                 f"  replay: .venv/bin/python scripts/replication_soak.py --seed {self.seed} "
-                f"--steps {self.world.steps}{self.replay_extra} --verbose\n  transcript (last lines):\n{tail}")
+                f"--steps {self.chaos_steps}{self.replay_extra} --verbose\n  transcript (last lines):\n{tail}")
 
     def close(self) -> None:
         if self._closed:
@@ -297,10 +298,12 @@ class Cluster:
         assert proc is not None
         logs = proc.crash(power_loss)
         lost = 0
+        self.stats["power_losses" if power_loss else "kills"] += 1
         if power_loss:
             rng = self.world.rng
             for plog in logs:
                 lost += lose_unsynced(plog, lambda unsynced: rng.randint(0, unsynced) if rng.random() < 0.5 else 0)
+            self.stats["unsynced_bytes_lost"] += lost
         self.note(f"b{broker} {'loses power' if power_loss else 'is killed (-9)'}"
                   + (f": {lost} unsynced bytes lost" if power_loss else ""))
 
@@ -489,6 +492,8 @@ class Cluster:
             manager_module.now_ms = real  # type: ignore[assignment]
 
     def run(self, steps: int) -> None:
+        """`steps` events of chaos (a replay runs the same number, then the liveness phase)."""
+        self.chaos_steps += steps
         with self._sim_clock():
             for _ in range(steps):
                 self._step()
