@@ -112,11 +112,23 @@ class SimDelayedProduce:
 
     def __init__(self, proc: BrokerProcess, awaited: list[AwaitedAppend], timeout_ms: int) -> None:
         self.done = SimFuture()
+        self._hash = hash(self.done)
         self._waiting = list(awaited)
         for entry in self._waiting:
-            entry.partition.watch(self.check)
+            entry.partition.watch(self)
         proc.world.after(max(0, timeout_ms), self._expire)
         self.check()
+
+    # It is its own watcher: a bound method would hash by address, and the partition's set of
+    # watchers would be woken in an order that changes from run to run.
+    def __call__(self) -> None:
+        self.check()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
     def check(self) -> None:
         still = []
@@ -126,7 +138,7 @@ class SimDelayedProduce:
                 still.append(entry)
                 continue
             entry.response["error_code"] = code
-            entry.partition.unwatch(self.check)
+            entry.partition.unwatch(self)
         self._waiting = still
         if not still:
             self.done.set_result(None)
@@ -134,7 +146,7 @@ class SimDelayedProduce:
     def _expire(self) -> None:
         for entry in self._waiting:
             entry.response["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-            entry.partition.unwatch(self.check)
+            entry.partition.unwatch(self)
         self._waiting = []
         self.done.set_result(None)
 

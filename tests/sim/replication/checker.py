@@ -75,6 +75,7 @@ class Checker:
         self.acks: dict[TopicPartition, dict[int, Ack]] = {}
         self.max_ack: dict[TopicPartition, Ack] = {}
         self.checked_leaders: set[tuple[TopicPartition, int, int, int]] = set()
+        self.states: dict[TopicPartition, LeaderAndIsr] = {}  # what ZooKeeper holds, decoded once per write
         self.acknowledged = 0
         self.last_ack_time: dict[TopicPartition, int] = {}
         self.state_writes = 0
@@ -99,6 +100,7 @@ class Checker:
         parts = op.path.split("/")  # ['', 'brokers', 'topics', t, 'partitions', p, 'state']
         tp = (parts[3], int(parts[5]))
         state = LeaderAndIsr.decode(op.path, op.data)
+        self.states[tp] = state
         self.state_writes += 1
         writer = self.cluster.zk.owners.get(session, -1)
         if not any(isinstance(o, Check) and o.path == layout.CONTROLLER_EPOCH for o in ops):
@@ -123,8 +125,7 @@ class Checker:
                           f"isr {list(state.isr)} (by b{writer}, controller epoch {state.controller_epoch})")
 
     def zk_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        node = self.cluster.zk.tree.get(layout.partition_state_path(*tp))
-        return None if node is None else LeaderAndIsr.decode("state", node.data)
+        return self.states.get(tp)
 
     # acknowledgements ------------------------------------------------------------------------------
     def acknowledged_write(self, tp: TopicPartition, ack: Ack) -> None:

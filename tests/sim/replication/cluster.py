@@ -80,8 +80,8 @@ def random_faults(rng: random.Random) -> Faults:
         max_delay=rng.choice([2, 10, 30]),
         slow=rng.choice([0.0, 0.01, 0.03]),
         slow_ms=rng.choice([300, 1500]),
-        nemesis_interval=rng.choice([150, 400, 1000]),
-        max_down=rng.choice([1, 1, 2]),
+        nemesis_interval=rng.choice([100, 250, 600]),
+        max_down=rng.choice([1, 2, 2]),
         power_loss=rng.random() < 0.4,
         zk_lost_reply=rng.choice([0.0, 0.0, 0.02]),
         produce_interval=rng.choice([3, 8, 20]),
@@ -198,7 +198,7 @@ class Cluster:
         return CLOCK_BASE_MS + self.world.now
 
     def fsync_ms(self) -> int:
-        return self.world.rng.randint(1, 5)
+        return self.world.rng.randint(1, 15)
 
     def zk_latency(self) -> int:
         return self.world.rng.randint(1, 3)
@@ -390,18 +390,18 @@ class Cluster:
     def _nemesis_act(self, rng: random.Random) -> None:
         up = [b for b in self.broker_ids if self.process(b) is not None and b not in self.disrupted]
         can_disrupt = len(self.disrupted) < self.faults.max_down and len(up) > 1
-        action = rng.choice(["kill", "kill", "kill_controller", "zk_cut", "zk_cut", "isolate", "link",
-                             "controlled", "preferred", "nothing"])
+        action = rng.choice(["kill", "kill", "kill", "kill_controller", "zk_cut", "zk_cut", "isolate", "link",
+                             "controlled", "preferred"])
         if action in ("kill", "kill_controller", "zk_cut", "isolate", "controlled") and not can_disrupt:
             action = "preferred" if rng.random() < 0.3 else "nothing"
         if action == "kill" or action == "kill_controller":
             victim = self._controller() if action == "kill_controller" else None
             if victim is None or victim not in up:
                 victim = rng.choice(up)
-            power = self.faults.power_loss and rng.random() < 0.5
+            power = self.faults.power_loss and rng.random() < 0.6
             self.disrupted.add(victim)
             self.crash_broker(victim, power)
-            self.world.after(rng.randint(100, 3000), self._restart, victim)
+            self.world.after(rng.randint(50, 1500), self._restart, victim)
         elif action == "zk_cut":
             victim = rng.choice(up)
             self.disrupted.add(victim)
@@ -409,7 +409,7 @@ class Cluster:
             proc = self.process(victim)
             assert proc is not None
             proc.zk.link_changed(False)
-            duration = rng.choice([rng.randint(50, 800), rng.randint(1300, 4000)])
+            duration = rng.choice([rng.randint(50, 800), rng.randint(1300, 2500)])
             self.note(f"b{victim} cut from ZooKeeper for {duration} ms")
             self.world.after(duration, self._heal_zk, victim)
         elif action == "isolate":
@@ -418,7 +418,7 @@ class Cluster:
             links = {(victim, b) for b in self.broker_ids if b != victim}
             links |= {(b, a) for a, b in links}
             self.blocked |= links
-            duration = rng.randint(100, 3000)
+            duration = rng.randint(100, 1500)
             self.note(f"b{victim} isolated from the other brokers for {duration} ms (ZooKeeper and clients reach it)")
             self.world.after(duration, self._heal_links, victim, links)
         elif action == "link":
@@ -451,7 +451,7 @@ class Cluster:
             yield Wait(stop.done)
         if self.processes.get(broker) is proc and not proc.alive:
             self.note(f"b{broker} stopped cleanly")
-            self.world.after(self.world.rng.randint(100, 2000), self._restart, broker)
+            self.world.after(self.world.rng.randint(100, 1500), self._restart, broker)
         elif self.processes.get(broker) is proc and proc.alive:
             self.crash_broker(broker, power_loss=False)  # it was killed while stopping
             self.world.after(self.world.rng.randint(100, 2000), self._restart, broker)

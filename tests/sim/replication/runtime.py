@@ -10,6 +10,7 @@ the request objects below and is resumed with the result (or has the error throw
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from collections import deque
 from collections.abc import Callable, Generator
@@ -23,10 +24,21 @@ class SimCancelled(Exception):
     """Thrown into nothing: tasks are closed (GeneratorExit runs their finally blocks)."""
 
 
+_ids = itertools.count()
+
+
+def _next_id() -> int:
+    return next(_ids)
+
+
 class World:
     """The clock and the event queue."""
 
     def __init__(self, seed: int) -> None:
+        # Objects the real code keeps in sets (waiters, watchers) hash by these numbers, not by
+        # their addresses, so that a set's order, and with it the run, is the seed's.
+        global _ids
+        _ids = itertools.count()
         self.rng = random.Random(seed)
         self.now = 0
         self.steps = 0
@@ -73,10 +85,17 @@ class Wait:
 
 class SimFuture:
     def __init__(self) -> None:
+        self._hash = _next_id()
         self._done = False
         self._result: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[SimFuture], None]] = []
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
     def done(self) -> bool:
         return self._done
