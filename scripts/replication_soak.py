@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.sim.replication.bugs import BUGS, seeded
-from tests.sim.replication.cluster import Cluster, SimulationFailure
+from tests.sim.replication.cluster import FIXES, Cluster, SimulationFailure
 
 
 def parse_range(text: str) -> range:
@@ -42,6 +42,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=8000, help="chaos events per seed")
     parser.add_argument("--brokers", type=int, choices=[3, 4, 5], help="default: drawn per seed")
     parser.add_argument("--bug", choices=sorted(BUGS), help="seed a known bug; stop at the first seed catching it")
+    parser.add_argument("--fix", action="append", choices=sorted(FIXES), default=[],
+                        help="switch on a proposed fix in the simulated controller shell (see controller.py)")
     parser.add_argument("--no-liveness", action="store_true", help="skip the heal-and-converge phase")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds; no new seed starts after it")
     parser.add_argument("--verbose", action="store_true", help="print the transcript as it happens")
@@ -58,8 +60,9 @@ def main() -> int:
             break
         runs += 1
         extra = (f" --bug {args.bug}" if args.bug else "") + (" --no-liveness" if args.no_liveness else "") \
-            + (f" --brokers {args.brokers}" if args.brokers else "")
-        with seeded(args.bug), Cluster(seed, brokers=args.brokers, verbose=args.verbose) as cluster:
+            + (f" --brokers {args.brokers}" if args.brokers else "") + "".join(f" --fix {f}" for f in args.fix)
+        with seeded(args.bug), Cluster(seed, brokers=args.brokers, verbose=args.verbose,
+                                       fixes=frozenset(args.fix)) as cluster:
             cluster.replay_extra = extra
             try:
                 cluster.run(args.steps)
@@ -79,7 +82,8 @@ def main() -> int:
             print(f"ok   {cluster.summary()}", flush=True)
     elapsed = time.monotonic() - started
     print(f"{runs - len(failures)} passed, {len(failures)} failed in {elapsed:.1f}s "
-          f"({args.steps} steps per seed{', bug ' + args.bug if args.bug else ''}); totals {dict(totals)}"
+          f"({args.steps} steps per seed{', bug ' + args.bug if args.bug else ''}"
+          f"{', fixes ' + ','.join(args.fix) if args.fix else ''}); totals {dict(totals)}"
           + (f"; failing seeds {failures}" if failures else ""), flush=True)
     if args.bug:
         print("the seeded bug was caught" if failures else "the seeded bug was NOT caught", flush=True)

@@ -52,6 +52,7 @@ CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the s
 PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_VERSION = 9
 CLIENT = "client"
+FIXES = frozenset({"election-retry", "bounce-on-failover"})
 
 
 class SimulationFailure(AssertionError):
@@ -155,8 +156,10 @@ class Network:
 
 class Cluster:
     def __init__(self, seed: int, brokers: int | None = None, faults: Faults | None = None,
-                 transcript: int = 400, verbose: bool = False) -> None:
+                 transcript: int = 400, verbose: bool = False, fixes: frozenset[str] = frozenset()) -> None:
         self.seed = seed
+        assert fixes <= FIXES, fixes
+        self.fixes = fixes  # proposed fixes switched on (see controller.py); none by default
         self.world = World(seed)
         rng = self.world.rng
         self.faults = faults or random_faults(rng)

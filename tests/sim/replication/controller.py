@@ -11,6 +11,19 @@ replies. A failed write resigns; the election runs again from what ZooKeeper hol
 Where it differs from the real shell: reads that the real shell makes concurrently (gather) are
 made one after another; an exception the real shell would log and resign on (an assertion in
 the core, say) is raised here instead: the simulation stops and reports it as a bug.
+
+Two proposed fixes can be switched on (`Cluster.fixes`), to check them against the seeds that
+found the bugs they fix; both are off by default, so the simulation runs the real shell's rules:
+- "election-retry": a ZooKeeper error while this broker is not (yet) an active controller
+  (say the election multi was applied but its reply lost, or a read of the activation failed)
+  posts the election again, and an election that finds /controller held by this very session
+  while no controller runs here deletes it and starts over. (Without it, /controller can name
+  a broker that never activates: no controller, for good.)
+- "bounce-on-failover": on activation, a broker named leader or ISR member by a partition state
+  written before its current registration (its czxid is newer than the state's mzxid) restarted
+  or re-registered while no controller watched; it is handled as Kafka handles a bounced broker
+  (failure, then startup): out of the ISRs, new leaders elected with new epochs. (Without it, a
+  broker that lost its unsynced tail leads again in its old epoch, and replicas diverge.)
 """
 
 from __future__ import annotations
@@ -31,7 +44,16 @@ from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration, LayoutError, LeaderAndIsr, TopicAssignment
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
-from roost.zkclient import BadVersionError, Check, Create, Delete, NodeExistsError, NoNodeError, SetData, ZkError
+from roost.zkclient import (
+    BadVersionError,
+    Check,
+    Create,
+    Delete,
+    NodeExistsError,
+    NoNodeError,
+    SetData,
+    ZkError,
+)
 from tests.sim.replication.runtime import SimFuture, SimQueue, Sleep, Task, Wait
 from tests.sim.replication.zk import Event
 
@@ -117,6 +139,7 @@ class SimControllerShell:
         self._waiting: dict[int, SimFuture] = {}
         self._tokens = 0
         self._topic_watched: set[str] = set()
+        self._state_mzxid: dict[tuple[str, int], int] = {}
         self._stopped = False
         self.zk.listeners.append(self._on_session)
 
@@ -152,6 +175,8 @@ class SimControllerShell:
                 if self.active:
                     yield from self._resign(f"ZooKeeper error {error!r}")
                     self._post(self._run_election)
+                elif "election-retry" in self.proc.cluster.fixes:
+                    self._post(self._run_election)
 
     def _on_session(self, state: str, session: int, new_session: bool) -> None:
         if state == "expired" and self.active:
@@ -164,8 +189,16 @@ class SimControllerShell:
         if self.active or self._stopped:
             return
         try:
-            data, _ = yield from self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
-            self._learn_controller(layout.decode_controller(data))
+            data, stat = yield from self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
+            controller_id = layout.decode_controller(data)
+            if "election-retry" in self.proc.cluster.fixes and controller_id == self.broker_id \
+                    and stat.ephemeral_owner == self.zk.session_id:
+                # Ours, yet no controller runs here (an election or activation broke off): give
+                # it up and run again.
+                yield from self.zk.write([Delete(layout.CONTROLLER, stat.version)], multi=False)
+                self._post(self._run_election)
+                return
+            self._learn_controller(controller_id)
             return
         except NoNodeError:
             pass
@@ -204,7 +237,20 @@ class SimControllerShell:
 
     def _activate(self) -> Gen:
         snapshot = yield from self._load()
+        bounced: set[int] = set()
+        if "bounce-on-failover" in self.proc.cluster.fixes:
+            for tp, known in snapshot.states.items():
+                for broker in {known.state.leader, *known.state.isr}:
+                    registration = snapshot.brokers.get(broker)
+                    if registration is not None and registration.epoch > self._state_mzxid.get(tp, 0):
+                        bounced.add(broker)
+        everyone = dict(snapshot.brokers)
+        snapshot.brokers = {b: r for b, r in everyone.items() if b not in bounced}
         self.core = ControllerCore(self.broker_id, self.epoch, self.settings, snapshot, self.proc.world.now)
+        if bounced:
+            self.proc.cluster.note(f"b{self.broker_id} activation: brokers {sorted(bounced)} re-registered since "
+                                   f"the states naming them were written: handled as bounced")
+            self.core.brokers_changed(everyone)
         self.core.check()
         for broker in snapshot.brokers.values():
             self._channel(broker)
@@ -285,6 +331,7 @@ class SimControllerShell:
             data, stat = yield from self.zk.get(path)
         except NoNodeError:
             return None
+        self._state_mzxid[(topic, index)] = stat.mzxid
         return PartitionState(LeaderAndIsr.decode(path, data), stat.version)
 
     def _read_config(self, topic: str) -> Gen:

@@ -225,7 +225,7 @@ class TaskLoop:
             self.tasks.discard(task)
             task.done.set_result(stop.value)
             return
-        except Exception as failure:  # noqa: BLE001 - a task's own failure ends the task
+        except Exception as failure:
             self.tasks.discard(task)
             task.done.set_exception(failure)
             if not isinstance(failure, TaskExit):
