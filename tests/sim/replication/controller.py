@@ -252,7 +252,7 @@ class SimControllerShell:
                                    f"the states naming them were written: handled as bounced")
             self.core.brokers_changed(everyone)
         self.core.check()
-        for broker in snapshot.brokers.values():
+        for broker in everyone.values():
             self._channel(broker)
         yield from self._execute(self.core.ready())
         self._ticker = self.proc.loop.spawn(self._tick_loop(), "controller-ticker")
