@@ -14,8 +14,9 @@ import logging
 
 import pytest
 
+from roost.zkclient import Create
 from tests.sim.replication.bugs import BUGS, seeded
-from tests.sim.replication.cluster import Cluster, SimulationFailure
+from tests.sim.replication.cluster import Cluster, Faults, SimulationFailure
 
 CI_SEEDS = range(1, 9)
 CI_STEPS = 6000
@@ -81,3 +82,40 @@ def test_a_failure_names_its_seed_and_replay_command() -> None:
         cluster.run(10)
         with pytest.raises(SimulationFailure, match=r"seed 3, step \d+.*\n.*replay: .*--seed 3 --steps \d+"):
             cluster.fail("a made-up violation")
+
+
+# Bugs the simulation found in the controller shell (see tests/sim/replication/controller.py for
+# the proposed fixes, which the simulation can switch on). The simulated shell mirrors the real
+# one: once the real shell is fixed, the simulated one must follow (switch the fix on by
+# default), and these strict xfails start passing, which fails them: then drop the marks.
+ELECTION_REPLY_LOST = "the election multi applied but its reply lost: /controller names a broker that never activates"
+BOUNCE_UNSEEN = ("a broker that restarted while no controller was active keeps leading in its old leader epoch; "
+                 "with its unsynced tail lost, replicas diverge under one epoch (seed 55)")
+
+
+def _controller_after_lost_election_reply(fixes: frozenset[str]) -> list[int]:
+    calm = Faults(drop=0.0, slow=0.0, nemesis_interval=10**9, max_down=0, power_loss=False, zk_lost_reply=0.0)
+    with Cluster(1, brokers=3, faults=calm, fixes=fixes) as cluster:
+        cluster.lose_reply_of = lambda ops: any(isinstance(op, Create) and op.path == "/controller" for op in ops)
+        cluster.run_for(5000)
+        return [proc.broker_id for proc in cluster.live_processes() if proc.controller.active]
+
+
+@pytest.mark.xfail(strict=True, reason=ELECTION_REPLY_LOST)
+def test_a_lost_election_reply_still_leaves_a_controller() -> None:
+    assert _controller_after_lost_election_reply(frozenset()), "no active controller 5 s after the election"
+
+
+def test_a_lost_election_reply_leaves_a_controller_with_the_proposed_fix() -> None:
+    assert _controller_after_lost_election_reply(frozenset({"election-retry"}))
+
+
+@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason=BOUNCE_UNSEEN)
+def test_a_broker_bouncing_during_controller_failover_keeps_replicas_consistent() -> None:
+    with Cluster(55) as cluster:
+        cluster.run(CI_STEPS)
+
+
+def test_a_broker_bouncing_during_controller_failover_with_the_proposed_fix() -> None:
+    with Cluster(55, fixes=frozenset({"bounce-on-failover"})) as cluster:
+        cluster.run(CI_STEPS)

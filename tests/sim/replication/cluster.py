@@ -70,7 +70,7 @@ class Faults:
     nemesis_interval: int = 400  # mean ms between two nemesis actions
     max_down: int = 1  # brokers crashed, stopped or cut off at once
     power_loss: bool = False  # crashes may drop what was not fsynced (every topic fsyncs then)
-    zk_lost_reply: float = 0.0  # chance a multi is applied but its reply lost
+    zk_lost_reply: float = 0.0  # chance a write is applied but its reply lost (the connection dropped)
     produce_interval: int = 8  # mean ms between two produce requests
     acks_all: float = 0.8
 
@@ -160,6 +160,8 @@ class Cluster:
         self.seed = seed
         assert fixes <= FIXES, fixes
         self.fixes = fixes  # proposed fixes switched on (see controller.py); none by default
+        # A scenario's own fault: the first ZooKeeper write matching it loses its reply.
+        self.lose_reply_of: Callable[[list[Any]], bool] | None = None
         self.world = World(seed)
         rng = self.world.rng
         self.faults = faults or random_faults(rng)
@@ -206,7 +208,10 @@ class Cluster:
     def zk_latency(self) -> int:
         return self.world.rng.randint(1, 3)
 
-    def zk_lost_reply(self) -> bool:
+    def zk_lost_reply(self, ops: list[Any]) -> bool:
+        if self.lose_reply_of is not None and self.lose_reply_of(ops):
+            self.lose_reply_of = None
+            return True
         chance = self.faults.zk_lost_reply
         return bool(chance) and self.chaos and self.world.rng.random() < chance
 

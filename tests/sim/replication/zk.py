@@ -182,7 +182,7 @@ class SimZkClient:
 
     def __init__(self, server: SimZooKeeper, world: World, loop: TaskLoop, broker_id: int, timeout_ms: int,
                  link_up: Callable[[], bool], latency: Callable[[], int],
-                 lost_reply: Callable[[], bool]) -> None:
+                 lost_reply: Callable[[list[Op]], bool]) -> None:
         self.server = server
         self.world = world
         self.loop = loop
@@ -344,9 +344,9 @@ class SimZkClient:
     def write(self, ops: list[Op], multi: bool = True) -> Generator[Any, Any, None]:
         session = yield from self._on_wire()
         self.server.write(session, ops, multi)
-        if multi and self.lost_reply():
+        if self.lost_reply(ops):
             # Applied, but the connection dropped before the reply came back.
-            raise ConnectionLossError("connection lost after the multi was applied")
+            raise ConnectionLossError(f"connection lost after the {'multi' if multi else 'write'} was applied")
 
     def create(self, path: str, data: bytes = b"", ephemeral: bool = False) -> Generator[Any, Any, Znode]:
         yield from self.write([Create(path, data, ephemeral=ephemeral)], multi=False)
