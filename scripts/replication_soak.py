@@ -44,6 +44,9 @@ def main() -> int:
     parser.add_argument("--bug", choices=sorted(BUGS), help="seed a known bug; stop at the first seed catching it")
     parser.add_argument("--fix", action="append", choices=sorted(FIXES), default=[],
                         help="switch on a proposed fix in the simulated controller shell (see controller.py)")
+    parser.add_argument("--power-loss-without-fsync", action="store_true",
+                        help="power losses also where topics do not fsync before acknowledging (loses acked writes, "
+                             "as Kafka's ZooKeeper mode does)")
     parser.add_argument("--no-liveness", action="store_true", help="skip the heal-and-converge phase")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds; no new seed starts after it")
     parser.add_argument("--verbose", action="store_true", help="print the transcript as it happens")
@@ -60,9 +63,11 @@ def main() -> int:
             break
         runs += 1
         extra = (f" --bug {args.bug}" if args.bug else "") + (" --no-liveness" if args.no_liveness else "") \
-            + (f" --brokers {args.brokers}" if args.brokers else "") + "".join(f" --fix {f}" for f in args.fix)
+            + (f" --brokers {args.brokers}" if args.brokers else "") + "".join(f" --fix {f}" for f in args.fix) \
+            + (" --power-loss-without-fsync" if args.power_loss_without_fsync else "")
         with seeded(args.bug), Cluster(seed, brokers=args.brokers, verbose=args.verbose,
-                                       fixes=frozenset(args.fix)) as cluster:
+                                       fixes=frozenset(args.fix),
+                                       power_loss_without_fsync=args.power_loss_without_fsync) as cluster:
             cluster.replay_extra = extra
             try:
                 cluster.run(args.steps)

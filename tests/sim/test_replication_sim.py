@@ -119,3 +119,14 @@ def test_a_broker_bouncing_during_controller_failover_keeps_replicas_consistent(
 def test_a_broker_bouncing_during_controller_failover_with_the_proposed_fix() -> None:
     with Cluster(55, fixes=frozenset({"bounce-on-failover"})) as cluster:
         cluster.run(CI_STEPS)
+
+
+def test_power_losses_where_topics_do_not_fsync_lose_acknowledged_writes() -> None:
+    # Not a Roost bug: without fsync before acknowledging, an acknowledged write may live only in
+    # page caches, and Kafka's rules (ZooKeeper mode) lose it when those machines lose power. The
+    # checker must see it (seed 23: topic b, replication factor 3, min.insync.replicas 2).
+    with Cluster(23, power_loss_without_fsync=True, fixes=frozenset({"election-retry", "bounce-on-failover"})) \
+            as cluster:
+        with pytest.raises(SimulationFailure, match=r"acknowledged write .* is not in the log of broker"):
+            cluster.run(CI_STEPS)
+        assert "b" not in cluster.fsync_topics

@@ -19,6 +19,7 @@ command that replays it: `python scripts/replication_soak.py --seed SEED --steps
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import random
@@ -70,6 +71,9 @@ class Faults:
     nemesis_interval: int = 400  # mean ms between two nemesis actions
     max_down: int = 1  # brokers crashed, stopped or cut off at once
     power_loss: bool = False  # crashes may drop what was not fsynced (every topic fsyncs then)
+    # Power losses also where topics do not fsync before acknowledging: Kafka's ZooKeeper mode
+    # can then lose acknowledged writes (KIP-966's last replica standing); never drawn at random.
+    power_loss_without_fsync: bool = False
     zk_lost_reply: float = 0.0  # chance a write is applied but its reply lost (the connection dropped)
     produce_interval: int = 8  # mean ms between two produce requests
     acks_all: float = 0.8
@@ -156,7 +160,8 @@ class Network:
 
 class Cluster:
     def __init__(self, seed: int, brokers: int | None = None, faults: Faults | None = None,
-                 transcript: int = 400, verbose: bool = False, fixes: frozenset[str] = frozenset()) -> None:
+                 transcript: int = 400, verbose: bool = False, fixes: frozenset[str] = frozenset(),
+                 power_loss_without_fsync: bool = False) -> None:
         self.seed = seed
         assert fixes <= FIXES, fixes
         self.fixes = fixes  # proposed fixes switched on (see controller.py); none by default
@@ -165,6 +170,8 @@ class Cluster:
         self.world = World(seed)
         rng = self.world.rng
         self.faults = faults or random_faults(rng)
+        if power_loss_without_fsync:
+            self.faults = dataclasses.replace(self.faults, power_loss_without_fsync=True)
         self.broker_ids = list(range(1, (brokers or rng.choice([3, 3, 4, 5])) + 1))
         self.controller_settings = ControllerSettings(imbalance_check_interval_ms=rng.choice([3000, 10000]))
         self.root = Path(tempfile.mkdtemp(prefix=f"roost-repl-sim-{seed}-", dir=sim_root()))
@@ -189,7 +196,8 @@ class Cluster:
         self._pending_acks: dict[int, list[tuple[tuple[str, int], Ack]]] = {}
         self.specs = topic_specs(len(self.broker_ids))
         self.partitions = [(s.name, p) for s in self.specs for p in range(s.partitions)]
-        self.fsync_topics = {s.name for s in self.specs} if self.faults.power_loss else \
+        all_fsync = self.faults.power_loss and not self.faults.power_loss_without_fsync
+        self.fsync_topics = {s.name for s in self.specs} if all_fsync else \
             {s.name for s in self.specs if rng.random() < 0.5}
         self._create_topics()
         for broker in self.broker_ids:
@@ -316,6 +324,9 @@ class Cluster:
                   + (f": {lost} unsynced bytes lost" if power_loss else ""))
 
     def log_opened(self, proc: BrokerProcess, tp: tuple[str, int], plog: SimPartitionLog) -> None:
+        if plog.recovery_problem is not None:
+            self.fail(f"b{proc.broker_id} {tp[0]}-{tp[1]}: the log recovered after a crash is not contiguous: "
+                      f"{plog.recovery_problem} (segments {[(s.base_offset, s.size) for s in plog.segments]})")
         self.note(f"b{proc.broker_id} opened {tp[0]}-{tp[1]}: offsets [{plog.log_start_offset}, "
                   f"{plog.log_end_offset}), recovery point {plog.recovery_point}, epochs "
                   f"{[tuple(e) for e in plog.leader_epochs.entries]}")
@@ -406,7 +417,7 @@ class Cluster:
             victim = self._controller() if action == "kill_controller" else None
             if victim is None or victim not in up:
                 victim = rng.choice(up)
-            power = self.faults.power_loss and rng.random() < 0.6
+            power = (self.faults.power_loss or self.faults.power_loss_without_fsync) and rng.random() < 0.6
             self.disrupted.add(victim)
             self.crash_broker(victim, power)
             self.world.after(rng.randint(50, 1500), self._restart, victim)

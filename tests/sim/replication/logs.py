@@ -83,16 +83,24 @@ class SimPartitionLog(PartitionLog):
 
     shadow: Shadow
     truncations: int
+    recovery_problem: str | None = None
 
-    def _rebuild_shadow(self) -> None:
+    def _rebuild_shadow(self) -> str | None:
+        """Read the batches back; returns what is wrong when they do not cover the offsets from
+        the log start to the log end without a hole (no topic here is compacted)."""
         self.shadow = Shadow(self.log_start_offset)
         self.truncations = getattr(self, "truncations", 0)
         for segment in self.segments:
             for _pos, header in segment.scan(0):
                 if header.next_offset <= self.log_start_offset:
                     continue
+                if header.base_offset != self.shadow.end:
+                    return (f"offsets [{self.shadow.end}, {header.base_offset}) are missing, yet the log holds "
+                            f"batches after them, up to its end {self.log_end_offset}")
                 self.shadow.add(header.base_offset, header.next_offset, header.partition_leader_epoch, header.crc)
-        assert self.shadow.end == self.log_end_offset, (self.directory, self.shadow.end, self.log_end_offset)
+        if self.shadow.end != self.log_end_offset:
+            return f"its batches end at {self.shadow.end} but its log end offset is {self.log_end_offset}"
+        return None
 
     def append(self, records: Any, batches: Any = None, *, assign_offsets: bool = True,
                leader_epoch: int | None = None) -> AppendInfo:
@@ -120,7 +128,7 @@ class SimPartitionLog(PartitionLog):
 def open_log(directory: Path, configs: dict[str, Any], clock_ms: Callable[[], int]) -> SimPartitionLog:
     plog = SimPartitionLog.open(directory, log_config_from_topic(configs), clock_ms)
     assert isinstance(plog, SimPartitionLog)
-    plog._rebuild_shadow()
+    plog.recovery_problem = plog._rebuild_shadow()
     return plog
 
 
