@@ -26,7 +26,6 @@ import itertools
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from roost.broker.controller.core import ControllerSettings
 from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.produce import _partition_response
@@ -506,7 +505,6 @@ class BrokerProcess:
                 "controlled-shutdown")
         else:
             raise AssertionError(f"unexpected request {api_key!r}")
-        self.cluster.after_request(self)
 
     def _controller_request_applied(self, body: dict[str, Any], answer: dict[str, Any]) -> None:
         # A controller request is applied only from a controller epoch at least as new as any
@@ -616,7 +614,3 @@ class BrokerProcess:
             answer()
         else:
             gather(durable_waits).add_done_callback(answer)
-
-
-def default_controller_settings(rebalance_ms: int) -> ControllerSettings:
-    return ControllerSettings(imbalance_check_interval_ms=rebalance_ms)

@@ -47,7 +47,7 @@ from tests.sim.replication.checker import Ack, Checker
 from tests.sim.replication.controller import PeerError, Rpc
 from tests.sim.replication.logs import SimPartitionLog, lose_unsynced
 from tests.sim.replication.runtime import Task, TaskLoop, World
-from tests.sim.replication.zk import SimZooKeeper, ZkCall
+from tests.sim.replication.zk import SimZooKeeper
 
 CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the simulated time
 PRODUCE_TIMEOUT_MS = 1500
@@ -331,9 +331,6 @@ class Cluster:
                   f"{plog.log_end_offset}), recovery point {plog.recovery_point}, epochs "
                   f"{[tuple(e) for e in plog.leader_epochs.entries]}")
 
-    def after_request(self, proc: BrokerProcess) -> None:
-        pass
-
     # the producer ----------------------------------------------------------------------------------
     def _client_dispatch(self, task: Task, request: Any, token: int) -> bool:
         if isinstance(request, Rpc):
@@ -611,6 +608,8 @@ class Cluster:
         return (f"seed {self.seed}: {len(self.broker_ids)} brokers, {self.world.steps} steps, t={self.world.now} ms, "
                 f"{self.checker.acknowledged} acks=all writes acknowledged, {self.checker.state_writes} state writes, "
                 f"controller epoch {self.checker.controller_epoch}, truncations {self.stats['truncations']}, "
+                f"kills {self.stats['kills']}, power losses {self.stats['power_losses']}, "
+                f"fetches out of range {self.stats['offset_out_of_range']}, "
                 f"restarts {sum(self.incarnations.values()) - len(self.broker_ids)}, {produced}")
 
 
@@ -626,4 +625,4 @@ class _AdminClient:
         pass
 
 
-__all__ = ["Cluster", "Faults", "SimulationFailure", "ZkCall"]
+__all__ = ["FIXES", "Cluster", "Faults", "SimulationFailure"]

@@ -21,7 +21,8 @@ TaskGen = Generator[Any, Any, Any]
 
 
 class SimCancelled(Exception):
-    """Thrown into nothing: tasks are closed (GeneratorExit runs their finally blocks)."""
+    """What a cancelled task's `done` future holds (the task itself is closed: GeneratorExit
+    runs its finally blocks)."""
 
 
 _ids = itertools.count()
@@ -207,12 +208,6 @@ class TaskLoop:
         self.alive = False
         self.tasks.clear()
 
-    def resume_later(self, task: Task, delay: int, value: Any = None, error: BaseException | None = None) -> None:
-        self.world.after(delay, self._resume, task, task._resume_token, value, error)
-
-    def resume_now(self, task: Task, value: Any = None, error: BaseException | None = None) -> None:
-        self._resume(task, task._resume_token, value, error)
-
     def _resume(self, task: Task, token: int, value: Any, error: BaseException | None) -> None:
         if not self.alive or task.cancelled or token != task._resume_token or task.done.done():
             return
@@ -228,9 +223,7 @@ class TaskLoop:
         except Exception as failure:
             self.tasks.discard(task)
             task.done.set_exception(failure)
-            if not isinstance(failure, TaskExit):
-                raise
-            return
+            raise
         finally:
             self.current = None
         if task.cancelled:
@@ -256,10 +249,6 @@ class TaskLoop:
                      error: BaseException | None = None) -> None:
         """For dispatchers: resume `task` (if still at the yield `token` names) after `delay`."""
         self.world.after(delay, self._resume, task, token, value, error)
-
-
-class TaskExit(Exception):
-    """Raised by a task to end itself quietly."""
 
 
 def gather(futures: list[SimFuture]) -> SimFuture:
