@@ -23,11 +23,12 @@ demo: $(VENV)/.stamp-test
 lint: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests bench examples
 
-$(VENV)/.stamp-run: pyproject.toml
+$(VENV)/.stamp-run: pyproject.toml setup.py $(wildcard src/roost/_speedups/*.pyx)
 	scripts/setup.sh run
 	touch $@
 
-$(VENV)/.stamp-test: pyproject.toml scripts/setup.sh
+# setup.py and the .pyx files: the install compiles the optional accelerator (roost._speedups).
+$(VENV)/.stamp-test: pyproject.toml setup.py scripts/setup.sh $(wildcard src/roost/_speedups/*.pyx)
 	scripts/setup.sh test
 	touch $@
 

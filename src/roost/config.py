@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roost.zkclient.connect_string import parse_connect_string
+
 INT64_MAX = 2**63 - 1
 DAY_MS = 24 * 3600 * 1000
 
@@ -46,23 +48,56 @@ def minus_one_or_at_least(low: int) -> Check:
     return lambda value: None if value == -1 or value >= low else f"must be -1 or >= {low}"
 
 
-def parse_listener(value: str) -> tuple[str, int] | None:
-    """`PLAINTEXT://host:port` as (host, port); None for the empty string (not set)."""
+def parse_listener(value: str, allow_port_zero: bool = False) -> tuple[str, int] | None:
+    """`PLAINTEXT://host:port` as (host, port); None for the empty string (not set).
+
+    Roost serves one plaintext listener, so Kafka's lists (`A://h:1,B://h:2`) and other security
+    protocols are refused. An IPv6 host is written in brackets (`PLAINTEXT://[::1]:9092`).
+    `allow_port_zero` is for the address to bind (`listeners`), where 0 picks a free port."""
     if value == "":
         return None
+    low = 0 if allow_port_zero else 1
+    problem = ValueError(f"must be one listener PLAINTEXT://host:port (port {low}-65535)")
     scheme, sep, address = value.partition("://")
     host, _, port = address.rpartition(":")
-    if scheme != "PLAINTEXT" or not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError("must be one listener PLAINTEXT://host:port (port 1-65535)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise problem
+    if scheme != "PLAINTEXT" or not sep or not host or any(c in host for c in ",/ "):
+        raise problem
+    if not port.isdigit() or not low <= int(port) <= 65535:
+        raise problem
     return host, int(port)
 
 
-def listener() -> Check:
+def listener(allow_port_zero: bool = False) -> Check:
     def check(value: str) -> str | None:
         try:
-            parse_listener(value)
+            parse_listener(value, allow_port_zero)
         except ValueError as problem:
             return str(problem)
+        return None
+    return check
+
+
+def connect_string() -> Check:
+    """Kafka's `zookeeper.connect`: `host:port[,host:port...][/chroot]`, or empty (none)."""
+    def check(value: str) -> str | None:
+        if value == "":
+            return None
+        try:
+            parse_connect_string(value)
+        except ValueError as problem:
+            return f"must be host:port[,host:port...][/chroot]: {problem}"
+        return None
+    return check
+
+
+def one_directory() -> Check:
+    def check(value: str) -> str | None:
+        if "," in value:
+            return "must be one directory: a Roost broker keeps its logs in a single directory"
         return None
     return check
 
@@ -117,6 +152,60 @@ class Setting:
                 raise ConfigError(problem) from None
         raise AssertionError(f"unsupported setting kind {self.kind}")
 
+
+# The cluster: membership through ZooKeeper, replication, failover. Several defaults are shorter
+# than Kafka's, so that a dead broker is noticed and its partitions move within about 2 seconds
+# (Kafka's ZooKeeper-mode defaults take 18 s to notice one); the README lists them.
+CLUSTER_SETTINGS: tuple[Setting, ...] = (
+    Setting("zookeeper.connect", str, "",
+            "ZooKeeper ensemble to join, host:port[,host:port...][/chroot] (empty: a standalone broker)",
+            connect_string()),
+    # The session timeout is how long a dead broker keeps its registration, so it bounds how soon
+    # failover can start. The ensemble must grant it: ZooKeeper allows [2, 20] ticks, so 2000 ms
+    # needs tickTime <= 1000 (roost up's keepers use 500).
+    Setting("zookeeper.session.timeout.ms", int, 2000,
+            "a broker silent this long is declared dead and its partitions fail over (Kafka: 18000, "
+            "18 s before failover even starts; the ensemble must allow it: tickTime <= timeout / 2)",
+            at_least(1)),
+    Setting("zookeeper.connection.timeout.ms", int, 10000,
+            "how long a broker tries to reach the ensemble before giving up at start", at_least(1)),
+    Setting("listeners", str, "",
+            "address to listen on, PLAINTEXT://host:port; port 0 picks a free one "
+            "(default: roost up's --host and --kafka-port)", listener(allow_port_zero=True)),
+    Setting("broker.rack", str, "", "this broker's rack; replicas of a partition are spread across racks"),
+    Setting("log.dirs", str, "", "the directory this broker keeps its logs in (default: roost up's --data-dir)",
+            one_directory()),
+    # Must exceed the session timeout (checked): a follower that stalls for less than the time it
+    # takes to declare a broker dead should not leave the ISR.
+    Setting("replica.lag.time.max.ms", int, 10000,
+            "a follower that has not caught up for this long leaves the ISR (Kafka: 30000)", at_least(1)),
+    Setting("replica.fetch.wait.max.ms", int, 500,
+            "longest a follower's fetch waits at the leader for new data", at_least(0)),
+    Setting("replica.fetch.min.bytes", int, 1, "bytes a follower's fetch waits for", at_least(1)),
+    Setting("replica.fetch.max.bytes", int, 1024 * 1024,
+            "bytes a follower fetches per partition per request (at least one batch)", at_least(0)),
+    Setting("replica.fetch.response.max.bytes", int, 10 * 1024 * 1024,
+            "bytes a follower fetches per request (at least one batch)", at_least(0)),
+    Setting("replica.fetch.backoff.ms", int, 100,
+            "a follower waits this long after a fetch error before fetching again (Kafka: 1000)", at_least(0)),
+    Setting("replica.high.watermark.checkpoint.interval.ms", int, 5000,
+            "how often each broker writes its high watermarks to disk", at_least(1)),
+    Setting("controlled.shutdown.enable", bool, True,
+            "on SIGTERM, move this broker's leaderships away before stopping"),
+    Setting("controlled.shutdown.max.retries", int, 3,
+            "attempts at a controlled shutdown before stopping anyway", at_least(0)),
+    Setting("controlled.shutdown.retry.backoff.ms", int, 500,
+            "wait between controlled shutdown attempts (Kafka: 5000)", at_least(0)),
+    Setting("auto.leader.rebalance.enable", bool, True,
+            "move leadership back to each partition's preferred replica when it is in sync"),
+    Setting("leader.imbalance.check.interval.seconds", int, 30,
+            "how often the controller checks leader balance (Kafka: 300)", at_least(1)),
+    Setting("leader.imbalance.per.broker.percentage", int, 10,
+            "share of a broker's partitions led elsewhere that triggers a rebalance", between(0, 100)),
+    Setting("unclean.leader.election.enable", bool, False,
+            "elect a replica outside the ISR when none in it is alive (may lose acknowledged data)",
+            topic_name="unclean.leader.election.enable"),
+)
 
 BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", int, 0, "this broker's node id", at_least(0)),
@@ -177,7 +266,16 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             at_least(1024)),
     Setting("offsets.retention.minutes", int, 7 * 24 * 60, "keep committed offsets of empty groups this long",
             at_least(1)),
+    Setting("offsets.retention.check.interval.ms", int, 60_000,
+            "how often committed offsets are checked for expiry", at_least(1)),
     Setting("offsets.commit.timeout.ms", int, 5000, "how long an offset commit waits to be durable", at_least(1)),
+    # Kafka's default is 3, which a one- or two-broker cluster cannot host: group commits would
+    # fail until enough brokers exist. `roost up --brokers N` sets min(3, N).
+    Setting("offsets.topic.replication.factor", int, 1,
+            "replicas of __consumer_offsets (Kafka: 3; roost up --brokers N sets min(3, N))", between(1, 32)),
+    Setting("offsets.commit.required.acks", int, -1,
+            "acks an offset commit waits for (-1: every in-sync replica)", minus_one_or_at_least(1)),
+    *CLUSTER_SETTINGS,
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}
@@ -228,6 +326,29 @@ class BrokerConfig:
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError(
                 "setting 'group.min.session.timeout.ms' must not exceed 'group.max.session.timeout.ms'"
+            )
+        # A follower that stalls for less than the time ZooKeeper takes to declare its broker dead
+        # must keep its ISR place: otherwise a short pause shrinks the ISR (and acks=all writes
+        # fail with NOT_ENOUGH_REPLICAS) sooner than a real failure would even be noticed.
+        lag, session = self["replica.lag.time.max.ms"], self["zookeeper.session.timeout.ms"]
+        if lag <= session:
+            raise ConfigError(
+                f"setting 'replica.lag.time.max.ms' = {lag} must exceed 'zookeeper.session.timeout.ms' "
+                f"= {session}: a follower would leave the ISR sooner than a dead broker is noticed"
+            )
+        # Kafka's own rule: a follower's long poll must end well within the lag limit, or an idle
+        # but healthy follower would look stuck.
+        if self["replica.fetch.wait.max.ms"] >= lag:
+            raise ConfigError(
+                f"setting 'replica.fetch.wait.max.ms' = {self['replica.fetch.wait.max.ms']} must be "
+                f"below 'replica.lag.time.max.ms' = {lag}"
+            )
+        advertised = parse_listener(self["advertised.listeners"]) or parse_listener(
+            self["listeners"], allow_port_zero=True)
+        if advertised is not None and advertised[0] in ("0.0.0.0", "::"):
+            raise ConfigError(
+                f"setting 'advertised.listeners' is required when 'listeners' = {self['listeners']!r}: "
+                "clients cannot connect to the wildcard address, so advertise a routable one"
             )
 
     def topic_defaults(self) -> dict[str, Any]:

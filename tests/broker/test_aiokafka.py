@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tests.broker.scenario import PARTITIONS, exactly_once_with_resume
 from tests.support.groups import ClientOps
+from tests.support.kafka_wire import stored_batch_codecs
 from tests.support.procs import RoostProcess
 from tests.support.workload import Received, messages
 
@@ -38,16 +40,36 @@ async def produce(bootstrap: str, topic: str, codec: str, count: int, start: int
         await producer.stop()
 
 
+class CommitOnRevoke(ConsumerRebalanceListener):
+    """Commit what the consumer received before its partitions go to another member. aiokafka only
+    logs a listener's exception, so failures are kept for the next poll to raise."""
+
+    def __init__(self, owner: LoopThreadConsumer) -> None:
+        self.owner = owner
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:
+            try:
+                await self.owner.consumer.commit()
+            except Exception as error:
+                self.owner.errors.append(f"commit on revoke: {error!r}")
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+
 class LoopThreadConsumer:
     """An AIOKafkaConsumer living on its own event loop, driven from the group harness thread."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.loop = asyncio.new_event_loop()
+        self.errors: list[str] = []
 
         async def create() -> AIOKafkaConsumer:  # aiokafka binds to the running loop
-            consumer = AIOKafkaConsumer(topic, group_id=group, bootstrap_servers=bootstrap,
+            consumer = AIOKafkaConsumer(group_id=group, bootstrap_servers=bootstrap,
                                         auto_offset_reset="earliest", enable_auto_commit=False,
                                         heartbeat_interval_ms=500, session_timeout_ms=6000)
+            consumer.subscribe([topic], listener=CommitOnRevoke(self))
             await consumer.start()
             return consumer
 
@@ -58,6 +80,7 @@ class LoopThreadConsumer:
 
     def poll(self) -> list[Received]:
         batches = self.run(self.consumer.getmany(timeout_ms=200, max_records=500))
+        assert not self.errors, self.errors
         return [Received(r.key, r.value, r.partition, r.offset, tuple(r.headers))
                 for records in batches.values() for r in records]
 
@@ -92,4 +115,5 @@ def test_every_codec_exactly_once_across_a_group_and_resume_from_commits(shared_
         lambda codec, count, start: asyncio.run(produce(bootstrap, topic, codec, count, start)),
         aiokafka_ops(bootstrap, group, topic),
         lambda: asyncio.run(committed_offsets(bootstrap, group, topic)),
+        lambda: stored_batch_codecs(bootstrap, topic, PARTITIONS),
     )

@@ -29,14 +29,19 @@ def test_bad_connections_close_and_good_clients_carry_on(broker: RoostProcess) -
     consumed: set[bytes] = set()
     errors: list[str] = []
     done_producing = threading.Event()
+    bad_input_sent = threading.Event()
 
     def produce() -> None:
+        # Half before the bad input and half after it has all been sent, so that the good
+        # clients are at work on both sides of it (ordered by events, not paced by the clock).
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "enable.idempotence": True})
         for n in range(TOTAL):
+            if n == TOTAL // 2 and not bad_input_sent.wait(120):
+                errors.append("the bad input was never sent")
+                return
             producer.produce(topic, f"m{n}".encode(), on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
             if n % 500 == 0:
                 producer.poll(0)
-                time.sleep(0.02)
         if producer.flush(60) != 0:
             errors.append("undelivered messages")
         done_producing.set()
@@ -79,6 +84,7 @@ def test_bad_connections_close_and_good_clients_carry_on(broker: RoostProcess) -
         sock.sendall(truncated[: len(truncated) // 2])
         sock.shutdown(socket.SHUT_WR)
         assert sock.recv(100) == b""
+    bad_input_sent.set()
 
     producer_thread.join(120)
     consumer_thread.join(120)

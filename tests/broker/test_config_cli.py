@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.broker.conftest import StartBroker
 from tests.support.kafka_wire import WireClient
-from tests.support.procs import ROOST
+from tests.support.procs import ROOST, retry
 
 API_VERSIONS = 18
 
@@ -83,15 +83,19 @@ def test_connection_cap(start_broker: StartBroker) -> None:
         assert third.is_closed_by_peer(), "a connection past max.connections was kept"
         third.close()
         second.close()
-        # Once one goes, a new client gets in again (the broker counted the close).
-        fourth = WireClient(address)
-        for _ in range(50):
+        # Once one goes, a new client gets in again (the broker counted the close). The broker may
+        # see the new connection before the close, and refuse it: try again, but never give up
+        # silently.
+        def admitted() -> WireClient:
+            client = WireClient(address)
             try:
-                assert fourth.request(API_VERSIONS, 3, body)["error_code"] == 0
-                break
-            except ConnectionError:
-                fourth.close()
-                fourth = WireClient(address)
+                assert client.request(API_VERSIONS, 3, body)["error_code"] == 0
+            except BaseException:
+                client.close()
+                raise
+            return client
+
+        fourth = retry(admitted, retry_on=(ConnectionError,), what="a new client after one closed")
         fourth.close()
         assert "max.connections reached" in broker.text()
     finally:

@@ -3,7 +3,6 @@ woken by an append, MinBytes."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from roost.wire.kafka.records import build_batch, iter_batch_headers
@@ -67,28 +66,44 @@ def test_whole_batches_within_limits_and_at_least_one(broker: RoostProcess) -> N
         client.close()
 
 
+# MaxWaitMs for fetches that must be woken by data: far beyond the client's read timeout, so a
+# fetch that is not woken fails the test (by that timeout) instead of answering when time runs out.
+NEVER_MS = 600_000
+
+
+def send_fetch(client: WireClient, topic: str, offset: int, *, max_wait_ms: int, min_bytes: int = 1,
+               version: int = 11) -> int:
+    """Send a Fetch without waiting for its answer; returns its correlation id."""
+    return client.send(FETCH, version, {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "forgotten_topics_data": [],
+        "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                    "fetch_offset": offset, "log_start_offset": -1,
+                                                    "partition_max_bytes": 1 << 20}]}],
+    })
+
+
+def assert_parked(waiting: WireClient, other: WireClient, topic: str) -> None:
+    """The fetch sent on `waiting` is parked: a request sent later on another connection has been
+    answered (the broker's loop has taken the fetch and moved on) and the fetch has not."""
+    other.request(METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": False,
+                                "include_topic_authorized_operations": False})
+    assert not waiting.has_data(), "the fetch was answered without the data it waits for"
+
+
 def test_waiting_fetch_is_woken_by_an_append(broker: RoostProcess) -> None:
     client = WireClient(broker.address("kafka"), timeout=60)
     writer = WireClient(broker.address("kafka"))
     try:
         setup_topic(client, "wakeup", batches=1, records_per_batch=1, value_size=10)
-        result: dict = {}
-
-        def wait() -> None:
-            # MaxWaitMs of 30 s: the answer must come because data arrived, not because time ran out.
-            result["partition"] = fetch(client, "wakeup", 1, max_wait_ms=30_000)
-            result["at"] = time.monotonic()
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
-        time.sleep(0.5)  # the fetch is parked at the broker
-        assert "partition" not in result
-        sent_at = time.monotonic()
+        correlation = send_fetch(client, "wakeup", 1, max_wait_ms=NEVER_MS)
+        assert_parked(client, writer, "wakeup")
         assert produce_batch(writer, "wakeup", build_batch([(None, b"wake")], timestamp_ms=0))["error_code"] == 0
-        waiter.join(40)
-        headers = batches_in(result["partition"])
-        assert [h.base_offset for h in headers] == [1]
-        assert result["at"] - sent_at < 25, "the fetch ran out its MaxWaitMs instead of waking"
+        # Answered at all (within the read timeout, far below MaxWaitMs): the append woke it.
+        partition = client.receive(FETCH, 11, correlation)["responses"][0]["partitions"][0]
+        assert [h.base_offset for h in batches_in(partition)] == [1]
     finally:
         client.close()
         writer.close()
@@ -99,23 +114,18 @@ def test_min_bytes_waits_for_enough_data(broker: RoostProcess) -> None:
     writer = WireClient(broker.address("kafka"))
     try:
         setup_topic(client, "minbytes", batches=1, records_per_batch=1, value_size=10)
-        result: dict = {}
-
-        def wait() -> None:
-            result["partition"] = fetch(client, "minbytes", 1, max_wait_ms=30_000, min_bytes=5000)
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        correlation = send_fetch(client, "minbytes", 1, max_wait_ms=NEVER_MS, min_bytes=5000)
+        assert_parked(client, writer, "minbytes")
         now = int(time.time() * 1000)
-        # Small appends do not satisfy MinBytes; the fetch keeps waiting until enough is there.
+        # Small appends do not satisfy MinBytes: each is acknowledged, and the fetch still waits.
         for _ in range(3):
-            produce_batch(writer, "minbytes", build_batch([(None, b"x" * 100)], timestamp_ms=now))
-            time.sleep(0.2)
-            assert "partition" not in result
+            assert produce_batch(writer, "minbytes", build_batch([(None, b"x" * 100)], timestamp_ms=now))[
+                "error_code"] == 0
+            assert_parked(client, writer, "minbytes")
         produce_batch(writer, "minbytes", build_batch([(None, b"y" * 6000)], timestamp_ms=now))
-        waiter.join(40)
-        headers = batches_in(result["partition"])
-        assert [h.base_offset for h in headers] == [1, 2, 3, 4]
+        partition = client.receive(FETCH, 11, correlation)["responses"][0]["partitions"][0]
+        # All four: answered after the last append, not after any of the small ones.
+        assert [h.base_offset for h in batches_in(partition)] == [1, 2, 3, 4]
     finally:
         client.close()
         writer.close()

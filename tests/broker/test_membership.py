@@ -1,5 +1,6 @@
 """Membership with a real client: static members come back without a rebalance; a consumer
-killed with SIGKILL is removed after its session timeout and its partitions move."""
+killed with SIGKILL is removed after its session timeout and its partitions move; a group full
+at `group.max.size` turns the next member away until a seat frees up."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import sys
 import textwrap
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.broker.conftest import StartBroker
 from tests.support.procs import RoostProcess
 
 
@@ -19,6 +21,7 @@ class Tracked:
 
     def __init__(self, bootstrap: str, group: str, topic: str, **extra: object) -> None:
         self.assigned: list[int] = []
+        self.errors: list[KafkaError] = []
         self.assign_calls = 0
         self.revoke_calls = 0
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
@@ -34,7 +37,9 @@ class Tracked:
         self.assigned = []
 
     def poll(self, seconds: float = 0.2) -> None:
-        self.consumer.poll(seconds)
+        message = self.consumer.poll(seconds)
+        if message is not None and message.error() is not None:
+            self.errors.append(message.error())
 
 
 def poll_all(consumers: list[Tracked], until, timeout: float = 60.0, what: str = "condition") -> None:
@@ -72,7 +77,7 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker: 
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError
     c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "killed-group", "session.timeout.ms": 3000,
                   "heartbeat.interval.ms": 300})
     c.subscribe(["killed-topic"], on_assign=lambda _c, ps: print("assigned", len(ps), flush=True))
@@ -100,3 +105,26 @@ def test_killed_consumer_is_dropped_after_its_session_timeout(broker: RoostProce
             child.kill()
             child.wait(10)
         survivor.consumer.close()
+
+
+def test_a_member_past_group_max_size_is_refused(start_broker: StartBroker) -> None:
+    broker = start_broker("--group.max.size", "2")
+    bootstrap = broker.address("kafka")
+    make_topic(bootstrap, "full-topic", 4)
+    first = Tracked(bootstrap, "full-group", "full-topic")
+    second = Tracked(bootstrap, "full-group", "full-topic")
+    poll_all([first, second], lambda: len(first.assigned) + len(second.assigned) == 4
+             and first.assigned and second.assigned, what="two members sharing the partitions")
+    third = Tracked(bootstrap, "full-group", "full-topic")
+    poll_all([first, second, third], lambda: third.errors, what="the third member to be refused")
+    assert {e.code() for e in third.errors} == {KafkaError.GROUP_MAX_SIZE_REACHED}, third.errors
+    assert third.assign_calls == 0
+    # The two members keep their partitions: the refused join started no rebalance.
+    assert sorted(first.assigned + second.assigned) == [0, 1, 2, 3]
+    assert first.revoke_calls == second.revoke_calls == 0
+    # Once a member leaves, the one turned away gets in (librdkafka keeps trying to join).
+    first.consumer.close()
+    poll_all([second, third], lambda: third.assigned and len(second.assigned) + len(third.assigned) == 4,
+             what="the refused member to join once a seat is free")
+    second.consumer.close()
+    third.consumer.close()

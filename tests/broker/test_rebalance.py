@@ -14,7 +14,10 @@ from tests.support.procs import RoostProcess, wait_for
 from tests.support.workload import messages
 
 PARTITIONS = 6
-TOTAL = 30_000
+CHUNK = 500
+FIRST_PART = 6_000  # consumed before the 4th member joins
+AFTER = 5_000  # produced after the group has changed
+MAX_MESSAGES = 200_000  # bounds the stream if the group never finishes changing
 
 
 class StreamingMember(threading.Thread):
@@ -57,29 +60,43 @@ def test_member_joins_and_leaves_mid_stream(broker: RoostProcess) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])[topic].result(30)
 
-    produced = threading.Event()
-    producer_errors: list[str] = []
-
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        for i, message in enumerate(messages(TOTAL, "rb")):
-            producer.produce(topic, message.value, message.key,
-                             on_delivery=lambda e, _m: producer_errors.append(str(e)) if e else None)
-            if i % 1000 == 999:
-                producer.poll(0)
-                time.sleep(0.2)  # a stream, not a burst: the rebalances happen while it flows
-        assert producer.flush(60) == 0
-        produced.set()
-
     seen: set[int] = set()
     lock = threading.Lock()
+    changed = threading.Event()  # the 4th member has joined and received records, the 1st has left
+    produced: list[int] = []  # how many messages the stream held in the end
+    producer_errors: list[str] = []
+
+    def consumed(count: int) -> bool:
+        with lock:
+            return len(seen) >= count
+
+    def produce() -> None:
+        # A stream, not a burst, paced by progress instead of the clock: each chunk goes out once
+        # the group has consumed the one before, and the stream goes on until the group has
+        # changed, then carries AFTER more messages. So the join and the leave happen while it
+        # flows whatever their duration, and the members left after them get records too.
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        sent = 0
+        after = None
+        while after is None or sent < after:
+            assert sent < MAX_MESSAGES, "the group never finished changing"
+            for message in messages(CHUNK, "rb", start=sent):
+                producer.produce(topic, message.value, message.key,
+                                 on_delivery=lambda e, _m: producer_errors.append(str(e)) if e else None)
+            assert producer.flush(60) == 0
+            sent += CHUNK
+            wait_for(lambda count=sent: consumed(count), timeout=60, what=f"the group to consume {sent} messages")
+            if after is None and changed.is_set():
+                after = sent + AFTER
+        produced.append(sent)
+
     members = [StreamingMember(bootstrap, group, topic, seen, lock) for _ in range(3)]
     producer_thread = threading.Thread(target=produce, daemon=True)
     for member in members:
         member.start()
     producer_thread.start()
 
-    wait_for(lambda: len(seen) >= TOTAL // 5, timeout=60, what="first fifth consumed")
+    wait_for(lambda: consumed(FIRST_PART), timeout=60, what="the first part consumed")
     fourth = StreamingMember(bootstrap, group, topic, seen, lock)
     fourth.start()
     members.append(fourth)
@@ -87,13 +104,14 @@ def test_member_joins_and_leaves_mid_stream(broker: RoostProcess) -> None:
     leaving = members.pop(0)
     leaving.stop.set()
     leaving.join(60)
-    # Both membership changes happened while messages were still being produced.
-    assert not produced.is_set(), "the stream ended before the group changed; slow the producer down"
-    assert leaving.count > 0
+    assert not leaving.is_alive() and leaving.count > 0
+    changed.set()
 
-    wait_for(lambda: len(seen) >= TOTAL, timeout=120, what="every message consumed")
-    producer_thread.join(60)
-    assert produced.is_set() and not producer_errors, producer_errors[:3]
+    producer_thread.join(120)
+    assert produced and not producer_errors, producer_errors[:3]
+    total = produced[0]
+    assert total >= FIRST_PART + AFTER
+    assert seen == set(range(total))
 
     # The three members that remain cover all partitions between them, each exactly once.
     def covered() -> bool:
@@ -102,7 +120,6 @@ def test_member_joins_and_leaves_mid_stream(broker: RoostProcess) -> None:
 
     wait_for(covered, timeout=60, what="the remaining members to cover every partition")
     assert fourth.count > 0 and all(not m.errors for m in [*members, leaving])
-    assert seen == set(range(TOTAL))
 
     described = admin.describe_consumer_groups([group])[group].result(30)
     partitions = sorted(tp.partition for member in described.members

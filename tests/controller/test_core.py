@@ -228,3 +228,45 @@ def test_a_bounced_broker_is_failed_then_started() -> None:
     ready = core.ready()
     assert state(core).leader == 2 and state(core).isr == (2,)
     assert 1 in requests(ready, ApiKey.LEADER_AND_ISR)  # the new incarnation learns it follows
+
+
+def test_a_reassignment_adds_catches_up_moves_leadership_and_removes() -> None:
+    core, _ = core_with({0: [1, 2]}, states={0: (LeaderAndIsr(1, 3, (1, 2), 5), 4)})
+    core.reassign("r", {("t", 0): [2, 3]})
+    ready = core.ready()
+    (reply,) = ready.replies
+    assert reply.body["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    assignment = core.topics["t"]
+    assert assignment.partitions[0] == [2, 3, 1] and assignment.adding[0] == [3] and assignment.removing[0] == [1]
+    assert set(requests(ready, ApiKey.LEADER_AND_ISR)) == {1, 2, 3}
+    listed = core.list_reassignments(None)
+    assert listed["topics"][0]["partitions"][0]["adding_replicas"] == [3]
+    # The leader reports broker 3 caught up: the move completes.
+    core.alter_partition("a", {"broker_id": 1, "broker_epoch": 101, "topics": [{"topic_id": TOPIC_ID, "partitions": [
+        {"partition_index": 0, "leader_epoch": 4, "partition_epoch": core.states[("t", 0)].version,
+         "leader_recovery_state": 0,
+         "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in (1, 2, 3)]}]}]}, 3)
+    ready = core.ready()
+    assert core.topics["t"].partitions[0] == [2, 3] and not core.topics["t"].adding
+    assert state(core).leader == 2 and set(state(core).isr) == {2, 3}
+    stops = requests(ready, ApiKey.STOP_REPLICA)
+    assert partition_states(stops[1])[("t", 0)]["delete_partition"] is True
+    assert core.list_reassignments(None)["topics"] == []
+    core.check()
+
+
+def test_reassignment_errors_and_cancel() -> None:
+    core, _ = core_with({0: [1, 2]}, states={0: (LeaderAndIsr(1, 3, (1, 2), 5), 4)})
+    core.reassign("r", {("t", 7): [1], ("t", 0): [1, 1]})
+    (reply,) = core.ready().replies
+    codes = {p["partition_index"]: p["error_code"] for p in reply.body["responses"][0]["partitions"]}
+    assert codes == {0: ErrorCode.INVALID_REPLICA_ASSIGNMENT, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    core.reassign("r", {("t", 0): None})
+    (reply,) = core.ready().replies
+    assert reply.body["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    core.reassign("r", {("t", 0): [1, 3]})
+    core.ready()
+    core.reassign("r", {("t", 0): None})
+    ready = core.ready()
+    assert core.topics["t"].partitions[0] == [1, 2] and not core.topics["t"].adding
+    assert partition_states(requests(ready, ApiKey.STOP_REPLICA)[3])[("t", 0)]["delete_partition"] is True

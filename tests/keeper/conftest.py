@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import pprint
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +21,7 @@ from tests.keeper.zkharness import (
     zookeeper_standalone,
 )
 from tests.support import referees
+from tests.support.procs import RoostProcess
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +33,15 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def keeper(tmp_path_factory: pytest.TempPathFactory) -> str:
+def keeper_proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
+    """The shared keeper process, for tests that read its log."""
     with keeper_process(tmp_path_factory.mktemp("keeper")) as proc:
-        yield proc.address("keeper")
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def keeper(keeper_proc: RoostProcess) -> str:
+    return keeper_proc.address("keeper")
 
 
 Scenario = Callable[[str, Recorder], None]

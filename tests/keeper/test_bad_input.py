@@ -11,13 +11,20 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from roost.wire.zk.connection import ClientConnection, ReplyEvent, encode_connect_request, encode_request
+from roost.wire.zk.connection import ClientConnection, ReplyEvent, encode_request
 from roost.wire.zk.constants import Err, OpCode
-from roost.wire.zk.records import ConnectRequest, PathWatchRequest
-from tests.keeper.zkharness import RawClient, kazoo, keeper_process, unique_root, wait_until
+from roost.wire.zk.records import PathWatchRequest
+from tests.keeper.zkharness import (
+    RawClient,
+    global_sessions,
+    kazoo,
+    keeper_process,
+    reap_abandoned,
+    remember_abandoned,
+    unique_root,
+    wait_until,
+)
 from tests.support.procs import RoostProcess
-
-CONNECT = encode_connect_request(ConnectRequest(0, 0, 4000, 0, bytes(16), False))
 
 
 def _open(address: str) -> socket.socket:
@@ -44,14 +51,11 @@ def _drain_until_closed(sock: socket.socket, timeout: float = 10.0) -> tuple[boo
 
 
 def _connected(address: str) -> socket.socket:
-    sock = _open(address)
-    sock.sendall(CONNECT)
-    header = sock.recv(4)
-    (length,) = struct.unpack("!i", header)
-    body = b""
-    while len(body) < length:
-        body += sock.recv(length - len(body))
-    return sock
+    """A connection with a new session. The session outlives the connection (the bad input closes
+    only the connection), so it is noted for the `server` fixture to close after the test."""
+    client = RawClient(address, timeout_ms=4000)
+    remember_abandoned(address, client.response.session_id, client.response.passwd)
+    return client.sock
 
 
 BAD_INPUTS = {
@@ -68,8 +72,15 @@ BAD_INPUTS = {
 
 
 @pytest.fixture(params=["keeper", "zookeeper"])
-def server(request: pytest.FixtureRequest) -> str:
-    return request.getfixturevalue(request.param)
+def server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A shared server (the differential tests use it too): every session a test opens there is
+    closed when it ends. Left to expire, a session would take a zxid in some later scenario."""
+    address = request.getfixturevalue(request.param)
+    before = global_sessions(address)
+    yield address
+    reap_abandoned(address)
+    # At once, not eventually: closing is synchronous, whereas waiting would let them expire.
+    assert global_sessions(address) <= before, "the test left a session open on a shared server"
 
 
 @pytest.fixture

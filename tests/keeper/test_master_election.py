@@ -1,8 +1,9 @@
 """The seeds' master election (examples/master_election) against a keeper, step by step:
 three storage machines race for the ephemeral /clusterx/master_ip, app servers watch it; kill -9
-the master, its znode goes when its session times out, the app servers are told and see no
-master meanwhile, a new master is elected within session timeout + 1 s, and the old master,
-restarted, becomes a follower."""
+the master, its znode goes because its session expires (the keeper logs the expiry of exactly
+that session), the app servers are told and see no master meanwhile, a new master is elected,
+and the old master, restarted, becomes a follower. How long the failover takes is measured, not
+asserted: `bench/keeper_bench.py` (owner kill -9 -> ephemeral gone)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.keeper.zkharness import kazoo, wait_until
-from tests.support.procs import stop_process
+from tests.support.procs import RoostProcess, stop_process
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "master_election"
 SESSION_TIMEOUT = 2.0  # seconds; the test keeper's tickTime is 500 ms
@@ -90,7 +91,7 @@ def app(keeper: str, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_master_election(keeper: str) -> None:
+def test_master_election(keeper: str, keeper_proc: RoostProcess) -> None:
     observer = kazoo(keeper)
     try:
         if observer.exists(MASTER):  # a previous run's master must be gone first
@@ -111,6 +112,7 @@ def test_master_election(keeper: str) -> None:
                     proc.wait_line(lambda line, name=name: line == f"{name}: follower of {master_address}")
             data, stat = observer.get(MASTER)
             assert data.decode() == master_address and stat.ephemeralOwner != 0
+            old_owner, old_czxid = stat.ephemeralOwner, stat.czxid
 
             apps = [LineProcess(app(keeper, name)) for name in ("app-1", "app-2")]
             started.extend(apps)
@@ -121,10 +123,11 @@ def test_master_election(keeper: str) -> None:
             gone = threading.Event()
             observer.exists(MASTER, watch=lambda event: gone.set())
             lines_before = {id(proc): len(proc.texts()) for proc in apps}
-            killed_at = time.time()
             machines[master].kill9()
-            assert observer.exists(MASTER) is not None, "the znode must outlive the process until its session expires"
             assert gone.wait(WAIT), "the master's ephemeral znode never went"
+            # It went because the session expired (not, say, because its connection dropped).
+            wait_until(lambda: f"session 0x{old_owner:x} expired" in keeper_proc.text(), WAIT,
+                       "the keeper to log the expiry of the old master's session")
 
             for proc, name in zip(apps, ("app-1", "app-2"), strict=True):
                 proc.wait_line(lambda line, name=name: line == f"{name}: no master")
@@ -138,8 +141,8 @@ def test_master_election(keeper: str) -> None:
             new_address = f"{new_master}.example:7000"
             data, stat = observer.get(MASTER)
             assert data.decode() == new_address
-            # Within session timeout + 1 s of the kill, by the keeper's own creation time.
-            assert stat.ctime / 1000.0 - killed_at <= SESSION_TIMEOUT + 1.0, (stat.ctime / 1000.0 - killed_at)
+            # A new znode of another session, created after the old one.
+            assert stat.ephemeralOwner not in (0, old_owner) and stat.czxid > old_czxid
             for proc, name in zip(apps, ("app-1", "app-2"), strict=True):
                 line = proc.wait_line(lambda line, name=name: line == f"{name}: master is {new_address}")
                 texts = proc.texts()[lines_before[id(proc)]:]

@@ -27,7 +27,7 @@ from kazoo.security import ACL as KazooACL
 from roost.wire.zk.connection import ClientConnection, ConnectedEvent, ReplyEvent, WatchEvent
 from roost.wire.zk.constants import OpCode
 from roost.wire.zk.records import ConnectRequest, EmptyRequest, Request
-from tests.support.procs import RoostProcess, start_roost, stop_process, wait_for
+from tests.support.procs import RoostProcess, free_ports, start_roost, stop_process, wait_for
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar",
            "/usr/share/java/log4j-1.2.jar"]
@@ -36,12 +36,6 @@ TICK_MS = 500  # both servers: session timeouts negotiated within [1000, 10000] 
 
 def zookeeper_available() -> bool:
     return shutil.which("java") is not None and all(Path(jar).exists() for jar in ZK_JARS)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def four_letter(address: str, word: str, timeout: float = 10.0) -> str:
@@ -146,7 +140,8 @@ def wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
 
 @contextlib.contextmanager
 def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
-    process = _launch_zk(directory, free_port(), tick_ms=tick_ms)
+    (client_port,) = free_ports(1)
+    process = _launch_zk(directory, client_port, tick_ms=tick_ms)
     try:
         wait_serving(process)
         yield process
@@ -156,11 +151,15 @@ def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS) -> Iterator[Zo
 
 @contextlib.contextmanager
 def zookeeper_ensemble(directory: Path, size: int = 3, tick_ms: int = TICK_MS) -> Iterator[list[ZooKeeperProcess]]:
-    ensemble = {sid: (free_port(), free_port()) for sid in range(1, size + 1)}
+    # Every port at once: ports picked one at a time can repeat (each is free when picked).
+    ports = free_ports(3 * size)
+    sids = range(1, size + 1)
+    ensemble = {sid: (ports[3 * i], ports[3 * i + 1]) for i, sid in enumerate(sids)}
+    client_ports = {sid: ports[3 * i + 2] for i, sid in enumerate(sids)}
     processes: list[ZooKeeperProcess] = []
     try:
         for sid in ensemble:
-            processes.append(_launch_zk(directory / f"zk{sid}", free_port(), myid=sid, ensemble=ensemble,
+            processes.append(_launch_zk(directory / f"zk{sid}", client_ports[sid], myid=sid, ensemble=ensemble,
                                         tick_ms=tick_ms))
         for process in processes:
             wait_serving(process)
@@ -217,12 +216,14 @@ def keeper_ensemble(directory: Path, size: int = 3, extra: dict[str, Any] | None
                     fixed_client_ports: bool = False) -> Iterator[list[RoostProcess]]:
     """Three (or `size`) keeper processes forming an ensemble. With `fixed_client_ports` each
     member keeps its client port across restarts (`start_roost(proc.args, ...)`)."""
-    peer_ports = {sid: free_port() for sid in range(1, size + 1)}
+    ports = free_ports(2 * size)  # all at once, so that none repeats
+    peer_ports = {sid: ports[sid - 1] for sid in range(1, size + 1)}
+    client_ports = {sid: ports[size + sid - 1] if fixed_client_ports else 0 for sid in peer_ports}
     procs: list[RoostProcess] = []
     try:
         for sid in peer_ports:
             config = keeper_config(directory / f"keeper{sid}", servers=peer_ports, myid=sid, extra=extra,
-                                   client_port=free_port() if fixed_client_ports else 0)
+                                   client_port=client_ports[sid])
             procs.append(start_roost(["keeper", "--config", str(config)], expect=("keeper",)))
         yield procs
     finally:
@@ -305,8 +306,7 @@ class RawClient:
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         if self.response.timeout > 0:
-            with _ABANDONED_LOCK:
-                _ABANDONED.setdefault(self.address, []).append((self.response.session_id, self.response.passwd))
+            remember_abandoned(self.address, self.response.session_id, self.response.passwd)
 
 
 # Sessions dropped without closeSession, by server address. Left alone they would expire later,
@@ -314,6 +314,18 @@ class RawClient:
 # reap them at the end of the scenario that made them, so every scenario sees only its own zxids.
 _ABANDONED: dict[str, list[tuple[int, bytes]]] = {}
 _ABANDONED_LOCK = threading.Lock()
+
+
+def remember_abandoned(address: str, session_id: int, passwd: bytes) -> None:
+    """Note a session left open on `address`, for `reap_abandoned` to close."""
+    with _ABANDONED_LOCK:
+        _ABANDONED.setdefault(address, []).append((session_id, passwd))
+
+
+def global_sessions(address: str) -> int:
+    """The server's count of open sessions (`mntr`'s zk_global_sessions; ZooKeeper has it too)."""
+    rows = dict(line.split("\t", 1) for line in four_letter(address, "mntr").splitlines() if "\t" in line)
+    return int(rows["zk_global_sessions"])
 
 
 def reap_abandoned(address: str) -> None:

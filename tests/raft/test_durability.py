@@ -36,19 +36,26 @@ def test_acknowledged_writes_survive_kill_9(tmp_path: Path, acks_before_kill: in
     acked: list[tuple[int, str]] = []
     for round_ in range(2):  # kill, restart and write more, kill again
         proc = writer(tmp_path, write=True)
+        wanted = acks_before_kill * (round_ + 1)
         try:
             assert proc.stdout is not None
             for line in proc.stdout:  # bounded: we stop reading after acks_before_kill acks
                 if line.startswith("acked "):
                     _, index, data = line.split()
                     acked.append((int(index), data))
-                    if len(acked) >= acks_before_kill * (round_ + 1):
+                    if len(acked) >= wanted:
                         break
+            # The kill must hit a writer that is still writing, after it acknowledged what we
+            # check below: a writer that died early, or acknowledged nothing, proves nothing.
+            assert len(acked) == wanted, f"round {round_}: the writer stopped after {len(acked)} acks"
+            assert proc.poll() is None, f"round {round_}: the writer exited before the kill"
             proc.send_signal(signal.SIGKILL)
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(30)
+        assert proc.returncode == -signal.SIGKILL, f"round {round_}: exit status {proc.returncode}"
+    assert len(acked) == 2 * acks_before_kill
     state = recovered(tmp_path)
     assert set(acked) <= set(state), "an acknowledged write was lost"
     indices = [i for i, _ in state]

@@ -2,6 +2,11 @@
 
 The same harness drives every client library: a test supplies how to make a consumer, how to
 poll it (returning `Received` records), how to commit and how to close it.
+
+Members commit what they consumed at the end of a round and, through the client's own
+partition-revocation callback, whenever a rebalance takes partitions away: a member that joins
+late (or leaves early) then hands its partitions over at the offsets really consumed, so the new
+owner neither re-delivers nor skips, however the joins and the polls interleave.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from tests.support.workload import Received
 
 @dataclass
 class ClientOps:
+    # A subscribed consumer whose revocation callback commits what it consumed (errors there must
+    # reach the harness: raised from a later `poll`).
     make: Callable[[], Any]
     poll: Callable[[Any], list[Received]]
     commit: Callable[[Any], None]

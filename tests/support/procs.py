@@ -13,11 +13,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
-LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z-]+) listening on (?P<host>[0-9.]+):(?P<port>\d+)$")
+T = TypeVar("T")
+
+# `name` is what listens: "kafka", "keeper", and under `roost up --brokers` "keeper 2",
+# "broker 1 kafka".
+LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z][a-z0-9 -]*?) listening on (?P<host>[0-9.]+):(?P<port>\d+)$")
 ROOST = [sys.executable, "-m", "roost.cli.main"]
 
 
@@ -91,8 +96,12 @@ def stop_process(popen: subprocess.Popen, sig: int = signal.SIGTERM, timeout: fl
 
 
 def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout: float = 60.0,
-                env: dict[str, str] | None = None) -> RoostProcess:
-    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`."""
+                env: dict[str, str] | None = None, new_session: bool = False, wait: bool = True,
+                command: Sequence[str] = ROOST) -> RoostProcess:
+    """Run `roost <args>` and wait until it has printed a listening line for each name in `expect`
+    (with `wait=False`, return at once: call `wait_ready` later). `new_session` runs it in its own
+    session and process group, so that a test can signal that group as a terminal's Ctrl-C would.
+    `command` is how roost is run (e.g. under `tests.support.shifted_clock`)."""
     args = list(args)
     if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
         args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
@@ -101,11 +110,13 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     if env:
         full_env.update(env)
     popen = subprocess.Popen(
-        [*ROOST, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env
+        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
+        start_new_session=new_session,
     )
     proc = RoostProcess(list(args), popen, _expected=frozenset(expect))
     threading.Thread(target=proc._pump, daemon=True).start()
-    proc.wait_ready(timeout)
+    if wait:
+        proc.wait_ready(timeout)
     return proc
 
 
@@ -119,6 +130,25 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def retry(action: Callable[[], T], *, retry_on: tuple[type[BaseException], ...], attempts: int = 50,
+          interval: float = 0.05, what: str = "the action") -> T:
+    """Call `action` until it returns without raising one of `retry_on`; at most `attempts` calls.
+
+    Returns what the first successful call returned. When every call failed this fails the test
+    (AssertionError naming `what` and the last error): a retry loop never ends without its check.
+    """
+    assert attempts >= 1
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        try:
+            return action()
+        except retry_on as error:
+            last = error
+        if attempt + 1 < attempts:
+            time.sleep(interval)
+    raise AssertionError(f"{what} failed in all {attempts} attempts; the last error: {last!r}")
 
 
 def data_dir(tmp_path: Path, name: str = "data") -> Path:

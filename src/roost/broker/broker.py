@@ -22,8 +22,7 @@ from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.controller.core import ControllerSettings
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
-from roost.broker.group.offsets import offsets_partition_for
-from roost.broker.group.service import GroupService
+from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.fetch import FetchApi
@@ -40,7 +39,7 @@ from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.topic_admin import TopicAdmin
-from roost.broker.zk.layout import BrokerRegistration
+from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
@@ -60,6 +59,8 @@ CLUSTER_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION: (2, 3),       # 2+: topic ids
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 CONTROLLED_SHUTDOWN_VERSION = 3
 
@@ -75,8 +76,10 @@ def save_cluster_id(path: Path, cluster_id: str) -> None:
     atomic_write(path, json.dumps({"cluster_id": cluster_id}).encode())
 
 
-def _setting(config: BrokerConfig, name: str, default: object) -> object:
-    return config.values.get(name, default)
+def ensure_offsets_topic(admin: TopicAdmin, config: BrokerConfig) -> None:
+    """A broker on its own creates `__consumer_offsets` at once (in a cluster the controller does)."""
+    if admin.catalog.get(OFFSETS_TOPIC) is None:
+        admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], offsets_topic_configs(config))
 
 
 class Broker:
@@ -89,7 +92,7 @@ class Broker:
         self.data_dir = data_dir
         (data_dir / "meta").mkdir(parents=True, exist_ok=True)
         self._cluster_id_path = data_dir / "meta" / "cluster.json"
-        self.zookeeper = str(_setting(config, "zookeeper.connect", ""))
+        self.zookeeper = config["zookeeper.connect"]
         self.clustered = bool(self.zookeeper)
         self.cluster_id = load_cluster_id(self._cluster_id_path) or ""
         self.metadata = MetadataCache()
@@ -117,25 +120,30 @@ class Broker:
                 self.cluster_id = uuid.uuid4().hex[:22]
                 save_cluster_id(self._cluster_id_path, self.cluster_id)
             self.topics = TopicAdmin(config, TopicCatalog(data_dir / "meta" / "topics.json"), self.replicas)
-        # Until the group coordinator moves with its partitions (in progress), groups are served
-        # by a lone broker only.
-        self.groups = GroupService(config, self.topics, self.replicas) if not self.clustered else None  # type: ignore[arg-type]
+        self.groups = GroupService(config, self.replicas, self.metadata)
+        if isinstance(self.topics, TopicAdmin):
+            ensure_offsets_topic(self.topics, config)
+            self.topics.on_delete(self.groups.forget_topic)
+        else:
+            # The first FindCoordinator creates __consumer_offsets (Kafka's way).
+            self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
+        self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(header, frame, "local"))
 
     def _build_cluster_parts(self) -> None:
         config = self.config
-        self.zk = ZkClient(self.zookeeper, session_timeout=int(_setting(config, "zookeeper.session.timeout.ms", 6000)) / 1000)
+        self.zk = ZkClient(self.zookeeper, session_timeout=int(config["zookeeper.session.timeout.ms"]) / 1000)
         self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers)
         self.replicas.on_become_follower = self.fetchers.follow
         self.replicas.on_stop_following = self.fetchers.unfollow
         self.isr = IsrManager(self.broker_id, config, self.replicas, self.metadata, self.peers)
         settings = ControllerSettings(
-            unclean_leader_election=bool(_setting(config, "unclean.leader.election.enable", False)),
-            auto_leader_rebalance=bool(_setting(config, "auto.leader.rebalance.enable", True)),
-            imbalance_percentage=int(_setting(config, "leader.imbalance.per.broker.percentage", 10)),
-            imbalance_check_interval_ms=int(_setting(config, "leader.imbalance.check.interval.seconds", 30)) * 1000)
+            unclean_leader_election=bool(config["unclean.leader.election.enable"]),
+            auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
+            imbalance_percentage=int(config["leader.imbalance.per.broker.percentage"]),
+            imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
         self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
         self.membership = ClusterMembership(self.zk)
         self.topics = ClusterTopicAdmin(config, self.membership, self.controller, self.metadata)
@@ -149,8 +157,7 @@ class Broker:
         versions = ApiVersionsApi(self.advertised_versions)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
         group_ctx = groups.GroupContext(
-            self.groups, self._coordinator_for,  # type: ignore[arg-type]
-            lambda topic, index: self.replicas.partition(topic, index) is not None)
+            self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -173,14 +180,10 @@ class Broker:
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
         }
-        if self.groups is None:
-            for key in (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP,
-                        ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS,
-                        ApiKey.LIST_GROUPS):
-                routes[key] = groups.no_coordinator
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
-            inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config)
+            inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
+                                   self.groups.forget_topic)
             control = ControllerApi(self.controller, self.metadata, self.cluster_id_now)
             routes.update({
                 ApiKey.LEADER_AND_ISR: inter.handle_leader_and_isr,
@@ -191,6 +194,8 @@ class Broker:
                 ApiKey.CONTROLLED_SHUTDOWN: control.handle_controlled_shutdown,
                 ApiKey.ELECT_LEADERS: control.handle_elect_leaders,
                 ApiKey.DESCRIBE_CLUSTER: control.handle_describe_cluster,
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS: control.handle_alter_partition_reassignments,
+                ApiKey.LIST_PARTITION_REASSIGNMENTS: control.handle_list_partition_reassignments,
             })
         return routes
 
@@ -207,18 +212,6 @@ class Broker:
         except ConfigError as error:
             log.warning("topic %s has configs this broker cannot use (%s); using the defaults", topic, error)
             return {}
-
-    def _coordinator_for(self, group_id: str) -> BrokerEndpoint | None:
-        """The group's coordinator: the leader of its __consumer_offsets partition."""
-        info = self.metadata.get(OFFSETS_TOPIC)
-        if info is None:
-            if self.clustered and isinstance(self.topics, ClusterTopicAdmin):
-                self.topics.auto_create(OFFSETS_TOPIC)
-            return None
-        placement = self.metadata.partition(OFFSETS_TOPIC, offsets_partition_for(group_id, info.partitions))
-        if placement is None or placement.leader < 0:
-            return None
-        return self.metadata.endpoint(placement.leader)
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -238,8 +231,7 @@ class Broker:
             # A lone broker is its own controller and the only live broker.
             self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
         self.logs.start_upkeep()
-        if self.groups is not None:
-            self.groups.start()
+        self.groups.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
         return self.host, self.port
@@ -250,7 +242,7 @@ class Broker:
         await self.zk.start()
         await self.zk.ensure_chroot()
         host, port = self.advertised_address
-        rack = str(_setting(self.config, "broker.rack", "")) or None
+        rack = str(self.config["broker.rack"]) or None
         self.membership.registration = BrokerRegistration(self.broker_id, host, port, rack)
 
         def new_epoch(epoch: int) -> None:
@@ -263,18 +255,44 @@ class Broker:
         if self.cluster_id != self.membership.cluster_id:
             self.cluster_id = self.membership.cluster_id
             save_cluster_id(self._cluster_id_path, self.cluster_id)
+        await self._import_local_topics()
         self.isr.start()
+        self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
+        # Clients learn the cluster from this broker's metadata cache, which the controller fills:
+        # until its first UpdateMetadata names this broker, the cache has nothing to tell them.
+        try:
+            await asyncio.wait_for(self.metadata.wait_until(lambda: self.broker_id in self.metadata.brokers),
+                                   self.zk.session_timeout + 5.0)
+        except TimeoutError:
+            log.warning("no metadata from the controller yet; serving clients anyway")
+
+    async def _import_local_topics(self) -> None:
+        """A data directory written by a broker without ZooKeeper keeps its topics in
+        meta/topics.json: bring them into the cluster once (same ids, this broker their only
+        replica) so that their logs are served again, then set the file aside."""
+        path = self.data_dir / "meta" / "topics.json"
+        if not path.exists():
+            return
+        assert self.membership is not None
+        catalog = TopicCatalog(path)
+        for info in catalog:
+            if await self.membership.topic_assignment(info.name) is not None:
+                continue
+            assignment = TopicAssignment(info.topic_id, {p: [self.broker_id] for p in range(info.partitions)})
+            configs = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in info.configs.items()}
+            if await self.membership.create_topic(info.name, assignment, configs):
+                log.info("imported topic %s (%d partitions) from %s into the cluster", info.name, info.partitions, path)
+        path.rename(path.with_name("topics.json.imported"))
 
     async def stop(self) -> None:
-        if self.clustered and bool(_setting(self.config, "controlled.shutdown.enable", True)):
+        if self.clustered and bool(self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
         if self._server is not None:
             self._server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
-        if self.groups is not None:
-            await self.groups.stop()
+        await self.groups.stop()
         if self.controller is not None:
             await self.controller.stop()
         if self.isr is not None:
@@ -295,10 +313,13 @@ class Broker:
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships away before it stops (Kafka's
         controlled shutdown), retrying a bounded number of times."""
-        retries = int(_setting(self.config, "controlled.shutdown.max.retries", 3))
-        backoff = int(_setting(self.config, "controlled.shutdown.retry.backoff.ms", 500)) / 1000
+        retries = int(self.config["controlled.shutdown.max.retries"])
+        backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
         if self.membership is None or self.replicas.broker_epoch < 0:
             return
+        hosted = list(self.replicas.hosted())
+        if all(p.is_leader and p.state.isr <= {self.broker_id} for p in hosted):
+            return  # nothing to hand over and no ISR to leave (a one-broker cluster, say)
         remaining_before: set[tuple[str, int]] | None = None
         for attempt in range(retries + 1):
             controller = self.metadata.endpoint(self.metadata.controller_id)

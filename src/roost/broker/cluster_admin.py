@@ -18,9 +18,10 @@ from roost.broker.controller.assignment import AssignmentError, assign_replicas
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicInfo, topic_name_problem
+from roost.broker.zk import layout
 from roost.broker.zk.layout import TopicAssignment
 from roost.broker.zk.membership import ClusterMembership
-from roost.config import BrokerConfig
+from roost.config import BrokerConfig, ConfigError, parse_topic_configs
 from roost.wire.kafka.errors import ErrorCode
 from roost.zkclient import BadVersionError, ZkError
 
@@ -91,6 +92,9 @@ class ClusterTopicAdmin:
     async def _delete(self, name: str) -> ErrorCode:
         await self.membership.request_deletion(name)
         await self.metadata.wait_until(lambda: name not in self.metadata)
+        # Answer once the deletion is complete (every replica deleted, the znodes gone), so that
+        # the name can be used again at once.
+        await self.membership.wait_for_absence(layout.topic_path(name))
         return ErrorCode.NONE
 
     def add_partitions(self, name: str, total: int, assignment: dict[int, list[int]] | None = None) -> Any:
@@ -123,6 +127,17 @@ class ClusterTopicAdmin:
             return ErrorCode.NONE
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
+    async def topic_overrides(self, name: str) -> dict[str, Any] | None:
+        """The topic's own configs from ZooKeeper, parsed (None: no such topic)."""
+        if name not in self.metadata and await self.membership.topic_assignment(name) is None:
+            return None
+        raw = await self.membership.topic_config(name)
+        try:
+            return parse_topic_configs(raw, f"/config/topics/{name}")
+        except ConfigError as error:
+            log.warning("topic %s has unusable configs in ZooKeeper: %s", name, error)
+            return {}
+
     # auto-creation -----------------------------------------------------------------------------
     def auto_create(self, name: str) -> TopicInfo | None:
         """Start creating `name` with the defaults (in the background); the topic if it exists."""
@@ -138,7 +153,7 @@ class ClusterTopicAdmin:
     async def _auto_create(self, name: str) -> None:
         if name == OFFSETS_TOPIC:
             partitions = self.config["offsets.topic.num.partitions"]
-            replication = self.config.values.get("offsets.topic.replication.factor", 1)
+            replication = self.config["offsets.topic.replication.factor"]
             configs: dict[str, Any] = {"cleanup.policy": "compact",
                                        "segment.bytes": self.config["offsets.topic.segment.bytes"],
                                        "retention.ms": -1}

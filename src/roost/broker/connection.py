@@ -16,16 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from roost.broker.request import NO_RESPONSE
+from roost.broker.request import NO_RESPONSE, Deferred
 from roost.wire.kafka import (
     FrameSizeError,
     FrameSplitter,
     KafkaCodecError,
     RequestHeader,
+    encode_response,
     peek_request_header,
 )
 
@@ -68,13 +69,15 @@ class KafkaConnection(asyncio.Protocol):
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
         self._frames = FrameSplitter(limits.max_frame_bytes, MIN_REQUEST_FRAME)
+        self._waiting: deque[bytearray] = deque()  # whole frames not handled yet (reading paused)
+        self._handling = False
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
         self._writing_paused = False
         self._closed = False
         self.peer = "?"
         self.client_host = "?"
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: set[asyncio.Future[Any]] = set()  # responses still to come (cancelled on close)
         self.reject_reason: str | None = None  # set before connection_made: refuse this client
 
     # asyncio.Protocol -------------------------------------------------------------------------
@@ -98,6 +101,7 @@ class KafkaConnection(asyncio.Protocol):
             task.cancel()
         self._slots.clear()
         self._frames.clear()
+        self._waiting.clear()
         self._on_close(self)
 
     def pause_writing(self) -> None:
@@ -110,14 +114,24 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            frames = self._frames.split(data)
+            self._waiting.extend(self._frames.split(data))
         except FrameSizeError as error:
             self.abort(str(error))
             return
-        for frame in frames:
-            if self._closed:
-                return
-            self._handle_frame(frame)
+        self._handle_waiting()
+
+    def _handle_waiting(self) -> None:
+        """Handle the whole frames received, stopping while reading is paused: frames that came in
+        the same read as the request that reached a limit wait too, as unread bytes would."""
+        if self._handling:
+            return  # a resume from inside a handler: the loop below goes on by itself
+        self._handling = True
+        try:
+            waiting = self._waiting
+            while waiting and not self._closed and not self._reading_paused:
+                self._handle_frame(waiting.popleft())
+        finally:
+            self._handling = False
 
     # requests ---------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytearray) -> None:
@@ -137,25 +151,33 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("handler failed for api_key=%d from %s; closing", header.api_key, self.peer)
             self.abort("internal error")
             return
-        if isinstance(result, Awaitable):
-            task = asyncio.ensure_future(result)
-            self.tasks.add(task)
-            task.add_done_callback(lambda t, s=slot: self._finish_async(t, s, header))
+        if type(result) is Deferred:
+            future = result.future
+            self.tasks.add(future)
+            future.add_done_callback(lambda f, s=slot, h=result.header: self._finish_deferred(f, s, h))
         else:
             self._fill(slot, result)
         self._update_reading()
 
-    def _finish_async(self, task: asyncio.Task[Any], slot: _Slot, header: RequestHeader) -> None:
-        self.tasks.discard(task)
-        if task.cancelled() or self._closed:
+    def _finish_deferred(self, future: asyncio.Future[Any], slot: _Slot, header: RequestHeader) -> None:
+        self.tasks.discard(future)
+        if future.cancelled() or self._closed:
             return
-        error = task.exception()
+        error = future.exception()
         if error is not None:
             log.error("handler failed for api_key=%d from %s: %r; closing", header.api_key, self.peer, error,
                       exc_info=error)
             self.abort("internal error")
             return
-        self._fill(slot, task.result())
+        body = future.result()
+        if body is NO_RESPONSE:
+            self._fill(slot, NO_RESPONSE)
+            return
+        try:
+            self._fill(slot, encode_response(header, body))
+        except KafkaCodecError as error:
+            log.error("cannot encode the answer to api_key=%d for %s: %s; closing", header.api_key, self.peer, error)
+            self.abort("internal error")
 
     def _fill(self, slot: _Slot, result: Any) -> None:
         slot.done = True
@@ -181,6 +203,8 @@ class KafkaConnection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             self._transport.resume_reading()
+            if self._waiting:
+                self._handle_waiting()
 
     def abort(self, reason: str) -> None:
         """Close this connection at once because the client broke the protocol or a limit."""

@@ -8,13 +8,14 @@ and only versions the codec implements and the tests exercise are advertised.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from roost.broker.request import NO_RESPONSE, Handler, Request
+from roost.broker.request import NO_RESPONSE, Deferred, Handler, Request
 from roost.wire.kafka import (
     API_NAMES,
     SUPPORTED_VERSIONS,
@@ -101,16 +102,11 @@ class Dispatcher:
         header, body = decode_request(frame)
         self.request_counts[(key, version)] += 1
         result = self._routes[key](Request(header, body, client_host))  # type: ignore[index]
+        if type(result) is dict:
+            return encode_response(header, result)
         if result is NO_RESPONSE:
             return NO_RESPONSE
-        if isinstance(result, dict):
-            return encode_response(header, result)
+        if isinstance(result, asyncio.Future):
+            return Deferred(header, result)
         assert inspect.isawaitable(result), f"handler for api {key} returned {type(result)}"
-        return _encode_later(header, result)
-
-
-async def _encode_later(header: RequestHeader, pending: Awaitable[Any]) -> Any:
-    result = await pending
-    if result is NO_RESPONSE:
-        return NO_RESPONSE
-    return encode_response(header, result)
+        return Deferred(header, asyncio.ensure_future(result))

@@ -10,7 +10,9 @@ PeerError (the caller decides whether to retry). Bounded: responses larger than
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from roost.wire.kafka import (
@@ -20,6 +22,7 @@ from roost.wire.kafka import (
     RequestHeader,
     decode_response,
     encode_request,
+    encode_response,
 )
 
 log = logging.getLogger("roost.broker.peer")
@@ -154,14 +157,56 @@ class KafkaPeer:
             self._connecting.cancel()
 
 
+LocalRouter = Callable[[RequestHeader, bytearray], Any]
+
+
+class LocalPeer:
+    """This broker as its own peer (the controller telling itself, a leader asking its own
+    controller): the request takes the codec's round trip, as on the wire, but no socket (it
+    would count against max.connections and cost two system calls each way)."""
+
+    def __init__(self, node_id: int, client_id: str, route: LocalRouter) -> None:
+        self.node_id = node_id
+        self.client_id = client_id
+        self._route = route
+        self._correlation = 0
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        header = RequestHeader(api_key, version, self._correlation, self.client_id)
+        frame = bytearray(b"".join(bytes(b) for b in encode_request(header, body))[4:])
+        try:
+            answer = self._route(header, frame)
+            deferred = getattr(answer, "future", None)  # a Deferred: the body comes later
+            if deferred is not None:
+                answer = encode_response(header, await asyncio.wait_for(deferred, timeout))
+            elif inspect.isawaitable(answer):
+                answer = await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            raise PeerError(f"broker {self.node_id} (local): no answer to api {api_key} within {timeout:.1f} s") from None
+        response = b"".join(bytes(b) for b in answer)
+        _, decoded = decode_response(api_key, version, memoryview(response)[4:])
+        return decoded
+
+    def close(self) -> None:
+        pass
+
+
 class PeerPool:
-    """One KafkaPeer per broker id, re-made when the broker's address changes."""
+    """One KafkaPeer per broker id, re-made when the broker's address changes; this broker itself
+    through a LocalPeer once `serve_locally` was called."""
 
     def __init__(self, client_id: str) -> None:
         self.client_id = client_id
         self._peers: dict[int, KafkaPeer] = {}
+        self._local: LocalPeer | None = None
+
+    def serve_locally(self, node_id: int, route: LocalRouter) -> None:
+        self._local = LocalPeer(node_id, self.client_id, route)
 
     def get(self, node_id: int, host: str, port: int) -> KafkaPeer:
+        if self._local is not None and node_id == self._local.node_id:
+            return self._local  # type: ignore[return-value]
         peer = self._peers.get(node_id)
         if peer is None or (peer.host, peer.port) != (host, port):
             if peer is not None:

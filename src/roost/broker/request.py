@@ -3,12 +3,44 @@ and the handlers (so none of them imports another)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from roost.wire.kafka import RequestHeader
 
 NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)
+
+
+class Deferred:
+    """A response still to come: once `future` is done, its result is the response body (or
+    NO_RESPONSE), to be encoded for `header`. Handlers that wait (a parked fetch, a produce
+    waiting for replication or fsync) answer with a future rather than a coroutine: no task per
+    request, a callback when it is done."""
+
+    __slots__ = ("future", "header")
+
+    def __init__(self, header: RequestHeader, future: asyncio.Future[Any]) -> None:
+        self.header = header
+        self.future = future
+
+
+def when_all(futures: list[asyncio.Future[Any]]) -> asyncio.Future[list[BaseException | None]]:
+    """A future done when every one of `futures` is, with each one's exception (or None)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[list[BaseException | None]] = loop.create_future()
+    remaining = [len(futures)]
+
+    def one_done(_: asyncio.Future[Any]) -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0 and not done.done():
+            done.set_result([None if f.cancelled() else f.exception() for f in futures])
+
+    if not futures:
+        done.set_result([])
+    for future in futures:
+        future.add_done_callback(one_done)
+    return done
 
 
 class Request:
@@ -26,5 +58,5 @@ class Request:
         return self.header.api_version
 
 
-# A handler returns a response body (dict), NO_RESPONSE, or an awaitable of either.
+# A handler returns a response body (dict), NO_RESPONSE, or a future (or other awaitable) of either.
 Handler = Callable[[Request], Any]

@@ -61,6 +61,10 @@ class TopicAdmin:
         self.replicas.host_partitions(info, range(old, total))
         log.info("topic %s now has %d partitions", name, total)
 
+    def topic_overrides(self, name: str) -> dict[str, Any] | None:
+        info = self.catalog.get(name)
+        return None if info is None else dict(info.configs)
+
     def delete_topic(self, name: str) -> None:
         info = self.catalog.remove(name)
         self.replicas.drop_partitions(name, range(info.partitions))

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Each module exposes `register(subparsers)`, which adds its subcommand and sets `func` on it.
-SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.keeper", "roost.cli.zk", "roost.cli.demo")
+SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.broker", "roost.cli.keeper", "roost.cli.zk", "roost.cli.demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

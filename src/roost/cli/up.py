@@ -1,7 +1,11 @@
-"""`roost up`: a single Roost node in one process (the embedded default).
+"""`roost up`: a Roost node in one process (the embedded default), or a local cluster.
 
-It prints one line per listener once it listens (`roost: kafka listening on HOST:PORT`), and on
-SIGTERM or SIGINT it stops accepting, flushes and closes every log, and exits 0.
+Without --brokers: one broker and, beside it in the same process, a standalone keeper. It prints one
+line per listener once it listens (`roost: kafka listening on HOST:PORT`), and on SIGTERM or SIGINT
+it stops accepting, flushes and closes every log, and exits 0.
+
+With --brokers N: a cluster of child processes supervised by this one (roost.cli.cluster): a
+keeper ensemble (or an existing ZooKeeper ensemble given with --zookeeper) and N brokers.
 """
 
 from __future__ import annotations
@@ -9,17 +13,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-from roost.broker.broker import Broker
-from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_layer, load_toml
+from roost.cli import cluster, supervisor
+from roost.cli.node import (
+    GivenSettings,
+    add_settings_arguments,
+    configure_logging,
+    given_settings,
+    listen_address,
+    log_directory,
+    run_loop,
+    serve_broker,
+    stop_signals,
+)
+from roost.config import BrokerConfig, ConfigError
 from roost.keeper.config import ConfigError as KeeperConfigError
 from roost.keeper.embedded import KeeperHandle, start_embedded_keeper
 
 log = logging.getLogger("roost.up")
+
+DEFAULT_KAFKA_PORT = 9092
+DEFAULT_KEEPER_PORT = 2181
+COMMAND = "roost up"
 
 
 def port_number(text: str) -> int:
@@ -32,87 +49,96 @@ def port_number(text: str) -> int:
     return value
 
 
+def positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "up", help="run a single Roost node (broker) in this process",
-        description="Run a single Roost node. Settings come from defaults, then --config, then flags.")
-    parser.add_argument("--config", type=Path, help="TOML file with settings (Kafka's names)")
+        "up", help="run a Roost node in this process, or a local cluster with --brokers N",
+        description="Run a single Roost node, or with --brokers N a local cluster of processes. "
+                    "Settings come from defaults, then --config, then --set, then flags.")
     parser.add_argument("--data-dir", type=Path, default=Path("roost-data"), help="where data lives")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--kafka-port", type=port_number, default=9092,
-                        help="Kafka protocol port (default 9092; 0 picks a free port)")
-    parser.add_argument("--keeper-port", type=port_number, default=2181,
-                        help="ZooKeeper protocol port of the embedded keeper (default 2181; 0 picks a free port)")
+    parser.add_argument("--kafka-port", type=port_number, default=None,
+                        help=f"Kafka protocol port (default {DEFAULT_KAFKA_PORT}; 0 picks a free port). "
+                             "With --brokers: the first broker's port, the next ones count up "
+                             "(default: free ports)")
+    parser.add_argument("--keeper-port", type=port_number, default=None,
+                        help=f"ZooKeeper protocol port of the embedded keeper (default {DEFAULT_KEEPER_PORT}; "
+                             "0 picks a free port). With --brokers: the first keeper's client port, the next "
+                             "ones count up (default: free ports)")
     parser.add_argument("--no-keeper", action="store_true", help="do not host a keeper in this process")
+    cluster_flags = parser.add_argument_group("local cluster (child processes)")
+    cluster_flags.add_argument("--brokers", type=positive_count, metavar="N",
+                               help="run N brokers (ids 1..N) as child processes, data in DATA_DIR/broker-ID")
+    cluster_flags.add_argument("--keepers", type=positive_count, metavar="K",
+                               help="run a keeper ensemble of K members (1, 3, 5 or 7; default 3 with "
+                                    "more than one broker, else 1)")
+    cluster_flags.add_argument("--zookeeper", metavar="HOST:PORT[,...]",
+                               help="use this ZooKeeper ensemble (keepers or Apache ZooKeeper) and start no keeper")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    add_setting_flags(parser)
+    add_settings_arguments(parser)
     parser.set_defaults(func=run)
 
 
-KEEPER_PREFIX = "keeper."
-
-
-def build_config(args: argparse.Namespace) -> tuple[BrokerConfig, dict[str, Any]]:
-    """The broker's settings, and the embedded keeper's (the TOML file's `[keeper]` table)."""
-    layers = []
-    keeper_settings: dict[str, Any] = {}
-    if args.config is not None:
-        from_file = load_toml(args.config)
-        keeper_settings = {k.removeprefix(KEEPER_PREFIX): v for k, v in from_file.items()
-                           if k.startswith(KEEPER_PREFIX)}
-        layers.append((str(args.config), {k: v for k, v in from_file.items() if not k.startswith(KEEPER_PREFIX)}))
-    layers.append(("command line", flag_layer(args)))
-    return BrokerConfig.build(layers), keeper_settings
-
-
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level)
     try:
-        config, keeper_settings = build_config(args)
+        settings = given_settings(args)
+        if args.brokers is not None:
+            plan = cluster.plan_from_args(args, settings)
+        else:
+            refuse_cluster_flags(args)
+            config = settings.build()
     except ConfigError as error:
-        print(f"roost up: {error}", file=sys.stderr)
+        print(f"{COMMAND}: {error}", file=sys.stderr)
         return 2
-    try:
-        import uvloop
-    except ImportError:
-        uvloop = None
-    runner = uvloop.run if uvloop is not None else asyncio.run
-    return runner(serve(config, keeper_settings, args))
+    if args.brokers is not None:
+        # Plain asyncio: the supervisor does little I/O and needs Popen's process_group and preexec_fn.
+        return asyncio.run(supervisor.supervise(plan))
+    return run_loop(serve(config, settings, args))
 
 
-async def serve(config: BrokerConfig, keeper_settings: dict[str, Any], args: argparse.Namespace) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+def refuse_cluster_flags(args: argparse.Namespace) -> None:
+    for flag, value in (("--keepers", args.keepers), ("--zookeeper", args.zookeeper)):
+        if value is not None:
+            raise ConfigError(f"{flag} needs --brokers N (a cluster of child processes)")
+
+
+async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Namespace) -> int:
+    stop = stop_signals()
     keeper: KeeperHandle | None = None
     if not args.no_keeper:
+        keeper_port = DEFAULT_KEEPER_PORT if args.keeper_port is None else args.keeper_port
         try:
-            keeper = await start_embedded_keeper(args.data_dir / "keeper", args.host, args.keeper_port,
-                                                 keeper_settings)
+            keeper = await start_embedded_keeper(args.data_dir / "keeper", args.host, keeper_port,
+                                                 settings.keeper)
         except KeeperConfigError as error:
-            print(f"roost up: keeper: {error}", file=sys.stderr)
+            print(f"{COMMAND}: keeper: {error}", file=sys.stderr)
             return 2
         except OSError as error:
-            print(f"roost up: cannot listen on {args.host}:{args.keeper_port}: {error}", file=sys.stderr)
+            print(f"{COMMAND}: cannot listen on {args.host}:{keeper_port}: {error}", file=sys.stderr)
             return 1
         keeper_host, keeper_port = keeper.address
         print(f"roost: keeper listening on {keeper_host}:{keeper_port}", flush=True)
-    broker = Broker(config, args.data_dir, args.host, args.kafka_port)
-    try:
-        host, port = await broker.start()
-    except OSError as error:
-        print(f"roost up: cannot listen on {args.host}:{args.kafka_port}: {error}", file=sys.stderr)
-        await broker.stop()
-        if keeper is not None:
-            await keeper.close()
-        return 1
-    print(f"roost: kafka listening on {host}:{port}", flush=True)
-    await stop.wait()
-    log.info("shutting down")
-    await broker.stop()
+        if not config["zookeeper.connect"]:
+            # The node is a one-broker cluster coordinated by its own keeper: the same code path
+            # as a cluster of many (registration, controller, leaders), only smaller.
+            local = "127.0.0.1" if keeper_host in ("0.0.0.0", "::", "") else keeper_host
+            config = BrokerConfig({**config.values, "zookeeper.connect": f"{local}:{keeper_port}"})
+    kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
+    host, port = listen_address(config, args.host, kafka_port)
+    status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop)
     if keeper is not None:
         await keeper.close()
-    print("roost: stopped", flush=True)
-    return 0
+    if status == 0:
+        print("roost: stopped", flush=True)
+    return status
+

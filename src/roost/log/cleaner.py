@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -157,13 +158,14 @@ class CleanerCheckpoint:
     @classmethod
     def from_bytes(cls, data: bytes) -> CleanerCheckpoint | None:
         """None for anything but two integers and a newline (a torn write never parses)."""
-        if not data.endswith(b"\n"):
+        match = _CHECKPOINT_FORMAT.fullmatch(data)
+        if match is None:
             return None
-        parts = data[:-1].split(b" ")
-        if len(parts) != 2 or not all(part.lstrip(b"-").isdigit() for part in parts):
-            return None
-        clean_point, oldest = int(parts[0]), int(parts[1])
+        clean_point, oldest = int(match[1]), int(match[2])
         return cls(clean_point, oldest) if clean_point >= 0 else None
+
+
+_CHECKPOINT_FORMAT = re.compile(rb"(-?[0-9]+) (-?[0-9]+)\n")
 
 
 def read_cleaner_checkpoint(directory: Path) -> CleanerCheckpoint:

@@ -17,7 +17,7 @@ import os
 import shutil
 import struct
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -496,12 +496,37 @@ class PartitionLog:
             return empty
         return ReadResult(buffers, size, first_offset, next_offset)
 
+    @staticmethod
+    def _read_recent(segment: Segment, offset: int, budget: int, limit: int,
+                     must_take_one: bool) -> tuple[memoryview, int, int] | None:
+        """`_read_segment` for an offset among the segment's most recent batches: every batch
+        boundary is known, so nothing is walked (the same answer, found by bisection)."""
+        recent = segment.recent
+        lasts, positions = recent.lasts, recent.positions
+        first = bisect_left(lasts, offset)
+        if first == len(lasts) or lasts[first] >= limit:
+            return None
+        start = positions[first]
+        budget_end = start + max(budget, 0)
+        stop = bisect_left(lasts, limit, lo=first)  # the first batch reaching the limit
+        end_index = bisect_right(positions, budget_end, lo=first + 1, hi=stop + 1) - 1
+        if end_index <= first:
+            if not must_take_one:
+                return None
+            end_index = first + 1
+        end = positions[end_index]
+        data = segment.read(start, end - start)
+        return memoryview(data), recent.bases[first], lasts[end_index - 1] + 1
+
     def _read_segment(
         self, segment: Segment, offset: int, budget: int, limit: int, must_take_one: bool
     ) -> tuple[memoryview, int, int] | None:
         """One segment's share of a read: (bytes, first offset, next offset), or None."""
         if segment.size == 0 or segment.next_offset <= offset:
             return None
+        recent = segment.recent
+        if recent.bases and recent.bases[0] <= offset and recent.positions[-1] == segment.size:
+            return self._read_recent(segment, offset, budget, limit, must_take_one)
         start_hint = segment.offset_index.lookup(offset)
         # One pread that covers the way from the index entry to the wanted batch (at most about
         # one index interval) plus the budget; more preads only for batches beyond it.

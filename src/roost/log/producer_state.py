@@ -194,11 +194,16 @@ class ProducerStateManager:
             raise ValueError("producer snapshot version or CRC does not match")
         manager = cls()
         manager.map_end_offset, count = _BODY_HEAD.unpack_from(body, 0)
+        if count < 0:
+            raise ValueError(f"producer snapshot has a negative producer count {count}")
         pos = _BODY_HEAD.size
         try:
             for _ in range(count):
                 pid, epoch, last_timestamp, batch_count = _ENTRY.unpack_from(body, pos)
                 pos += _ENTRY.size
+                # What to_bytes never writes is damage, not something to merge or cut silently.
+                if not 0 <= batch_count <= BATCHES_KEPT or pid in manager.producers:
+                    raise ValueError(f"producer snapshot has producer {pid} twice or with {batch_count} batches")
                 entry = ProducerEntry(pid, epoch, last_timestamp=last_timestamp)
                 for _ in range(batch_count):
                     entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))

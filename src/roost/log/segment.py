@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,41 @@ class BatchScan:
             self.stop = ScanStop(pos)
 
 
+class RecentBatches:
+    """Where the last batches appended to a segment lie: reads near the log end (caught-up
+    consumers and followers, the common case) find their batches here in O(log n) instead of
+    walking batch headers from the sparse index.
+
+    It only ever describes a suffix of the segment: contiguous batches ending at its end. Any
+    change other than an append (truncation, recovery) clears it; it fills again as batches come.
+    """
+
+    __slots__ = ("bases", "lasts", "limit", "positions")
+
+    def __init__(self, limit: int = 256) -> None:
+        # 64-bit arrays: 24 bytes a batch, about 6 KiB per active segment at the limit.
+        self.limit = limit
+        self.bases = array("q")
+        self.lasts = array("q")
+        self.positions = array("q")  # of each batch, and one more: the end of the last one
+
+    def add(self, position: int, base_offset: int, last_offset: int, size: int) -> None:
+        positions = self.positions
+        if positions and positions[-1] != position:
+            self.clear()  # not contiguous with what we know: start over from here
+        if not positions:
+            positions.append(position)
+        self.bases.append(base_offset)
+        self.lasts.append(last_offset)
+        positions.append(position + size)
+        if len(self.bases) > self.limit:
+            drop = len(self.bases) - self.limit // 2  # drop in halves: amortised O(1)
+            del self.bases[:drop], self.lasts[:drop], self.positions[:drop]
+
+    def clear(self) -> None:
+        del self.bases[:], self.lasts[:], self.positions[:]
+
+
 class Segment:
     """Batches with offsets from `base_offset` on, in one file."""
 
@@ -124,6 +160,7 @@ class Segment:
         self.first_batch_timestamp = -1  # the clock for time-based rolls, as Kafka's
         self.created_ms = created_ms
         self.bytes_since_index_entry = 0
+        self.recent = RecentBatches()  # the last batches appended (see RecentBatches)
         # Maps the file as it was when mapped; remapped when a read reaches past it. A map that
         # fetch responses still hold views of stays alive (and valid) until they are sent.
         self._map: mmap.mmap | None = None
@@ -312,6 +349,7 @@ class Segment:
         return cut, problem
 
     def _reset_stats(self) -> None:
+        self.recent.clear()  # recovery and truncation recompute the stats: the tail index goes too
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -347,11 +385,15 @@ class Segment:
         position = self.size
         write_all(self.log_fd, data, position)
         self.size += len(data)
+        recent = self.recent
         for pos, header in batches:
             self._account(position + pos, header, index_interval_bytes)
+            recent.add(position + pos, header.base_offset, header.last_offset, header.size)
 
     def on_roll(self) -> None:
-        """The segment becomes read-only: record its final maximum so a reopen finds it."""
+        """The segment becomes read-only: record its final maximum so a reopen finds it, and
+        forget its tail index (reads of closed segments go by the sparse index)."""
+        self.recent.clear()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
@@ -420,6 +462,7 @@ class Segment:
             return offset
         position, header = found
         new_end = min(offset, header.base_offset)
+        self.recent.clear()
         self._shrink_file(position)
         self.size = position
         self.offset_index.truncate_to_position(position)

@@ -16,7 +16,9 @@
 
 Modules: `options` (option parsing), `offsets` (offset arithmetic, data-loss rules), `schema`,
 `source` (readers), `sink` and `exactly_once` (writers and their exactly-once argument),
-`kafka_io` / `sink_io` (the confluent-kafka shell), `session` (a local SparkSession for examples).
+`fetch_client` / `cluster` / `record_reader` / `arrow_columns` (reading with Roost's own client:
+fetched batches decoded straight into Arrow), `kafka_io` / `sink_io` (the confluent-kafka shell,
+for writing and for options only librdkafka honours), `session` (a local SparkSession).
 The heavy imports (pyspark, pyarrow) happen only when these are used.
 """
 

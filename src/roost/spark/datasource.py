@@ -13,8 +13,6 @@ from pyspark.sql.types import StructType
 
 from roost.spark.options import OptionError, parse_reader_options, parse_writer_options
 from roost.spark.schema import SOURCE_SCHEMA
-from roost.spark.sink import RoostBatchWriter, RoostStreamWriter
-from roost.spark.source import RoostBatchReader, RoostStreamReader
 
 
 class RoostDataSource(DataSource):
@@ -27,10 +25,15 @@ class RoostDataSource(DataSource):
     def schema(self) -> StructType:
         return SOURCE_SCHEMA
 
+    # The readers and writers are imported where they are made: Spark starts a new Python process
+    # for every streaming query's source and sink, and each pays for what this module imports.
+
     def reader(self, schema: StructType) -> DataSourceReader:
+        from roost.spark.source import RoostBatchReader
         return RoostBatchReader(parse_reader_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from roost.spark.source import RoostStreamReader
         return RoostStreamReader(parse_reader_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -39,7 +42,9 @@ class RoostDataSource(DataSource):
             parsed_batch = None if batch_id is None else int(batch_id)
         except ValueError:
             raise OptionError(f"option 'batchId' must be an integer, got {batch_id!r}") from None
+        from roost.spark.sink import RoostBatchWriter
         return RoostBatchWriter(parse_writer_options(self.options), schema, parsed_batch)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from roost.spark.sink import RoostStreamWriter
         return RoostStreamWriter(parse_writer_options(self.options), schema)

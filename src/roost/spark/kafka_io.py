@@ -1,4 +1,6 @@
-"""The thin network shell of the roost data source, on confluent-kafka (librdkafka).
+"""The thin network shell of the roost data source on confluent-kafka (librdkafka): the driver's
+cluster queries and the tasks' reads when an option only librdkafka honours is given (see
+`roost.spark.options.parse_consumer`; otherwise `roost.spark.cluster` and `record_reader`).
 
 librdkafka finds partition leaders from Metadata and follows them when they move, so nothing here
 assumes a single broker. Clients are created where they are used: on the driver lazily (and never
@@ -22,15 +24,14 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from roost.spark import cluster
+from roost.spark.cluster import DRIVER_RETRY_SECONDS
 from roost.spark.offsets import DataLossReporter, OffsetRange, TopicPartition
 from roost.spark.options import Subscription
 from roost.spark.schema import CREATE_TIME, LOG_APPEND_TIME, source_arrow_schema
 
 log = logging.getLogger("roost.spark")
 
-# Broker round trips on the driver are retried for this long: long enough to ride out a broker
-# restart (or, with a cluster, a leader election) without failing the query.
-DRIVER_RETRY_SECONDS = 90.0
 REQUEST_TIMEOUT_SECONDS = 10.0
 ARROW_BATCH_ROWS = 8192
 
@@ -55,17 +56,7 @@ def consumer_config(settings: dict[str, str]) -> dict[str, Any]:
 
 def retry(what: str, action: Callable[[], T], seconds: float = DRIVER_RETRY_SECONDS) -> T:
     """Run `action` until it stops raising KafkaException, for at most `seconds`."""
-    deadline = time.monotonic() + seconds
-    delay = 0.1
-    while True:
-        try:
-            return action()
-        except KafkaException as error:
-            if time.monotonic() + delay > deadline:
-                raise RuntimeError(f"roost: {what} failed for {seconds:.0f} s: {error}") from error
-            log.warning("roost: %s failed (%s); retrying", what, error)
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+    return cluster.retry(what, action, KafkaException, seconds)
 
 
 class ClusterView:

@@ -29,6 +29,11 @@ _RESERVED_KAFKA_SETTINGS = frozenset({
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
+# The settings Roost's own consumer honours; any other `kafka.*` setting is librdkafka's to honour,
+# so with one of those the source's tasks read through librdkafka (option `consumer`).
+ROOST_CONSUMER_SETTINGS = frozenset({"bootstrap.servers", "client.id"})
+CONSUMERS = ("auto", "roost", "librdkafka")
+
 
 def _lowered(options: Mapping[str, str]) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in options.items()}
@@ -151,6 +156,26 @@ def parse_offset_spec(name: str, text: str | None, default: str, *, allow_earlie
     return OffsetSpec("specific", specific)
 
 
+def _settings_only_librdkafka_honours(kafka: Mapping[str, str]) -> list[str]:
+    return sorted(key for key, value in kafka.items() if key not in ROOST_CONSUMER_SETTINGS
+                  and not (key == "security.protocol" and value.strip().lower() == "plaintext"))
+
+
+def parse_consumer(text: str | None, kafka: Mapping[str, str]) -> str:
+    """Which client the tasks read with: "roost" (its own, the default when it honours every
+    `kafka.*` option given) or "librdkafka"."""
+    chosen = (text or "auto").strip().lower()
+    if chosen not in CONSUMERS:
+        raise OptionError(f"option 'consumer' must be one of {', '.join(CONSUMERS)}, got {text!r}")
+    foreign = _settings_only_librdkafka_honours(kafka)
+    if chosen == "roost" and foreign:
+        raise OptionError(f"option 'consumer' roost does not honour 'kafka.{foreign[0]}': use "
+                          "consumer librdkafka (or auto)")
+    if chosen == "auto":
+        return "librdkafka" if foreign else "roost"
+    return chosen
+
+
 @dataclass(frozen=True)
 class ReaderOptions:
     kafka: dict[str, str]
@@ -161,6 +186,7 @@ class ReaderOptions:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     min_partitions: int | None
+    consumer: str = "roost"  # "roost" or "librdkafka": see parse_consumer
 
 
 # Options of Spark's Kafka source that this source does not implement: refused rather than ignored.
@@ -191,8 +217,9 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
     ending = parse_offset_spec("endingOffsets", lowered.get("endingoffsets"), "latest", allow_earliest=False)
     max_offsets = lowered.get("maxoffsetspertrigger")
     min_partitions = lowered.get("minpartitions")
+    kafka = kafka_settings(lowered)
     return ReaderOptions(
-        kafka=kafka_settings(lowered),
+        kafka=kafka,
         subscription=parse_subscription(lowered),
         starting=starting,
         ending=ending,
@@ -202,6 +229,7 @@ def parse_reader_options(options: Mapping[str, str], *, streaming: bool) -> Read
         poll_timeout_ms=_parse_positive_int(
             "kafkaConsumer.pollTimeoutMs", lowered.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS))),
         min_partitions=None if min_partitions is None else _parse_positive_int("minPartitions", min_partitions),
+        consumer=parse_consumer(lowered.get("consumer"), kafka),
     )
 
 

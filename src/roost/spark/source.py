@@ -7,7 +7,8 @@ lazily and dropped from the pickled state, and `read()` opens its own connection
 
 Offsets are an offset map per topic-partition kept by Spark in the checkpoint (see
 `roost.spark.offsets`). Each micro-batch is planned as one task per partition range
-[start, end); `read()` yields Arrow record batches in offset order.
+[start, end); `read()` yields Arrow record batches in offset order, read with Roost's own
+consumer (`roost.spark.record_reader`) or, when an option needs it, librdkafka (`kafka_io`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from roost.spark.kafka_io import ClusterView, read_range
+from roost.spark.cluster import ClusterQueries
 from roost.spark.offsets import (
     DataLossReporter,
     OffsetMap,
@@ -67,7 +68,7 @@ class _ReaderBase:
 
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self._cluster: ClusterView | None = None
+        self._cluster: ClusterQueries | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The reader is pickled into executors; a live client (sockets, threads) cannot go along.
@@ -76,9 +77,14 @@ class _ReaderBase:
         return state
 
     @property
-    def cluster(self) -> ClusterView:
+    def cluster(self) -> ClusterQueries:
         if self._cluster is None:
-            self._cluster = ClusterView(self.options.kafka)
+            if self.options.consumer == "roost":
+                from roost.spark.cluster import RoostClusterView
+                self._cluster = RoostClusterView(self.options.kafka)
+            else:
+                from roost.spark.kafka_io import ClusterView
+                self._cluster = ClusterView(self.options.kafka)
         return self._cluster
 
     def _close_cluster(self) -> None:
@@ -106,6 +112,12 @@ class _ReaderBase:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
+        # Roost's own consumer decodes whole batches into Arrow; librdkafka honours every kafka.* option.
+        # Imported here: the driver's Python process (started anew for every query) never needs them.
+        if self.options.consumer == "roost":
+            from roost.spark.record_reader import read_range
+        else:
+            from roost.spark.kafka_io import read_range
         yield from read_range(self.options.kafka, partition.offset_range(),
                               self.options.fail_on_data_loss, self.options.poll_timeout_ms)
 

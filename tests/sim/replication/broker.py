@@ -14,7 +14,7 @@ Real objects, called as the real broker calls them:
 
 Mirrored on the simulation's tasks (the real ones are asyncio loops around the calls above):
 the fetcher loop (`LeaderFetcher._run` / `ReplicaFetchers.process`), the leader's long-poll
-(`FetchApi.handle` / `_wait_then_read`), the AlterPartition sender (`IsrManager._send` /
+(`FetchApi.handle` / `DelayedFetch`), the AlterPartition sender (`IsrManager._send` /
 `_request`), `DelayedProduce`'s timer, `ProduceApi.handle`, registration
 (`ClusterMembership.register`) and controlled shutdown (`Broker._controlled_shutdown`).
 Their timings are the real ones scaled down (see the constants).
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
+from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import _partition_response
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.replica.fetcher import LeaderFetcher, ReplicaFetchers, _Following
@@ -62,6 +63,7 @@ FETCH_BACKOFF_MS = 100  # replica.fetch.backoff.ms
 FETCH_TIMEOUT_MS = 1000  # the fetcher's request timeout [30 s]
 ALTER_PARTITION_TIMEOUT_MS = 1000  # [10 s]
 ISR_RETRY_MS = 100
+ISR_MAX_RETRY_MS = 2000
 REGISTRATION_POLL_MS = 200
 CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
@@ -69,6 +71,9 @@ CONTROLLED_SHUTDOWN_TIMEOUT_MS = 1000  # [10 s]
 LEADERSHIPS_GONE_WAIT_MS = 2000
 FETCH_VERSION = 15
 ALTER_PARTITION_VERSION = 3
+LIST_OFFSETS_VERSION = 7
+EARLIEST, LATEST = -2, -1
+HW_CHECKPOINT_INTERVAL_MS = 1000  # replica.high.watermark.checkpoint.interval.ms [5000]
 
 FETCH_SETTINGS = {"replica.fetch.wait.max.ms": FETCH_WAIT_MAX_MS, "replica.fetch.min.bytes": 1,
                   "replica.fetch.response.max.bytes": 10 * 1024 * 1024, "replica.fetch.max.bytes": 1024 * 1024,
@@ -150,6 +155,63 @@ class SimDelayedProduce:
         self.done.set_result(None)
 
 
+class SimDelayedFetch:
+    """roost.broker.handlers.fetch.DelayedFetch on the simulated clock: parked on its partitions
+    (a one-shot callable waiter), read again on the next turn after a wake, answered once there
+    is enough, a partition errs, or MaxWaitMs passes."""
+
+    def __init__(self, proc: BrokerProcess, plan: Any, min_bytes: int, max_wait_ms: int, respond: Any) -> None:
+        self._proc = proc
+        self._plan = plan
+        self._min_bytes = min_bytes
+        self._deadline = proc.world.now + max_wait_ms
+        self._partitions = plan.partitions()
+        self._respond = respond
+        self._hash = hash(SimFuture())
+        self._check_scheduled = False
+        self._done = False
+        proc.world.after(max_wait_ms, self._expire)
+        self._park()
+
+    # The waiter the partitions hold: hashed by a sequence number, not an address (see runtime).
+    def __call__(self) -> None:
+        if not self._check_scheduled and not self._done:
+            self._check_scheduled = True
+            self._proc.world.after(0, self._check)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def _park(self) -> None:
+        for partition in self._partitions:
+            partition.add_waiter(self, follower=self._plan.follower)
+        self._check()
+
+    def _check(self) -> None:
+        self._check_scheduled = False
+        if self._done or not self._proc.alive:
+            return
+        response, found, errored = self._plan.read()
+        if found >= self._min_bytes or errored or self._proc.world.now >= self._deadline:
+            self._finish(response)
+            return
+        for partition in self._partitions:
+            partition.add_waiter(self, follower=self._plan.follower)
+
+    def _expire(self) -> None:
+        if not self._done and self._proc.alive:
+            self._finish(self._plan.read()[0])
+
+    def _finish(self, response: dict[str, Any]) -> None:
+        self._done = True
+        for partition in self._partitions:
+            partition.remove_waiter(self)
+        self._respond(wire_copy(response))
+
+
 class SimIsrManager(IsrManager):
     """The real IsrManager (expand, shrink_stale, _apply), its asyncio sender mirrored."""
 
@@ -186,9 +248,12 @@ class SimIsrManager(IsrManager):
                     self._in_flight.difference_update(batch)
                 retry = batch if answer is None else self._apply(batch, answer)
                 if retry:
-                    yield Sleep(ISR_RETRY_MS)
+                    self._failures += 1
+                    yield Sleep(min(ISR_MAX_RETRY_MS, ISR_RETRY_MS * 2 ** min(self._failures, 5)))
                     for tp, partition in retry.items():
                         self._queued.setdefault(tp, partition)
+                else:
+                    self._failures = 0
         finally:
             self._sending = False
 
@@ -253,12 +318,13 @@ class SimLeaderFetcher:
             except PeerError:
                 yield Sleep(FETCH_BACKOFF_MS)
                 continue
-            syncs = self._process(ready, response)
+            syncs = yield from self._process(ready, response)
             if syncs:
                 # Report (by fetching again) only what is on disk here.
                 yield Wait(gather(syncs))
 
-    def _process(self, ready: dict[TopicPartition, _Following], response: dict[str, Any]) -> list[SimFuture]:
+    def _process(self, ready: dict[TopicPartition, _Following], response: dict[str, Any]) -> Gen:
+        """ReplicaFetchers.process: returns the fsyncs to wait for before fetching again."""
         proc = self.proc
         syncs: list[SimFuture] = []
         by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
@@ -271,10 +337,8 @@ class SimLeaderFetcher:
                 partition = following.partition
                 error = answer["error_code"]
                 if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    # The real fetcher asks the leader's ListOffsets and truncates; not simulated:
-                    # counted, and the partition waits (the checker reports it if it matters).
                     proc.cluster.stats["offset_out_of_range"] += 1
-                    following.delayed_until = proc.world.now + FETCH_BACKOFF_MS
+                    yield from self._out_of_range(partition)
                     continue
                 if error != ErrorCode.NONE:
                     following.delayed_until = proc.world.now + FETCH_BACKOFF_MS
@@ -289,6 +353,35 @@ class SimLeaderFetcher:
                 if sync is not None:
                     syncs.append(sync)
         return syncs
+
+    def _out_of_range(self, partition: Partition) -> Gen:
+        """ReplicaFetchers._out_of_range: ask the leader's ListOffsets (earliest, latest) and cut
+        the log to the leader's end, or start again at its log start."""
+        proc = self.proc
+        if self.leader_id not in proc.fetchers.endpoints:
+            return
+        offsets = {}
+        for timestamp in (EARLIEST, LATEST):
+            body = {"replica_id": proc.broker_id, "isolation_level": 0, "topics": [{"name": partition.topic,
+                    "partitions": [{"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
+                                    "timestamp": timestamp}]}]}
+            try:
+                answer = yield Rpc(self.leader_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, FETCH_TIMEOUT_MS)
+            except PeerError:
+                return
+            result = answer["topics"][0]["partitions"][0]
+            if result["error_code"] != ErrorCode.NONE:
+                return
+            offsets[timestamp] = result["offset"]
+        end = partition.log.log_end_offset
+        if end > offsets[LATEST]:
+            proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: log end {end} past the "
+                              f"leader's {offsets[LATEST]}: truncating")
+            proc.fetchers._truncate(partition, offsets[LATEST])
+            proc.cluster.stats["truncations"] += 1
+        elif end < offsets[EARLIEST]:
+            partition.log.truncate_fully_and_start_at(offsets[EARLIEST])
+            partition.state.truncated(partition.log.log_end_offset)
 
 
 class BrokerProcess:
@@ -306,7 +399,9 @@ class BrokerProcess:
         self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
         self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata)  # type: ignore[arg-type]
         self.fetchers = ReplicaFetchers(broker_id, FETCH_SETTINGS, self.logs, None)  # type: ignore[arg-type]
-        self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config)
+        self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
+                                    lambda topic: None)
+        self.offsets = OffsetsApi(self.replicas)
         self.isr = SimIsrManager(self)
         self.replicas.on_become_follower = self.follow
         self.replicas.on_stop_following = self.unfollow
@@ -343,7 +438,14 @@ class BrokerProcess:
             self.cluster.start_failed(self)
             return
         self.isr.start()
+        self.loop.spawn(self._checkpoint_loop(), "hw-checkpoints")
         self.controller.start()
+
+    def _checkpoint_loop(self) -> Gen:
+        """ReplicaManager.start_checkpoints."""
+        while True:
+            yield Sleep(HW_CHECKPOINT_INTERVAL_MS)
+            self.replicas.checkpoint_high_watermarks()
 
     def _register(self) -> Gen:
         """ClusterMembership.register: create /brokers/ids/<id>, waiting (bounded) for a previous
@@ -400,6 +502,8 @@ class BrokerProcess:
         yield from self._controlled_shutdown()
         yield from self.controller.stop()
         self.zk.close()
+        if self.replicas.partitions:  # ReplicaManager.close
+            self.replicas.checkpoint_high_watermarks()
         for partition in list(self.replicas.partitions.values()):
             partition.close()
             partition.log.close()
@@ -493,6 +597,8 @@ class BrokerProcess:
             self._handle_fetch(request, respond)
         elif api_key == ApiKey.PRODUCE:
             self._handle_produce(request, respond)
+        elif api_key == ApiKey.LIST_OFFSETS:
+            respond(self.offsets.handle_list_offsets(request))
         elif api_key == ApiKey.ALTER_PARTITION:
             self.loop.spawn(self._controller_call(
                 lambda core, token: core.alter_partition(token, body, version),
@@ -550,25 +656,7 @@ class BrokerProcess:
         if found >= body["min_bytes"] or errored or body["max_wait_ms"] <= 0 or not plan.partitions():
             respond(wire_copy(response))
             return
-        self.loop.spawn(self._wait_then_read(plan, body["min_bytes"], body["max_wait_ms"], respond), "fetch-wait")
-
-    def _wait_then_read(self, plan: Any, min_bytes: int, max_wait_ms: int, respond: Any) -> Gen:
-        deadline = self.world.now + max_wait_ms
-        partitions = plan.partitions()
-        while True:
-            waiter = SimFuture()
-            for partition in partitions:
-                partition.add_waiter(waiter, follower=plan.follower)
-            try:
-                response, found, errored = plan.read()
-                remaining = deadline - self.world.now
-                if found >= min_bytes or errored or remaining <= 0:
-                    respond(wire_copy(response))
-                    return
-                yield Wait(waiter, timeout=remaining)
-            finally:
-                for partition in partitions:
-                    partition.remove_waiter(waiter)
+        SimDelayedFetch(self, plan, body["min_bytes"], body["max_wait_ms"], respond)
 
     # produce ----------------------------------------------------------------------------------------
     def _handle_produce(self, request: Request, respond: Any) -> None:

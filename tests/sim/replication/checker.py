@@ -8,8 +8,9 @@ In ZooKeeper (on each write, `on_zk_write`):
   empty; the leader is in the ISR (or -1, or RECOVERING after an unclean election).
 
 On the brokers (after each step, `check`):
-- at most one leader per partition and leader epoch, and only the broker ZooKeeper named for
-  that epoch;
+- at most one leader per partition and leader epoch (one broker, and one process of it: a
+  restarted broker never leads again in an epoch it led before), and only the broker ZooKeeper
+  named for that epoch;
 - per broker incarnation and partition, the leader epoch never goes back; the HW never goes
   back while it stays leader, and on a follower only a truncation lowers it; HW <= LEO;
 - every ISR member (ZooKeeper's ISR, brokers up with the partition open) holds the committed
@@ -70,7 +71,7 @@ class Checker:
         self.controller_epoch = 0
         self.zk_epoch: dict[TopicPartition, int] = {}
         self.zk_leader_of: dict[tuple[TopicPartition, int], int] = {}
-        self.leader_of: dict[tuple[TopicPartition, int], int] = {}
+        self.leader_of: dict[tuple[TopicPartition, int], tuple[int, int]] = {}  # -> (broker, incarnation)
         self.seen: dict[tuple[int, int, TopicPartition], Seen] = {}
         self.acks: dict[TopicPartition, dict[int, Ack]] = {}
         self.max_ack: dict[TopicPartition, Ack] = {}
@@ -213,9 +214,14 @@ class Checker:
         is_leader = partition.is_leader
         if is_leader:
             epoch = state.leader_epoch
-            holder = self.leader_of.setdefault((tp, epoch), proc.broker_id)
-            if holder != proc.broker_id:
-                self.fail(f"{tp}: brokers {holder} and {proc.broker_id} both led in epoch {epoch}")
+            holder = self.leader_of.setdefault((tp, epoch), (proc.broker_id, proc.incarnation))
+            if holder[0] != proc.broker_id:
+                self.fail(f"{tp}: brokers {holder[0]} and {proc.broker_id} both led in epoch {epoch}")
+            if holder[1] != proc.incarnation:
+                # An epoch names one log history; a restarted process may have lost part of it.
+                self.fail(f"{tp}: broker {proc.broker_id} leads again in epoch {epoch} after a restart (incarnation "
+                          f"{proc.incarnation}; incarnation {holder[1]} led in it): its log may lack what it wrote "
+                          f"then, and followers would not see the difference")
             named = self.zk_leader_of.get((tp, epoch))
             if named != proc.broker_id:
                 self.fail(f"{tp}: broker {proc.broker_id} leads in epoch {epoch}, which ZooKeeper gave to {named}")

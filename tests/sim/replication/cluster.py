@@ -190,6 +190,7 @@ class Cluster:
         self.chaos = True
         self.producing = True
         self.replay_extra = ""
+        self.replay_command: str | None = None  # a scripted scenario names its own test
         self.chaos_steps = 0
         self.client_loop = TaskLoop(self.world, CLIENT, dispatch=self._client_dispatch)
         self._values = itertools.count(1)
@@ -252,8 +253,11 @@ class Cluster:
         tail = "\n".join(list(self.transcript)[-60:])
         return (f"{message}\n  seed {self.seed}, step {self.world.steps}, t={self.world.now} ms, "
                 f"{len(self.broker_ids)} brokers, {self.faults}\n"
-                f"  replay: .venv/bin/python scripts/replication_soak.py --seed {self.seed} "
-                f"--steps {self.chaos_steps}{self.replay_extra} --verbose\n  transcript (last lines):\n{tail}")
+                f"  replay: {self.replay_command or self._soak_command()}\n  transcript (last lines):\n{tail}")
+
+    def _soak_command(self) -> str:
+        return (f".venv/bin/python scripts/replication_soak.py --seed {self.seed} --steps {self.chaos_steps}"
+                f"{self.replay_extra} --verbose")
 
     def close(self) -> None:
         if self._closed:
@@ -411,7 +415,7 @@ class Cluster:
         if action in ("kill", "kill_controller", "zk_cut", "isolate", "controlled") and not can_disrupt:
             action = "preferred" if rng.random() < 0.3 else "nothing"
         if action == "kill" or action == "kill_controller":
-            victim = self._controller() if action == "kill_controller" else None
+            victim = self.controller() if action == "kill_controller" else None
             if victim is None or victim not in up:
                 victim = rng.choice(up)
             power = (self.faults.power_loss or self.faults.power_loss_without_fsync) and rng.random() < 0.6
@@ -419,15 +423,7 @@ class Cluster:
             self.crash_broker(victim, power)
             self.world.after(rng.randint(50, 1500), self._restart, victim)
         elif action == "zk_cut":
-            victim = rng.choice(up)
-            self.disrupted.add(victim)
-            self.zk_cut.add(victim)
-            proc = self.process(victim)
-            assert proc is not None
-            proc.zk.link_changed(False)
-            duration = rng.choice([rng.randint(50, 800), rng.randint(1300, 2500)])
-            self.note(f"b{victim} cut from ZooKeeper for {duration} ms")
-            self.world.after(duration, self._heal_zk, victim)
+            self.cut_from_zookeeper(rng.choice(up), rng.choice([rng.randint(50, 800), rng.randint(1300, 2500)]))
         elif action == "isolate":
             victim = rng.choice(up)
             self.disrupted.add(victim)
@@ -453,11 +449,29 @@ class Cluster:
             self.note(f"b{victim} controlled shutdown")
             self.client_loop.spawn(self._controlled(victim, proc), "controlled")
         elif action == "preferred":
-            controller = self._controller()
+            controller = self.controller()
             proc = self.process(controller) if controller is not None else None
             if proc is not None:
                 self.note(f"preferred leader election asked of controller b{controller}")
                 proc.elect_preferred()
+
+    def replicas(self, tp: tuple[str, int]) -> list[int]:
+        node = self.zk.tree.get(layout.topic_path(tp[0]))
+        assert node is not None
+        return TopicAssignment.decode(tp[0], node.data).partitions[tp[1]]
+
+    def cut_from_zookeeper(self, victim: int, duration: int) -> None:
+        proc = self.process(victim)
+        assert proc is not None
+        self.disrupted.add(victim)
+        self.zk_cut.add(victim)
+        proc.zk.link_changed(False)
+        self.note(f"b{victim} cut from ZooKeeper for {duration} ms")
+        self.world.after(duration, self._heal_zk, victim)
+
+    def restart_later(self, broker: int, delay: int) -> None:
+        self.disrupted.add(broker)
+        self.world.after(delay, self._restart, broker)
 
     def _controlled(self, broker: int, proc: BrokerProcess) -> Generator[Any, Any, None]:
         # The broker's own stop sequence runs on its own tasks; the client loop only waits.
@@ -491,7 +505,7 @@ class Cluster:
             self.disrupted.discard(broker)
         self.note(f"links {sorted(links)} healed")
 
-    def _controller(self) -> int | None:
+    def controller(self) -> int | None:
         node = self.zk.tree.get(layout.CONTROLLER)
         return layout.decode_controller(node.data) if node is not None else None
 
@@ -575,8 +589,7 @@ class Cluster:
             if state is None or state.leader < 0:
                 problems.append(f"{tp}: no leader ({state})")
                 continue
-            node = self.zk.tree.get(layout.topic_path(tp[0]))
-            replicas = TopicAssignment.decode(tp[0], node.data).partitions[tp[1]]
+            replicas = self.replicas(tp)
             if set(state.isr) != set(replicas):
                 problems.append(f"{tp}: ISR {list(state.isr)} of replicas {replicas}")
                 continue

@@ -319,9 +319,9 @@ class SimControllerShell:
 
     def _read_topic(self, name: str) -> Gen:
         try:
-            data, _ = yield from self.zk.get(layout.topic_path(name), watch=self._topic_watch)
+            data, stat = yield from self.zk.get(layout.topic_path(name), watch=self._topic_watch)
             self._topic_watched.add(name)
-            return TopicAssignment.decode(name, data)
+            return TopicAssignment.decode(name, data, stat.version)
         except NoNodeError:
             return None
 

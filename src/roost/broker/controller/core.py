@@ -155,6 +155,10 @@ class ControllerCore:
         ready, self._ready = self._ready, Ready()
         return ready
 
+    def reply(self, token: Any, body: dict[str, Any]) -> None:
+        """Answer a request that changes nothing (delivered in order with the others)."""
+        self._ready.replies.append(Reply(token, body))
+
     def _write(self, op: str, path: str, data: bytes = b"", version: int = -1) -> None:
         self._ready.writes.append(ZkWrite(op, path, data, version))
 
@@ -209,6 +213,10 @@ class ControllerCore:
         for tp in self._partitions():
             if tp[0] not in self.deleting and tp in self.states:
                 self._send_leader_and_isr(tp, self._replicas(tp))
+        # Reassignments in progress carry on where the last controller left them.
+        for tp in self._partitions():
+            if tp[0] not in self.deleting and tp in self.states and self._reassigning(tp):
+                self._maybe_complete_reassignment(tp)
 
     def _partitions(self) -> list[TopicPartition]:
         return [(name, index) for name, topic in self.topics.items() for index in topic.partitions]
@@ -368,7 +376,8 @@ class ControllerCore:
                 continue
             added = sorted(set(assignment.partitions) - set(known.partitions))
             self.topics[name] = TopicAssignment(known.topic_id, {**known.partitions, **{
-                i: assignment.partitions[i] for i in added}}, known.adding, known.removing)
+                i: assignment.partitions[i] for i in added}}, known.adding, known.removing,
+                max(known.version, assignment.version))
             for index in added:
                 log.info("topic %s: new partition %d on %s", name, index, assignment.partitions[index])
                 self._initialize((name, index))
@@ -507,6 +516,9 @@ class ControllerCore:
         log.info("ISR of %s-%d now %s (partition epoch %d), asked by leader %d", *tp, new_isr, written.version,
                  current.leader)
         self._metadata_all = True
+        if self._reassigning(tp):
+            self._maybe_complete_reassignment(tp)
+            return answer(ErrorCode.NONE, self.states[tp])
         return answer(ErrorCode.NONE, written)
 
     def controlled_shutdown(self, token: Any, broker: int, broker_epoch: int) -> None:
@@ -586,6 +598,119 @@ class ControllerCore:
         self._set_state(tp, LeaderAndIsr(leader, current.leader_epoch + 1, (leader,), self.epoch, RECOVERING))
         self._send_leader_and_isr(tp, self._replicas(tp))
         return ErrorCode.NONE, None
+
+    # --------------------------------------------------------------------------- reassignments
+    def _reassigning(self, tp: TopicPartition) -> bool:
+        assignment = self.topics[tp[0]]
+        return tp[1] in assignment.adding or tp[1] in assignment.removing
+
+    def _write_assignment(self, topic: str) -> None:
+        assignment = self.topics[topic]
+        self._write("set", layout.topic_path(topic), assignment.encode(), assignment.version)
+        assignment.version += 1 if assignment.version >= 0 else 0
+
+    def reassign(self, token: Any, wanted: dict[TopicPartition, list[int] | None]) -> None:
+        """AlterPartitionReassignments (KIP-455): move each partition to its target replicas
+        (None: cancel). The new replicas are added first and catch up as followers; once all of
+        them are in the ISR, leadership moves into the target set if needed and the replicas
+        left out are removed and deleted."""
+        results: dict[str, list[dict[str, Any]]] = {}
+        for tp, target in sorted(wanted.items()):
+            code, message = self._reassign_one(tp, target)
+            results.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": code,
+                                                  "error_message": message})
+        self._ready.replies.append(Reply(token, {
+            "throttle_time_ms": 0, "allow_replication_factor_change": True, "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "responses": [{"name": t, "partitions": r} for t, r in sorted(results.items())]}))
+
+    def _reassign_one(self, tp: TopicPartition, target: list[int] | None) -> tuple[ErrorCode, str | None]:
+        name, index = tp
+        assignment = self.topics.get(name)
+        if assignment is None or index not in assignment.partitions or name in self.deleting or tp not in self.states:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        current = assignment.partitions[index]
+        adding = assignment.adding.get(index, [])
+        original = [b for b in current if b not in adding]
+        if target is None:
+            if not self._reassigning(tp):
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+            log.info("reassignment of %s-%d cancelled: back to %s", *tp, original)
+            self._finish_reassignment(tp, original, stop=adding)
+            return ErrorCode.NONE, None
+        if not target or len(set(target)) != len(target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"replicas {target} are empty or repeat a broker"
+        offline = [b for b in target if b not in self.brokers]
+        if offline:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {offline} are not live"
+        if target == original and not self._reassigning(tp):
+            return ErrorCode.NONE, None
+        replicas = [*target, *(b for b in original if b not in target)]
+        assignment.partitions[index] = replicas
+        assignment.adding[index] = [b for b in target if b not in original]
+        assignment.removing[index] = [b for b in original if b not in target]
+        if not assignment.adding[index]:
+            del assignment.adding[index]
+        if not assignment.removing[index]:
+            del assignment.removing[index]
+        log.info("reassigning %s-%d from %s to %s (replicas while moving: %s)", *tp, original, target, replicas)
+        self._write_assignment(name)
+        # The replicas learn the new set with a new epoch (brokers ignore an epoch they have seen).
+        state = self.states[tp].state
+        self._set_state(tp, LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr, self.epoch,
+                                         state.recovery_state))
+        self._send_leader_and_isr(tp, replicas)
+        if self._reassigning(tp):
+            self._maybe_complete_reassignment(tp)
+        else:
+            assignment.partitions[index] = list(target)
+        return ErrorCode.NONE, None
+
+    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        assignment = self.topics[tp[0]]
+        removing = assignment.removing.get(tp[1], [])
+        target = [b for b in assignment.partitions[tp[1]] if b not in removing]
+        if all(b in self.states[tp].state.isr for b in target):
+            log.info("reassignment of %s-%d: %s all in sync; completing", *tp, target)
+            self._finish_reassignment(tp, target, stop=removing)
+
+    def _finish_reassignment(self, tp: TopicPartition, final: list[int], stop: list[int]) -> None:
+        """Make `final` the partition's replicas: leadership moves into it if needed, the ISR
+        keeps only its members, and the `stop` replicas are stopped and deleted."""
+        name, index = tp
+        state = self.states[tp].state
+        isr = tuple(b for b in state.isr if b in final) or state.isr
+        leader = state.leader
+        if leader not in final or not self._live(leader):
+            candidates = [b for b in final if b in isr and self._live(b) and b not in self.shutting_down]
+            leader = candidates[0] if candidates else NO_LEADER
+        if not set(isr) <= set(final):
+            isr = (leader,) if leader != NO_LEADER else isr
+        assignment = self.topics[name]
+        assignment.partitions[index] = list(final)
+        assignment.adding.pop(index, None)
+        assignment.removing.pop(index, None)
+        self._write_assignment(name)
+        self._set_state(tp, LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch, state.recovery_state))
+        self._send_leader_and_isr(tp, final)
+        for broker in stop:
+            if broker in self.brokers:
+                self._stop_replica.setdefault(broker, {})[tp] = (self.states[tp].state.leader_epoch, True)
+
+    def list_reassignments(self, partitions: list[TopicPartition] | None) -> dict[str, Any]:
+        """ListPartitionReassignments: the partitions being moved (all, or of those asked)."""
+        wanted = [tp for tp in self._partitions() if self._reassigning(tp)] if partitions is None else [
+            tp for tp in partitions if tp[0] in self.topics and tp[1] in self.topics[tp[0]].partitions
+            and self._reassigning(tp)]
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for name, index in sorted(wanted):
+            assignment = self.topics[name]
+            by_topic.setdefault(name, []).append({
+                "partition_index": index, "replicas": list(assignment.partitions[index]),
+                "adding_replicas": list(assignment.adding.get(index, [])),
+                "removing_replicas": list(assignment.removing.get(index, []))})
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "topics": [{"name": t, "partitions": p} for t, p in sorted(by_topic.items())]}
 
     # ------------------------------------------------------------------------------------ time
     def tick(self, now_ms: int) -> None:

@@ -286,9 +286,9 @@ class ControllerShell:
 
     async def _read_topic(self, name: str) -> TopicAssignment | None:
         try:
-            data, _ = await self.zk.get(layout.topic_path(name), watch=self._topic_watch)
+            data, stat = await self.zk.get(layout.topic_path(name), watch=self._topic_watch)
             self._topic_watched.add(name)
-            return TopicAssignment.decode(name, data)
+            return TopicAssignment.decode(name, data, stat.version)
         except NoNodeError:
             return None
         except LayoutError as error:

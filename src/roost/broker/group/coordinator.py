@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -118,7 +118,7 @@ class GroupCoordinator:
              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], require_known_member_id: bool, reply: Reply) -> None:
         def fail(code: ErrorCode, member: str = member_id) -> None:
-            reply(_join_error(code, member))
+            reply(join_error(code, member))
 
         if not group_id:
             return fail(ErrorCode.INVALID_GROUP_ID)
@@ -190,12 +190,12 @@ class GroupCoordinator:
                              rebalance_timeout_ms, protocol_type, protocols, reply)
             return
         if len(group.members) + len(group.pending) >= self.limits.max_size:
-            reply(_join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))
+            reply(join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))
             return
         if require_known_member_id:
             # KIP-394: hand out the id first; the member must join again with it.
             group.pending[new_id] = now + session_timeout_ms
-            reply(_join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+            reply(join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id))
             return
         self._add_member(now, group, new_id, None, client_id, client_host, session_timeout_ms,
                          rebalance_timeout_ms, protocol_type, protocols, reply)
@@ -244,7 +244,7 @@ class GroupCoordinator:
             # Members waiting in SyncGroup learn that another round started.
             for member in group.members.values():
                 if member.sync_reply is not None:
-                    member.sync_reply(_sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+                    member.sync_reply(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
                     member.sync_reply = None
         was_empty = group.state == GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
@@ -305,7 +305,7 @@ class GroupCoordinator:
     def sync(self, now: int, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
              assignments: list[tuple[str, bytes]], reply: Reply) -> None:
         def answer(code: ErrorCode) -> None:
-            reply(_sync_error(code))
+            reply(sync_error(code))
 
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
@@ -465,14 +465,30 @@ class GroupCoordinator:
     def listing(self) -> list[tuple[str, str, str]]:
         return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()]
 
+    # coordination moving away ------------------------------------------------------------------
+    def unload(self, group_ids: Iterable[str]) -> int:
+        """Another broker coordinates these groups now: forget them, and answer members waiting
+        in JoinGroup or SyncGroup with NOT_COORDINATOR so they look for the new one. Returns how
+        many groups were known."""
+        unloaded = 0
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is None:
+                continue
+            unloaded += 1
+            group.state = GroupState.DEAD
+            for member in group.members.values():
+                _fail_pending(member, ErrorCode.NOT_COORDINATOR)
+        return unloaded
 
-def _join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:
+
+def join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1, "protocol_type": None,
             "protocol_name": "", "leader": "", "skip_assignment": False, "member_id": member_id,
             "members": []}
 
 
-def _sync_error(code: ErrorCode) -> dict[str, Any]:
+def sync_error(code: ErrorCode) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": code, "protocol_type": None, "protocol_name": None,
             "assignment": b""}
 
@@ -482,6 +498,6 @@ def _fail_pending(member: Member, code: ErrorCode) -> None:
     join_reply, sync_reply = member.join_reply, member.sync_reply
     member.join_reply = member.sync_reply = None
     if join_reply is not None:
-        join_reply(_join_error(code, member.member_id))
+        join_reply(join_error(code, member.member_id))
     if sync_reply is not None:
-        sync_reply(_sync_error(code))
+        sync_reply(sync_error(code))

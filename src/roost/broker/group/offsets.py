@@ -2,20 +2,18 @@
 
 Records have Kafka's shape: key = (version 1, group, topic, partition), value = OffsetCommitValue
 version 3 (offset, leader epoch, metadata, commit timestamp), a null value deletes the entry. A
-group's records go to partition hash(group) % offsets.topic.num.partitions, so the coordinator of
-a group can be the leader of that partition once there are several brokers. On start the broker
-reads the whole topic back, the last record per key winning.
+group's records go to partition abs(Java hashCode(group)) % offsets.topic.num.partitions, and the
+group's coordinator is the leader of that partition: when a broker becomes leader it reads the
+partition back (the last record per key winning) into an `OffsetStore` of its own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from roost.broker.replica.partition import Partition
 from roost.wire.kafka.records import build_batch, iter_records
 
 log = logging.getLogger("roost.broker.offsets")
@@ -24,7 +22,6 @@ OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
 GROUP_METADATA_KEY_VERSION = 2
 MAX_METADATA_BYTES = 4096
-READ_CHUNK = 4 * 1024 * 1024
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -111,6 +108,13 @@ def decode_value(data: bytes) -> CommittedOffset:
     return CommittedOffset(offset, leader_epoch, metadata, timestamp)
 
 
+def offset_batch(entries: dict[OffsetKey, CommittedOffset | None], now_ms: int) -> bytearray:
+    """One record batch with a record per entry (None: a tombstone, the entry is deleted)."""
+    assert entries
+    records = [(encode_key(key), None if value is None else encode_value(value)) for key, value in entries.items()]
+    return bytearray(build_batch(records, timestamp_ms=now_ms))
+
+
 def offsets_partition_for(group_id: str, partitions: int) -> int:
     """Kafka's placement: abs(Java String.hashCode(group)) % partitions."""
     h = 0
@@ -128,49 +132,82 @@ def _utf16_units(text: str) -> Iterator[int]:
         yield (data[i] << 8) | data[i + 1]
 
 
+@dataclass(frozen=True, slots=True)
+class StoredOffset:
+    value: CommittedOffset
+    log_offset: int  # where its record is in __consumer_offsets: a later record wins
+
+
 class OffsetStore:
-    """In-memory view of the committed offsets, written through to __consumer_offsets."""
+    """The committed offsets of the groups of one `__consumer_offsets` partition, in memory.
 
-    def __init__(self, partitions: list[Partition],
-                 append: Callable[[Partition, bytearray], asyncio.Future[None] | None]) -> None:
-        assert partitions, "the offsets topic has at least one partition"
-        self._partitions = partitions
-        self._append = append
-        self._offsets: dict[OffsetKey, CommittedOffset] = {}
+    No I/O: the service appends the records and tells the store what became of them. A commit
+    is *pending* from its append until its acknowledgement; only a commit that succeeded becomes
+    visible, and only if no later record for the same key is already applied (commits of one key
+    may finish out of order). Keys with a pending commit do not expire (Kafka's rule), and a
+    pending commit to a deleted topic is dropped when it finishes.
+    """
+
+    def __init__(self) -> None:
+        self._offsets: dict[OffsetKey, StoredOffset] = {}
         self._by_group: dict[str, set[OffsetKey]] = {}
-        for partition in partitions:
-            self._load(partition)
+        self._pending: dict[OffsetKey, int] = {}  # key -> commits appended, not yet finished
 
-    def _load(self, partition: Partition) -> None:
-        plog = partition.log
-        position = plog.log_start_offset
-        loaded = 0
-        while position < plog.log_end_offset:
-            chunk = plog.read(position, READ_CHUNK)
-            if not chunk.buffers:
-                break
-            for record in iter_records(b"".join(bytes(b) for b in chunk.buffers)):
-                if record.key is None:
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    # loading ----------------------------------------------------------------------------------
+    def replay(self, data: bytes, where: str) -> int:
+        """Apply the records of the whole batches in `data`, read in log order; returns how
+        many offset records there were (other record kinds are skipped)."""
+        applied = 0
+        for record in iter_records(data):
+            if record.key is None:
+                continue
+            try:
+                key = decode_key(record.key)
+                if key is None:
                     continue
-                try:
-                    key = decode_key(record.key)
-                    if key is None:
-                        continue
-                    if record.value is None:
-                        self._forget(key)
-                    else:
-                        self._remember(key, decode_value(record.value))
-                    loaded += 1
-                except OffsetRecordError as error:
-                    log.warning("skipping unreadable record at offset %d of %s-%d: %s",
-                                record.offset, partition.topic, partition.index, error)
-            assert chunk.next_offset > position, "reads make progress"
-            position = chunk.next_offset
-        if loaded:
-            log.info("loaded %d offset records from %s-%d", loaded, partition.topic, partition.index)
+                if record.value is None:
+                    self._forget(key)
+                else:
+                    self._apply(key, StoredOffset(decode_value(record.value), record.offset))
+                applied += 1
+            except OffsetRecordError as error:
+                log.warning("skipping unreadable record at offset %d of %s: %s", record.offset, where, error)
+        return applied
 
-    def _remember(self, key: OffsetKey, value: CommittedOffset) -> None:
-        self._offsets[key] = value
+    # committing -------------------------------------------------------------------------------
+    def begin_commit(self, keys: Iterable[OffsetKey]) -> None:
+        """The commit's record for each key was appended at some log offset; not visible yet."""
+        for key in keys:
+            self._pending[key] = self._pending.get(key, 0) + 1
+
+    def finish_commit(self, entries: dict[OffsetKey, CommittedOffset], log_offset: int, succeeded: bool) -> None:
+        """The commit appended at `log_offset` is acknowledged (or failed: then nothing shows)."""
+        for key, value in entries.items():
+            count = self._pending.get(key)
+            if count is None:
+                continue  # its topic was deleted meanwhile
+            if count == 1:
+                del self._pending[key]
+            else:
+                self._pending[key] = count - 1
+            if succeeded:
+                known = self._offsets.get(key)
+                if known is None or known.log_offset < log_offset:
+                    self._apply(key, StoredOffset(value, log_offset))
+
+    def delete(self, keys: Iterable[OffsetKey], *, drop_pending: bool = False) -> None:
+        """Forget entries (their tombstones are appended by the caller); with `drop_pending`
+        (a deleted topic), commits still in flight for them will not show either."""
+        for key in keys:
+            self._forget(key)
+            if drop_pending:
+                self._pending.pop(key, None)
+
+    def _apply(self, key: OffsetKey, stored: StoredOffset) -> None:
+        self._offsets[key] = stored
         self._by_group.setdefault(key[0], set()).add(key)
 
     def _forget(self, key: OffsetKey) -> None:
@@ -180,41 +217,29 @@ class OffsetStore:
             if not keys:
                 del self._by_group[key[0]]
 
-    def partition_for(self, group_id: str) -> Partition:
-        return self._partitions[offsets_partition_for(group_id, len(self._partitions))]
-
-    def commit(self, group_id: str, entries: dict[tuple[str, int], CommittedOffset | None],
-               now_ms: int) -> asyncio.Future[None] | None:
-        """Append the commits (None = delete) as one batch; returns the fsync the commit's
-        acknowledgement must wait for, if the offsets topic asks for one."""
-        assert entries
-        records = [(encode_key((group_id, topic, index)), None if value is None else encode_value(value))
-                   for (topic, index), value in entries.items()]
-        batch = bytearray(build_batch(records, timestamp_ms=now_ms))
-        durable = self._append(self.partition_for(group_id), batch)
-        for (topic, index), value in entries.items():
-            if value is None:
-                self._forget((group_id, topic, index))
-            else:
-                self._remember((group_id, topic, index), value)
-        return durable
-
+    # questions --------------------------------------------------------------------------------
     def get(self, group_id: str, topic: str, partition: int) -> CommittedOffset | None:
-        return self._offsets.get((group_id, topic, partition))
+        stored = self._offsets.get((group_id, topic, partition))
+        return None if stored is None else stored.value
 
     def for_group(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
-        return {(t, p): self._offsets[(g, t, p)] for g, t, p in sorted(self._by_group.get(group_id, ()))}
+        return {(t, p): self._offsets[(g, t, p)].value for g, t, p in sorted(self._by_group.get(group_id, ()))}
 
     def groups(self) -> list[str]:
         return sorted(self._by_group)
 
-    def expired(self, group_id: str, older_than_ms: int) -> list[tuple[str, int]]:
-        return [(t, p) for g, t, p in self._by_group.get(group_id, ())
-                if self._offsets[(g, t, p)].commit_timestamp_ms < older_than_ms]
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self._by_group
 
-    def keys_for_topic(self, topic: str) -> dict[str, list[tuple[str, int]]]:
-        found: dict[str, list[tuple[str, int]]] = {}
-        for group, t, p in self._offsets:
-            if t == topic:
-                found.setdefault(group, []).append((t, p))
-        return found
+    def is_pending(self, key: OffsetKey) -> bool:
+        return key in self._pending
+
+    def expired(self, group_id: str, older_than_ms: int) -> list[OffsetKey]:
+        """The group's entries committed before `older_than_ms`, none with a commit in flight."""
+        return sorted(key for key in self._by_group.get(group_id, ())
+                      if self._offsets[key].value.commit_timestamp_ms < older_than_ms
+                      and key not in self._pending)
+
+    def keys_for_topic(self, topic: str) -> list[OffsetKey]:
+        """Every key of `topic`, applied or in flight."""
+        return sorted({k for k in self._offsets if k[1] == topic} | {k for k in self._pending if k[1] == topic})

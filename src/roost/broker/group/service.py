@@ -1,4 +1,25 @@
-"""The group coordinator's asyncio shell: its timers, its offset store, and offset expiry."""
+"""The group coordinator's asyncio shell: which groups this broker coordinates, their committed
+offsets, the commit path, and the timers.
+
+Kafka's placement: a group's coordinator is the leader of its `__consumer_offsets` partition
+(`offsets_partition_for`). The replica manager tells this service when the broker starts or stops
+leading one of those partitions (its leadership listeners):
+
+- on election the partition's offsets are read back from the log start to the log end in chunks,
+  yielding to the event loop between chunks, into a store of the partition's own; meanwhile its
+  groups answer COORDINATOR_LOAD_IN_PROGRESS (clients retry the same broker);
+- on resignation (follower now, or the partition dropped) its groups and offsets are unloaded and
+  answer NOT_COORDINATOR (clients look the coordinator up again);
+- groups of partitions this broker does not lead answer NOT_COORDINATOR.
+
+Commits are appended with acks = `offsets.commit.required.acks` (-1: every in-sync replica must
+have them) and answered once the high watermark covers the batch (and its fsync, where the topic
+asks for one), or at `offsets.commit.timeout.ms`. A commit becomes visible to OffsetFetch only when
+it succeeded. Log errors map to the coordinator errors Kafka answers (`commit_error`).
+
+The pure state machine (joins, syncs, heartbeats) is `GroupCoordinator`; this shell holds the
+loading state, the clock, and the I/O.
+"""
 
 from __future__ import annotations
 
@@ -6,56 +27,131 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 from roost.broker.group.coordinator import GroupCoordinator, GroupLimits, GroupState
-from roost.broker.group.offsets import CommittedOffset, OffsetStore
+from roost.broker.group.offsets import (
+    CommittedOffset,
+    OffsetKey,
+    OffsetStore,
+    offset_batch,
+    offsets_partition_for,
+)
+from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC
-from roost.broker.replica.manager import ReplicaManager
-from roost.broker.topic_admin import TopicAdmin
+from roost.broker.replica.manager import ACKS_ALL, ReplicaManager
+from roost.broker.replica.partition import Partition
+from roost.broker.replica.purgatory import AwaitedAppend
 from roost.config import BrokerConfig
+from roost.log import MessageTooLarge, OffsetOutOfRange, RecordBatchTooLarge
+from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker.group")
 
 TICK_SECONDS = 0.1
-EXPIRY_CHECK_SECONDS = 60.0
+# Bytes read per step when loading a partition's offsets; the loop runs other work between steps.
+# bench/group_load_bench.py: 16 KiB steps (about 250 commit records) held the loop at most 3 ms
+# of CPU, bigger ones 12-140 ms, and the whole load costs about the same CPU (5 % more than 64 KiB).
+LOAD_CHUNK_BYTES = 16 * 1024
+
+# Kafka's mapping of a commit's log error to the coordinator's answer (GroupMetadataManager).
+_COMMIT_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def commit_error(log_error: ErrorCode) -> ErrorCode:
+    """What an OffsetCommit answers for a commit whose append ended with `log_error`."""
+    return _COMMIT_ERRORS.get(log_error, log_error)
+
+
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, Any]:
+    """The topic configs `__consumer_offsets` is created with (compacted, kept forever)."""
+    return {
+        "cleanup.policy": "compact",
+        "segment.bytes": config["offsets.topic.segment.bytes"],
+        "retention.ms": -1,
+    }
+
+
+class LoadState(Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+    FAILED = "failed"  # the log could not be read: its groups answer NOT_COORDINATOR
+
+
+@dataclass(eq=False)
+class OwnedPartition:
+    """An offsets partition this broker leads, and its groups' offsets."""
+
+    partition: Partition
+    store: OffsetStore = field(default_factory=OffsetStore)
+    state: LoadState = LoadState.LOADING
+    task: asyncio.Task[None] | None = None
+    deleted_topics: set[str] = field(default_factory=set)  # deleted while loading: forget after
+
+
 class GroupService:
-    def __init__(self, config: BrokerConfig, admin: TopicAdmin, replicas: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache) -> None:
         self.coordinator = GroupCoordinator(GroupLimits(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             max_size=config["group.max.size"],
         ))
-        info = admin.catalog.get(OFFSETS_TOPIC)
-        if info is None:
-            info = admin.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], {
-                "cleanup.policy": "compact",
-                "segment.bytes": config["offsets.topic.segment.bytes"],
-                "retention.ms": -1,
-            })
-        partitions = [replicas.partition(OFFSETS_TOPIC, i) for i in range(info.partitions)]
-        assert all(p is not None for p in partitions)
-        self.offsets = OffsetStore(partitions, replicas.append_internal)  # type: ignore[arg-type]
-        admin.on_delete(self.forget_topic)
+        self._config = config
+        self._replicas = replicas
+        self._metadata = metadata
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
+        self._commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000
+        # -1: every in-sync replica; any other value: the leader alone. The setting comes with the
+        # cluster's settings (another branch); until then Kafka's default applies.
+        self._required_acks: int = config["offsets.commit.required.acks"]
+        self._owned: dict[int, OwnedPartition] = {}  # offsets partition index -> what we lead
+        self._expiry_check_seconds = config["offsets.retention.check.interval.ms"] / 1000
         self._tasks: list[asyncio.Task[None]] = []
+        self._commits: set[asyncio.Future[ErrorCode]] = set()
+        self._started = False
+        # Called when FindCoordinator finds no `__consumer_offsets`: a cluster asks its
+        # controller to create it (must be idempotent and must not block). A standalone broker
+        # creates the topic at start (`ensure_offsets_topic` in broker.py), so it stays a no-op.
+        self.on_offsets_topic_missing: Callable[[], None] = lambda: None
+        replicas.leadership_listeners.append(self.leadership_changed)
 
+    # lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the timers and take up the offsets partitions this broker already leads."""
+        self._started = True
+        for partition in self._replicas.hosted():
+            if partition.topic == OFFSETS_TOPIC and partition.is_leader:
+                self._elected(partition)
         self._tasks.append(asyncio.ensure_future(self._tick_loop()))
         self._tasks.append(asyncio.ensure_future(self._expiry_loop()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        self._started = False
+        tasks: list[asyncio.Future[Any]] = [*self._tasks, *self._commits]
+        tasks += [owned.task for owned in self._owned.values() if owned.task is not None]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._tasks.clear()
 
     async def _tick_loop(self) -> None:
         while True:
@@ -64,29 +160,242 @@ class GroupService:
 
     async def _expiry_loop(self) -> None:
         while True:
-            await asyncio.sleep(EXPIRY_CHECK_SECONDS)
+            await asyncio.sleep(self._expiry_check_seconds)
             self.expire_offsets(now_ms())
 
+    # leadership of offsets partitions ---------------------------------------------------------
+    def leadership_changed(self, partition: Partition, leader: bool) -> None:
+        """The replica manager's listener: load on election, unload on resignation."""
+        if partition.topic != OFFSETS_TOPIC or not self._started:
+            return  # before start, `start` takes up whatever this broker leads by then
+        if leader:
+            self._elected(partition)
+        else:
+            self._resigned(partition)
+
+    def _elected(self, partition: Partition) -> None:
+        known = self._owned.get(partition.index)
+        if known is not None:
+            if known.partition is partition and known.state != LoadState.FAILED:
+                return  # already loading or loaded from this very log
+            self._resigned(known.partition)
+        owned = OwnedPartition(partition)
+        self._owned[partition.index] = owned
+        owned.task = asyncio.ensure_future(self._load(owned))
+        log.info("coordinator for %s-%d (leader epoch %d): loading its groups", OFFSETS_TOPIC,
+                 partition.index, partition.leader_epoch)
+
+    def _resigned(self, partition: Partition) -> None:
+        owned = self._owned.get(partition.index)
+        if owned is None or owned.partition is not partition:
+            return  # not ours, or news about a replica that a newer one replaced
+        del self._owned[partition.index]
+        if owned.task is not None:
+            owned.task.cancel()
+        groups = {g for g in self.coordinator.groups if self.partition_for(g) == partition.index}
+        groups.update(owned.store.groups())
+        self.coordinator.unload(groups)
+        log.info("no longer coordinator for %s-%d: unloaded %d groups (%d offsets)", OFFSETS_TOPIC,
+                 partition.index, len(groups), len(owned.store))
+
+    async def _load(self, owned: OwnedPartition) -> None:
+        partition_log = owned.partition.log
+        where = f"{OFFSETS_TOPIC}-{owned.partition.index}"
+        started = time.monotonic()
+        position = partition_log.log_start_offset
+        records = 0
+        try:
+            while position < partition_log.log_end_offset:
+                position = max(position, partition_log.log_start_offset)  # DeleteRecords meanwhile
+                chunk = partition_log.read(position, LOAD_CHUNK_BYTES)
+                if not chunk.buffers:
+                    break
+                records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where)
+                assert chunk.next_offset > position, "reads make progress"
+                position = chunk.next_offset
+                await asyncio.sleep(0)  # let requests and replication run between chunks
+        except (OSError, OffsetOutOfRange):
+            log.exception("loading the groups of %s failed; answering NOT_COORDINATOR for them", where)
+            owned.state = LoadState.FAILED
+            return
+        owned.state = LoadState.LOADED
+        for topic in sorted(owned.deleted_topics):
+            self._forget_topic_in(owned, topic, now_ms())
+        owned.deleted_topics.clear()
+        log.info("loaded %s: %d offset records, %d offsets of %d groups in %.3f s", where, records,
+                 len(owned.store), len(owned.store.groups()), time.monotonic() - started)
+
+    # which groups are ours --------------------------------------------------------------------
+    def offsets_partition_count(self) -> int:
+        info = self._metadata.get(OFFSETS_TOPIC)
+        return info.partitions if info is not None else self._config["offsets.topic.num.partitions"]
+
+    def partition_for(self, group_id: str) -> int:
+        return offsets_partition_for(group_id, self.offsets_partition_count())
+
+    def coordinator_for(self, group_id: str) -> BrokerEndpoint | None:
+        """Where the group's coordinator is: the leader of its offsets partition, if it has one."""
+        if OFFSETS_TOPIC not in self._metadata:
+            self.on_offsets_topic_missing()
+            return None
+        placement = self._metadata.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if placement is None or placement.leader < 0:
+            return None
+        return self._metadata.endpoint(placement.leader)
+
+    def status(self, group_id: str) -> ErrorCode:
+        """NONE when this broker coordinates the group now; else what its requests answer."""
+        owned = self._owned.get(self.partition_for(group_id))
+        if owned is None or owned.state == LoadState.FAILED or not owned.partition.is_leader:
+            return ErrorCode.NOT_COORDINATOR
+        if owned.state == LoadState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def offsets(self, group_id: str) -> OffsetStore:
+        """The store holding the group's offsets; only for a group whose `status` is NONE."""
+        owned = self._owned[self.partition_for(group_id)]
+        assert owned.state == LoadState.LOADED
+        return owned.store
+
+    def _loaded(self) -> Iterator[OwnedPartition]:
+        for owned in list(self._owned.values()):
+            if owned.state == LoadState.LOADED and owned.partition.is_leader:
+                yield owned
+
+    def is_loading(self) -> bool:
+        return any(owned.state == LoadState.LOADING for owned in self._owned.values())
+
+    def listing(self) -> list[tuple[str, str, str]]:
+        """(group, protocol type, state) of every group this broker coordinates and has loaded;
+        a group known only by its committed offsets is Empty."""
+        listed: dict[str, tuple[str, str]] = {}
+        for owned in self._loaded():
+            for group_id in owned.store.groups():
+                listed[group_id] = ("consumer", GroupState.EMPTY.value)
+        for group_id, protocol_type, state in self.coordinator.listing():
+            if self.status(group_id) == ErrorCode.NONE:
+                listed[group_id] = (protocol_type, state)
+        return [(g, p, s) for g, (p, s) in sorted(listed.items())]
+
+    # committing -------------------------------------------------------------------------------
+    def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset],
+               now: int) -> ErrorCode | Awaitable[ErrorCode]:
+        """Append the group's commits as one batch; the answer (at once, or when the batch is
+        replicated and durable) is NONE or the coordinator error every partition gets."""
+        assert offsets
+        code = self.status(group_id)
+        if code != ErrorCode.NONE:
+            return code
+        owned = self._owned[self.partition_for(group_id)]
+        partition = owned.partition
+        if self._required_acks == ACKS_ALL and len(partition.state.isr) < partition.configs["min.insync.replicas"]:
+            return commit_error(ErrorCode.NOT_ENOUGH_REPLICAS)
+        entries = {(group_id, topic, index): value for (topic, index), value in offsets.items()}
+        epoch = partition.leader_epoch
+        appended = self._append(partition, dict(entries), now)
+        if isinstance(appended, ErrorCode):
+            return commit_error(appended)
+        log_offset, end_offset, durable = appended
+        owned.store.begin_commit(entries)
+        waits: list[asyncio.Future[None]] = [durable] if durable is not None else []
+        replication = {"error_code": ErrorCode.NONE}  # the purgatory's verdict lands here
+        if self._required_acks == ACKS_ALL and partition.high_watermark < end_offset:
+            replicated = self._replicas.wait_for_replication(
+                [AwaitedAppend(partition, end_offset, epoch, replication)], self._commit_timeout_s)
+            if replicated is not None:
+                waits.append(replicated)
+        if not waits:
+            code = commit_error(replication["error_code"])
+            owned.store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
+            return code
+        # The outcome is applied whether or not anyone still awaits the answer (a client may
+        # hang up); the caller gets a shield so it cannot cancel the bookkeeping.
+        finishing = asyncio.ensure_future(self._finish_commit(owned.store, entries, log_offset, waits, replication))
+        self._commits.add(finishing)
+        finishing.add_done_callback(self._commits.discard)
+        return asyncio.shield(finishing)
+
+    @staticmethod
+    async def _finish_commit(store: OffsetStore, entries: dict[OffsetKey, CommittedOffset], log_offset: int,
+                             waits: list[asyncio.Future[None]], replication: dict[str, Any]) -> ErrorCode:
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is not None:
+            log.error("offset commit at %d could not be made durable: %r", log_offset, failed)
+        code = commit_error(ErrorCode.KAFKA_STORAGE_ERROR if failed is not None else replication["error_code"])
+        store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
+        return code
+
+    def _append(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None],
+                now: int) -> tuple[int, int, asyncio.Future[None] | None] | ErrorCode:
+        """Append one batch of offset records on the leader: (its first offset, the log end
+        after it, the fsync to wait for), or the log's error."""
+        batch = offset_batch(entries, now)
+        log_offset = partition.log_end_offset
+        try:
+            durable = self._replicas.append_internal(partition, batch)
+        except (MessageTooLarge, RecordBatchTooLarge) as error:
+            log.warning("offset batch of %d bytes refused by %s-%d: %s", len(batch), partition.topic,
+                        partition.index, error)
+            return ErrorCode.RECORD_LIST_TOO_LARGE
+        except OSError:
+            log.exception("appending offsets to %s-%d failed", partition.topic, partition.index)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        end_offset = partition.log_end_offset
+        assert end_offset > log_offset, "an append moves the log end"
+        return log_offset, end_offset, durable
+
+    def _write_tombstones(self, owned: OwnedPartition, keys: list[OffsetKey], now: int, why: str,
+                          drop_pending: bool = False) -> None:
+        """Delete entries now and append their tombstones without waiting (Kafka's cleanup: a
+        tombstone lost in a failover brings back an entry that was to go anyway)."""
+        owned.store.delete(keys, drop_pending=drop_pending)
+        appended = self._append(owned.partition, dict.fromkeys(keys), now)
+        if isinstance(appended, ErrorCode):
+            log.warning("could not write %d tombstones (%s) to %s-%d: %s", len(keys), why, OFFSETS_TOPIC,
+                        owned.partition.index, appended.name)
+            return
+        durable = appended[2]
+        if durable is not None:
+            durable.add_done_callback(_log_failed_flush)
+
+    # cleanup ----------------------------------------------------------------------------------
     def expire_offsets(self, now: int) -> int:
-        """Offsets of groups with no members expire `offsets.retention.minutes` after their commit."""
+        """Offsets of groups with no members expire `offsets.retention.minutes` after their
+        commit (in the partitions this broker coordinates)."""
         removed = 0
-        for group_id in self.offsets.groups():
-            group = self.coordinator.groups.get(group_id)
-            if group is not None and group.state != GroupState.EMPTY:
-                continue
-            stale = self.offsets.expired(group_id, now - self._retention_ms)
+        for owned in self._loaded():
+            stale: list[OffsetKey] = []
+            for group_id in owned.store.groups():
+                group = self.coordinator.groups.get(group_id)
+                if group is not None and group.state != GroupState.EMPTY:
+                    continue
+                expired = owned.store.expired(group_id, now - self._retention_ms)
+                if expired:
+                    log.info("expired %d committed offsets of group %s", len(expired), group_id)
+                    stale += expired
             if stale:
-                self.offsets.commit(group_id, dict.fromkeys(stale), now)
+                self._write_tombstones(owned, stale, now, "expired")
                 removed += len(stale)
-                log.info("expired %d committed offsets of group %s", len(stale), group_id)
         return removed
 
     def forget_topic(self, topic: str) -> None:
-        """A deleted topic's committed offsets go too (tombstones)."""
+        """A deleted topic's committed offsets go too (tombstones), in every partition this
+        broker coordinates; commits to it still in flight will not show."""
         now = now_ms()
-        for group_id, keys in self.offsets.keys_for_topic(topic).items():
-            self.offsets.commit(group_id, dict.fromkeys(keys), now)
+        for owned in list(self._owned.values()):
+            if owned.state == LoadState.LOADING:
+                owned.deleted_topics.add(topic)
+            elif owned.state == LoadState.LOADED and owned.partition.is_leader:
+                self._forget_topic_in(owned, topic, now)
 
-    def commit(self, group_id: str, entries: dict[tuple[str, int], CommittedOffset]) -> asyncio.Future[None] | None:
-        """Store commits; returns a future to wait for when the offsets topic fsyncs before acks."""
-        return self.offsets.commit(group_id, dict(entries), now_ms())
+    def _forget_topic_in(self, owned: OwnedPartition, topic: str, now: int) -> None:
+        keys = owned.store.keys_for_topic(topic)
+        if keys:
+            self._write_tombstones(owned, keys, now, f"topic {topic} deleted", drop_pending=True)
+
+
+def _log_failed_flush(flushed: asyncio.Future[None]) -> None:
+    if not flushed.cancelled() and flushed.exception() is not None:
+        log.error("flushing offset tombstones failed: %r", flushed.exception())

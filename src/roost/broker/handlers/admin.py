@@ -55,6 +55,9 @@ class TopicManager(Protocol):
     def add_partitions(self, name: str, total: int,
                        assignment: dict[int, list[int]] | None = None) -> Awaitable[ErrorCode] | None: ...
 
+    def topic_overrides(self, name: str) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
+        """The topic's own configs (None: no such topic)."""
+
 
 @dataclass(frozen=True)
 class AdminContext:
@@ -259,7 +262,22 @@ def _config_entry(name: str, value: Any, source: int, setting: Setting | None, d
             "documentation": setting.help if (documentation and setting) else None}
 
 
-def handle_describe_configs(ctx: AdminContext, request: Request) -> dict[str, Any]:
+def handle_describe_configs(ctx: AdminContext, request: Request) -> Any:
+    """Topic configs come from the topic manager: at once from a lone broker's catalog, from
+    ZooKeeper in a cluster (then the answer waits for them)."""
+    names = [r["resource_name"] for r in request.body["resources"] if r["resource_type"] == RESOURCE_TOPIC]
+    found = {name: ctx.topics.topic_overrides(name) for name in names}
+    if not any(inspect.isawaitable(v) for v in found.values()):
+        return _describe_configs(ctx, request, found)
+
+    async def gather() -> dict[str, Any]:
+        resolved = {name: (await value) if inspect.isawaitable(value) else value for name, value in found.items()}
+        return _describe_configs(ctx, request, resolved)
+
+    return gather()
+
+
+def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, Any]) -> dict[str, Any]:
     body = request.body
     include_synonyms = body.get("include_synonyms", False)
     documentation = body.get("include_documentation", False)
@@ -270,8 +288,8 @@ def handle_describe_configs(ctx: AdminContext, request: Request) -> dict[str, An
         entries: list[dict[str, Any]] = []
         code, message = ErrorCode.NONE, None
         if kind == RESOURCE_TOPIC:
-            info = ctx.topics.catalog.get(name)
-            if info is None:
+            topic_configs = overrides.get(name)
+            if topic_configs is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 for key, setting in sorted(TOPIC_SETTINGS.items()):
@@ -279,8 +297,8 @@ def handle_describe_configs(ctx: AdminContext, request: Request) -> dict[str, An
                     broker_source = (SOURCE_DEFAULT_CONFIG if broker_value == setting.default
                                      else SOURCE_STATIC_BROKER_CONFIG)
                     synonyms = [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
-                    if key in info.configs:
-                        value, source = info.configs[key], SOURCE_TOPIC_CONFIG
+                    if key in topic_configs:
+                        value, source = topic_configs[key], SOURCE_TOPIC_CONFIG
                         synonyms.insert(0, {"name": key, "value": _render(value), "source": source})
                     else:
                         value, source = broker_value, broker_source

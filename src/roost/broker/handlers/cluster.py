@@ -33,7 +33,9 @@ class InterBrokerApi:
     """What the controller sends to this broker."""
 
     def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, fetchers: ReplicaFetchers,
-                 topic_config: Callable[[str], Awaitable[dict[str, Any]]]) -> None:
+                 topic_config: Callable[[str], Awaitable[dict[str, Any]]],
+                 topic_removed: Callable[[str], None]) -> None:
+        self._topic_removed = topic_removed  # a deleted topic's group offsets go too
         self._replicas = replicas
         self._metadata = metadata
         self._fetchers = fetchers
@@ -64,7 +66,10 @@ class InterBrokerApi:
         stale = self._stale(request, "UpdateMetadata")
         if stale is not None:
             return {"error_code": stale}
+        before = set(self._metadata.topic_ids)
         code = self._metadata.apply_update_metadata(request.body)
+        for topic in before - set(self._metadata.topic_ids):
+            self._topic_removed(topic)
         for broker in self._metadata.brokers.values():
             self._fetchers.learn_endpoint(broker.node_id, broker.host, broker.port)
         return {"error_code": code}
@@ -135,6 +140,28 @@ class ControllerApi:
         answer = await self._call(lambda core, token: core.elect_leaders(token, election, wanted))
         if answer is None:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "replica_election_results": []}
+        return answer
+
+    async def handle_alter_partition_reassignments(self, request: Request) -> dict[str, Any]:
+        wanted = {(t["name"], p["partition_index"]): (list(p["replicas"]) if p["replicas"] is not None else None)
+                  for t in request.body["topics"] for p in t["partitions"]}
+        answer = await self._call(lambda core, token: core.reassign(token, wanted))
+        if answer is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                    "error_message": "this broker is not the controller", "responses": []}
+        return answer
+
+    async def handle_list_partition_reassignments(self, request: Request) -> dict[str, Any]:
+        topics = request.body.get("topics")
+        wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+
+        def listing(core: ControllerCore, token: int) -> None:
+            core.reply(token, core.list_reassignments(wanted))
+
+        answer = await self._call(listing)
+        if answer is None:
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                    "error_message": "this broker is not the controller", "topics": []}
         return answer
 
     def handle_describe_cluster(self, request: Request) -> dict[str, Any]:

@@ -95,6 +95,12 @@ class _FetchPlan:
             epoch = wanted.get("current_leader_epoch", NO_EPOCH)
             return ErrorCode.UNKNOWN_LEADER_EPOCH if epoch != NO_EPOCH else ErrorCode.NOT_LEADER_OR_FOLLOWER
         fetch_offset = wanted["fetch_offset"]
+        if fetch_offset > partition.log_end_offset:
+            # A follower cannot hold more than its leader: a confused or forged fetch. It must not
+            # move the high watermark; it gets OFFSET_OUT_OF_RANGE and truncates.
+            log.warning("fetch for %s-%d from replica %d at offset %d, past the log end %d",
+                        partition.topic, partition.index, self.replica_id, fetch_offset, partition.log_end_offset)
+            return ErrorCode.OFFSET_OUT_OF_RANGE
         diverging = self.replicas.diverging_epoch(partition, wanted.get("last_fetched_epoch", NO_EPOCH),
                                                   fetch_offset)
         if diverging is not None:
@@ -174,11 +180,6 @@ def _partition_result(index: int, error: ErrorCode, partition: Partition | None 
             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
-def _release(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 class FetchApi:
     def __init__(self, replicas: ReplicaManager, metadata: MetadataCache) -> None:
         self._replicas = replicas
@@ -197,7 +198,7 @@ class FetchApi:
         # Fetch sessions (KIP-227) are declined by answering session id 0: clients send full fetches.
         if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():
             return response
-        return _wait_then_read(plan, body["min_bytes"], max_wait_ms / 1000)
+        return DelayedFetch(plan, body["min_bytes"], max_wait_ms / 1000).done
 
 
 def _refuse_all(body: dict[str, Any], version: int) -> dict[str, Any]:
@@ -209,27 +210,53 @@ def _refuse_all(body: dict[str, Any], version: int) -> dict[str, Any]:
         for topic in body["topics"]]}
 
 
-async def _wait_then_read(plan: _FetchPlan, min_bytes: int, max_wait: float) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_wait
-    partitions = plan.partitions()
-    while True:
-        waiter: asyncio.Future[None] = loop.create_future()
-        for partition in partitions:
-            partition.add_waiter(waiter, follower=plan.follower)
-        try:
-            # Read again once the waiter is in place: an append that landed after the last read
-            # (e.g. between handle_fetch and this task's first step) has already woken nobody.
-            response, found, errored = plan.read()
-            remaining = deadline - loop.time()
-            if found >= min_bytes or errored or remaining <= 0:
-                return response
-            # A timer rather than wait_for: no extra task per waiting fetch.
-            timer = loop.call_later(remaining, _release, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-        finally:
-            for partition in partitions:
-                partition.remove_waiter(waiter)
+class DelayedFetch:
+    """A fetch parked until its partitions have enough (Kafka's DelayedFetch), with callbacks only:
+    woken by the partitions it reads (appends for followers, HW moves for consumers), answered
+    when MinBytes are there, a partition errs, or MaxWaitMs passes. `done` holds the answer."""
+
+    def __init__(self, plan: _FetchPlan, min_bytes: int, max_wait: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._plan = plan
+        self._min_bytes = min_bytes
+        self._deadline = loop.time() + max_wait
+        self._partitions = plan.partitions()
+        self._wake = self._woken  # one bound method: it is what the partitions hold
+        self._check_scheduled = False
+        self.done: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self.done.add_done_callback(self._cleanup)
+        self._timer = loop.call_later(max_wait, self._expire)
+        self._park()
+
+    def _park(self) -> None:
+        for partition in self._partitions:
+            partition.add_waiter(self._wake, follower=self._plan.follower)
+        # Read again once parked: an append between the first read and now has woken nobody.
+        self._check()
+
+    def _woken(self) -> None:
+        # Answer on the next loop turn: the append that woke us answers its own producer first.
+        if not self._check_scheduled and not self.done.done():
+            self._check_scheduled = True
+            self._loop.call_soon(self._check)
+
+    def _check(self) -> None:
+        self._check_scheduled = False
+        if self.done.done():
+            return
+        response, found, errored = self._plan.read()
+        if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:
+            self.done.set_result(response)
+            return
+        for partition in self._partitions:  # woken waiters were dropped: park again
+            partition.add_waiter(self._wake, follower=self._plan.follower)
+
+    def _expire(self) -> None:
+        if not self.done.done():
+            self.done.set_result(self._plan.read()[0])
+
+    def _cleanup(self, _: asyncio.Future[dict[str, Any]]) -> None:
+        self._timer.cancel()
+        for partition in self._partitions:
+            partition.remove_waiter(self._wake)

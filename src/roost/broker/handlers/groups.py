@@ -1,13 +1,22 @@
-"""Consumer group requests: FindCoordinator, Join/Sync/Heartbeat/Leave, offsets, Describe/List."""
+"""Consumer group requests: FindCoordinator, Join/Sync/Heartbeat/Leave, offsets, Describe/List.
+
+Every group request first asks the service whether this broker coordinates the group now
+(NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS otherwise) and puts that error where Kafka does:
+the top-level error of JoinGroup, SyncGroup, Heartbeat and LeaveGroup (during a load Kafka answers
+a heartbeat NONE and a sync REBALANCE_IN_PROGRESS, and so does Roost); each partition of
+OffsetCommit; each partition of OffsetFetch v1, its top-level error from v2; each group of
+DescribeGroups. ListGroups lists the groups of the partitions it leads and has loaded, with
+COORDINATOR_LOAD_IN_PROGRESS while any is still loading.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.group.coordinator import GroupState
+from roost.broker.group.coordinator import GroupState, join_error, sync_error
 from roost.broker.group.offsets import MAX_METADATA_BYTES, CommittedOffset
 from roost.broker.group.service import GroupService, now_ms
 from roost.broker.metadata.cache import BrokerEndpoint
@@ -15,7 +24,9 @@ from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
+FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION = 2
 COORDINATOR_GROUP = 0
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 @dataclass(frozen=True)
@@ -23,8 +34,7 @@ class GroupContext:
     """What the group handlers may use."""
 
     groups: GroupService
-    coordinator_for: Callable[[str], BrokerEndpoint | None]  # group id -> its coordinator
-    partition_exists: Callable[[str, int], bool]
+    partition_exists: Callable[[str, int], bool]  # in the metadata cache
 
 
 def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, Any]:
@@ -33,7 +43,7 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, An
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "only group coordinators are supported (no transactions)",
                 "node_id": -1, "host": "", "port": -1}
-    endpoint = ctx.coordinator_for(body["key"])
+    endpoint: BrokerEndpoint | None = ctx.groups.coordinator_for(body["key"])
     if endpoint is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": None, "node_id": -1, "host": "", "port": -1}
@@ -43,6 +53,9 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, An
 
 def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     header, body = request.header, request.body
+    status = ctx.groups.status(body["group_id"])
+    if status != ErrorCode.NONE:
+        return join_error(status, body["member_id"])
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -72,6 +85,14 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
 
 def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
     body = request.body
+    status = ctx.groups.status(body["group_id"])
+    if status == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        # Kafka's answer: the rebalance this sync belongs to is lost with the old coordinator;
+        # the member joins again here, without looking for the coordinator (old clients do not
+        # know COORDINATOR_LOAD_IN_PROGRESS in SyncGroup).
+        return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
+    if status != ErrorCode.NONE:
+        return sync_error(status)
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -95,6 +116,12 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
 
 def handle_heartbeat(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
+    status = ctx.groups.status(body["group_id"])
+    if status == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        # Kafka answers a heartbeat blindly while the group loads: the member stays put.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
+    if status != ErrorCode.NONE:
+        return {"throttle_time_ms": 0, "error_code": status}
     code = ctx.groups.coordinator.heartbeat(
         now_ms(), group_id=body["group_id"], generation=body["generation_id"],
         member_id=body["member_id"], instance_id=body.get("group_instance_id"))
@@ -105,6 +132,9 @@ def handle_leave_group(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
     coordinator = ctx.groups.coordinator
     group_id = body["group_id"]
+    status = ctx.groups.status(group_id)
+    if status != ErrorCode.NONE:
+        return {"throttle_time_ms": 0, "error_code": status, "members": []}
     if "members" not in body:  # v0-2: one member, by id
         code = coordinator.leave(now_ms(), group_id=group_id, member_id=body["member_id"], instance_id=None)
         return {"throttle_time_ms": 0, "error_code": code}
@@ -123,19 +153,22 @@ def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
     group_id = body["group_id"]
     generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
     member_id = body.get("member_id", "")
-    verdict = ctx.groups.coordinator.check_commit(group_id, generation, member_id,
-                                                     body.get("group_instance_id"))
-    if verdict == ErrorCode.NONE and member_id:
-        ctx.groups.coordinator.touch(now_ms(), group_id, member_id)
+    verdict = ctx.groups.status(group_id)
+    if verdict == ErrorCode.NONE:
+        verdict = ctx.groups.coordinator.check_commit(group_id, generation, member_id,
+                                                      body.get("group_instance_id"))
     now = now_ms()
+    if verdict == ErrorCode.NONE and member_id:
+        ctx.groups.coordinator.touch(now, group_id, member_id)
     accepted: dict[tuple[str, int], CommittedOffset] = {}
+    waiting: list[dict[str, Any]] = []  # the entries whose code is the commit's outcome
     topics_out = []
     for topic in body["topics"]:
         name = topic["name"]
         partitions_out = []
-        for request in topic["partitions"]:
-            index = request["partition_index"]
-            metadata = request.get("committed_metadata") or ""
+        for wanted in topic["partitions"]:
+            index = wanted["partition_index"]
+            metadata = wanted.get("committed_metadata") or ""
             code = verdict
             if code == ErrorCode.NONE:
                 if not ctx.partition_exists(name, index):
@@ -144,60 +177,77 @@ def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
                     code = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     accepted[(name, index)] = CommittedOffset(
-                        request["committed_offset"], request.get("committed_leader_epoch", -1), metadata, now)
-            partitions_out.append({"partition_index": index, "error_code": code})
+                        wanted["committed_offset"], wanted.get("committed_leader_epoch", -1), metadata, now)
+            entry = {"partition_index": index, "error_code": code}
+            if (name, index) in accepted:
+                waiting.append(entry)
+            partitions_out.append(entry)
         topics_out.append({"name": name, "partitions": partitions_out})
     response = {"throttle_time_ms": 0, "topics": topics_out}
     if not accepted:
         return response
-    durable = ctx.groups.commit(group_id, accepted)
-    if durable is None:
+    outcome = ctx.groups.commit(group_id, accepted, now)
+    if isinstance(outcome, ErrorCode):
+        _set_codes(waiting, outcome)
         return response
-    return _after(durable, response)
+    return _after(outcome, waiting, response)
 
 
-async def _after(durable: asyncio.Future[None], response: dict[str, Any]) -> dict[str, Any]:
-    try:
-        await durable
-    except OSError:
-        for topic in response["topics"]:
-            for partition in topic["partitions"]:
-                partition["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+def _set_codes(entries: list[dict[str, Any]], code: ErrorCode) -> None:
+    for entry in entries:
+        entry["error_code"] = code
+
+
+async def _after(outcome: Awaitable[ErrorCode], waiting: list[dict[str, Any]],
+                 response: dict[str, Any]) -> dict[str, Any]:
+    _set_codes(waiting, await outcome)
     return response
 
 
 def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
     group_id = body["group_id"]
-    store = ctx.groups.offsets
     requested = body.get("topics")
+    status = ctx.groups.status(group_id)
+    if status != ErrorCode.NONE:
+        if request.version >= FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
+            return {"throttle_time_ms": 0, "topics": [], "error_code": status}
+        return {"throttle_time_ms": 0, "error_code": status, "topics": [
+            {"name": t["name"], "partitions": [_fetched(index, None, status) for index in t["partition_indexes"]]}
+            for t in requested or []]}
+    store = ctx.groups.offsets(group_id)
     if requested is None:  # all committed offsets of the group
         wanted: dict[str, list[int]] = {}
         for (topic, index) in store.for_group(group_id):
             wanted.setdefault(topic, []).append(index)
     else:
         wanted = {t["name"]: list(t["partition_indexes"]) for t in requested}
-    topics_out = []
-    for name, indexes in wanted.items():
-        partitions_out = []
-        for index in indexes:
-            committed = store.get(group_id, name, index)
-            if committed is None:
-                partitions_out.append({"partition_index": index, "committed_offset": -1,
-                                       "committed_leader_epoch": -1, "metadata": "", "error_code": 0})
-            else:
-                partitions_out.append({"partition_index": index, "committed_offset": committed.offset,
-                                       "committed_leader_epoch": committed.leader_epoch,
-                                       "metadata": committed.metadata, "error_code": 0})
-        topics_out.append({"name": name, "partitions": partitions_out})
+    topics_out = [{"name": name, "partitions": [_fetched(index, store.get(group_id, name, index), ErrorCode.NONE)
+                                                for index in indexes]}
+                  for name, indexes in wanted.items()]
     return {"throttle_time_ms": 0, "topics": topics_out, "error_code": ErrorCode.NONE}
+
+
+def _fetched(index: int, committed: CommittedOffset | None, code: ErrorCode) -> dict[str, Any]:
+    if committed is None:
+        return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": code}
+    return {"partition_index": index, "committed_offset": committed.offset,
+            "committed_leader_epoch": committed.leader_epoch, "metadata": committed.metadata,
+            "error_code": code}
 
 
 def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
     groups = []
     for group_id in request.body["groups"]:
+        status = ctx.groups.status(group_id)
+        if status != ErrorCode.NONE:
+            groups.append({"error_code": status, "group_id": group_id, "group_state": "", "protocol_type": "",
+                           "protocol_data": "", "members": [],
+                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         described = ctx.groups.coordinator.describe(group_id)
-        if described["group_state"] == GroupState.DEAD.value and group_id in ctx.groups.offsets.groups():
+        if described["group_state"] == GroupState.DEAD.value and ctx.groups.offsets(group_id).has_group(group_id):
             described["group_state"] = GroupState.EMPTY.value  # known by its committed offsets
         groups.append(described)
     return {"throttle_time_ms": 0, "groups": groups}
@@ -205,19 +255,9 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any
 
 def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
     states_filter = {s.lower() for s in request.body.get("states_filter") or []}
-    listed: dict[str, tuple[str, str]] = {g: ("consumer", GroupState.EMPTY.value)
-                                          for g in ctx.groups.offsets.groups()}
-    for group_id, protocol_type, state in ctx.groups.coordinator.listing():
-        listed[group_id] = (protocol_type, state)
     groups = [{"group_id": g, "protocol_type": p, "group_state": s}
-              for g, (p, s) in sorted(listed.items())
+              for g, p, s in ctx.groups.listing()
               if not states_filter or s.lower() in states_filter]
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
-
-
-def no_coordinator(request: Request) -> dict[str, Any]:
-    """Group requests while no coordinator serves here (the top-level shape of each API)."""
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None,
-            "node_id": -1, "host": "", "port": -1, "topics": [], "groups": [], "members": [],
-            "generation_id": -1, "protocol_type": None, "protocol_name": None, "leader": "",
-            "member_id": "", "assignment": b"", "skip_assignment": False}
+    # Kafka's answer while a partition loads: what is known so far, and a retriable error.
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.is_loading() else ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": code, "groups": groups}

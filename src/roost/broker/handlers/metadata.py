@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -11,6 +13,7 @@ from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_AUTO_CREATE_FLAG_VERSION = 4
+AUTO_CREATE_WAIT_S = 3.0
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
@@ -31,7 +34,46 @@ class MetadataApi:
         self._cluster_id = cluster_id
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
 
-    def handle(self, request: Request) -> dict[str, Any]:
+    def handle(self, request: Request) -> Any:
+        """Auto-created topics: a cluster creates them through the controller, which takes a
+        moment; rather than answer LEADER_NOT_AVAILABLE at once (Kafka's way, the client retries),
+        the answer waits a bounded while for their leaders."""
+        creating = self._auto_create_missing(request)
+        if not creating:
+            return self._answer(request)
+        cache = self._cache
+
+        def led() -> bool:
+            for name in creating:
+                info = cache.get(name)
+                if info is None or any((p := cache.partition(name, i)) is None or p.leader < 0
+                                       for i in range(info.partitions)):
+                    return False
+            return True
+
+        async def after_creation() -> dict[str, Any]:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cache.wait_until(led), AUTO_CREATE_WAIT_S)
+            return self._answer(request)
+
+        return after_creation()
+
+    def _auto_create_missing(self, request: Request) -> list[str]:
+        """Start creating the unknown topics asked for (if allowed); those still being created."""
+        body = request.body
+        allow = body.get("allow_auto_topic_creation", True) or request.version < FIRST_AUTO_CREATE_FLAG_VERSION
+        if self._auto_create is None or not allow or body.get("topics") is None:
+            return []
+        creating = []
+        for topic in body["topics"]:
+            name = topic.get("name")
+            if name is None or name in self._catalog or topic_name_problem(name) is not None:
+                continue
+            if self._auto_create(name) is None:
+                creating.append(name)
+        return creating
+
+    def _answer(self, request: Request) -> dict[str, Any]:
         body = request.body
         requested = body.get("topics")
         allow_auto_create = body.get("allow_auto_topic_creation", True)

@@ -1,4 +1,7 @@
-"""ListOffsets (earliest, latest, by timestamp) and DeleteRecords."""
+"""ListOffsets (earliest, latest, by timestamp) and DeleteRecords, answered by the partition's
+leader. A consumer's "latest" is the high watermark (a follower's, the log end); while a new
+leader's high watermark is still below the start of its epoch (its followers have not fetched
+yet), "latest" is not known: OFFSET_NOT_AVAILABLE, and the client retries (Kafka's rule)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 
-PartitionAnswer = Callable[[Partition | None, dict[str, Any]], dict[str, Any]]
+NO_EPOCH = -1
+PartitionAnswer = Callable[[Partition | None, ErrorCode, dict[str, Any]], dict[str, Any]]
 
 
 class OffsetsApi:
@@ -23,35 +27,52 @@ class OffsetsApi:
 
     def _per_partition(self, topics: list[dict[str, Any]], answer: PartitionAnswer) -> list[dict[str, Any]]:
         """The common shape: topics[name, partitions[partition_index, ...]] in, the same shape out."""
-        partition = self._replicas.partition
-        return [{"name": topic["name"],
-                 "partitions": [answer(partition(topic["name"], request["partition_index"]), request)
-                                for request in topic["partitions"]]}
-                for topic in topics]
+        out = []
+        for topic in topics:
+            partitions = []
+            for wanted in topic["partitions"]:
+                partition, error = self._replicas.leader_partition(topic["name"], wanted["partition_index"])
+                epoch = wanted.get("current_leader_epoch", NO_EPOCH)
+                if partition is not None and epoch != NO_EPOCH and epoch != partition.leader_epoch:
+                    error = ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch \
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH
+                    partition = None
+                partitions.append(answer(partition, error, wanted))
+            out.append({"name": topic["name"], "partitions": partitions})
+        return out
 
     def handle_list_offsets(self, request: Request) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "topics": self._per_partition(request.body["topics"], _list_offset)}
+        follower = request.body.get("replica_id", -1) >= 0
+
+        def answer(partition: Partition | None, error: ErrorCode, wanted: dict[str, Any]) -> dict[str, Any]:
+            return _list_offset(partition, error, wanted, follower)
+
+        return {"throttle_time_ms": 0, "topics": self._per_partition(request.body["topics"], answer)}
 
     def handle_delete_records(self, request: Request) -> dict[str, Any]:
-        def answer(partition: Partition | None, wanted: dict[str, Any]) -> dict[str, Any]:
+        def answer(partition: Partition | None, error: ErrorCode, wanted: dict[str, Any]) -> dict[str, Any]:
             index = wanted["partition_index"]
             if partition is None:
-                return {"partition_index": index, "low_watermark": -1,
-                        "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+                return {"partition_index": index, "low_watermark": -1, "error_code": error}
             error, low_watermark = self._replicas.delete_records(partition, wanted["offset"])
             return {"partition_index": index, "low_watermark": low_watermark, "error_code": error}
 
         return {"throttle_time_ms": 0, "topics": self._per_partition(request.body["topics"], answer)}
 
 
-def _list_offset(partition: Partition | None, request: dict[str, Any]) -> dict[str, Any]:
+def _list_offset(partition: Partition | None, error: ErrorCode, request: dict[str, Any],
+                 follower: bool) -> dict[str, Any]:
     index = request["partition_index"]
     if partition is None:
-        return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        return {"partition_index": index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1}
     timestamp = request["timestamp"]
     found_timestamp, offset = -1, -1
-    if timestamp == LATEST:
+    if timestamp == LATEST and follower:
+        offset = partition.log_end_offset
+    elif timestamp == LATEST:
+        if partition.high_watermark < partition.state.leader_epoch_start_offset:
+            return {"partition_index": index, "error_code": ErrorCode.OFFSET_NOT_AVAILABLE, "timestamp": -1,
+                    "offset": -1, "leader_epoch": -1}
         offset = partition.high_watermark
     elif timestamp == EARLIEST:
         offset = partition.log_start_offset

@@ -11,6 +11,8 @@ knows of (KIP-951), so the client moves at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +20,13 @@ from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import TopicInfo, topic_name_problem
 from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.request import NO_RESPONSE, Request
+from roost.broker.request import NO_RESPONSE, Request, when_all
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
 FIRST_LEADER_HINT_VERSION = 10  # KIP-951
 VALID_ACKS = (0, 1, -1)
+AUTO_CREATE_WAIT_S = 3.0
 
 
 def _partition_response(index: int, outcome: AppendOutcome) -> dict[str, Any]:
@@ -40,6 +43,37 @@ class ProduceApi:
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
 
     def handle(self, request: Request) -> Any:
+        """Unknown topics are created first when auto-creation is on (in a cluster the controller
+        gives them leaders: the request waits a bounded while for that, then goes on)."""
+        creating = self._auto_create_missing(request.body)
+        if not creating:
+            return self._handle(request)
+        metadata = self._metadata
+
+        def led() -> bool:
+            return all((info := metadata.get(name)) is not None and all(
+                (p := metadata.partition(name, i)) is not None and p.leader >= 0 for i in range(info.partitions))
+                for name in creating)
+
+        async def after_creation() -> Any:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(metadata.wait_until(led), AUTO_CREATE_WAIT_S)
+            result = self._handle(request)
+            return (await result) if inspect.isawaitable(result) else result
+
+        return after_creation()
+
+    def _auto_create_missing(self, body: dict[str, Any]) -> list[str]:
+        if self._auto_create is None:
+            return []
+        creating = []
+        for topic in body["topic_data"]:
+            name = topic["name"]
+            if name not in self._metadata and topic_name_problem(name) is None and self._auto_create(name) is None:
+                creating.append(name)
+        return creating
+
+    def _handle(self, request: Request) -> Any:
         body = request.body
         acks = body["acks"]
         version = request.version
@@ -100,21 +134,24 @@ class ProduceApi:
             return partition, error
         if topic_name_problem(topic) is not None:
             return None, ErrorCode.INVALID_TOPIC_EXCEPTION
-        if self._auto_create is not None and self._auto_create(topic) is not None:
-            partition, error = self._replicas.leader_partition(topic, index)
-            if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and self._replicas.partition(topic, index) is None:
-                # Created in the cluster, not yet led anywhere: the client retries.
-                return None, ErrorCode.LEADER_NOT_AVAILABLE
-            return partition, error
+        if self._auto_create is not None:
+            return None, ErrorCode.LEADER_NOT_AVAILABLE  # being created: the client retries
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-async def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> dict[str, Any]:
-    results = await asyncio.gather(*waits, return_exceptions=True)
-    if any(isinstance(r, BaseException) for r in results):
-        # Could not make the data durable: the client must not treat it as acknowledged.
-        for topic in response["responses"]:
-            for partition in topic["partition_responses"]:
-                if partition["error_code"] == ErrorCode.NONE:
-                    partition["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-    return response
+def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+    """The response, once every wait is over (fsyncs, replication): a future, no task."""
+    answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def all_done(outcomes: asyncio.Future[list[BaseException | None]]) -> None:
+        if any(error is not None for error in outcomes.result()):
+            # Could not make the data durable: the client must not treat it as acknowledged.
+            for topic in response["responses"]:
+                for partition in topic["partition_responses"]:
+                    if partition["error_code"] == ErrorCode.NONE:
+                        partition["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        if not answered.done():
+            answered.set_result(response)
+
+    when_all(waits).add_done_callback(all_done)
+    return answered

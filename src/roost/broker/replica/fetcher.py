@@ -59,6 +59,7 @@ class LeaderFetcher:
         self._owner = owner
         self.following: dict[tuple[str, int], _Following] = {}
         self._wakeup = asyncio.Event()
+        self._failures = 0
         self._task = asyncio.ensure_future(self._run())
 
     def add(self, partition: Partition) -> None:
@@ -93,11 +94,24 @@ class LeaderFetcher:
             try:
                 response = await peer.request(ApiKey.FETCH, FETCH_VERSION, body, REQUEST_TIMEOUT_S)
             except (PeerError, KafkaCodecError) as error:
-                log.info("fetch from leader %d failed: %s; retrying in %.0f ms", self.leader_id, error,
-                         owner.backoff_s * 1000)
+                # Said once per outage (a dead leader fails every 100 ms until it is replaced).
+                self._failures += 1
+                if self._failures == 1:
+                    log.info("fetch from leader %d failed: %s; retrying every %.0f ms", self.leader_id, error,
+                             owner.backoff_s * 1000)
                 await asyncio.sleep(owner.backoff_s)
                 continue
-            syncs = await owner.process(self.leader_id, ready, response)
+            if self._failures:
+                log.info("fetching from leader %d again after %d failed attempts", self.leader_id, self._failures)
+                self._failures = 0
+            try:
+                syncs = await owner.process(self.leader_id, ready, response)
+            except Exception:
+                # A bug, not a network fault: say so loudly, and keep the other partitions going.
+                log.exception("applying a fetch answer from leader %d failed", self.leader_id)
+                for following in ready.values():
+                    following.delayed_until = loop.time() + owner.backoff_s
+                continue
             if syncs:
                 # Report (by fetching again) only what is on disk here.
                 await asyncio.gather(*syncs, return_exceptions=True)

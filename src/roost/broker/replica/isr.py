@@ -30,6 +30,7 @@ log = logging.getLogger("roost.broker.isr")
 ALTER_PARTITION_VERSION = 3
 REQUEST_TIMEOUT_S = 10.0
 RETRY_S = 0.1
+MAX_RETRY_S = 2.0
 # Answers that mean "wait for the controller's LeaderAndIsr": our view is stale.
 STALE = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.UNKNOWN_TOPIC_ID,
                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST})
@@ -50,6 +51,7 @@ class IsrManager:
         self._queued: dict[tuple[str, int], Partition] = {}
         self._in_flight: set[tuple[str, int]] = set()
         self._sending = False
+        self._failures = 0  # consecutive requests that found no controller
         self._tasks: set[asyncio.Task[None]] = set()
         replicas.on_follower_caught_up = self.expand
 
@@ -119,10 +121,14 @@ class IsrManager:
                     self._in_flight.difference_update(batch)
                 retry = batch if answer is None else self._apply(batch, answer)
                 if retry:
-                    # No controller, or not the controller: try again shortly (still pending).
-                    await asyncio.sleep(RETRY_S)
+                    # No controller, or not the controller: try again (still pending), backing off
+                    # while it lasts (a broker cut off from the cluster asks in vain).
+                    self._failures += 1
+                    await asyncio.sleep(min(MAX_RETRY_S, RETRY_S * 2 ** min(self._failures, 5)))
                     for tp, partition in retry.items():
                         self._queued.setdefault(tp, partition)
+                else:
+                    self._failures = 0
         finally:
             self._sending = False
 
@@ -144,11 +150,13 @@ class IsrManager:
         try:
             answer = await peer.request(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body, REQUEST_TIMEOUT_S)
         except (PeerError, KafkaCodecError) as error:
-            log.info("AlterPartition to controller %d failed: %s", controller.node_id, error)
+            if not self._failures:
+                log.info("AlterPartition to controller %d failed: %s", controller.node_id, error)
             return None
         if answer["error_code"] in (ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH):
-            log.info("AlterPartition answered %s by broker %d", ErrorCode(answer["error_code"]).name,
-                     controller.node_id)
+            if not self._failures:
+                log.info("AlterPartition answered %s by broker %d", ErrorCode(answer["error_code"]).name,
+                         controller.node_id)
             return None
         return answer
 

@@ -16,12 +16,14 @@ metadata cache, UNKNOWN_TOPIC_OR_PARTITION if not (Kafka's rule, which keeps cli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from roost.broker.log_manager import LogManager
@@ -33,6 +35,7 @@ from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
 from roost.broker.replica.state import NO_LEADER, PartitionState
 from roost.config import BrokerConfig
 from roost.log import OK, Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
+from roost.log.files import atomic_write
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader, InvalidRecordBatch, validate_batches
 
@@ -82,6 +85,8 @@ class ReplicaManager:
         self.on_become_follower: Callable[[Partition], None] = lambda partition: None
         self.on_stop_following: Callable[[Partition], None] = lambda partition: None
         self.on_follower_caught_up: Callable[[Partition, int], None] = lambda partition, replica: None
+        self._checkpointed_hws = read_hw_checkpoint(logs.logs_dir / HW_CHECKPOINT_FILE)
+        self._checkpointer: asyncio.Task[None] | None = None
         logs.host(self.hosted)
 
     # hosting ----------------------------------------------------------------------------------
@@ -186,8 +191,9 @@ class ReplicaManager:
 
     def _open(self, name: str, index: int, configs: dict[str, Any], topic_id: uuid.UUID | None) -> Partition:
         partition_log = self.logs.open_log(name, index, configs)
-        # Nothing known yet: a follower of nobody, with a high watermark of 0 until it learns one.
-        state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1, 0)
+        # Nothing known yet: a follower of nobody, with the high watermark it had last time.
+        known_hw = min(self._checkpointed_hws.get((name, index), 0), partition_log.log_end_offset)
+        state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1, max(0, known_hw))
         partition = Partition(name, index, partition_log, configs, state, topic_id)
         self.partitions[(name, index)] = partition
         return partition
@@ -338,11 +344,61 @@ class ReplicaManager:
             return ErrorCode.OFFSET_OUT_OF_RANGE, -1
         return ErrorCode.NONE, partition.log.delete_records_before(offset)
 
+    # high watermark checkpoints ---------------------------------------------------------------
+    def start_checkpoints(self, interval_ms: int) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                self.checkpoint_high_watermarks()
+
+        self._checkpointer = asyncio.ensure_future(loop())
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's replication-offset-checkpoint: where each partition's HW stood, so that a
+        restarted replica does not start from 0 (a hint: an older value only delays consumers)."""
+        hws = {(p.topic, p.index): p.high_watermark for p in self.partitions.values() if not p.closed}
+        if hws != self._checkpointed_hws:
+            write_hw_checkpoint(self.logs.logs_dir / HW_CHECKPOINT_FILE, hws)
+            self._checkpointed_hws = hws
+
     async def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpointer
+        if self.partitions:
+            self.checkpoint_high_watermarks()
         for partition in self.partitions.values():
             partition.close()
             partition.log.close()
         self.partitions.clear()
+
+
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+
+
+def write_hw_checkpoint(path: Path, hws: dict[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(hws)), *(f"{t} {p} {hw}" for (t, p), hw in sorted(hws.items()))]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, ("\n".join(lines) + "\n").encode(), durable_name=False)
+
+
+def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """The checkpoint's HWs; empty when it is missing or unreadable (it is only a hint)."""
+    try:
+        lines = path.read_text().split("\n")
+        if lines[0] != "0" or int(lines[1]) != len(lines) - 3:
+            raise ValueError("bad header")
+        found = {}
+        for line in lines[2:-1]:
+            topic, partition, hw = line.split(" ")
+            found[(topic, int(partition))] = int(hw)
+        return found
+    except FileNotFoundError:
+        return {}
+    except (ValueError, IndexError, UnicodeDecodeError) as error:
+        log.warning("ignoring unreadable %s: %s", path, error)
+        return {}
 
 
 def _check_sequences(partition: Partition, batches: list[tuple[int, BatchHeader]]) -> Duplicate | ErrorCode:

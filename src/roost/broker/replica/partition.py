@@ -9,7 +9,6 @@ Three kinds of waiters, woken by different events:
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from roost.broker.replica.state import PartitionState
 from roost.log import PartitionLog
 
 Watcher = Callable[[], None]
+Waiter = Callable[[], None]
 
 
 class Partition:
@@ -31,8 +31,9 @@ class Partition:
         self.configs = topic_configs
         self.state = state
         self.topic_id = topic_id
-        self._consumer_waiters: set[asyncio.Future[None]] = set()
-        self._follower_waiters: set[asyncio.Future[None]] = set()
+        # One-shot callbacks of parked fetches (each is called once, then forgotten).
+        self._consumer_waiters: set[Waiter] = set()
+        self._follower_waiters: set[Waiter] = set()
         self._watchers: set[Watcher] = set()
         self._unflushed_batches = 0
         self.closed = False
@@ -104,10 +105,12 @@ class Partition:
         return False
 
     # waiting ----------------------------------------------------------------------------------
-    def add_waiter(self, waiter: asyncio.Future[None], follower: bool = False) -> None:
+    def add_waiter(self, waiter: Waiter, follower: bool = False) -> None:
+        """Call `waiter()` once when a fetch of this kind may find more (an append wakes
+        followers, a high watermark move consumers); a state change wakes both."""
         (self._follower_waiters if follower else self._consumer_waiters).add(waiter)
 
-    def remove_waiter(self, waiter: asyncio.Future[None]) -> None:
+    def remove_waiter(self, waiter: Waiter) -> None:
         self._consumer_waiters.discard(waiter)
         self._follower_waiters.discard(waiter)
 
@@ -127,11 +130,10 @@ class Partition:
         self.state_changed()
 
 
-def _wake(waiters: set[asyncio.Future[None]]) -> None:
+def _wake(waiters: set[Waiter]) -> None:
     if not waiters:
         return
     woken = list(waiters)
     waiters.clear()
     for waiter in woken:
-        if not waiter.done():
-            waiter.set_result(None)
+        waiter()

@@ -196,6 +196,7 @@ class TopicAssignment:
     partitions: dict[int, list[int]]
     adding: dict[int, list[int]] = field(default_factory=dict)
     removing: dict[int, list[int]] = field(default_factory=dict)
+    version: int = -1  # the znode's version when read (not part of its data)
 
     def encode(self) -> bytes:
         def by_partition(mapping: dict[int, list[int]]) -> dict[str, list[int]]:
@@ -207,7 +208,7 @@ class TopicAssignment:
                       "removing_replicas": by_partition(self.removing)})
 
     @classmethod
-    def decode(cls, topic: str, data: bytes | None) -> TopicAssignment:
+    def decode(cls, topic: str, data: bytes | None, version: int = -1) -> TopicAssignment:
         what = topic_path(topic)
         value = _load(data, what)
 
@@ -225,7 +226,8 @@ class TopicAssignment:
             raise LayoutError(f"{what}: partitions are not 0..n-1: {sorted(partitions)}")
         raw_id = value.get("topic_id")
         topic_id = _decode_topic_id(raw_id, what) if raw_id is not None else _legacy_topic_id(topic)
-        return cls(topic_id, partitions, by_partition("adding_replicas"), by_partition("removing_replicas"))
+        return cls(topic_id, partitions, by_partition("adding_replicas"), by_partition("removing_replicas"),
+                   version)
 
 
 def _encode_topic_id(topic_id: uuid.UUID) -> str:

@@ -171,5 +171,13 @@ class ClusterMembership:
     async def set_topic_assignment(self, name: str, assignment: TopicAssignment, version: int) -> None:
         await self.zk.set(layout.topic_path(name), assignment.encode(), version)
 
+    async def wait_for_absence(self, path: str) -> None:
+        """Return once `path` does not exist (a watch, not polling; the caller bounds the wait)."""
+        while True:
+            gone = asyncio.Event()
+            if await self.zk.exists(path, watch=lambda _event, seen=gone: seen.set()) is None:
+                return
+            await gone.wait()
+
     def describe(self) -> dict[str, Any]:
         return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "cluster_id": self.cluster_id}

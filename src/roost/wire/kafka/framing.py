@@ -34,7 +34,8 @@ _DECODE_FAILURES: Final = (struct.error, IndexError, ValueError, OverflowError)
 # What an unencodable body (a wrong type, an out-of-range integer) makes the writers raise.
 _ENCODE_FAILURES: Final = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
 
-FRAME_SIZE: Final = struct.Struct(">i")
+FRAME_SIZE: Final = struct.Struct(">i")  # every frame's length, in front of it
+SIZE_PREFIX: Final = FRAME_SIZE
 
 
 class FrameSizeError(KafkaCodecError):
@@ -181,6 +182,18 @@ def encode_request(header: RequestHeader, body: dict[str, Any]) -> list[bytes | 
     except _ENCODE_FAILURES as exc:
         raise _unencodable("request", header.api_key, header.api_version, exc) from exc
     return out.frame()
+
+
+def frame_size(prefix: Buffer, max_frame_bytes: int) -> int:
+    """The length of the frame behind a 4-byte size prefix, as a client reads a response.
+
+    KafkaCodecError when the length is negative or over `max_frame_bytes`, so that a reader never
+    allocates for a length its peer cannot back (principle 4).
+    """
+    (size,) = SIZE_PREFIX.unpack_from(prefix, 0)
+    if size < 0 or size > max_frame_bytes:
+        raise KafkaCodecError(f"frame size {size} outside [0, {max_frame_bytes}]")
+    return size
 
 
 def _response_header_flexible(api_key: int, flexible: bool) -> bool:

@@ -514,7 +514,14 @@ def _compress(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def _decompress(codec: int, data: bytes, limit: int) -> bytes:
+def decompress(codec: int, data: bytes | memoryview, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes | memoryview:
+    """A batch's records block decompressed with `codec` (returned as is for none), at most
+    `limit` bytes; InvalidRecordBatch when it cannot be (UNSUPPORTED_COMPRESSION_TYPE when the
+    codec's library is missing)."""
+    return _decompress(codec, data, limit)
+
+
+def _decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes | memoryview:
     if codec == COMPRESSION_NONE:
         return data
     try:

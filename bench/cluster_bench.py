@@ -1,0 +1,288 @@
+"""The replicated cluster's benchmark: latency and throughput with replication, failover outages,
+controlled-shutdown pauses, and a thousand partitions. Prints figures with their conditions and
+the brokers' CPU time; never asserts. Three brokers (and one keeper) share this machine's cores
+with the clients: that is the condition the figures hold for.
+
+    .venv/bin/python bench/cluster_bench.py                 # everything (~5-8 minutes)
+    .venv/bin/python bench/cluster_bench.py latency         # or: throughput, failover, shutdown, scale
+    .venv/bin/python bench/cluster_bench.py failover --kills 10
+
+Rows to compare are measured in the same run, alternating where it matters (the machine is shared
+and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import itertools
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+from tests.support.cluster import LocalCluster
+from tests.support.procs import wait_for
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The README's fast-failover settings (the defaults), as a cluster of processes uses them.
+FAST = {"zookeeper.session.timeout.ms": 2000, "replica.lag.time.max.ms": 10000,
+        "replica.fetch.wait.max.ms": 500, "leader.imbalance.check.interval.seconds": 30}
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def brokers_cpu(cluster: LocalCluster) -> float:
+    return sum(cpu_seconds(n.process.popen.pid) for n in cluster.brokers.values() if n.running)  # type: ignore[union-attr]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@contextmanager
+def cluster_of(brokers: int = 3, **settings: object) -> Iterator[LocalCluster]:
+    with tempfile.TemporaryDirectory(prefix="roost-cluster-bench-") as root:
+        cluster = LocalCluster.start(Path(root), brokers=brokers, keepers=1, settings={**FAST, **settings})
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+
+
+def create(cluster: LocalCluster, name: str, partitions: int, replication: int, min_isr: int = 1,
+           timeout: float = 120) -> float:
+    admin = cluster.admin()
+    started = time.monotonic()
+    admin.create_topics([NewTopic(name, partitions, replication, config={"min.insync.replicas": str(min_isr)})],
+                        operation_timeout=timeout)[name].result(timeout)
+    cluster.wait_for_isr(name, full=True, timeout=timeout)
+    return time.monotonic() - started
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+# ------------------------------------------------------------------------------------- latency
+def latency_run(cluster: LocalCluster, topic: str, acks: str, rate: int, seconds: float) -> str:
+    """End-to-end latency of 100 B messages sent one at a time (linger 0) at `rate` per second,
+    producer and consumer in this process."""
+    sys.setswitchinterval(0.0002)
+    latencies: list[float] = []
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"lat-{topic}",
+                         "fetch.wait.max.ms": 500, "fetch.error.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    expected = int(rate * seconds)
+
+    def consume() -> None:
+        deadline = time.monotonic() + seconds + 30
+        while len(latencies) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "acks": acks})
+    producer.list_topics(topic, timeout=30)
+    time.sleep(1.0)
+    cpu0 = brokers_cpu(cluster)
+    start = time.perf_counter()
+    for n in range(expected):
+        delay = start + n / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, f"{time.time_ns() / 1e6:<20.6f}".encode() + b"x" * 80)
+        producer.poll(0)
+    producer.flush(30)
+    reader.join(seconds + 40)
+    consumer.close()
+    cpu = brokers_cpu(cluster) - cpu0
+    if not latencies:
+        return "no message came back"
+    return (f"n={len(latencies)}  p50 {pct(latencies, 50):6.2f} ms  p99 {pct(latencies, 99):6.2f} ms  "
+            f"max {max(latencies):7.2f} ms   brokers {cpu:.2f} s CPU ({cpu / len(latencies) * 1e6:.0f} µs/msg)")
+
+
+def bench_latency(rate: int, seconds: float) -> None:
+    print(f"\n== end-to-end latency: {rate} msg/s for {seconds:.0f} s, 100 B, linger.ms 0, 1 partition, "
+          "3 brokers + 1 keeper + this client on the machine ==", flush=True)
+    with cluster_of() as cluster:
+        create(cluster, "rf1", 1, 1)
+        create(cluster, "rf3", 1, 3, min_isr=2)
+        for label, topic, acks in (("RF 1, acks=all", "rf1", "all"), ("RF 3, acks=1", "rf3", "1"),
+                                   ("RF 3, acks=all", "rf3", "all")):
+            print(f"  {label:<16} {latency_run(cluster, topic, acks, rate, seconds)}", flush=True)
+
+
+# ---------------------------------------------------------------------------------- throughput
+def bench_throughput(count: int, rounds: int) -> None:
+    print(f"\n== produce throughput: {count} messages of 100 B, batch.size 64 KiB, linger 5 ms, 6 partitions, "
+          f"{rounds} alternating rounds ==", flush=True)
+    with cluster_of() as cluster:
+        create(cluster, "tp-rf1", 6, 1)
+        create(cluster, "tp-rf3", 6, 3, min_isr=2)
+        results: dict[str, list[tuple[float, float]]] = {}
+        payload = os.urandom(50).hex().encode()
+        for _ in range(rounds):
+            for label, topic, acks in (("RF 1, acks=1", "tp-rf1", "1"), ("RF 3, acks=1", "tp-rf3", "1"),
+                                       ("RF 3, acks=all", "tp-rf3", "all")):
+                producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5,
+                                     "batch.size": 65536, "acks": acks, "queue.buffering.max.messages": 1_000_000})
+                producer.list_topics(topic, timeout=30)
+                cpu0, start = brokers_cpu(cluster), time.perf_counter()
+                for _ in range(count):
+                    while True:
+                        try:
+                            producer.produce(topic, payload)
+                            break
+                        except BufferError:
+                            producer.poll(0.01)
+                assert producer.flush(120) == 0
+                seconds = time.perf_counter() - start
+                results.setdefault(label, []).append((count / seconds, (brokers_cpu(cluster) - cpu0) / count))
+        base = statistics.median(r for r, _ in results["RF 1, acks=1"])
+        for label, runs in results.items():
+            rate = statistics.median(r for r, _ in runs)
+            worst = min(r for r, _ in runs)
+            cpu = statistics.median(c for _, c in runs)
+            print(f"  {label:<16} median {rate:10,.0f} msg/s (worst {worst:,.0f})  {rate / base:5.0%} of RF 1  "
+                  f"brokers {cpu * 1e6:.1f} µs/msg CPU", flush=True)
+
+
+# ------------------------------------------------------------------------------------ failover
+def stream_and_act(cluster: LocalCluster, topic: str, action: object, rate: int = 500,
+                   seconds: float = 8.0) -> tuple[float, list[float]]:
+    """Produce at `rate`/s (acks=all) for `seconds`; run action() a third of the way in. Returns
+    the action's time and the times of every acknowledgement."""
+    acked: list[float] = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 0})
+    acted_at = 0.0
+    start = time.monotonic()
+    total = int(rate * seconds)
+    for n in range(total):
+        if n == total // 3:
+            acted_at = time.monotonic()
+            action()  # type: ignore[operator]
+        delay = start + n / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, b"x" * 100, on_delivery=lambda e, m: None if e else acked.append(time.monotonic()))
+        producer.poll(0)
+    producer.flush(120)
+    return acted_at, acked
+
+
+def bench_failover(kills: int) -> None:
+    print(f"\n== failover: kill -9 of the partition's leader, {kills} times; outage = kill -> first acknowledgement "
+          "(acks=all, 500 msg/s offered) ==", flush=True)
+    outages = []
+    with cluster_of() as cluster:
+        create(cluster, "fo", 1, 3, min_isr=2)
+        for _ in range(kills):
+            victim = cluster.partitions("fo")[0][0]
+            killed_at, acked = stream_and_act(cluster, "fo", lambda v=victim: cluster.kill(v))
+            after = [t for t in acked if t > killed_at]
+            outage = (after[0] - killed_at) if after else float("nan")
+            outages.append(outage)
+            print(f"  killed broker {victim}: outage {outage:.2f} s", flush=True)
+            cluster.restart(victim)
+            cluster.wait_for_isr("fo", full=True, timeout=120)
+    print(f"  outage over {len(outages)} kills: min {min(outages):.2f} s  median {statistics.median(outages):.2f} s  "
+          f"max {max(outages):.2f} s   (zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']})",
+          flush=True)
+
+
+def bench_shutdown(times: int) -> None:
+    print(f"\n== controlled shutdown (SIGTERM) of the partition's leader, {times} times; pause = the longest gap "
+          "between acknowledgements around it ==", flush=True)
+    pauses = []
+    with cluster_of() as cluster:
+        create(cluster, "cs", 1, 3, min_isr=2)
+        for _ in range(times):
+            victim = cluster.partitions("cs")[0][0]
+            stopper = threading.Thread(target=cluster.stop_broker, args=(victim,))
+            acted_at, acked = stream_and_act(cluster, "cs", stopper.start)
+            stopper.join(120)
+            around = [t for t in acked if acted_at - 1 < t]
+            gaps = [b - a for a, b in itertools.pairwise(around)]
+            pause = max(gaps) if gaps else float("nan")
+            pauses.append(pause)
+            print(f"  stopped broker {victim}: pause {pause * 1000:.0f} ms", flush=True)
+            cluster.restart(victim)
+            cluster.wait_for_isr("cs", full=True, timeout=120)
+    print(f"  pause over {len(pauses)} shutdowns: min {min(pauses) * 1000:.0f} ms  median "
+          f"{statistics.median(pauses) * 1000:.0f} ms  max {max(pauses) * 1000:.0f} ms", flush=True)
+
+
+# --------------------------------------------------------------------------------------- scale
+def bench_scale(partitions: int) -> None:
+    print(f"\n== scale: one topic of {partitions} partitions, replication factor 3, on 3 brokers ==", flush=True)
+    with cluster_of() as cluster:
+        took = create(cluster, "big", partitions, 3, timeout=600)
+        print(f"  create: {took:.1f} s until every partition has a leader and a full ISR", flush=True)
+        for broker, node in sorted(cluster.brokers.items()):
+            print(f"  broker {broker}: RSS {rss_mb(node.process.popen.pid):.0f} MB", flush=True)  # type: ignore[union-attr]
+        controller = cluster.controller()
+        led_by_controller = {p for p, (leader, _, _) in cluster.partitions("big").items() if leader == controller}
+        killed_at = time.monotonic()
+        cluster.kill(controller)
+
+        def recovered() -> bool:
+            if cluster.controller() in (controller, -1):
+                return False
+            parts = cluster.partitions("big")
+            return all(parts[p][0] not in (controller, -1) for p in led_by_controller)
+
+        wait_for(recovered, 300, interval=0.1, what="a new controller and new leaders")
+        print(f"  controller (broker {controller}, leading {len(led_by_controller)} partitions) killed: "
+              f"{time.monotonic() - killed_at:.1f} s until a new controller had given each of them a new leader",
+              flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="*", default=["latency", "throughput", "failover", "shutdown", "scale"])
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--count", type=int, default=300_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--partitions", type=int, default=1000)
+    args = parser.parse_args()
+    print(f"roost cluster benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f}", flush=True)
+    if "latency" in args.what:
+        bench_latency(args.rate, args.seconds)
+    if "throughput" in args.what:
+        bench_throughput(args.count, args.rounds)
+    if "failover" in args.what:
+        bench_failover(args.kills)
+    if "shutdown" in args.what:
+        bench_shutdown(max(3, args.kills // 2))
+    if "scale" in args.what:
+        bench_scale(args.partitions)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Administering a cluster with the clients' admin APIs: topics with replication across brokers,
+replica placement, DescribeCluster, ElectLeaders (preferred and unclean), and moving replicas
+onto a new broker with AlterPartitionReassignments — data kept, leadership moved, old replicas
+deleted. Real processes and clients (confluent-kafka's AdminClient, kafka-python's
+KafkaAdminClient)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic
+from kafka import TopicPartition
+from kafka.admin import KafkaAdminClient
+
+from tests.cluster.verify import read_log
+from tests.support.cluster import LocalCluster
+from tests.support.procs import wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    # Four brokers; the fourth stays out of topics until a reassignment moves replicas onto it.
+    cluster = LocalCluster.start(tmp_path_factory.mktemp("admin"), brokers=4, keepers=1)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def kafka_python_admin(cluster: LocalCluster) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=cluster.running_bootstrap().split(","), request_timeout_ms=30000)
+
+
+def produce(cluster: LocalCluster, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for n in range(count):
+        producer.produce(topic, f"{n}".encode(), f"k{n % 7}".encode())
+    assert producer.flush(60) == 0
+
+
+def test_topics_spread_their_replicas_and_leaders(cluster: LocalCluster) -> None:
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("spread", 8, 3)])["spread"].result(30)
+    cluster.wait_for_isr("spread")
+    partitions = cluster.partitions("spread")
+    assert all(len(set(replicas)) == 3 for _, replicas, _ in partitions.values())
+    leaders = cluster.leader_counts("spread")
+    assert set(leaders) <= set(cluster.brokers) and max(leaders.values()) - min(leaders.values()) <= 1, leaders
+    # Too many replicas for the live brokers: Kafka's error.
+    future = admin.create_topics([NewTopic("too-wide", 1, 5)])["too-wide"]
+    with pytest.raises(KafkaException) as caught:
+        future.result(30)
+    assert caught.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    # Growing a replicated topic places the new partitions too.
+    admin.create_partitions([NewPartitions("spread", 10)])["spread"].result(30)
+    cluster.wait_for_isr("spread")
+    assert len(cluster.partitions("spread")) == 10
+    admin.delete_topics(["spread"])["spread"].result(60)
+    assert "spread" not in cluster.metadata().topics
+
+
+def test_describe_cluster(cluster: LocalCluster) -> None:
+    described = cluster.admin().describe_cluster(include_authorized_operations=False).result(30)
+    assert sorted(node.id for node in described.nodes) == sorted(cluster.brokers)
+    assert described.controller.id == cluster.controller()
+    assert described.cluster_id
+    assert kafka_python_admin(cluster).describe_cluster()["controller_id"] == cluster.controller()
+
+
+def test_preferred_leader_election_on_request(cluster: LocalCluster) -> None:
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("elect", 1, 3, replica_assignment=[[1, 2, 3]])])["elect"].result(30)
+    cluster.wait_for_isr("elect", preferred=True)
+    # Move leadership away with a controlled shutdown of the preferred leader, then bring it back.
+    assert cluster.stop_broker(1) == 0
+    wait_for(lambda: cluster.partitions("elect")[0][0] in (2, 3), 30, what="leadership moved off broker 1")
+    cluster.restart(1)
+    cluster.wait_for_isr("elect", full=True, timeout=60)
+    from confluent_kafka.admin import ElectionType
+
+    result = admin.elect_leaders(ElectionType.PREFERRED, [CkTopicPartition("elect", 0)]).result(30)
+    errors = [e for e in result.values() if e is not None and e.code() != KafkaError.ELECTION_NOT_NEEDED]
+    assert not errors, errors
+    wait_for(lambda: cluster.partitions("elect")[0][0] == 1, 30, what="the preferred leader back")
+
+
+def test_reassignment_moves_replicas_onto_a_new_broker_and_keeps_the_data(cluster: LocalCluster) -> None:
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("moving", 1, 3, replica_assignment=[[1, 2, 3]])])["moving"].result(30)
+    cluster.wait_for_isr("moving")
+    produce(cluster, "moving", 2000)
+    client = kafka_python_admin(cluster)
+    try:
+        client.alter_partition_reassignments({TopicPartition("moving", 0): [4, 2, 3]})
+        wait_for(lambda: not client.list_partition_reassignments({"moving": [0]}), 60, interval=0.2,
+                 what="the reassignment to finish")
+    finally:
+        client.close()
+    wait_for(lambda: cluster.partitions("moving")[0][1] == [4, 2, 3], 30, what="the new replica set")
+    cluster.wait_for_isr("moving", full=True)
+    leader, _, isr = cluster.partitions("moving")[0]
+    assert leader in (4, 2, 3) and sorted(isr) == [2, 3, 4]
+    # The old replica's log is deleted; the new one holds everything.
+    wait_for(lambda: not (cluster.root / "broker-1" / "logs" / "moving-0").exists(), 30,
+             what="broker 1's replica deleted")
+    records = read_log(cluster, "moving", partitions=1)
+    assert sorted(int(r.value) for r in records) == list(range(2000))
+    # Make broker 4 lead and read from it: its copy is complete.
+    client = kafka_python_admin(cluster)
+    try:
+        client.elect_leaders(0, {"moving": [0]}, raise_errors=False)
+    finally:
+        client.close()
+    wait_for(lambda: cluster.partitions("moving")[0][0] == 4, 30, what="broker 4 leading")
+    assert sorted(int(r.value) for r in read_log(cluster, "moving", partitions=1)) == list(range(2000))

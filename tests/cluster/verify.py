@@ -1,0 +1,51 @@
+"""Reading a whole topic back and checking it against what the producer was told."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.cluster.clients import n_of
+from tests.support.cluster import LocalCluster
+from tests.support.workload import Received
+
+
+def read_log(cluster: LocalCluster, topic: str, partitions: int = 3) -> list[Received]:
+    """Everything in the topic, partition by partition, from offset 0 to the end."""
+    consumer = Consumer({"bootstrap.servers": cluster.running_bootstrap(), "group.id": f"reader-{topic}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        records: list[Received] = []
+        done: set[int] = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + 60
+        while len(done) < partitions and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    continue
+                records.append(Received(msg.key(), msg.value(), msg.partition(), msg.offset()))
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    done.add(msg.partition())
+        assert len(done) == partitions, f"could not read partitions {set(range(partitions)) - done} to the end"
+        return records
+    finally:
+        consumer.close()
+
+
+def check_log(records: list[Received], acked: set[int]) -> None:
+    """Every acknowledged message once in the log, and each key's messages in order."""
+    seen: dict[int, Received] = {}
+    last: dict[bytes, tuple[int, int]] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        n = n_of(record.value)
+        assert n not in seen, f"message {n} is in the log twice: {seen[n]} and {record}"
+        seen[n] = record
+        previous = last.get(record.key)
+        if previous is not None:
+            assert previous[0] == record.partition, f"key {record.key!r} in two partitions"
+            assert previous[1] < n, f"key {record.key!r}: message {n} after {previous[1]}"
+        last[record.key] = (record.partition, n)
+    lost = acked - seen.keys()
+    assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {sorted(lost)[:10]}"
