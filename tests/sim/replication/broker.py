@@ -26,6 +26,7 @@ import itertools
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from roost.broker.controller.core import ELECTION_PREFERRED
 from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.offsets import OffsetsApi
@@ -632,16 +633,26 @@ class BrokerProcess:
 
     def elect_preferred(self) -> None:
         """An operator's ElectLeaders(preferred) for every partition, if this is the controller."""
-        if self.controller.active:
-            from roost.broker.controller.core import ELECTION_PREFERRED
+        self._operator_call(lambda core, token: core.elect_leaders(token, ELECTION_PREFERRED, None), "elect")
 
-            def run() -> Gen:
-                try:
-                    yield from self.controller.call(lambda core, token: core.elect_leaders(token, ELECTION_PREFERRED,
-                                                                                            None))
-                except ControllerMoved:
-                    pass
-            self.loop.spawn(run(), "elect-preferred")
+    def reassign(self, wanted: dict[TopicPartition, list[int] | None]) -> None:
+        """An operator's AlterPartitionReassignments (ControllerApi.handle_alter_partition_reassignments)."""
+        self._operator_call(lambda core, token: core.reassign(token, wanted), "reassign")
+
+    def _operator_call(self, action: Any, name: str) -> None:
+        if not self.controller.active:
+            return
+
+        def run() -> Gen:
+            try:
+                answer = yield from self.controller.call(action)
+            except ControllerMoved:
+                return
+            codes = sorted({ErrorCode(p.get("error_code", 0)).name for t in answer.get("responses")
+                            or answer.get("replica_election_results") or [] for p in t.get("partitions")
+                            or t.get("partition_result") or []})
+            self.cluster.note(f"b{self.broker_id} answered the operator's {name}: {codes}")
+        self.loop.spawn(run(), name)
 
     # serving replica fetches ----------------------------------------------------------------------
     def _handle_fetch(self, request: Request, respond: Any) -> None:

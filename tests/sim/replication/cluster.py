@@ -411,7 +411,7 @@ class Cluster:
         up = [b for b in self.broker_ids if self.process(b) is not None and b not in self.disrupted]
         can_disrupt = len(self.disrupted) < self.faults.max_down and len(up) > 1
         action = rng.choice(["kill", "kill", "kill", "kill_controller", "zk_cut", "zk_cut", "isolate", "link",
-                             "controlled", "preferred"])
+                             "controlled", "preferred", "reassign"])
         if action in ("kill", "kill_controller", "zk_cut", "isolate", "controlled") and not can_disrupt:
             action = "preferred" if rng.random() < 0.3 else "nothing"
         if action == "kill" or action == "kill_controller":
@@ -448,6 +448,17 @@ class Cluster:
             self.disrupted.add(victim)
             self.note(f"b{victim} controlled shutdown")
             self.client_loop.spawn(self._controlled(victim, proc), "controlled")
+        elif action == "reassign":
+            controller = self.controller()
+            proc = self.process(controller) if controller is not None else None
+            if proc is not None:
+                tp = rng.choice(self.partitions)
+                live = [b for b in self.broker_ids if self.process(b) is not None]
+                size = len(self.replicas(tp))
+                if len(live) >= size:
+                    target = rng.sample(live, size) if rng.random() < 0.8 else None  # None: cancel
+                    self.note(f"reassignment of {tp[0]}-{tp[1]} to {target} asked of controller b{controller}")
+                    proc.reassign({tp: target})
         elif action == "preferred":
             controller = self.controller()
             proc = self.process(controller) if controller is not None else None

@@ -24,6 +24,7 @@ power loss keeps. Two kinds of crash:
 from __future__ import annotations
 
 import os
+import shutil
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -204,6 +205,8 @@ class SimLogManager:
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
         if partition_log is not None:
             partition_log.delete()
+        else:
+            shutil.rmtree(self.partition_dir(topic, index), ignore_errors=True)
 
     def flush_after_append(self, hosted: Any, batches: int) -> SimFuture | None:
         # LogManager.flush_after_append, word for word.
