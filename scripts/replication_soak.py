@@ -48,6 +48,7 @@ def main() -> int:
                         help="power losses also where topics do not fsync before acknowledging (loses acked writes, "
                              "as Kafka's ZooKeeper mode does)")
     parser.add_argument("--no-liveness", action="store_true", help="skip the heal-and-converge phase")
+    parser.add_argument("--first-failure", action="store_true", help="stop at the first failing seed")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds; no new seed starts after it")
     parser.add_argument("--verbose", action="store_true", help="print the transcript as it happens")
     args = parser.parse_args()
@@ -76,7 +77,7 @@ def main() -> int:
             except SimulationFailure as failure:
                 failures.append(seed)
                 print(f"FAIL seed={seed}: {failure}", flush=True)
-                if args.bug:
+                if args.bug or args.first_failure:
                     break
                 continue
             totals["acknowledged"] += cluster.checker.acknowledged

@@ -16,15 +16,15 @@ import pytest
 
 from roost.zkclient import Create
 from tests.sim.replication.bugs import BUGS, seeded
-from tests.sim.replication.cluster import Cluster, Faults, SimulationFailure
+from tests.sim.replication.cluster import FIXES, Cluster, Faults, SimulationFailure
 
 CI_SEEDS = range(1, 9)
 CI_STEPS = 6000
-# The chaos seeds run the simulated controller shell with the two fixes proposed for the bugs the
-# simulation found in the real shell (see the scenario tests at the end): without them half of
-# these seeds fail on the first of those bugs. Once the real shell is fixed and the simulated
-# one follows, this goes.
-PROPOSED_FIXES = frozenset({"election-retry", "bounce-on-failover"})
+# The chaos seeds run with the fixes proposed for the bugs the simulation found in the real code
+# (see FIXES in cluster.py; scenario tests and xfails at the end): without them most of these
+# seeds fail on one of those bugs. As each is fixed in the real code, the simulation's mirror
+# follows and its flag goes.
+PROPOSED_FIXES = FIXES
 # The seeds a seeded bug is looked for in, in order, until one catches it (a bug that needs a
 # rarer interleaving, like hw-over-isr, takes a few more seeds than the chaos tests run).
 BUG_SEEDS = range(1, 25)

@@ -44,7 +44,7 @@ from roost.config import BrokerConfig, parse_topic_configs
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.framing import RequestHeader
-from roost.zkclient import NodeExistsError, NoNodeError, ZkError
+from roost.zkclient import ConnectionLossError, NodeExistsError, NoNodeError, ZkError
 from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
 from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, Wait, gather
@@ -223,6 +223,32 @@ class SimIsrManager(IsrManager):
     def start(self) -> None:
         self.proc.loop.spawn(self._shrink_loop_sim(), "isr-shrink")
 
+    def _apply(self, batch: dict[TopicPartition, Partition], answer: dict[str, Any]) -> dict[TopicPartition, Partition]:
+        if "isr-keep-pending" not in self.proc.cluster.fixes:
+            return super()._apply(batch, answer)
+        # The proposed fix (Kafka's Partition.handleAlterPartitionUpdate/Error): an answer that
+        # is not for this leader epoch, or a fenced one, leaves the change pending (the maximal ISR
+        # keeps counting the replica being added) until the controller's LeaderAndIsr arrives;
+        # only a change the controller did not attempt is forgotten.
+        kept: dict[Partition, frozenset[int]] = {}
+        by_id = {p.topic_id: p.topic for p in batch.values()}
+        for topic in answer["topics"]:
+            name = by_id.get(topic["topic_id"])
+            for result in topic["partitions"]:
+                partition = batch.get((name, result["partition_index"])) if name else None
+                if partition is None or partition.state.pending_isr is None:
+                    continue
+                code = result["error_code"]
+                stale_answer = code == ErrorCode.NONE and (result["leader_epoch"] != partition.state.leader_epoch
+                                                           or result["partition_epoch"] < partition.state.partition_epoch)
+                if stale_answer or code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION):
+                    kept[partition] = partition.state.pending_isr
+        retry = super()._apply(batch, answer)
+        for partition, pending in kept.items():
+            if partition.is_leader:
+                partition.state.pending_isr = pending
+        return retry
+
     def _shrink_loop_sim(self) -> Gen:
         while True:
             yield Sleep(self.max_lag_ms // 2)
@@ -339,7 +365,7 @@ class SimLeaderFetcher:
                 error = answer["error_code"]
                 if error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     proc.cluster.stats["offset_out_of_range"] += 1
-                    yield from self._out_of_range(partition)
+                    yield from self._out_of_range(partition, following)
                     continue
                 if error != ErrorCode.NONE:
                     following.delayed_until = proc.world.now + FETCH_BACKOFF_MS
@@ -355,7 +381,7 @@ class SimLeaderFetcher:
                     syncs.append(sync)
         return syncs
 
-    def _out_of_range(self, partition: Partition) -> Gen:
+    def _out_of_range(self, partition: Partition, following: _Following) -> Gen:
         """ReplicaFetchers._out_of_range: ask the leader's ListOffsets (earliest, latest) and cut
         the log to the leader's end, or start again at its log start."""
         proc = self.proc
@@ -374,6 +400,8 @@ class SimLeaderFetcher:
             if result["error_code"] != ErrorCode.NONE:
                 return
             offsets[timestamp] = result["offset"]
+        if "fetcher-recheck" in proc.cluster.fixes and not LeaderFetcher._current(following):
+            return  # the proposed fix: while we asked, this broker became leader, or follows another epoch
         end = partition.log.log_end_offset
         if end > offsets[LATEST]:
             proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: log end {end} past the "
@@ -457,6 +485,12 @@ class BrokerProcess:
             try:
                 node = yield from self.zk.create(path, self.registration.encode(self.world.now), ephemeral=True)
                 break
+            except ConnectionLossError:
+                if "register-retry" not in self.cluster.fixes:
+                    raise
+                # The proposed fix: the create may have been applied; ask again (the node, if
+                # there, is found to be this session's below).
+                continue
             except NodeExistsError:
                 try:
                     _, existing = yield from self.zk.get(path)

@@ -53,7 +53,18 @@ CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the s
 PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_VERSION = 9
 CLIENT = "client"
-FIXES = frozenset({"election-retry", "bounce-on-failover"})
+# Fixes proposed for bugs this simulation found in the real code, each off unless asked for:
+# - election-retry (controller.py): a ZooKeeper error before the controller is active retries the
+#   election; /controller held by this very session with no controller running is given up.
+# - bounce-on-failover (controller.py): a new controller handles brokers that re-registered after
+#   the states naming them were written as bounced (out of the ISR, new leader epochs).
+# - isr-keep-pending (broker.py, IsrManager._apply): an AlterPartition answer for another leader
+#   epoch, or a fenced one, leaves the ISR change pending until LeaderAndIsr comes (Kafka's rule).
+# - fetcher-recheck (broker.py, ReplicaFetchers._out_of_range): after the ListOffsets round trips,
+#   truncate only if the partition is still followed in the same epoch.
+# - register-retry (broker.py, ClusterMembership.register): a create whose reply was lost is asked
+#   again (the node found is this session's), not given up.
+FIXES = frozenset({"election-retry", "bounce-on-failover", "isr-keep-pending", "fetcher-recheck", "register-retry"})
 
 
 class SimulationFailure(AssertionError):
