@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from roost.broker.controller.core import (
     ELECTION_PREFERRED,
     ELECTION_UNCLEAN,
@@ -253,6 +255,26 @@ def test_a_reassignment_adds_catches_up_moves_leadership_and_removes() -> None:
     assert partition_states(stops[1])[("t", 0)]["delete_partition"] is True
     assert core.list_reassignments(None)["topics"] == []
     core.check()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="a new reassignment over one in progress drops an added replica that is already in the "
+                          "ISR from the replicas (found by tests/sim/replication)")
+def test_a_reassignment_over_one_in_progress_keeps_the_isr_within_the_replicas() -> None:
+    core, _ = core_with({0: [1, 3]}, live=(1, 2, 3, 4), states={0: (LeaderAndIsr(1, 3, (1, 3), 5), 4)})
+    core.reassign("r", {("t", 0): [2, 4]})  # adding 2 and 4, removing 1 and 3
+    core.ready()
+    # Broker 2 catches up and joins the ISR; broker 4 has not yet: the move goes on.
+    core.alter_partition("a", {"broker_id": 1, "broker_epoch": 101, "topics": [{"topic_id": TOPIC_ID, "partitions": [
+        {"partition_index": 0, "leader_epoch": 4, "partition_epoch": core.states[("t", 0)].version,
+         "leader_recovery_state": 0,
+         "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in (1, 3, 2)]}]}]}, 3)
+    core.ready()
+    assert 2 in state(core).isr and core.topics["t"].adding[0] == [2, 4]
+    # The operator changes their mind: broker 2 is no longer wanted, but it is in the ISR.
+    core.reassign("r", {("t", 0): [1, 3, 4]})
+    core.ready()
+    core.check()  # AssertionError: ISR (1, 3, 2) outside replicas [1, 3, 4]
 
 
 def test_reassignment_errors_and_cancel() -> None:

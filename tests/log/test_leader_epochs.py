@@ -94,6 +94,20 @@ def test_the_log_keeps_the_cache_through_appends_truncation_and_reopen(logs: Log
     assert reopened.leader_epochs.entries == [EpochEntry(2, 3)]
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch(logs: LogFactory) -> None:
+    # This broker led in epoch 2 from offset 1 but appended nothing before it became a follower;
+    # its new leader never had epoch 2 and says epoch 0 ends at 1: the cut at 1 keeps every batch
+    # and must drop epoch 2, or the follower asks from epoch 2 forever.
+    log = logs.open()
+    log.append(bytearray(batch([b"a"])), leader_epoch=0)
+    log.leader_epochs.assign(2, log.log_end_offset)
+    log.truncate_to(1)
+    assert log.log_end_offset == 1
+    assert log.leader_epochs.entries == [EpochEntry(0, 0)]
+    log.truncate_to(5)  # past the end: nothing changes
+    assert log.leader_epochs.entries == [EpochEntry(0, 0)]
+
+
 def test_a_lost_checkpoint_is_rebuilt_from_the_batches(logs: LogFactory) -> None:
     log = logs.open()
     log.append(bytearray(batch([b"a"])), leader_epoch=1)

@@ -153,3 +153,24 @@ def test_unclean_reopen_after_a_clean_one_is_still_checked(logs: LogFactory) -> 
         handle.write(b"\x00" * 30)
     third = logs.open(**CONFIG)
     assert [r.value for r in read_all(third)] == [*values, b"unflushed"]
+
+
+@pytest.mark.xfail(strict=True, reason="recovery keeps segments that follow a segment whose unsynced tail was lost at "
+                                       "a batch boundary: a hole below the log end (found by tests/sim/replication)")
+def test_recovery_never_keeps_batches_past_lost_data(logs: LogFactory) -> None:
+    # A power loss: the first segment loses its unsynced tail (cut at a batch boundary, so no
+    # CRC fails), while a later segment's pages did reach the disk. What follows the lost data
+    # must go too: a follower reports its log end as what it holds, and the leader counts it.
+    log = logs.open(segment_bytes=300)
+    values = [b"v%03d" % n + b"x" * 40 for n in range(8)]
+    for value in values:
+        log.append(bytearray(batch([value])), leader_epoch=0)
+    assert len(log.segments) > 1 and log.recovery_point == 0
+    first = log.segments[0]
+    first_path, second_batch_at = first.log_path, next(p for p, h in first.scan(0) if h.base_offset == 1)
+    abandon(log)
+    os.truncate(first_path, second_batch_at)  # only offset 0 survives in the first segment
+    reopened = logs.open(segment_bytes=300)
+    offsets = [r.offset for r in read_all(reopened)]
+    assert offsets == list(range(len(offsets))), f"offsets {offsets} below the log end {reopened.log_end_offset}"
+    assert reopened.log_end_offset == len(offsets)

@@ -781,6 +781,12 @@ class PartitionLog:
         would fall below the log start, the log is emptied and starts afresh at `offset`."""
         self._check_open()
         if offset >= self.log_end_offset:
+            # Nothing to cut, but the epoch cache may end with an epoch that starts at the log
+            # end and holds no batch: this broker led in it and appended nothing before another
+            # leader took over. Left there, it would be the follower's LastFetchedEpoch forever,
+            # an epoch the leader never had: DivergingEpoch on every fetch, no progress (Kafka's
+            # UnifiedLog.truncateTo trims the cache here too).
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         now = self.clock_ms()
         old_end = self.log_end_offset

@@ -1,0 +1,1 @@
+"""Deterministic simulation of replication in Kafka's ZooKeeper mode (see cluster.py)."""

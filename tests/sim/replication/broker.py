@@ -1,0 +1,749 @@
+"""One simulated broker process: Roost's real replication parts, driven by the simulation.
+
+Real objects, called as the real broker calls them:
+- `ReplicaManager` (LeaderAndIsr through `InterBrokerApi.handle_leader_and_isr`, which checks
+  broker and controller epochs; `_apply_state`; StopReplica; `append_records`; `read`;
+  `follower_fetched` and `diverging_epoch`), `Partition`, `PartitionState`, `MetadataCache`
+  (UpdateMetadata), real `PartitionLog`s (see logs.py);
+- the leader's side of a replica fetch: `roost.broker.handlers.fetch._FetchPlan` (its follower
+  checks, divergence, follower positions, ISR expansion trigger, reads);
+- the follower's side: `ReplicaFetchers.fetch_body`, `_prepare` and `_apply` (truncation by
+  leader epoch through `roost.broker.replica.follower`, HW following, fsync requests);
+- the ISR: `IsrManager.expand`, `shrink_stale` and `_apply` (pending changes, the maximal ISR);
+- acks=all: `roost.broker.replica.purgatory._verdict` decides every delayed produce.
+
+Mirrored on the simulation's tasks (the real ones are asyncio loops around the calls above):
+the fetcher loop (`LeaderFetcher._run` / `ReplicaFetchers.process`), the leader's long-poll
+(`FetchApi.handle` / `DelayedFetch`), the AlterPartition sender (`IsrManager._send` /
+`_request`), `DelayedProduce`'s timer, `ProduceApi.handle`, registration
+(`ClusterMembership.register`) and controlled shutdown (`Broker._controlled_shutdown`).
+Their timings are the real ones scaled down (see the constants).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from roost.broker.controller.core import ELECTION_PREFERRED
+from roost.broker.handlers import fetch as fetch_handler
+from roost.broker.handlers.cluster import InterBrokerApi
+from roost.broker.handlers.offsets import OffsetsApi
+from roost.broker.handlers.produce import _partition_response
+from roost.broker.metadata.cache import MetadataCache
+from roost.broker.replica.fetcher import LeaderFetcher, ReplicaFetchers, _Following
+from roost.broker.replica.isr import IsrManager
+from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
+from roost.broker.replica.partition import Partition
+from roost.broker.replica.purgatory import _verdict
+from roost.broker.request import Request
+from roost.broker.zk import layout
+from roost.broker.zk.layout import BrokerRegistration
+from roost.config import BrokerConfig, parse_topic_configs
+from roost.wire.kafka import ApiKey
+from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.framing import RequestHeader
+from roost.zkclient import ConnectionLossError, NodeExistsError, NoNodeError, ZkError
+from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
+from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
+from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, Wait, gather
+from tests.sim.replication.zk import SimZkClient, ZkCall
+
+if TYPE_CHECKING:
+    from tests.sim.replication.cluster import Cluster
+
+Gen = Generator[Any, Any, Any]
+TopicPartition = tuple[str, int]
+
+# Kafka's settings, scaled to the simulation's clock (the real defaults in brackets).
+SESSION_TIMEOUT_MS = 1200  # zookeeper.session.timeout.ms [6000]
+REPLICA_LAG_MAX_MS = 2000  # replica.lag.time.max.ms [30000]; above the session timeout (KIP-537)
+FETCH_WAIT_MAX_MS = 100  # replica.fetch.wait.max.ms [500]
+FETCH_BACKOFF_MS = 100  # replica.fetch.backoff.ms
+FETCH_TIMEOUT_MS = 1000  # the fetcher's request timeout [30 s]
+ALTER_PARTITION_TIMEOUT_MS = 1000  # [10 s]
+ISR_RETRY_MS = 100
+ISR_MAX_RETRY_MS = 2000
+REGISTRATION_POLL_MS = 200
+CONTROLLED_SHUTDOWN_RETRIES = 3
+CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 1000  # [10 s]
+LEADERSHIPS_GONE_WAIT_MS = 2000
+FETCH_VERSION = 15
+ALTER_PARTITION_VERSION = 3
+LIST_OFFSETS_VERSION = 7
+EARLIEST, LATEST = -2, -1
+HW_CHECKPOINT_INTERVAL_MS = 1000  # replica.high.watermark.checkpoint.interval.ms [5000]
+
+FETCH_SETTINGS = {"replica.fetch.wait.max.ms": FETCH_WAIT_MAX_MS, "replica.fetch.min.bytes": 1,
+                  "replica.fetch.response.max.bytes": 10 * 1024 * 1024, "replica.fetch.max.bytes": 1024 * 1024,
+                  "replica.fetch.backoff.ms": FETCH_BACKOFF_MS}
+ISR_SETTINGS = {"replica.lag.time.max.ms": REPLICA_LAG_MAX_MS}
+
+_correlation = itertools.count(1)
+
+
+def run_sync(coroutine: Any) -> Any:
+    """Run a coroutine that never suspends (the real async handlers only await the topic
+    configs, which the simulation answers at once)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coroutine.close()
+    raise AssertionError("a handler suspended in the simulation")
+
+
+def wire_copy(response: dict[str, Any]) -> dict[str, Any]:
+    """What the network delivers: the records as bytes read now, every dict a copy."""
+    out = dict(response)
+    topics = []
+    for topic in response["responses"]:
+        partitions = []
+        for entry in topic["partitions"]:
+            entry = dict(entry)
+            records = entry.get("records")
+            if isinstance(records, list):
+                entry["records"] = b"".join(bytes(r) for r in records)
+            partitions.append(entry)
+        topics.append({**topic, "partitions": partitions})
+    out["responses"] = topics
+    return out
+
+
+class SimDelayedProduce:
+    """roost.broker.replica.purgatory.DelayedProduce on the simulated clock, with its `_verdict`."""
+
+    def __init__(self, proc: BrokerProcess, awaited: list[AwaitedAppend], timeout_ms: int) -> None:
+        self.done = SimFuture()
+        self._hash = hash(self.done)
+        self._waiting = list(awaited)
+        for entry in self._waiting:
+            entry.partition.watch(self)
+        proc.world.after(max(0, timeout_ms), self._expire)
+        self.check()
+
+    # It is its own watcher: a bound method would hash by address, and the partition's set of
+    # watchers would be woken in an order that changes from run to run.
+    def __call__(self) -> None:
+        self.check()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def check(self) -> None:
+        still = []
+        for entry in self._waiting:
+            code = _verdict(entry)
+            if code is None:
+                still.append(entry)
+                continue
+            entry.response["error_code"] = code
+            entry.partition.unwatch(self)
+        self._waiting = still
+        if not still:
+            self.done.set_result(None)
+
+    def _expire(self) -> None:
+        for entry in self._waiting:
+            entry.response["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            entry.partition.unwatch(self)
+        self._waiting = []
+        self.done.set_result(None)
+
+
+class SimDelayedFetch:
+    """roost.broker.handlers.fetch.DelayedFetch on the simulated clock: parked on its partitions
+    (a one-shot callable waiter), read again on the next turn after a wake, answered once there
+    is enough, a partition errs, or MaxWaitMs passes."""
+
+    def __init__(self, proc: BrokerProcess, plan: Any, min_bytes: int, max_wait_ms: int, respond: Any) -> None:
+        self._proc = proc
+        self._plan = plan
+        self._min_bytes = min_bytes
+        self._deadline = proc.world.now + max_wait_ms
+        self._partitions = plan.partitions()
+        self._respond = respond
+        self._hash = hash(SimFuture())
+        self._check_scheduled = False
+        self._done = False
+        proc.world.after(max_wait_ms, self._expire)
+        self._park()
+
+    # The waiter the partitions hold: hashed by a sequence number, not an address (see runtime).
+    def __call__(self) -> None:
+        if not self._check_scheduled and not self._done:
+            self._check_scheduled = True
+            self._proc.world.after(0, self._check)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def _park(self) -> None:
+        for partition in self._partitions:
+            partition.add_waiter(self, follower=self._plan.follower)
+        self._check()
+
+    def _check(self) -> None:
+        self._check_scheduled = False
+        if self._done or not self._proc.alive:
+            return
+        response, found, errored = self._plan.read()
+        if found >= self._min_bytes or errored or self._proc.world.now >= self._deadline:
+            self._finish(response)
+            return
+        for partition in self._partitions:
+            partition.add_waiter(self, follower=self._plan.follower)
+
+    def _expire(self) -> None:
+        if not self._done and self._proc.alive:
+            self._finish(self._plan.read()[0])
+
+    def _finish(self, response: dict[str, Any]) -> None:
+        self._done = True
+        for partition in self._partitions:
+            partition.remove_waiter(self)
+        self._respond(wire_copy(response))
+
+
+class SimIsrManager(IsrManager):
+    """The real IsrManager (expand, shrink_stale, _apply), its asyncio sender mirrored."""
+
+    def __init__(self, proc: BrokerProcess) -> None:
+        super().__init__(proc.broker_id, ISR_SETTINGS, proc.replicas, proc.metadata, None)  # type: ignore[arg-type]
+        self.proc = proc
+
+    def start(self) -> None:
+        self.proc.loop.spawn(self._shrink_loop_sim(), "isr-shrink")
+
+    def _apply(self, batch: dict[TopicPartition, Partition], answer: dict[str, Any]) -> dict[TopicPartition, Partition]:
+        if "isr-keep-pending" not in self.proc.cluster.fixes:
+            return super()._apply(batch, answer)
+        # The proposed fix (Kafka's Partition.handleAlterPartitionUpdate/Error): an answer that
+        # is not for this leader epoch, or a fenced one, leaves the change pending (the maximal ISR
+        # keeps counting the replica being added) until the controller's LeaderAndIsr arrives;
+        # only a change the controller did not attempt is forgotten.
+        kept: dict[Partition, frozenset[int]] = {}
+        by_id = {p.topic_id: p.topic for p in batch.values()}
+        for topic in answer["topics"]:
+            name = by_id.get(topic["topic_id"])
+            for result in topic["partitions"]:
+                partition = batch.get((name, result["partition_index"])) if name else None
+                if partition is None or partition.state.pending_isr is None:
+                    continue
+                code = result["error_code"]
+                stale_answer = code == ErrorCode.NONE and (result["leader_epoch"] != partition.state.leader_epoch
+                                                           or result["partition_epoch"] < partition.state.partition_epoch)
+                if stale_answer or code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION):
+                    kept[partition] = partition.state.pending_isr
+        retry = super()._apply(batch, answer)
+        for partition, pending in kept.items():
+            if partition.is_leader:
+                partition.state.pending_isr = pending
+        return retry
+
+    def _shrink_loop_sim(self) -> Gen:
+        while True:
+            yield Sleep(self.max_lag_ms // 2)
+            self.shrink_stale(self.proc.world.now)
+
+    def _queue(self, partition: Partition) -> None:
+        self._queued[(partition.topic, partition.index)] = partition
+        if not self._sending:
+            self._sending = True
+            self.proc.loop.spawn(self._send_sim(), "isr-send")
+
+    def _send_sim(self) -> Gen:
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, {}
+                batch = {tp: p for tp, p in batch.items()
+                         if p.is_leader and p.state.pending_isr is not None and tp not in self._in_flight}
+                if not batch:
+                    continue
+                self._in_flight.update(batch)
+                try:
+                    answer = yield from self._request_sim(batch)
+                finally:
+                    self._in_flight.difference_update(batch)
+                retry = batch if answer is None else self._apply(batch, answer)
+                if retry:
+                    self._failures += 1
+                    yield Sleep(min(ISR_MAX_RETRY_MS, ISR_RETRY_MS * 2 ** min(self._failures, 5)))
+                    for tp, partition in retry.items():
+                        self._queued.setdefault(tp, partition)
+                else:
+                    self._failures = 0
+        finally:
+            self._sending = False
+
+    def _request_sim(self, batch: dict[TopicPartition, Partition]) -> Gen:
+        # IsrManager._request, its body built line for line.
+        controller = self.metadata.endpoint(self.metadata.controller_id)
+        if controller is None:
+            return None
+        by_topic: dict[Any, list[dict[str, Any]]] = {}
+        for partition in batch.values():
+            state = partition.state
+            assert state.pending_isr is not None
+            by_topic.setdefault(partition.topic_id, []).append({
+                "partition_index": partition.index, "leader_epoch": state.leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in sorted(state.pending_isr)],
+                "leader_recovery_state": 1 if state.recovering else 0, "partition_epoch": state.partition_epoch})
+        body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch,
+                "topics": [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]}
+        try:
+            answer = yield Rpc(controller.node_id, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body,
+                               ALTER_PARTITION_TIMEOUT_MS)
+        except PeerError:
+            return None
+        if answer["error_code"] in (ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH):
+            return None
+        return answer
+
+
+class SimLeaderFetcher:
+    """LeaderFetcher._run and ReplicaFetchers.process on the simulation's tasks."""
+
+    def __init__(self, proc: BrokerProcess, leader_id: int) -> None:
+        self.proc = proc
+        self.leader_id = leader_id
+        self.following: dict[TopicPartition, _Following] = {}
+        self._wakeup = SimFuture()
+        self._task: Task = proc.loop.spawn(self._run(), f"fetcher-{leader_id}")
+
+    def add(self, partition: Partition) -> None:
+        self.following[(partition.topic, partition.index)] = _Following(partition, partition.leader_epoch)
+        self._wakeup.set_result(None)
+
+    def remove(self, partition: Partition) -> None:
+        self.following.pop((partition.topic, partition.index), None)
+
+    def _run(self) -> Gen:
+        proc = self.proc
+        while True:
+            now = proc.world.now
+            ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and LeaderFetcher._current(f)}
+            if not ready:
+                self._wakeup = SimFuture()
+                soonest = min((f.delayed_until for f in self.following.values()), default=now + 1000)
+                yield Wait(self._wakeup, timeout=max(10, int(soonest - now)))
+                continue
+            if self.leader_id not in proc.fetchers.endpoints:
+                yield Sleep(FETCH_BACKOFF_MS)  # the leader's address is not known yet
+                continue
+            body = proc.fetchers.fetch_body(ready)
+            try:
+                response = yield Rpc(self.leader_id, ApiKey.FETCH, FETCH_VERSION, body, FETCH_TIMEOUT_MS)
+            except PeerError:
+                yield Sleep(FETCH_BACKOFF_MS)
+                continue
+            syncs = yield from self._process(ready, response)
+            if syncs:
+                # Report (by fetching again) only what is on disk here.
+                yield Wait(gather(syncs))
+
+    def _process(self, ready: dict[TopicPartition, _Following], response: dict[str, Any]) -> Gen:
+        """ReplicaFetchers.process: returns the fsyncs to wait for before fetching again."""
+        proc = self.proc
+        syncs: list[SimFuture] = []
+        by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
+        for topic in response["responses"]:
+            name = by_id.get(topic["topic_id"])
+            for answer in topic["partitions"]:
+                following = ready.get((name, answer["partition_index"])) if name else None
+                if following is None or not LeaderFetcher._current(following):
+                    continue
+                partition = following.partition
+                error = answer["error_code"]
+                if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    proc.cluster.stats["offset_out_of_range"] += 1
+                    yield from self._out_of_range(partition, following)
+                    continue
+                if error != ErrorCode.NONE:
+                    following.delayed_until = proc.world.now + FETCH_BACKOFF_MS
+                    continue
+                before = partition.log.log_end_offset
+                sync = proc.fetchers._apply(partition, answer, following)
+                if partition.log.log_end_offset < before:
+                    proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: truncated "
+                                      f"{before} -> {partition.log.log_end_offset} (diverging "
+                                      f"{answer.get('diverging_epoch')}, HW {partition.high_watermark})")
+                    proc.cluster.stats["truncations"] += 1
+                if sync is not None:
+                    syncs.append(sync)
+        return syncs
+
+    def _out_of_range(self, partition: Partition, following: _Following) -> Gen:
+        """ReplicaFetchers._out_of_range: ask the leader's ListOffsets (earliest, latest) and cut
+        the log to the leader's end, or start again at its log start."""
+        proc = self.proc
+        if self.leader_id not in proc.fetchers.endpoints:
+            return
+        offsets = {}
+        for timestamp in (EARLIEST, LATEST):
+            body = {"replica_id": proc.broker_id, "isolation_level": 0, "topics": [{"name": partition.topic,
+                    "partitions": [{"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
+                                    "timestamp": timestamp}]}]}
+            try:
+                answer = yield Rpc(self.leader_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, FETCH_TIMEOUT_MS)
+            except PeerError:
+                return
+            result = answer["topics"][0]["partitions"][0]
+            if result["error_code"] != ErrorCode.NONE:
+                return
+            offsets[timestamp] = result["offset"]
+        if "fetcher-recheck" in proc.cluster.fixes and not LeaderFetcher._current(following):
+            return  # the proposed fix: while we asked, this broker became leader, or follows another epoch
+        end = partition.log.log_end_offset
+        if end > offsets[LATEST]:
+            proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: log end {end} past the "
+                              f"leader's {offsets[LATEST]}: truncating")
+            proc.fetchers._truncate(partition, offsets[LATEST])
+            proc.cluster.stats["truncations"] += 1
+        elif end < offsets[EARLIEST]:
+            partition.log.truncate_fully_and_start_at(offsets[EARLIEST])
+            partition.state.truncated(partition.log.log_end_offset)
+
+
+class BrokerProcess:
+    """One incarnation of a broker: everything it holds in memory dies with it."""
+
+    def __init__(self, cluster: Cluster, broker_id: int, incarnation: int) -> None:
+        self.cluster = cluster
+        self.world = cluster.world
+        self.broker_id = broker_id
+        self.incarnation = incarnation
+        self.loop = TaskLoop(self.world, f"b{broker_id}.{incarnation}", dispatch=self._dispatch)
+        self.config = BrokerConfig.build([("sim", {"broker.id": broker_id})])
+        self.metadata = MetadataCache()
+        self.committer = SimCommitter(self.world, lambda: self.loop.alive, cluster.fsync_ms)
+        self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
+        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata)  # type: ignore[arg-type]
+        self.fetchers = ReplicaFetchers(broker_id, FETCH_SETTINGS, self.logs, None)  # type: ignore[arg-type]
+        self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
+                                    lambda topic: None)
+        self.offsets = OffsetsApi(self.replicas)
+        self.isr = SimIsrManager(self)
+        self.replicas.on_become_follower = self.follow
+        self.replicas.on_stop_following = self.unfollow
+        self.leader_fetchers: dict[int, SimLeaderFetcher] = {}
+        self._following_leader: dict[TopicPartition, int] = {}
+        self.open_logs: dict[TopicPartition, SimPartitionLog] = {}
+        self.zk = SimZkClient(cluster.zk, self.world, self.loop, broker_id, SESSION_TIMEOUT_MS,
+                              link_up=lambda: cluster.zk_link_up(broker_id), latency=cluster.zk_latency,
+                              lost_reply=cluster.zk_lost_reply)
+        self.zk.listeners.append(self._on_session)
+        self.controller = SimControllerShell(self, cluster.controller_settings)
+        self.registration = BrokerRegistration(broker_id, "sim", 9000 + broker_id)
+        self.registered = False
+        self.stopping = False
+        self.max_controller_epoch_applied = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.loop.alive
+
+    # start and stop -----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.loop.spawn(self._join_cluster(), "join")
+
+    def _join_cluster(self) -> Gen:
+        try:
+            self.zk.start()
+            for path in layout.PERSISTENT_PATHS:
+                yield from self.zk.ensure_path(path)
+            yield from self._register()
+        except ZkError as error:
+            # Broker.start fails and the process exits (here: the cluster starts it again).
+            self.cluster.note(f"b{self.broker_id} could not join the cluster ({error!r}): the process exits")
+            self.cluster.start_failed(self)
+            return
+        self.isr.start()
+        self.loop.spawn(self._checkpoint_loop(), "hw-checkpoints")
+        self.controller.start()
+
+    def _checkpoint_loop(self) -> Gen:
+        """ReplicaManager.start_checkpoints."""
+        while True:
+            yield Sleep(HW_CHECKPOINT_INTERVAL_MS)
+            self.replicas.checkpoint_high_watermarks()
+
+    def _register(self) -> Gen:
+        """ClusterMembership.register: create /brokers/ids/<id>, waiting (bounded) for a previous
+        incarnation's node to go with its session."""
+        path = layout.broker_path(self.broker_id)
+        deadline = self.world.now + SESSION_TIMEOUT_MS + 2000
+        while True:
+            try:
+                node = yield from self.zk.create(path, self.registration.encode(self.world.now), ephemeral=True)
+                break
+            except ConnectionLossError:
+                if "register-retry" not in self.cluster.fixes:
+                    raise
+                # The proposed fix: the create may have been applied; ask again (the node, if
+                # there, is found to be this session's below).
+                continue
+            except NodeExistsError:
+                try:
+                    _, existing = yield from self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if existing.ephemeral_owner == self.zk.session_id:
+                    node = existing
+                    break
+                if self.world.now > deadline:
+                    self.cluster.fail(f"broker {self.broker_id} could not register: id {self.broker_id} still held "
+                                      f"by session 0x{existing.ephemeral_owner:x} after the session timeout + 2 s")
+                yield Sleep(REGISTRATION_POLL_MS)
+        epoch = node.czxid
+        self.replicas.broker_epoch = epoch
+        self.fetchers.broker_epoch = epoch
+        self.registered = True
+        self.cluster.note(f"b{self.broker_id} registered (broker epoch {epoch})")
+
+    def _on_session(self, state: str, session: int, new_session: bool) -> None:
+        if state == "expired":
+            self.cluster.note(f"b{self.broker_id} ZooKeeper session 0x{session:x} expired")
+        elif state == "connected" and new_session and self.registered:
+            self.loop.spawn(self._register_again(), "register-again")
+
+    def _register_again(self) -> Gen:
+        try:
+            yield from self._register()
+        except ZkError as error:
+            # ClusterMembership._register_again logs it; the next new session tries again.
+            self.cluster.note(f"b{self.broker_id} registering again failed: {error!r}")
+
+    def crash(self, power_loss: bool) -> list[SimPartitionLog]:
+        """kill -9 (or the machine's power): the process and its tasks are gone at once."""
+        self.loop.kill()
+        self.cluster.zk.contact_lost(self.zk.session_id)
+        logs = list(self.open_logs.values())
+        for plog in logs:
+            abandon(plog)
+        return logs
+
+    def controlled_stop(self) -> Gen:
+        """Broker.stop: controlled shutdown, then everything closes; logs close cleanly."""
+        self.stopping = True
+        yield from self._controlled_shutdown()
+        yield from self.controller.stop()
+        self.zk.close()
+        if self.replicas.partitions:  # ReplicaManager.close
+            self.replicas.checkpoint_high_watermarks()
+        for partition in list(self.replicas.partitions.values()):
+            partition.close()
+            partition.log.close()
+        self.loop.kill()
+
+    def _controlled_shutdown(self) -> Gen:
+        if self.replicas.broker_epoch < 0:
+            return
+        remaining_before: set[TopicPartition] | None = None
+        for attempt in range(CONTROLLED_SHUTDOWN_RETRIES + 1):
+            controller = self.metadata.endpoint(self.metadata.controller_id)
+            if controller is not None:
+                body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch}
+                try:
+                    answer = yield Rpc(controller.node_id, ApiKey.CONTROLLED_SHUTDOWN, 3, body,
+                                       CONTROLLED_SHUTDOWN_TIMEOUT_MS)
+                except PeerError:
+                    pass
+                else:
+                    remaining = answer.get("remaining_partitions", [])
+                    if answer["error_code"] == ErrorCode.NONE and not remaining:
+                        yield from self._wait_for_leaderships_to_go()
+                        return
+                    left = {(r["topic_name"], r["partition_index"]) for r in remaining}
+                    if answer["error_code"] == ErrorCode.NONE and left == remaining_before:
+                        return
+                    remaining_before = left
+            self.cluster.note(f"b{self.broker_id} controlled shutdown attempt {attempt + 1} not done")
+            yield Sleep(CONTROLLED_SHUTDOWN_BACKOFF_MS)
+
+    def _wait_for_leaderships_to_go(self) -> Gen:
+        deadline = self.world.now + LEADERSHIPS_GONE_WAIT_MS
+        while self.world.now < deadline and any(
+                p.is_leader and len(p.state.replicas) > 1 for p in self.replicas.hosted()):
+            yield Sleep(10)
+
+    # logs and configs ---------------------------------------------------------------------------
+    def _log_opened(self, topic: str, index: int, plog: SimPartitionLog) -> None:
+        self.open_logs[(topic, index)] = plog
+        self.cluster.log_opened(self, (topic, index), plog)
+
+    async def _topic_config(self, topic: str) -> dict[str, Any]:
+        node = self.cluster.zk.tree.get(layout.topic_config_path(topic))
+        raw = layout.decode_topic_config(topic, node.data) if node is not None else {}
+        return parse_topic_configs(raw, f"/config/topics/{topic}")
+
+    # following ------------------------------------------------------------------------------------
+    def follow(self, partition: Partition) -> None:
+        """ReplicaFetchers.follow."""
+        self.unfollow(partition)
+        self.fetchers._prepare(partition)
+        leader = partition.state.leader
+        fetcher = self.leader_fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.leader_fetchers[leader] = SimLeaderFetcher(self, leader)
+        fetcher.add(partition)
+        self._following_leader[(partition.topic, partition.index)] = leader
+
+    def unfollow(self, partition: Partition) -> None:
+        leader = self._following_leader.pop((partition.topic, partition.index), None)
+        if leader is not None and leader in self.leader_fetchers:
+            self.leader_fetchers[leader].remove(partition)
+
+    # the network ----------------------------------------------------------------------------------
+    def _dispatch(self, task: Task, request: Any, token: int) -> bool:
+        if isinstance(request, ZkCall):
+            request.client.dispatch(task, request, token)
+            return True
+        if isinstance(request, Rpc):
+            self.cluster.network.rpc(self.broker_id, self.loop, task, token, request)
+            return True
+        return False
+
+    def receive(self, api_key: ApiKey, version: int, body: dict[str, Any], source: str,
+                respond: Any) -> None:
+        """A request arrived; `respond(answer)` sends the answer (now or later)."""
+        request = Request(RequestHeader(api_key, version, next(_correlation), "sim"), body, source)
+        if api_key == ApiKey.LEADER_AND_ISR:
+            answer = run_sync(self.inter.handle_leader_and_isr(request))
+            self._controller_request_applied(body, answer)
+            respond(answer)
+        elif api_key == ApiKey.UPDATE_METADATA:
+            answer = self.inter.handle_update_metadata(request)
+            self._controller_request_applied(body, answer)
+            respond(answer)
+        elif api_key == ApiKey.STOP_REPLICA:
+            answer = self.inter.handle_stop_replica(request)
+            self._controller_request_applied(body, answer)
+            respond(answer)
+        elif api_key == ApiKey.FETCH:
+            self._handle_fetch(request, respond)
+        elif api_key == ApiKey.PRODUCE:
+            self._handle_produce(request, respond)
+        elif api_key == ApiKey.LIST_OFFSETS:
+            respond(self.offsets.handle_list_offsets(request))
+        elif api_key == ApiKey.ALTER_PARTITION:
+            self.loop.spawn(self._controller_call(
+                lambda core, token: core.alter_partition(token, body, version),
+                {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}, respond),
+                "alter-partition")
+        elif api_key == ApiKey.CONTROLLED_SHUTDOWN:
+            self.loop.spawn(self._controller_call(
+                lambda core, token: core.controlled_shutdown(token, body["broker_id"], body.get("broker_epoch", -1)),
+                {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}, respond),
+                "controlled-shutdown")
+        else:
+            raise AssertionError(f"unexpected request {api_key!r}")
+
+    def _controller_request_applied(self, body: dict[str, Any], answer: dict[str, Any]) -> None:
+        # A controller request is applied only from a controller epoch at least as new as any
+        # this process applied before (what InterBrokerApi._stale must guarantee).
+        if answer.get("error_code", 0) == ErrorCode.NONE:
+            epoch = body["controller_epoch"]
+            if epoch < self.max_controller_epoch_applied:
+                self.cluster.fail(f"b{self.broker_id} applied a request of controller epoch {epoch} after "
+                                  f"one of epoch {self.max_controller_epoch_applied}")
+            self.max_controller_epoch_applied = max(self.max_controller_epoch_applied, epoch)
+
+    def _controller_call(self, action: Any, not_controller: dict[str, Any], respond: Any) -> Gen:
+        """ControllerApi: the controller's answer, or NOT_CONTROLLER."""
+        try:
+            answer = yield from self.controller.call(action)
+        except ControllerMoved:
+            answer = not_controller
+        respond(answer)
+
+    def elect_preferred(self) -> None:
+        """An operator's ElectLeaders(preferred) for every partition, if this is the controller."""
+        self._operator_call(lambda core, token: core.elect_leaders(token, ELECTION_PREFERRED, None), "elect")
+
+    def reassign(self, wanted: dict[TopicPartition, list[int] | None]) -> None:
+        """An operator's AlterPartitionReassignments (ControllerApi.handle_alter_partition_reassignments)."""
+        self._operator_call(lambda core, token: core.reassign(token, wanted), "reassign")
+
+    def _operator_call(self, action: Any, name: str) -> None:
+        if not self.controller.active:
+            return
+
+        def run() -> Gen:
+            try:
+                answer = yield from self.controller.call(action)
+            except ControllerMoved:
+                return
+            codes = sorted({ErrorCode(p.get("error_code", 0)).name for t in answer.get("responses")
+                            or answer.get("replica_election_results") or [] for p in t.get("partitions")
+                            or t.get("partition_result") or []})
+            self.cluster.note(f"b{self.broker_id} answered the operator's {name}: {codes}")
+        self.loop.spawn(run(), name)
+
+    # serving replica fetches ----------------------------------------------------------------------
+    def _handle_fetch(self, request: Request, respond: Any) -> None:
+        """FetchApi.handle."""
+        body = request.body
+        replica_id = fetch_handler._replica_id(request.version, body)
+        if replica_id >= 0 and replica_id not in self.metadata.brokers:
+            respond(fetch_handler._refuse_all(body, request.version))
+            return
+        plan = fetch_handler._FetchPlan(self.replicas, self.metadata, request.version, replica_id, body)
+        response, found, errored = plan.read()
+        if found >= body["min_bytes"] or errored or body["max_wait_ms"] <= 0 or not plan.partitions():
+            respond(wire_copy(response))
+            return
+        SimDelayedFetch(self, plan, body["min_bytes"], body["max_wait_ms"], respond)
+
+    # produce ----------------------------------------------------------------------------------------
+    def _handle_produce(self, request: Request, respond: Any) -> None:
+        """ProduceApi.handle (no auto-creation, no KIP-951 hint)."""
+        body = request.body
+        acks = body["acks"]
+        durable_waits: list[SimFuture] = []
+        awaited: list[AwaitedAppend] = []
+        topics_out = []
+        appended: list[tuple[Partition, AppendOutcome]] = []
+        for topic in body["topic_data"]:
+            name = topic["name"]
+            partitions_out = []
+            for pdata in topic["partition_data"]:
+                index = pdata["index"]
+                partition, error = self.replicas.leader_partition(name, index)
+                if partition is None:
+                    outcome = AppendOutcome(error)
+                else:
+                    outcome = self.replicas.append_records(partition, pdata["records"], acks)
+                    if outcome.durable is not None:
+                        durable_waits.append(outcome.durable)
+                    appended.append((partition, outcome))
+                entry = _partition_response(index, outcome)
+                if partition is not None and acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
+                        and outcome.required_offset > partition.high_watermark:
+                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, entry))
+                partitions_out.append(entry)
+            topics_out.append({"name": name, "partition_responses": partitions_out})
+        response: dict[str, Any] = {"responses": topics_out, "throttle_time_ms": 0}
+        if acks == ACKS_NONE:
+            return
+        if awaited:
+            delayed = SimDelayedProduce(self, awaited, body["timeout_ms"])
+            if not delayed.done.done():
+                durable_waits.append(delayed.done)
+
+        def answer(_: Any = None) -> None:
+            self.cluster.produce_answered(self, body, response, appended)
+            respond(response)
+
+        if not durable_waits:
+            answer()
+        else:
+            gather(durable_waits).add_done_callback(answer)
