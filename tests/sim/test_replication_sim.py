@@ -16,15 +16,10 @@ import pytest
 
 from roost.zkclient import Create
 from tests.sim.replication.bugs import BUGS, seeded
-from tests.sim.replication.cluster import FIXES, Cluster, Faults, SimulationFailure
+from tests.sim.replication.cluster import Cluster, Faults, SimulationFailure
 
 CI_SEEDS = range(1, 9)
 CI_STEPS = 6000
-# The chaos seeds run with the fixes proposed for the bugs the simulation found in the real code
-# (see FIXES in cluster.py; scenario tests and xfails at the end): without them most of these
-# seeds fail on one of those bugs. As each is fixed in the real code, the simulation's mirror
-# follows and its flag goes.
-PROPOSED_FIXES = FIXES
 # The seeds a seeded bug is looked for in, in order, until one catches it (a bug that needs a
 # rarer interleaving, like hw-over-isr, takes a few more seeds than the chaos tests run).
 BUG_SEEDS = range(1, 25)
@@ -39,7 +34,7 @@ def _quiet_brokers(caplog: pytest.LogCaptureFixture) -> None:
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_replication_survives_chaos(seed: int) -> None:
-    with Cluster(seed, fixes=PROPOSED_FIXES) as cluster:
+    with Cluster(seed) as cluster:
         cluster.run(CI_STEPS)
         cluster.run_liveness()
         assert cluster.checker.acknowledged > 0, "no acks=all write was ever acknowledged"
@@ -49,7 +44,7 @@ def test_replication_survives_chaos(seed: int) -> None:
 def test_same_seed_same_history() -> None:
     histories = []
     for _ in range(2):
-        with Cluster(42, fixes=PROPOSED_FIXES) as cluster:
+        with Cluster(42) as cluster:
             cluster.run(1500)
             histories.append((cluster.world.now, cluster.checker.acknowledged, dict(cluster.stats),
                               list(cluster.transcript)))
@@ -58,7 +53,7 @@ def test_same_seed_same_history() -> None:
 
 def test_power_losses_drop_unsynced_data_and_no_acknowledged_write() -> None:
     # Seed 4 draws power losses (every topic then fsyncs before acknowledging).
-    with Cluster(4, fixes=PROPOSED_FIXES) as cluster:
+    with Cluster(4) as cluster:
         assert cluster.faults.power_loss
         cluster.run(CI_STEPS)
         assert cluster.stats["power_losses"] > 0 and cluster.stats["unsynced_bytes_lost"] > 0
@@ -68,8 +63,8 @@ def test_power_losses_drop_unsynced_data_and_no_acknowledged_write() -> None:
 def _caught(bug: str) -> tuple[int, str] | None:
     """The first CI seed whose invariant checks fail with `bug` seeded, and what they said."""
     for seed in BUG_SEEDS:
-        with seeded(bug), Cluster(seed, fixes=PROPOSED_FIXES) as cluster:
-            cluster.replay_extra = f" --bug {bug}" + "".join(f" --fix {f}" for f in sorted(PROPOSED_FIXES))
+        with seeded(bug), Cluster(seed) as cluster:
+            cluster.replay_extra = f" --bug {bug}"
             try:
                 cluster.run(CI_STEPS)
             except SimulationFailure as failure:
@@ -92,40 +87,33 @@ def test_a_failure_names_its_seed_and_replay_command() -> None:
             cluster.fail("a made-up violation")
 
 
-# Bugs the simulation found in the controller shell (see tests/sim/replication/controller.py for
-# the proposed fixes, which the simulation can switch on). The simulated shell mirrors the real
-# one: once the real shell is fixed, the simulated one must follow (switch the fix on by
-# default), and these strict xfails start passing, which fails them: then drop the marks.
-ELECTION_REPLY_LOST = "the election multi applied but its reply lost: /controller names a broker that never activates"
-BOUNCE_UNSEEN = ("a broker that restarted while no controller was active keeps leading in its old leader epoch "
-                 "(with its unsynced tail lost, replicas diverge under one epoch)")
-
-
-def _controller_after_lost_election_reply(fixes: frozenset[str]) -> list[int]:
+# Bugs the simulation found in the controller shell, now fixed there and in its mirror here. Each
+# scenario runs with the fix (it must hold) and without it (the bug must show: the scenario still
+# reproduces what it was written for).
+def _controller_after_lost_election_reply(without: frozenset[str]) -> list[int]:
     calm = Faults(drop=0.0, slow=0.0, nemesis_interval=10**9, max_down=0, power_loss=False, zk_lost_reply=0.0)
-    with Cluster(1, brokers=3, faults=calm, fixes=fixes) as cluster:
-        cluster.replay_command = ".venv/bin/python -m pytest tests/sim/test_replication_sim.py -k lost_election --runxfail"
+    with Cluster(1, brokers=3, faults=calm, without=without) as cluster:
+        cluster.replay_command = ".venv/bin/python -m pytest tests/sim/test_replication_sim.py -k lost_election"
         cluster.lose_reply_of = lambda ops: any(isinstance(op, Create) and op.path == "/controller" for op in ops)
         cluster.run_for(5000)
         return [proc.broker_id for proc in cluster.live_processes() if proc.controller.active]
 
 
-@pytest.mark.xfail(strict=True, reason=ELECTION_REPLY_LOST)
 def test_a_lost_election_reply_still_leaves_a_controller() -> None:
     assert _controller_after_lost_election_reply(frozenset()), "no active controller 5 s after the election"
 
 
-def test_a_lost_election_reply_leaves_a_controller_with_the_proposed_fix() -> None:
-    assert _controller_after_lost_election_reply(frozenset({"election-retry"}))
+def test_without_election_retry_a_lost_election_reply_leaves_no_controller() -> None:
+    assert not _controller_after_lost_election_reply(frozenset({"election-retry"}))
 
 
-def _bounce_during_failover(fixes: frozenset[str]) -> None:
+def _bounce_during_failover(without: frozenset[str]) -> None:
     """A partition leader is killed and restarts while the controller is cut off from
     ZooKeeper: the leader's old session expires (nobody acts on it), it registers again, then
     the controller's session expires and a new controller loads the cluster from ZooKeeper."""
     calm = Faults(drop=0.0, slow=0.0, nemesis_interval=10**9, max_down=0, power_loss=False, zk_lost_reply=0.0)
-    with Cluster(5, brokers=4, faults=calm, fixes=fixes) as cluster:
-        cluster.replay_command = ".venv/bin/python -m pytest tests/sim/test_replication_sim.py -k bouncing --runxfail"
+    with Cluster(5, brokers=4, faults=calm, without=without) as cluster:
+        cluster.replay_command = ".venv/bin/python -m pytest tests/sim/test_replication_sim.py -k bouncing"
         cluster.run_for(1000)
         controller = cluster.controller()
         # A leader of a partition the controller does not replicate (else the new controller
@@ -142,20 +130,20 @@ def _bounce_during_failover(fixes: frozenset[str]) -> None:
         assert cluster.incarnations[victim] == 2
 
 
-@pytest.mark.xfail(strict=True, raises=SimulationFailure, reason=BOUNCE_UNSEEN)
 def test_a_broker_bouncing_during_controller_failover_gets_new_leader_epochs() -> None:
     _bounce_during_failover(frozenset())
 
 
-def test_a_broker_bouncing_during_controller_failover_with_the_proposed_fix() -> None:
-    _bounce_during_failover(frozenset({"bounce-on-failover"}))
+def test_without_bounce_on_failover_the_bounced_broker_leads_in_its_old_epoch() -> None:
+    with pytest.raises(SimulationFailure, match="leads again in epoch"):
+        _bounce_during_failover(frozenset({"bounce-on-failover"}))
 
 
 def test_power_losses_where_topics_do_not_fsync_lose_acknowledged_writes() -> None:
     # Not a Roost bug: without fsync before acknowledging, an acknowledged write may live only in
     # page caches, and Kafka's rules (ZooKeeper mode) lose it when those machines lose power. The
     # checker must see it (seed 23: topic b, replication factor 3, min.insync.replicas 2).
-    with Cluster(23, power_loss_without_fsync=True, fixes=PROPOSED_FIXES) as cluster:
+    with Cluster(23, power_loss_without_fsync=True) as cluster:
         with pytest.raises(SimulationFailure, match=r"acknowledged write .* is not in the log of broker"):
             cluster.run(CI_STEPS)
         assert "b" not in cluster.fsync_topics

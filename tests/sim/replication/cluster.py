@@ -53,18 +53,23 @@ CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the s
 PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_VERSION = 9
 CLIENT = "client"
-# Fixes proposed for bugs this simulation found in the real code, each off unless asked for:
-# - election-retry (controller.py): a ZooKeeper error before the controller is active retries the
-#   election; /controller held by this very session with no controller running is given up.
-# - bounce-on-failover (controller.py): a new controller handles brokers that re-registered after
-#   the states naming them were written as bounced (out of the ISR, new leader epochs).
-# - isr-keep-pending (broker.py, IsrManager._apply): an AlterPartition answer for another leader
-#   epoch, or a fenced one, leaves the ISR change pending until LeaderAndIsr comes (Kafka's rule).
-# - fetcher-recheck (broker.py, ReplicaFetchers._out_of_range): after the ListOffsets round trips,
+# Fixes for bugs this simulation found in the real code, now in the real code too. The
+# simulation mirrors the real shell's and fetcher's loops, so each fix lives in the mirror as well,
+# and each can be switched off there (`Cluster(without=...)`, the soak's --without) to replay the
+# bug it fixed:
+# - election-retry (controller.py; ControllerShell._after_failure and _run_election): a ZooKeeper
+#   error before the controller is active retries the election; /controller held by this very
+#   session with no controller running is given up.
+# - bounce-on-failover (controller.py; ControllerShell._activate): a new controller handles brokers
+#   that re-registered after the states naming them were written as bounced (out of the ISR, new
+#   leader epochs).
+# - fetcher-recheck (broker.py; ReplicaFetchers._out_of_range): after the ListOffsets round trips,
 #   truncate only if the partition is still followed in the same epoch.
-# - register-retry (broker.py, ClusterMembership.register): a create whose reply was lost is asked
+# - register-retry (broker.py; ClusterMembership.register): a create whose reply was lost is asked
 #   again (the node found is this session's), not given up.
-FIXES = frozenset({"election-retry", "bounce-on-failover", "isr-keep-pending", "fetcher-recheck", "register-retry"})
+# A fifth, IsrManager._apply keeping a fenced or other-epoch ISR change pending until LeaderAndIsr,
+# is real code the simulation runs as is.
+FIXES = frozenset({"election-retry", "bounce-on-failover", "fetcher-recheck", "register-retry"})
 
 
 class SimulationFailure(AssertionError):
@@ -171,11 +176,11 @@ class Network:
 
 class Cluster:
     def __init__(self, seed: int, brokers: int | None = None, faults: Faults | None = None,
-                 transcript: int = 400, verbose: bool = False, fixes: frozenset[str] = frozenset(),
+                 transcript: int = 400, verbose: bool = False, without: frozenset[str] = frozenset(),
                  power_loss_without_fsync: bool = False) -> None:
         self.seed = seed
-        assert fixes <= FIXES, fixes
-        self.fixes = fixes  # proposed fixes switched on (see controller.py); none by default
+        assert without <= FIXES, without
+        self.fixes = FIXES - without  # the real code's fixes in the mirrored loops (see FIXES)
         # A scenario's own fault: the first ZooKeeper write matching it loses its reply.
         self.lose_reply_of: Callable[[list[Any]], bool] | None = None
         self.world = World(seed)

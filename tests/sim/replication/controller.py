@@ -12,9 +12,8 @@ Where it differs from the real shell: reads that the real shell makes concurrent
 made one after another; an exception the real shell would log and resign on (an assertion in
 the core, say) is raised here instead: the simulation stops and reports it as a bug.
 
-Proposed fixes for bugs the simulation found can be switched on (`Cluster.fixes`, see FIXES in
-cluster.py; the other three live in broker.py); all are off by default, so the simulation runs
-the real code's rules. The two in this shell:
+Two fixes for bugs the simulation found are mirrored here from the real shell (see FIXES in
+cluster.py; two more live in broker.py); each can be switched off to replay its bug:
 - "election-retry": a ZooKeeper error while this broker is not (yet) an active controller
   (say the election multi was applied but its reply lost, or a read of the activation failed)
   posts the election again, and an election that finds /controller held by this very session

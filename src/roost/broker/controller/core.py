@@ -655,11 +655,22 @@ class ControllerCore:
             del assignment.removing[index]
         log.info("reassigning %s-%d from %s to %s (replicas while moving: %s)", *tp, original, target, replicas)
         self._write_assignment(name)
-        # The replicas learn the new set with a new epoch (brokers ignore an epoch they have seen).
+        # A new reassignment over one in progress: replicas that were being added and are wanted
+        # no more leave the ISR and are stopped and deleted (Kafka's KIP-455 does the same), so
+        # the ISR stays within the replicas. (Found by the replication simulation.)
+        dropped = [b for b in adding if b not in replicas]
         state = self.states[tp].state
-        self._set_state(tp, LeaderAndIsr(state.leader, state.leader_epoch + 1, state.isr, self.epoch,
-                                         state.recovery_state))
+        isr = tuple(b for b in state.isr if b in replicas) or state.isr
+        leader = state.leader
+        if leader not in replicas:
+            candidates = [b for b in replicas if b in isr and self._live(b) and b not in self.shutting_down]
+            leader = candidates[0] if candidates else NO_LEADER
+        # The replicas learn the new set with a new epoch (brokers ignore an epoch they have seen).
+        self._set_state(tp, LeaderAndIsr(leader, state.leader_epoch + 1, isr, self.epoch, state.recovery_state))
         self._send_leader_and_isr(tp, replicas)
+        for broker in dropped:
+            if broker in self.brokers:
+                self._stop_replica.setdefault(broker, {})[tp] = (self.states[tp].state.leader_epoch, True)
         if self._reassigning(tp):
             self._maybe_complete_reassignment(tp)
         else:

@@ -58,6 +58,7 @@ OPS_PER_MULTI = 500
 REQUEST_TIMEOUT_S = 30.0
 CHANNEL_RETRY_S = 0.1
 TICK_S = 1.0
+ELECTION_RETRY_S = 0.2  # pause before an election that broke off runs again
 
 
 def now_ms() -> int:
@@ -122,6 +123,8 @@ class ControllerShell:
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._tokens = 0
         self._topic_watched: set[str] = set()
+        # The zxid of the last write of each partition state read at activation.
+        self._state_mzxid: dict[tuple[str, int], int] = {}
         self._stopped = False
         zk.add_listener(self._on_session)
 
@@ -157,14 +160,21 @@ class ControllerShell:
                 self._post(self._run_election)
             except ZkError as error:
                 log.warning("controller event failed on ZooKeeper: %r", error)
-                if self.active:
-                    await self._resign(f"ZooKeeper error {error!r}")
-                    self._post(self._run_election)
+                await self._after_failure(f"ZooKeeper error {error!r}")
             except Exception:
                 log.exception("controller event failed")
-                if self.active:
-                    await self._resign("internal error")
-                    self._post(self._run_election)
+                await self._after_failure("internal error")
+
+    async def _after_failure(self, reason: str) -> None:
+        if self.active:
+            await self._resign(reason)
+            self._post(self._run_election)
+        else:
+            # An election or an activation broke off (say the election's multi was applied and
+            # its reply lost): run it again, after a pause, or /controller may name a broker
+            # that never activates, and nobody elects again (found by the replication
+            # simulation). Kafka's controller re-checks /controller the same way.
+            asyncio.get_running_loop().call_later(ELECTION_RETRY_S, self._post, self._run_election)
 
     def _on_session(self, event: SessionEvent) -> None:
         if event.state == SessionState.EXPIRED and self.active:
@@ -178,8 +188,15 @@ class ControllerShell:
         if self.active or self._stopped:
             return
         try:
-            data, _ = await self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
-            self._learn_controller(layout.decode_controller(data))
+            data, stat = await self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
+            controller_id = layout.decode_controller(data)
+            if controller_id == self.broker_id and stat.ephemeral_owner == self.zk.session_id:
+                # Ours, yet no controller runs here: an election or activation broke off. Give
+                # it up; its deletion's watch runs the election again.
+                log.warning("%s names this broker but no controller runs here: giving it up", layout.CONTROLLER)
+                await self.zk.delete(layout.CONTROLLER, stat.version)
+                return
+            self._learn_controller(controller_id)
             return
         except NoNodeError:
             pass
@@ -221,9 +238,24 @@ class ControllerShell:
 
     async def _activate(self) -> None:
         snapshot = await self._load()
+        # A broker that a partition state names (leader or ISR) but that registered after that
+        # state was last written restarted or re-registered while no controller watched: handle
+        # it as a bounce (its failure, then its startup), so that it loses its leaderships and
+        # ISR places and every partition it led gets a new leader epoch. Otherwise it would lead
+        # again in an epoch it led before a crash that may have cut its unsynced tail, and the
+        # replicas diverge under one epoch (found by the replication simulation).
+        bounced = {broker for tp, known in snapshot.states.items()
+                   for broker in {known.state.leader, *known.state.isr}
+                   if broker in snapshot.brokers and snapshot.brokers[broker].epoch > self._state_mzxid.get(tp, 0)}
+        everyone = dict(snapshot.brokers)
+        snapshot.brokers = {b: r for b, r in everyone.items() if b not in bounced}
         self.core = ControllerCore(self.broker_id, self.epoch, self.settings, snapshot, now_ms())
+        if bounced:
+            log.warning("brokers %s registered after the partition states naming them were written: "
+                        "handled as bounced", sorted(bounced))
+            self.core.brokers_changed(everyone)
         self.core.check()
-        for broker in snapshot.brokers.values():
+        for broker in everyone.values():
             self._channel(broker)
         await self._execute(self.core.ready())
         self._ticker = asyncio.ensure_future(self._tick_loop())
@@ -252,6 +284,7 @@ class ControllerShell:
 
     # reading the cluster -----------------------------------------------------------------------
     async def _load(self) -> ClusterSnapshot:
+        self._state_mzxid.clear()
         brokers = await self._read_brokers()
         names = await self.zk.get_children(layout.BROKER_TOPICS, watch=self._topics_watch)
         topics: dict[str, TopicAssignment] = {}
@@ -301,6 +334,7 @@ class ControllerShell:
             data, stat = await self.zk.get(path)
         except NoNodeError:
             return None
+        self._state_mzxid[(topic, index)] = stat.mzxid
         return PartitionState(LeaderAndIsr.decode(path, data), stat.version)
 
     async def _read_config(self, topic: str) -> dict[str, str]:

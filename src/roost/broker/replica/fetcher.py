@@ -210,7 +210,7 @@ class ReplicaFetchers:
                 partition = following.partition
                 error = answer["error_code"]
                 if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    await self._out_of_range(leader, partition)
+                    await self._out_of_range(leader, following)
                     continue
                 if error != ErrorCode.NONE:
                     if error not in RETRIABLE:
@@ -258,9 +258,10 @@ class ReplicaFetchers:
         partition.log.truncate_to(offset)
         partition.state.truncated(partition.log.log_end_offset)
 
-    async def _out_of_range(self, leader: int, partition: Partition) -> None:
+    async def _out_of_range(self, leader: int, following: _Following) -> None:
         """Our fetch offset is outside the leader's log: past its end (we hold records it lost:
         truncate to its end) or before its start (retention moved on: start again at its start)."""
+        partition = following.partition
         peer = self.peer_for(leader)
         if peer is None:
             return
@@ -277,6 +278,11 @@ class ReplicaFetchers:
             if result["error_code"] != ErrorCode.NONE:
                 return
             offsets[timestamp] = result["offset"]
+        if not LeaderFetcher._current(following):
+            # While we asked, this broker became the leader or follows another epoch: the answer
+            # is not about our log any more, and truncating now could cut committed records
+            # (found by the replication simulation).
+            return
         end = partition.log.log_end_offset
         if end > offsets[LATEST]:
             log.warning("%s-%d: our log end %d is past the leader's %d: truncating", partition.topic,

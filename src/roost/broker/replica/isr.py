@@ -182,13 +182,22 @@ class IsrManager:
                         partition.state_changed()
                         if state.advance_high_watermark(partition.log.log_end_offset):
                             partition.high_watermark_moved()
-                    else:
+                    elif not partition.is_leader:
                         state.pending_isr = None
+                    # else: an answer for another leader epoch. The controller may have committed
+                    # the change (with a leadership move, say): it stays pending, and the replica
+                    # being added keeps counting for the HW, until LeaderAndIsr says what holds.
                 elif code == ErrorCode.NOT_CONTROLLER:
                     retry[(partition.topic, partition.index)] = partition
+                elif code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION):
+                    # Our epochs are stale: a LeaderAndIsr is on its way and resets the state
+                    # (Kafka's Partition.handleAlterPartitionError leaves it pending too). Forgetting
+                    # the change now would let the HW pass a replica the controller may have added
+                    # (found by the replication simulation: acknowledged writes lost).
+                    log.info("%s-%d: ISR change fenced (%s); pending until LeaderAndIsr", partition.topic,
+                             partition.index, ErrorCode(code).name)
                 else:
-                    # Stale or refused: forget the proposal; the next LeaderAndIsr (or a later
-                    # check) brings a fresh one.
+                    # Refused: forget the proposal; a later check brings a fresh one.
                     log.info("%s-%d: ISR change refused (%s)", partition.topic, partition.index,
                              ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
                     state.pending_isr = None

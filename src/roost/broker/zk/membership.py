@@ -17,6 +17,7 @@ from typing import Any
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
 from roost.zkclient import (
+    ConnectionLossError,
     Create,
     NodeExistsError,
     NoNodeError,
@@ -87,6 +88,15 @@ class ClusterMembership:
             try:
                 _, stat = await self.zk.create_with_stat(path, self.registration.encode(), ephemeral=True)
                 break
+            except ConnectionLossError:
+                # The create may have been applied with its reply lost: ask again, and the node,
+                # if there, is found to be ours below. (Giving up here left ZooKeeper holding a
+                # registration whose epoch this broker never learned: every controller request
+                # refused as stale, for good. Found by the replication simulation.)
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(REGISTRATION_POLL_S)
+                continue
             except NodeExistsError:
                 try:
                     _, existing = await self.zk.get(path)
