@@ -63,6 +63,11 @@ def propose_traced(members: list[Member], tmp_path: Path) -> tuple[SyscallTrace,
     tag = uuid.uuid4().hex[:8]
     acked: dict[bytes, int] = {}
     with SyscallTrace([m.proc.pid for m in members], tmp_path / "strace.txt") as trace:
+        # A member blocked in read(stdin) when strace attached finishes that read as
+        # restart_syscall, without its data: one command each first, so that every probe below
+        # is read by a read strace saw from its start.
+        for member in members:
+            member.ask("status")
         for k in range(8):
             data = f"probe-{tag}-{k}"
             answer = (leader if k < 4 else follower).ask(f"propose {data}")
@@ -75,7 +80,10 @@ def acknowledgements(calls: list[Syscall], acked: dict[bytes, int]) -> list[Dura
     """For each proposal: the proposer's read of the command and its first answer after it."""
     found = []
     for probe in acked:
-        command = next(c for c in calls if c.name == "read" and c.fd == STDIN and b"propose " + probe in c.data)
+        command = next((c for c in calls if c.name == "read" and c.fd == STDIN and b"propose " + probe in c.data),
+                       None)
+        assert command is not None, (f"no traced read of the command proposing {probe!r}; stdin reads seen: "
+                                     f"{[c for c in calls if c.fd == STDIN]}")
         reply = next(c for c in calls if c.pid == command.pid and c.name in SOCKET_WRITES and c.fd == STDOUT
                      and c.entry > command.exit)
         assert json.loads(reply.data) == {"ok": acked[probe]}
