@@ -114,7 +114,20 @@ class LeaderFetcher:
                 continue
             if syncs:
                 # Report (by fetching again) only what is on disk here.
-                await asyncio.gather(*syncs, return_exceptions=True)
+                outcomes = await asyncio.gather(*(sync for _, sync in syncs), return_exceptions=True)
+                for (following, _), outcome in zip(syncs, outcomes, strict=True):
+                    if isinstance(outcome, BaseException):
+                        self._give_up(following.partition, outcome)
+
+    def _give_up(self, partition: Partition, error: BaseException) -> None:
+        """The log could not be made durable: stop following the partition, so that its next
+        fetch never tells the leader (which counts it toward acks=all) that this broker holds
+        records it may lose. The leader drops it from the ISR; a restart, once the disk is
+        fixed, recovers the log to what is on disk and follows again. (Kafka takes the log
+        directory offline.)"""
+        log.error("%s-%d: fsync failed (%r): no longer following it; restart this broker once the disk is fixed",
+                  partition.topic, partition.index, error)
+        self.remove(partition)
 
     @staticmethod
     def _current(following: _Following) -> bool:
@@ -196,9 +209,9 @@ class ReplicaFetchers:
                 "forgotten_topics_data": [], "rack_id": ""}
 
     async def process(self, leader: int, ready: dict[tuple[str, int], _Following],
-                      response: dict[str, Any]) -> list[asyncio.Future[None]]:
+                      response: dict[str, Any]) -> list[tuple[_Following, asyncio.Future[None]]]:
         """Apply a fetch answer; returns the fsyncs to wait for before fetching again."""
-        syncs: list[asyncio.Future[None]] = []
+        syncs: list[tuple[_Following, asyncio.Future[None]]] = []
         by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
         loop = asyncio.get_running_loop()
         for topic in response["responses"]:
@@ -220,7 +233,7 @@ class ReplicaFetchers:
                     continue
                 sync = self._apply(partition, answer, following)
                 if sync is not None:
-                    syncs.append(sync)
+                    syncs.append((following, sync))
         return syncs
 
     def _apply(self, partition: Partition, answer: dict[str, Any], following: _Following) -> asyncio.Future[None] | None:
