@@ -12,8 +12,8 @@ deliberately broken build. This script is that demonstration, bounded and repeat
   tree's `src` first, with the flags `make test` uses (`--require-referees`). Processes the tests
   start (`python -m roost.cli.main`, Raft members, Spark's Python workers) inherit PYTHONPATH.
 - A canary proves which code ran: the tree's `roost/__init__.py` gets a few lines that, when
-  ROOST_BREAK_CANARY names a file, append the importing process's pid, `roost.__file__` and argv
-  to it. After each run every entry must point into the tree, and each process kind a mutation
+  ROOST_BREAK_CANARY names a file, append the importing process's pid, `roost.__file__` and
+  command line to it. After each run every entry must point into the tree, and each process kind a mutation
   names (`must_load`, e.g. the broker started by the test) must have imported it there.
 - The snippet to replace must occur exactly once, so that a refactor makes this script fail loudly
   instead of passing with a mutation that no longer applies.
@@ -50,6 +50,7 @@ import tarfile
 import tempfile
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,10 +67,13 @@ CANARY = '''
 
 def _break_claims_canary() -> None:  # added by scripts/break_claims.py, never committed
     import os
-    import sys
     target = os.environ.get("ROOST_BREAK_CANARY")
     if target:
-        line = "\\t".join([str(os.getpid()), __file__, " ".join(sys.argv)[:300].replace("\\n", " ")])
+        # The command line as the kernel has it (sys.argv is still ["-m", ...] while `python -m
+        # roost.cli.main` imports the package).
+        with open("/proc/self/cmdline", "rb") as handle:
+            command = handle.read().replace(b"\\0", b" ").decode(errors="replace").strip()
+        line = "\\t".join([str(os.getpid()), __file__, command[:300].replace("\\n", " ")])
         with open(target, "a") as handle:
             handle.write(line + "\\n")
 
@@ -125,8 +129,8 @@ def edit(path: str, old: str, new: str) -> Edit:
     return Edit(path, old, new)
 
 
-BROKER = "roost/cli/main.py"
-PYTEST = "pytest"  # the test process itself (its argv[0] is pytest's __main__.py)
+BROKER = "-m roost.cli.main"
+PYTEST = "-m pytest"  # the test process itself
 SPARK_WORKER = "pyspark"
 FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
@@ -181,7 +185,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
         (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",
               "            pass  # MUTATION: no fdatasync\n"),),
-        (RAFT_STRACE,), must_load=("tests/raft/member_proc.py",)),
+        (RAFT_STRACE,), must_load=("-m tests.raft.member_proc",)),
     Mutation(
         "raft-append-resp-before-fsync",
         "a Raft follower's APPEND_RESP leaves after its fsync (here it leaves with the early messages)",
@@ -190,7 +194,7 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        if m.type is MessageType.APPEND_RESP or self.role is Role.LEADER and m.type in ("),),
         ("tests/sim/test_raft_sim.py::test_three_members_survive_chaos[1]",
          "tests/sim/test_raft_sim.py::test_five_members_survive_chaos[101]", RAFT_STRACE),
-        must_load=(PYTEST, "tests/raft/member_proc.py")),
+        must_load=(PYTEST, "-m tests.raft.member_proc")),
     Mutation(
         "idempotence-off",
         "an idempotent producer's retried batch is written once (confluent-kafka, kafka-python, raw wire)",
@@ -245,7 +249,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "offsets.retention.minutes: an empty group's committed offsets expire",
         (edit("src/roost/broker/group/service.py", "            self.expire_offsets(now_ms())\n",
               "            pass  # MUTATION: the expiry check never runs\n"),),
-        ("tests/broker/test_offsets_retention.py",), must_load=("tests/support/shifted_clock.py",)),
+        ("tests/broker/test_offsets_retention.py",), must_load=("-m tests.support.shifted_clock",)),
     Mutation(
         "group-max-size-ignored",
         "group.max.size: a consumer beyond it gets GROUP_MAX_SIZE_REACHED",
@@ -373,7 +377,7 @@ class RunResult:
     messages: dict[str, str] = field(default_factory=dict)  # node id -> first line of its failure
     exitstatus: int | None = None
     problem: str | None = None  # the run itself went wrong (timeout, no report, foreign imports)
-    loaded: list[tuple[int, str, str]] = field(default_factory=list)  # canary: (pid, file, argv)
+    loaded: list[tuple[int, str, str]] = field(default_factory=list)  # canary: (pid, file, command)
     seconds: float = 0.0
 
     def count(self, outcome: str) -> int:
@@ -544,6 +548,12 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(out)
 
 
+def loaded_kinds(result: RunResult) -> str:
+    """The canary's processes by kind: "2 x -m roost.cli.main, 1 x -m pytest"."""
+    kinds = Counter(" ".join(command.split(" ")[1:3]) for _, _, command in result.loaded)
+    return ", ".join(f"{n} x {kind}" for kind, n in sorted(kinds.items())) or "none"
+
+
 def details(rows: Sequence[Row]) -> str:
     out = []
     for row in rows:
@@ -558,9 +568,7 @@ def details(rows: Sequence[Row]) -> str:
         for node, outcome in sorted(row.mutated.outcomes.items()):
             message = row.mutated.messages.get(node, "")
             out.append(f"  - {outcome}: {node}" + (f" -- {message}" if message else ""))
-        kinds = sorted({Path(argv.split(" ")[0]).name if argv else "?" for _, _, argv in row.mutated.loaded})
-        out.append(f"  - processes that imported the mutated tree: {len({p for p, _, _ in row.mutated.loaded})} "
-                   f"({', '.join(kinds)})")
+        out.append(f"  - processes that imported roost from the mutated tree: {loaded_kinds(row.mutated)}")
         out.extend(f"  - PROBLEM: {p}" for p in row.problems)
     return "\n".join(out)
 
