@@ -136,6 +136,7 @@ FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
                     "tests/broker/test_fsync_before_ack.py::"
                     "test_topic_setting_fsyncs_before_answering_and_the_check_sees_when_it_is_off")
+FOLLOWER_FSYNC = ("tests/cluster/test_follower_fsync.py::test_a_follower_fsyncs_before_its_next_fetch_tells_the_leader",)
 RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
 SINK = "tests/spark/test_sink.py::"
@@ -171,6 +172,19 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                            durable_waits.append(outcome.durable)\n",
               "                            pass  # MUTATION: answer without waiting for the fsync\n"),),
         (FSYNC_BEFORE_ACK[0],), must_load=(BROKER,)),
+    Mutation(
+        "follower-fsync-skipped",
+        "a follower fsyncs what it replicated (flush.messages=1) before its next Fetch reports it to the leader",
+        (edit("src/roost/broker/replica/fetcher.py", "                sync = self.logs.committer.request(plog)\n",
+              "                pass  # MUTATION: the follower never asks for an fsync\n"),),
+        FOLLOWER_FSYNC, must_load=(BROKER,)),
+    Mutation(
+        "follower-fetches-before-fsync",
+        "the follower waits for those fsyncs before fetching again (here it starts them and fetches on)",
+        (edit("src/roost/broker/replica/fetcher.py",
+              "                await asyncio.gather(*syncs, return_exceptions=True)\n",
+              "                pass  # MUTATION: fetch again without waiting for the fsyncs\n"),),
+        FOLLOWER_FSYNC, must_load=(BROKER,)),
     Mutation(
         "keeper-force-sync-ignored",
         "the keeper (forceSync, the default) replies to a write only after its log entry is fsynced",
