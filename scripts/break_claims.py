@@ -279,6 +279,37 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        pass  # MUTATION: requests not counted\n"),),
         ("tests/broker/test_served_versions.py",), must_load=(BROKER,)),
     Mutation(
+        "max-connections-never-frees",
+        "max.connections: past it a connection is refused, and a closed one frees its place (the "
+        "test's retry must end in its assertion, issue 12 item 3)",
+        (edit("src/roost/broker/broker.py",
+              "KafkaConnection(self._dispatcher, self._limits, self._connections.discard)",
+              "KafkaConnection(self._dispatcher, self._limits, lambda _closed: None)  # MUTATION"),),
+        ("tests/broker/test_config_cli.py::test_connection_cap",), must_load=(BROKER,)),
+    Mutation(
+        "fetch-never-waits",
+        "a fetch without enough data waits (MaxWaitMs) and an append wakes it; shown without a sleep "
+        "(issue 12 item 2)",
+        (edit("src/roost/broker/handlers/fetch.py",
+              '        if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():\n',
+              "        if True:  # MUTATION: never park a fetch\n"),),
+        ("tests/broker/test_fetch_limits.py::test_waiting_fetch_is_woken_by_an_append",
+         "tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data"), must_load=(BROKER,)),
+    Mutation(
+        "fetch-min-bytes-ignored",
+        "a parked fetch is answered only once MinBytes are there",
+        (edit("src/roost/broker/handlers/fetch.py",
+              "if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:",
+              "if found > 0 or errored or self._loop.time() >= self._deadline:  # MUTATION"),),
+        ("tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data",), must_load=(BROKER,)),
+    Mutation(
+        "log-small-reads-mapped",
+        "small reads are plain copies, large ones views of a memory map (the test no longer accepts "
+        "the type it excludes, issue 12 item 3)",
+        (edit("src/roost/log/segment.py", "        if end - position < MAP_THRESHOLD:\n",
+              "        if False:  # MUTATION: every read is a view of the map\n"),),
+        ("tests/log/test_mapped_reads.py::test_small_reads_are_plain_bytes",), must_load=(PYTEST,)),
+    Mutation(
         "referee-skips-stay-green",
         "under --require-referees or CI=true a missing referee fails the run (both hooks disabled here)",
         (edit("tests/conftest.py", "def pytest_runtest_makereport(", "def _mutation_disabled_runtest_makereport("),
