@@ -61,6 +61,7 @@ REPORT_ENV = "ROOST_BREAK_REPORT"
 PYTEST_FLAGS = ("--require-referees", "-p", "no:cacheprovider", "-q", "-p", "break_claims_report")
 GIT_TIMEOUT_S = 120
 KILL_GRACE_S = 15
+MESSAGE_CHARS = 240  # of a failure's first line, in the report
 
 # Appended to the tree's src/roost/__init__.py (both runs: it changes nothing unless the variable is set).
 CANARY = '''
@@ -376,6 +377,10 @@ def exported_tree() -> Iterator[Path]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+class MutationDoesNotApply(Exception):
+    pass
+
+
 @contextlib.contextmanager
 def applied(tree: Path, mutation: Mutation) -> Iterator[None]:
     """The tree with `mutation` applied; every file restored byte for byte afterwards."""
@@ -395,10 +400,6 @@ def applied(tree: Path, mutation: Mutation) -> Iterator[None]:
         for path, text in originals.items():
             path.write_text(text)
             assert path.read_text() == text
-
-
-class MutationDoesNotApply(Exception):
-    pass
 
 
 def check_applies(mutation: Mutation, root: Path = REPO) -> str | None:
@@ -585,6 +586,9 @@ def table(rows: Sequence[Row]) -> str:
         if row.skipped:
             lines.append((m.name, tests, "-", "-", f"skipped ({row.skipped})"))
             continue
+        if row.mutated is None:
+            lines.append((m.name, tests, "-", "-", row.verdict))
+            continue
         assert row.unmutated is not None and row.mutated is not None
         lines.append((m.name, tests, f"{row.unmutated.summary()} ({row.unmutated.seconds:.0f} s)",
                       f"{row.mutated.summary()} ({row.mutated.seconds:.0f} s)", row.verdict))
@@ -602,7 +606,10 @@ def loaded_kinds(result: RunResult) -> str:
 def details(rows: Sequence[Row]) -> str:
     out = []
     for row in rows:
-        if row.skipped or row.mutated is None:
+        if row.skipped:
+            continue
+        if row.mutated is None:
+            out.extend(f"- {row.mutation.name}: PROBLEM: {p}" for p in row.problems)
             continue
         m = row.mutation
         out.append(f"- {m.name}: {m.proves}")
@@ -612,6 +619,8 @@ def details(rows: Sequence[Row]) -> str:
             out.append(f"  - edit {change.path}: `{old}` -> `{new}`")
         for node, outcome in sorted(row.mutated.outcomes.items()):
             message = row.mutated.messages.get(node, "")
+            if len(message) > MESSAGE_CHARS:
+                message = message[:MESSAGE_CHARS] + " ..."
             out.append(f"  - {outcome}: {node}" + (f" -- {message}" if message else ""))
         out.append(f"  - processes that imported roost from the mutated tree: {loaded_kinds(row.mutated)}")
         out.extend(f"  - PROBLEM: {p}" for p in row.problems)
@@ -680,7 +689,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             problem = check_applies(mutation, tree)
             if problem is not None:
-                raise MutationDoesNotApply(f"{mutation.name}: {problem}")
+                # A refactor moved the code: say so (and fail the run), never skip it quietly.
+                row.problems.append(f"does not apply to HEAD: {problem}")
+                row.verdict = "DOES NOT APPLY"
+                print(f"== {mutation.name}: DOES NOT APPLY: {problem}", flush=True)
+                continue
             print(f"== {mutation.name}: {mutation.proves}", flush=True)
             if mutation.tests not in unmutated_cache:
                 print(f"   unmutated: {' '.join(mutation.tests)}", flush=True)
