@@ -283,6 +283,39 @@ def local_port(target: str) -> int | None:
     return int(found[1]) if found else None
 
 
+def remote_port(target: str) -> int | None:
+    """The peer's port in a -yy socket description "TCP:[host:port->peer:port]"."""
+    found = re.match(r"TCP:\[[^\]]*->[^\]]*?:(\d+)\]", target)
+    return int(found[1]) if found else None
+
+
+@dataclass
+class SentRequest:
+    """A Kafka request a traced process sent as a client (a broker's requests to another)."""
+
+    pid: int
+    connection: str
+    api_key: int
+    frame: bytes  # without its length prefix
+    sent: int  # position of the write that began it
+
+
+def kafka_requests_sent(calls: Sequence[Syscall], pid: int, ports: Collection[int],
+                        api_keys: Iterable[int] | None = None) -> list[SentRequest]:
+    """The Kafka requests (of `api_keys`, or all) that process `pid` sent to servers listening on
+    `ports`, in the order their first bytes left."""
+    keys = None if api_keys is None else set(api_keys)
+    found = []
+    for (sender, target), stream in _streams(calls, SOCKET_WRITES).items():
+        if sender != pid or remote_port(target) not in ports:
+            continue
+        for frame, first, _ in stream.frames():
+            (api_key,) = struct.unpack_from(">h", frame)
+            if keys is None or api_key in keys:
+                found.append(SentRequest(pid, target, api_key, frame, first.entry))
+    return sorted(found, key=lambda request: request.sent)
+
+
 def _exchanges(calls: Sequence[Syscall], ports: Collection[int], request_id: Callable[[int, bytes], int | None],
                answer_id: Callable[[bytes], int | None]) -> list[Exchange]:
     found: list[Exchange] = []

@@ -1,0 +1,722 @@
+#!/usr/bin/env python3
+"""Break Roost on purpose, one claim at a time, and show that the tests of that claim fail.
+
+Issue 12 asks that each test added to prove a README claim is shown, once, to fail against a
+deliberately broken build. This script is that demonstration, bounded and repeatable:
+
+- It exports HEAD (`git archive`, tracked files only) into a temporary directory: the tree.
+- For each named mutation (an exact snippet of a file replaced by another), it runs the mutation's
+  tests on the tree unchanged (they must all pass), then with the mutation applied (each of them
+  must fail), then puts the file back. One mutation at a time.
+- Tests run with this checkout's virtualenv python, cwd in the tree, and PYTHONPATH naming the
+  tree's `src` first, with the flags `make test` uses (`--require-referees`). Processes the tests
+  start (`python -m roost.cli.main`, Raft members, Spark's Python workers) inherit PYTHONPATH.
+- A canary proves which code ran: the tree's `roost/__init__.py` gets a few lines that, when
+  ROOST_BREAK_CANARY names a file, append the importing process's pid, `roost.__file__` and
+  command line to it. After each run every entry must point into the tree, and each process kind a mutation
+  names (`must_load`, e.g. the broker started by the test) must have imported it there.
+- The snippet to replace must occur exactly once, so that a refactor makes this script fail loudly
+  instead of passing with a mutation that no longer applies.
+
+It prints a table (mutation, tests, unmutated result, mutated result) and then, per mutated
+test, the first line of its failure. Exit status 0 only if every unmutated run passed and every
+test of every mutated run failed.
+
+    .venv/bin/python scripts/break_claims.py             # everything (about 7 minutes on 2 cores)
+    .venv/bin/python scripts/break_claims.py --list      # the mutations, and whether each applies
+    .venv/bin/python scripts/break_claims.py --only idempotence-off --only keeper-force-sync-ignored
+    .venv/bin/python scripts/break_claims.py --skip-spark
+
+Not part of the pytest suite: it runs each test set twice and takes long. Only loopback is used
+(the tests' own rule). Every subprocess has a timeout; on a timeout its process group is killed,
+then any process still carrying this run's canary variable in its environment (processes the
+tests started in their own sessions), by pid. The tree is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CANARY_ENV = "ROOST_BREAK_CANARY"
+REPORT_ENV = "ROOST_BREAK_REPORT"
+PYTEST_FLAGS = ("--require-referees", "-p", "no:cacheprovider", "-q", "-p", "break_claims_report")
+GIT_TIMEOUT_S = 120
+KILL_GRACE_S = 15
+MESSAGE_CHARS = 240  # of a failure's first line, in the report
+
+# Appended to the tree's src/roost/__init__.py (both runs: it changes nothing unless the variable is set).
+CANARY = '''
+
+def _break_claims_canary() -> None:  # added by scripts/break_claims.py, never committed
+    import os
+    target = os.environ.get("ROOST_BREAK_CANARY")
+    if target:
+        # The command line as the kernel has it (sys.argv is still ["-m", ...] while `python -m
+        # roost.cli.main` imports the package).
+        with open("/proc/self/cmdline", "rb") as handle:
+            command = handle.read().replace(b"\\0", b" ").decode(errors="replace").strip()
+        line = "\\t".join([str(os.getpid()), __file__, command[:300].replace("\\n", " ")])
+        with open(target, "a") as handle:
+            handle.write(line + "\\n")
+
+
+_break_claims_canary()
+'''
+
+# A pytest plugin (loaded with -p from a directory on PYTHONPATH): each test's outcome and the
+# first line of its failure, as JSON, to the file named by ROOST_BREAK_REPORT.
+REPORT_PLUGIN = '''
+import json
+import os
+
+_results = {}
+
+
+def pytest_runtest_logreport(report):
+    entry = _results.setdefault(report.nodeid, {"setup": None, "call": None, "teardown": None, "message": ""})
+    entry[report.when] = report.outcome
+    if report.failed and not entry["message"]:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        text = crash.message if crash is not None else str(report.longrepr)
+        entry["message"] = f"{report.when}: " + " ".join(text.split())[:300]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    with open(os.environ["ROOST_BREAK_REPORT"], "w") as handle:
+        json.dump({"exitstatus": int(exitstatus), "tests": _results}, handle)
+'''
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str  # relative to the repository root
+    old: str  # must occur exactly once in the file
+    new: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    proves: str  # the claim the tests stand for
+    edits: tuple[Edit, ...]
+    tests: tuple[str, ...]  # pytest node ids; every test they select must fail under the mutation
+    # Substrings of the argv of processes that must have imported roost from the tree (beyond
+    # pytest itself): where the mutated code runs.
+    must_load: tuple[str, ...] = ()
+    spark: bool = False
+    timeout_s: float = 900.0
+
+
+def edit(path: str, old: str, new: str) -> Edit:
+    return Edit(path, old, new)
+
+
+BROKER = "-m roost.cli.main"
+PYTEST = "-m pytest"  # the test process itself
+SPARK_WORKER = "pyspark"
+FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
+                    "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
+                    "tests/broker/test_fsync_before_ack.py::"
+                    "test_topic_setting_fsyncs_before_answering_and_the_check_sees_when_it_is_off")
+FOLLOWER_FSYNC = ("tests/cluster/test_follower_fsync.py::test_a_follower_fsyncs_before_its_next_fetch_tells_the_leader",)
+RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
+               "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
+SINK = "tests/spark/test_sink.py::"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "broker-fsync-skipped",
+        "the broker fsyncs before acknowledging (log.flush.interval.messages=1, topic flush.messages=1)",
+        (edit("src/roost/broker/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
+        FSYNC_BEFORE_ACK, must_load=(BROKER,)),
+    Mutation(
+        "broker-acks-before-fsync",
+        "the acknowledgement waits for the fsync: here the group committer releases the waiting "
+        "answers, then fsyncs",
+        (edit("src/roost/broker/flusher.py",
+              """\
+                error: BaseException | None = None
+                try:
+                    await asyncio.to_thread(_fsync_all,""",
+              """\
+                error: BaseException | None = None
+                for _, early in batch:  # MUTATION: the answers go before the fsync
+                    for future in early:
+                        if not future.done():
+                            future.set_result(None)
+                try:
+                    await asyncio.to_thread(_fsync_all,"""),),
+        FSYNC_BEFORE_ACK, must_load=(BROKER,)),
+    Mutation(
+        "produce-does-not-wait-for-fsync",
+        "the produce answer waits for its fsync: here the handler starts the fsync and answers at once",
+        (edit("src/roost/broker/handlers/produce.py",
+              "                            durable_waits.append(outcome.durable)\n",
+              "                            pass  # MUTATION: answer without waiting for the fsync\n"),),
+        (FSYNC_BEFORE_ACK[0],), must_load=(BROKER,)),
+    Mutation(
+        "follower-fsync-skipped",
+        "a follower fsyncs what it replicated (flush.messages=1) before its next Fetch reports it to the leader",
+        (edit("src/roost/broker/replica/fetcher.py", "                sync = self.logs.committer.request(plog)\n",
+              "                pass  # MUTATION: the follower never asks for an fsync\n"),),
+        FOLLOWER_FSYNC, must_load=(BROKER,)),
+    Mutation(
+        "follower-fetches-before-fsync",
+        "the follower waits for those fsyncs before fetching again (here it starts them and fetches on)",
+        (edit("src/roost/broker/replica/fetcher.py",
+              "                await asyncio.gather(*syncs, return_exceptions=True)\n",
+              "                pass  # MUTATION: fetch again without waiting for the fsyncs\n"),),
+        FOLLOWER_FSYNC, must_load=(BROKER,)),
+    Mutation(
+        "keeper-force-sync-ignored",
+        "the keeper (forceSync, the default) replies to a write only after its log entry is fsynced",
+        (edit("src/roost/keeper/server.py", "ReplicatorConfig(fsync=config.force_sync,",
+              "ReplicatorConfig(fsync=False,"),),
+        ("tests/keeper/test_fsync_before_reply.py::test_standalone_replies_after_the_fsync",
+         "tests/keeper/test_fsync_before_reply.py::"
+         "test_ensemble_replies_after_a_majority_and_the_replying_member_fsynced"),
+        must_load=(BROKER,)),
+    Mutation(
+        "raft-log-fsync-skipped",
+        "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
+        (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",
+              "            pass  # MUTATION: no fdatasync\n"),),
+        (RAFT_STRACE,), must_load=("-m tests.raft.member_proc",)),
+    Mutation(
+        "raft-append-resp-before-fsync",
+        "a Raft follower's APPEND_RESP leaves after its fsync (here it leaves with the early messages)",
+        (edit("src/roost/raft/core.py",
+              "        if self.role is Role.LEADER and m.type in (",
+              "        if m.type is MessageType.APPEND_RESP or self.role is Role.LEADER and m.type in ("),),
+        ("tests/sim/test_raft_sim.py::test_three_members_survive_chaos[1]",
+         "tests/sim/test_raft_sim.py::test_five_members_survive_chaos[101]", RAFT_STRACE),
+        must_load=(PYTEST, "-m tests.raft.member_proc")),
+    Mutation(
+        "idempotence-off",
+        "an idempotent producer's retried batch is written once (confluent-kafka, kafka-python, raw wire)",
+        (edit("src/roost/broker/replica/manager.py",
+              "    verdict = partition.log.producer_state.check(first)\n",
+              "    verdict = OK  # MUTATION: every sequence accepted\n"),),
+        ("tests/broker/test_idempotence.py::"
+         "test_an_idempotent_producer_retrying_a_batch_whose_answer_was_lost_writes_it_once",
+         "tests/broker/test_idempotence.py::test_a_batch_resent_on_the_wire_is_not_appended_twice"),
+        must_load=(BROKER,)),
+    Mutation(
+        "spark-sink-dedup-never-runs",
+        "the Spark sink's re-run of a task skips what an earlier attempt wrote (exactly once)",
+        (edit("src/roost/spark/sink.py", "        if name in already:\n",
+              "        if False:  # MUTATION: never skip what an earlier attempt wrote\n"),),
+        (SINK + "test_a_task_rerun_after_a_partial_write_completes_the_batch_once",
+         SINK + "test_a_query_that_fails_mid_batch_and_restarts_loses_and_duplicates_nothing"),
+        must_load=(PYTEST, BROKER, SPARK_WORKER), spark=True, timeout_s=1500),
+    Mutation(
+        "spark-sink-partitioner-not-murmur2",
+        "the Spark sink puts a keyed row where the Java clients would (murmur2); here librdkafka's "
+        "consistent_random (CRC32)",
+        (edit("src/roost/spark/sink_io.py", '"partitioner": "murmur2_random",',
+              '"partitioner": "consistent_random",'),),
+        (SINK + "test_keys_are_partitioned_like_the_java_clients",),
+        must_load=(BROKER, SPARK_WORKER), spark=True, timeout_s=1500),
+    Mutation(
+        "queued-max-requests-ignored",
+        "queued.max.requests: a connection with that many requests in flight is not read further",
+        (edit("src/roost/broker/connection.py",
+              "should_pause = self._writing_paused or len(self._slots) >= self._limits.max_inflight_requests",
+              "should_pause = self._writing_paused  # MUTATION: in-flight requests not counted"),),
+        ("tests/broker/test_connection_limits.py::test_queued_max_requests_pauses_reading",),
+        must_load=(BROKER,)),
+    Mutation(
+        "buffered-bytes-ignored",
+        "connection.max.buffered.bytes: a connection whose answers pile up unsent is not read further",
+        (edit("src/roost/broker/connection.py",
+              "should_pause = self._writing_paused or len(self._slots) >= self._limits.max_inflight_requests",
+              "should_pause = len(self._slots) >= self._limits.max_inflight_requests  # MUTATION"),),
+        ("tests/broker/test_connection_limits.py::test_connection_max_buffered_bytes_pauses_reading",),
+        must_load=(BROKER,)),
+    Mutation(
+        "paused-connection-handles-read-frames",
+        "a paused connection does not handle frames already read in the same read (f19da45)",
+        (edit("src/roost/broker/connection.py",
+              "while waiting and not self._closed and not self._reading_paused:",
+              "while waiting and not self._closed:  # MUTATION: pause ignored for frames already read"),),
+        ("tests/broker/test_connection_limits.py",), must_load=(BROKER,)),
+    Mutation(
+        "offsets-never-expire",
+        "offsets.retention.minutes: an empty group's committed offsets expire",
+        (edit("src/roost/broker/group/service.py", "            self.expire_offsets(now_ms())\n",
+              "            pass  # MUTATION: the expiry check never runs\n"),),
+        ("tests/broker/test_offsets_retention.py",), must_load=("-m tests.support.shifted_clock",)),
+    Mutation(
+        "group-max-size-ignored",
+        "group.max.size: a consumer beyond it gets GROUP_MAX_SIZE_REACHED",
+        (edit("src/roost/broker/group/coordinator.py",
+              "        if len(group.members) + len(group.pending) >= self.limits.max_size:\n",
+              "        if False:  # MUTATION: group.max.size not enforced\n"),),
+        ("tests/broker/test_membership.py::test_a_member_past_group_max_size_is_refused",),
+        must_load=(BROKER,)),
+    Mutation(
+        "served-versions-not-counted",
+        "at shutdown the broker logs which API versions it served, and how often",
+        (edit("src/roost/broker/dispatcher.py", "        self.request_counts[(key, version)] += 1\n",
+              "        pass  # MUTATION: requests not counted\n"),),
+        ("tests/broker/test_served_versions.py",), must_load=(BROKER,)),
+    Mutation(
+        "max-connections-never-frees",
+        "max.connections: past it a connection is refused, and a closed one frees its place (the "
+        "test's retry must end in its assertion, issue 12 item 3)",
+        (edit("src/roost/broker/broker.py",
+              "KafkaConnection(self._dispatcher, self._limits, self._connections.discard)",
+              "KafkaConnection(self._dispatcher, self._limits, lambda _closed: None)  # MUTATION"),),
+        ("tests/broker/test_config_cli.py::test_connection_cap",), must_load=(BROKER,)),
+    Mutation(
+        "fetch-never-waits",
+        "a fetch without enough data waits (MaxWaitMs) and an append wakes it; shown without a sleep "
+        "(issue 12 item 2)",
+        (edit("src/roost/broker/handlers/fetch.py",
+              '        if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():\n',
+              "        if True:  # MUTATION: never park a fetch\n"),),
+        ("tests/broker/test_fetch_limits.py::test_waiting_fetch_is_woken_by_an_append",
+         "tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data"), must_load=(BROKER,)),
+    Mutation(
+        "fetch-min-bytes-ignored",
+        "a parked fetch is answered only once MinBytes are there",
+        (edit("src/roost/broker/handlers/fetch.py",
+              "if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:",
+              "if found > 0 or errored or self._loop.time() >= self._deadline:  # MUTATION"),),
+        ("tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data",), must_load=(BROKER,)),
+    Mutation(
+        "log-small-reads-mapped",
+        "small reads are plain copies, large ones views of a memory map (the test no longer accepts "
+        "the type it excludes, issue 12 item 3)",
+        (edit("src/roost/log/segment.py", "        if end - position < MAP_THRESHOLD:\n",
+              "        if False:  # MUTATION: every read is a view of the map\n"),),
+        ("tests/log/test_mapped_reads.py::test_small_reads_are_plain_bytes",), must_load=(PYTEST,)),
+    Mutation(
+        "referee-skips-stay-green",
+        "under --require-referees or CI=true a missing referee fails the run (both hooks disabled here)",
+        (edit("tests/conftest.py", "def pytest_runtest_makereport(", "def _mutation_disabled_runtest_makereport("),
+         edit("tests/conftest.py", "def pytest_make_collect_report(", "def _mutation_disabled_make_collect_report(")),
+        ("tests/suite/test_referees.py::test_referee_skips_fail_when_required",)),
+    Mutation(
+        "decoder-producer-snapshot-counts",
+        "a checksummed producer-state snapshot with impossible counts is refused (1420424)",
+        (edit("src/roost/log/producer_state.py",
+              "if not 0 <= batch_count <= BATCHES_KEPT or pid in manager.producers:",
+              "if False:  # MUTATION: counts not checked"),),
+        ("tests/log/test_on_disk_decoding.py::test_checksummed_snapshot_with_impossible_counts_is_refused",), must_load=(PYTEST,)),
+    Mutation(
+        "decoder-cleaner-checkpoint-torn",
+        "a torn cleaner checkpoint (no final newline) never parses",
+        (edit("src/roost/log/cleaner.py", r'_CHECKPOINT_FORMAT = re.compile(rb"(-?[0-9]+) (-?[0-9]+)\n")',
+              r'_CHECKPOINT_FORMAT = re.compile(rb"(-?[0-9]+) (-?[0-9]+)\n?")  # MUTATION'),),
+        ("tests/log/test_on_disk_decoding.py::test_torn_cleaner_checkpoint_never_parses",), must_load=(PYTEST,)),
+    Mutation(
+        "decoder-raft-log-crc-unchecked",
+        "a corrupted Raft log record is cut, not loaded",
+        (edit("src/roost/raft/storage.py", "            if crc32c.crc32c(payload) != crc:\n",
+              "            if False:  # MUTATION: CRC not checked\n"),),
+        ("tests/raft/test_storage_decoding.py::test_a_corrupted_log_is_cut_before_the_damaged_record",), must_load=(PYTEST,)),
+    Mutation(
+        "decoder-keeper-batch-trailing-bytes",
+        "a keeper command batch with bytes after its end is refused",
+        (edit("src/roost/keeper/commands.py", '        r.expect_end("keeper batch")\n',
+              "        pass  # MUTATION: trailing bytes accepted\n"),),
+        ("tests/keeper/test_persisted_decoding.py::test_a_truncated_batch_is_refused",), must_load=(PYTEST,)),
+)
+
+
+# ------------------------------------------------------------------------------------ the tree
+
+
+def run(command: Sequence[str], cwd: Path, timeout: float = GIT_TIMEOUT_S) -> str:
+    done = subprocess.run(list(command), cwd=cwd, capture_output=True, timeout=timeout, check=True)
+    return done.stdout.decode()
+
+
+@contextlib.contextmanager
+def exported_tree() -> Iterator[Path]:
+    """HEAD's tracked files in a temporary directory, plus this checkout's compiled extensions
+    (ignored build output: the same accelerator the virtualenv uses), removed afterwards."""
+    workdir = Path(tempfile.mkdtemp(prefix="roost-break-claims-"))
+    try:
+        archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=REPO, capture_output=True,
+                                 timeout=GIT_TIMEOUT_S, check=True).stdout
+        tree = workdir / "tree"
+        tree.mkdir()
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+        for built in (REPO / "src").rglob("*.so"):
+            target = tree / built.relative_to(REPO)
+            if target.parent.is_dir() and not target.exists():
+                shutil.copy2(built, target)
+        init = tree / "src" / "roost" / "__init__.py"
+        init.write_text(init.read_text() + CANARY)
+        (workdir / "plugins").mkdir()
+        (workdir / "plugins" / "break_claims_report.py").write_text(REPORT_PLUGIN)
+        yield tree
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class MutationDoesNotApply(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def applied(tree: Path, mutation: Mutation) -> Iterator[None]:
+    """The tree with `mutation` applied; every file restored byte for byte afterwards."""
+    originals: dict[Path, str] = {}
+    try:
+        for change in mutation.edits:
+            path = tree / change.path
+            text = path.read_text()
+            originals.setdefault(path, text)
+            count = text.count(change.old)
+            if count != 1:
+                raise MutationDoesNotApply(f"{mutation.name}: the snippet to replace occurs {count} times "
+                                           f"in {change.path} (must be exactly once):\n{change.old}")
+            path.write_text(text.replace(change.old, change.new))
+        yield
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)
+            assert path.read_text() == text
+
+
+def check_applies(mutation: Mutation, root: Path = REPO) -> str | None:
+    """None if every edit's snippet occurs exactly once in `root`'s files, else what is wrong."""
+    for change in mutation.edits:
+        path = root / change.path
+        if not path.is_file():
+            return f"{change.path} does not exist"
+        count = path.read_text().count(change.old)
+        if count != 1:
+            return f"snippet occurs {count} times in {change.path}"
+    return None
+
+
+# ---------------------------------------------------------------------------------- test runs
+
+
+@dataclass
+class RunResult:
+    outcomes: dict[str, str] = field(default_factory=dict)  # node id -> passed/failed/error/skipped
+    messages: dict[str, str] = field(default_factory=dict)  # node id -> first line of its failure
+    exitstatus: int | None = None
+    problem: str | None = None  # the run itself went wrong (timeout, no report, foreign imports)
+    loaded: list[tuple[int, str, str]] = field(default_factory=list)  # canary: (pid, file, command)
+    seconds: float = 0.0
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o == outcome)
+
+    def summary(self) -> str:
+        if self.problem:
+            return f"PROBLEM: {self.problem}"
+        parts = [f"{self.count(o)} {o}" for o in ("passed", "failed", "error", "skipped") if self.count(o)]
+        return ", ".join(parts) or "no tests"
+
+
+def outcome_of(entry: dict[str, str | None]) -> str:
+    if entry["setup"] == "skipped" or entry["call"] == "skipped":
+        return "skipped"
+    if entry["setup"] == "failed":
+        return "error"
+    if entry["call"] == "failed":
+        return "failed"
+    if entry["teardown"] == "failed":
+        return "error"
+    return "passed" if entry["call"] == "passed" else "error"
+
+
+def marked_processes(canary: Path) -> list[int]:
+    """Processes still running with this run's canary file in their environment: started by the
+    tests of this run (possibly in their own sessions, out of reach of the group kill)."""
+    needle = f"{CANARY_ENV}={canary}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def stop_everything(popen: subprocess.Popen[bytes], canary: Path) -> list[int]:
+    """Stop the pytest process group, then every process still marked with this run's canary;
+    returns the pids that had to be stopped after pytest ended."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(popen.pid, signal.SIGTERM)
+    try:
+        popen.wait(KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(KILL_GRACE_S)
+    leftovers = marked_processes(canary)
+    for pid in leftovers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline and marked_processes(canary):
+        time.sleep(0.2)
+    for pid in marked_processes(canary):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return leftovers
+
+
+def run_tests(tree: Path, tests: Sequence[str], timeout_s: float, label: str) -> RunResult:
+    workdir = tree.parent
+    stamp = f"{label}-{time.monotonic_ns()}"
+    canary = workdir / f"canary-{stamp}.txt"
+    report = workdir / f"report-{stamp}.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update({"PYTHONPATH": os.pathsep.join([str(tree / "src"), str(workdir / "plugins")]),
+                CANARY_ENV: str(canary), REPORT_ENV: str(report), "PYTHONDONTWRITEBYTECODE": "1"})
+    command = [sys.executable, "-m", "pytest", *PYTEST_FLAGS, *tests]
+    result = RunResult()
+    started = time.monotonic()
+    log_path = workdir / f"pytest-{stamp}.log"
+    with log_path.open("wb") as output:
+        popen = subprocess.Popen(command, cwd=tree, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            result.exitstatus = popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            result.problem = f"timed out after {timeout_s:.0f} s"
+        finally:
+            leftovers = stop_everything(popen, canary)
+    result.seconds = time.monotonic() - started
+    if leftovers and result.problem is None:
+        print(f"    note: stopped {len(leftovers)} process(es) the tests left running: {leftovers}", flush=True)
+    if report.exists():
+        data = json.loads(report.read_text())
+        for node, entry in data["tests"].items():
+            result.outcomes[node] = outcome_of(entry)
+            if entry["message"]:
+                result.messages[node] = entry["message"]
+    elif result.problem is None:
+        result.problem = f"pytest wrote no report (exit {result.exitstatus})"
+    if canary.exists():
+        for line in canary.read_text().splitlines():
+            pid, file, argv = line.split("\t", 2)
+            result.loaded.append((int(pid), file, argv))
+    foreign = sorted({file for _, file, _ in result.loaded if not Path(file).is_relative_to(tree)})
+    if foreign and result.problem is None:
+        result.problem = f"roost imported from outside the tree: {foreign}"
+    if result.problem is not None or not result.outcomes:
+        tail = log_path.read_text(errors="replace")[-3000:]
+        print(textwrap.indent(tail, "    | "), flush=True)
+    return result
+
+
+def missing_loads(result: RunResult, mutation: Mutation) -> list[str]:
+    """The process kinds `mutation.must_load` names that no canary entry shows."""
+    return [kind for kind in mutation.must_load if not any(kind in argv for _, _, argv in result.loaded)]
+
+
+# -------------------------------------------------------------------------------------- report
+
+
+@dataclass
+class Row:
+    mutation: Mutation
+    unmutated: RunResult | None = None
+    mutated: RunResult | None = None
+    skipped: str | None = None
+    verdict: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def judge(row: Row) -> None:
+    before, after = row.unmutated, row.mutated
+    assert before is not None and after is not None
+    if before.problem:
+        row.problems.append(f"unmutated run: {before.problem}")
+    if after.problem:
+        row.problems.append(f"mutated run: {after.problem}")
+    if not before.outcomes:
+        row.problems.append("unmutated run selected no test")
+    not_passing = sorted(n for n, o in before.outcomes.items() if o != "passed")
+    if not_passing:
+        row.problems.append(f"unmutated, not passing: {not_passing}")
+    if set(after.outcomes) != set(before.outcomes):
+        row.problems.append("the two runs selected different tests")
+    still_passing = sorted(n for n, o in after.outcomes.items() if o == "passed")
+    if still_passing:
+        row.problems.append(f"mutated, STILL PASSING: {still_passing}")
+    not_failed = sorted(n for n, o in after.outcomes.items() if o not in ("passed", "failed"))
+    if not_failed:
+        row.problems.append(f"mutated, not a test failure ({', '.join(after.outcomes[n] for n in not_failed)}): "
+                            f"{not_failed}")
+    for run_name, run_result in (("unmutated", before), ("mutated", after)):
+        missing = missing_loads(run_result, row.mutation)
+        if missing:
+            row.problems.append(f"{run_name} run: no process of kind {missing} imported roost from the tree")
+    row.verdict = "PROVEN" if not row.problems else "NOT PROVEN"
+
+
+def table(rows: Sequence[Row]) -> str:
+    header = ("mutation", "tests", "unmutated", "mutated", "verdict")
+    lines = [header]
+    for row in rows:
+        m = row.mutation
+        tests = ", ".join(t.replace("tests/", "").replace(".py::", "::") for t in m.tests)
+        if row.skipped:
+            lines.append((m.name, tests, "-", "-", f"skipped ({row.skipped})"))
+            continue
+        if row.mutated is None:
+            lines.append((m.name, tests, "-", "-", row.verdict))
+            continue
+        assert row.unmutated is not None and row.mutated is not None
+        lines.append((m.name, tests, f"{row.unmutated.summary()} ({row.unmutated.seconds:.0f} s)",
+                      f"{row.mutated.summary()} ({row.mutated.seconds:.0f} s)", row.verdict))
+    out = ["| " + " | ".join(cells) + " |" for cells in lines]
+    out.insert(1, "|" + "|".join("---" for _ in header) + "|")
+    return "\n".join(out)
+
+
+def loaded_kinds(result: RunResult) -> str:
+    """The canary's processes by kind: "2 x -m roost.cli.main, 1 x -m pytest"."""
+    kinds = Counter(" ".join(command.split(" ")[1:3]) for _, _, command in result.loaded)
+    return ", ".join(f"{n} x {kind}" for kind, n in sorted(kinds.items())) or "none"
+
+
+def details(rows: Sequence[Row]) -> str:
+    out = []
+    for row in rows:
+        if row.skipped:
+            continue
+        if row.mutated is None:
+            out.extend(f"- {row.mutation.name}: PROBLEM: {p}" for p in row.problems)
+            continue
+        m = row.mutation
+        out.append(f"- {m.name}: {m.proves}")
+        for change in m.edits:
+            old = " ".join(change.old.split())
+            new = " ".join(change.new.split())
+            out.append(f"  - edit {change.path}: `{old}` -> `{new}`")
+        for node, outcome in sorted(row.mutated.outcomes.items()):
+            message = row.mutated.messages.get(node, "")
+            if len(message) > MESSAGE_CHARS:
+                message = message[:MESSAGE_CHARS] + " ..."
+            out.append(f"  - {outcome}: {node}" + (f" -- {message}" if message else ""))
+        out.append(f"  - processes that imported roost from the mutated tree: {loaded_kinds(row.mutated)}")
+        out.extend(f"  - PROBLEM: {p}" for p in row.problems)
+    return "\n".join(out)
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{platform.node()}, {platform.system()} {platform.release()}, {cpus} CPUs {model}, Python {platform.python_version()}"
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run this mutation (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the mutations and whether each applies to HEAD")
+    parser.add_argument("--skip-spark", action="store_true", help="leave out the Spark mutations (slow)")
+    args = parser.parse_args(argv)
+
+    names = {m.name for m in MUTATIONS}
+    assert len(names) == len(MUTATIONS), "mutation names must be unique"
+    unknown = sorted(set(args.only) - names)
+    if unknown:
+        parser.error(f"unknown mutation(s) {unknown}; --list shows them")
+    if args.list:
+        head = run(["git", "rev-parse", "--short", "HEAD"], REPO).strip()
+        with exported_tree() as tree:
+            for m in MUTATIONS:
+                problem = check_applies(m, tree)
+                print(f"{m.name:40} {'applies to HEAD ' + head if problem is None else 'DOES NOT APPLY: ' + problem}")
+                print(f"{'':40} {m.proves}")
+                for test in m.tests:
+                    print(f"{'':40}   {test}")
+        return 0
+
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    dirty = run(["git", "status", "--porcelain", "--", "src", "tests"], REPO).strip()
+    if dirty:
+        print("warning: uncommitted changes under src/ or tests/ are not in the tree (HEAD is used):\n"
+              + textwrap.indent(dirty, "  "), flush=True)
+    head = run(["git", "log", "-1", "--format=%h %s"], REPO).strip()
+    print(f"HEAD {head}\n{machine()}\n{time.strftime('%Y-%m-%d %H:%M:%S %Z')}", flush=True)
+
+    def stop_on_sigterm(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    rows: list[Row] = []
+    unmutated_cache: dict[tuple[str, ...], RunResult] = {}
+    started = time.monotonic()
+    with exported_tree() as tree:
+        for mutation in chosen:
+            row = Row(mutation)
+            rows.append(row)
+            if mutation.spark and args.skip_spark:
+                row.skipped = "--skip-spark"
+                continue
+            problem = check_applies(mutation, tree)
+            if problem is not None:
+                # A refactor moved the code: say so (and fail the run), never skip it quietly.
+                row.problems.append(f"does not apply to HEAD: {problem}")
+                row.verdict = "DOES NOT APPLY"
+                print(f"== {mutation.name}: DOES NOT APPLY: {problem}", flush=True)
+                continue
+            print(f"== {mutation.name}: {mutation.proves}", flush=True)
+            if mutation.tests not in unmutated_cache:
+                print(f"   unmutated: {' '.join(mutation.tests)}", flush=True)
+                unmutated_cache[mutation.tests] = run_tests(tree, mutation.tests, mutation.timeout_s, "unmutated")
+            row.unmutated = dataclasses.replace(unmutated_cache[mutation.tests])
+            print(f"   unmutated: {row.unmutated.summary()} in {row.unmutated.seconds:.0f} s", flush=True)
+            with applied(tree, mutation):
+                row.mutated = run_tests(tree, mutation.tests, mutation.timeout_s, mutation.name)
+            print(f"   mutated:   {row.mutated.summary()} in {row.mutated.seconds:.0f} s", flush=True)
+            judge(row)
+            for p in row.problems:
+                print(f"   PROBLEM: {p}", flush=True)
+    print(f"\nAll runs took {time.monotonic() - started:.0f} s.\n")
+    print(table(rows))
+    print()
+    print(details(rows))
+    failed = [r.mutation.name for r in rows if not r.skipped and r.verdict != "PROVEN"]
+    if failed:
+        print(f"\nNOT PROVEN: {', '.join(failed)}")
+        return 1
+    print(f"\nEvery mutation run was caught by its tests ({sum(1 for r in rows if not r.skipped)} mutations).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
