@@ -154,17 +154,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "answers, then fsyncs",
         (edit("src/roost/broker/flusher.py",
               """\
-                error: BaseException | None = None
-                try:
-                    await asyncio.to_thread(_fsync_all,""",
+        self._in_flight = True
+        self._rounds.put(""",
               """\
-                error: BaseException | None = None
-                for _, early in batch:  # MUTATION: the answers go before the fsync
-                    for future in early:
-                        if not future.done():
-                            future.set_result(None)
-                try:
-                    await asyncio.to_thread(_fsync_all,"""),),
+        self._in_flight = True
+        for _, _, early in entries:  # MUTATION: the answers go before the fsync
+            for future in early:
+                if not future.done():
+                    future.set_result(None)
+        self._rounds.put("""),),
         FSYNC_BEFORE_ACK, must_load=(BROKER,)),
     Mutation(
         "produce-does-not-wait-for-fsync",
@@ -183,8 +181,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "follower-fetches-before-fsync",
         "the follower waits for those fsyncs before fetching again (here it starts them and fetches on)",
         (edit("src/roost/broker/replica/fetcher.py",
-              "                await asyncio.gather(*syncs, return_exceptions=True)\n",
-              "                pass  # MUTATION: fetch again without waiting for the fsyncs\n"),),
+              "                outcomes = await asyncio.gather(*(sync for _, sync in syncs), return_exceptions=True)\n",
+              "                outcomes = [None] * len(syncs)  # MUTATION: fetch again without waiting for the fsyncs\n"),),
         FOLLOWER_FSYNC, must_load=(BROKER,)),
     Mutation(
         "keeper-force-sync-ignored",
