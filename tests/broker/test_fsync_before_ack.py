@@ -17,10 +17,11 @@ import re
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.conftest import StartBroker
+from tests.support.probes import produce_probes
 from tests.support.procs import RoostProcess
 from tests.support.syscall_trace import Durability, SyscallTrace, durable_before_answer, kafka_exchanges
 
@@ -33,30 +34,6 @@ def segment_of(topic: str):
         directory, _, name = path.rpartition("/")
         return name.endswith(".log") and directory.rpartition("/")[2].rpartition("-")[0] == topic
     return is_segment
-
-
-def produce_probes(bootstrap: str, topic: str, one_by_one: int = 4, burst: int = 12) -> list[bytes]:
-    """Messages with unique values: `one_by_one` each awaited alone, then `burst` sent at once
-    (several requests in flight, fsyncs shared by group commit)."""
-    tag = uuid.uuid4().hex[:8]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
-                         "compression.type": "none", "enable.idempotence": False})
-    values = [f"fsync-probe-{tag}-{n}".encode() for n in range(one_by_one + burst)]
-    failures: list[object] = []
-
-    def report(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(error)
-
-    for value in values[:one_by_one]:
-        producer.produce(topic, value, on_delivery=report)
-        assert producer.flush(30) == 0
-    for value in values[one_by_one:]:
-        producer.produce(topic, value, on_delivery=report)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-    assert not failures, failures
-    return values
 
 
 def commit_offsets(bootstrap: str, topic: str, group: str, commits: int = 3) -> None:
@@ -103,7 +80,7 @@ def test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering(
     create_topics(bootstrap, {"durable": {}})
     group = f"fsync-probe-group-{uuid.uuid4().hex[:8]}"
     with SyscallTrace([broker.popen.pid], tmp_path / "strace.txt") as trace:
-        values = produce_probes(bootstrap, "durable")
+        values = produce_probes(bootstrap, "durable", "fsync-probe")
         commit_offsets(bootstrap, "durable", group)
     pid = broker.popen.pid
     for answer in produce_answers(trace, broker, "durable", values) + commit_answers(trace, broker, group):
@@ -121,8 +98,8 @@ def test_topic_setting_fsyncs_before_answering_and_the_check_sees_when_it_is_off
     create_topics(bootstrap, {"eager": {"flush.messages": "1"}, "lazy": {}})
     group = f"fsync-probe-group-{uuid.uuid4().hex[:8]}"
     with SyscallTrace([broker.popen.pid], tmp_path / "strace.txt") as trace:
-        eager = produce_probes(bootstrap, "eager")
-        lazy = produce_probes(bootstrap, "lazy")
+        eager = produce_probes(bootstrap, "eager", "fsync-probe")
+        lazy = produce_probes(bootstrap, "lazy", "fsync-probe")
         commit_offsets(bootstrap, "lazy", group)
     pid = broker.popen.pid
     for answer in produce_answers(trace, broker, "eager", eager):

@@ -14,15 +14,14 @@ the record only in the page cache, so the test can tell the two apart.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from tests.support.cluster import LocalCluster
+from tests.support.probes import produce_probes
 from tests.support.syscall_trace import (
     DATA_WRITES,
     SYNCS,
@@ -56,31 +55,6 @@ def is_segment_of(topic: str, path: str) -> bool:
     return name.endswith(".log") and directory.rpartition("/")[2].rpartition("-")[0] == topic
 
 
-def produce_probes(bootstrap: str, topic: str, one_by_one: int = 4, burst: int = 12) -> list[bytes]:
-    """Values with a unique tag, produced with acks=all: `one_by_one` each awaited alone, then
-    `burst` in flight together."""
-    tag = uuid.uuid4().hex[:8]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
-                         "compression.type": "none", "enable.idempotence": False})
-    # The final "." keeps one probe from being a prefix of another ("-1" of "-14").
-    values = [f"replica-probe-{tag}-{n}.".encode() for n in range(one_by_one + burst)]
-    failures: list[object] = []
-
-    def report(error: object, _message: object) -> None:
-        if error is not None:
-            failures.append(error)
-
-    for value in values[:one_by_one]:
-        producer.produce(topic, value, on_delivery=report)
-        assert producer.flush(30) == 0
-    for value in values[one_by_one:]:
-        producer.produce(topic, value, on_delivery=report)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-    assert not failures, failures
-    return values
-
-
 def follower_verdicts(calls: list[Syscall], cluster: LocalCluster, topic: str, leader: int, follower: int,
                       probes: list[bytes]) -> dict[bytes, str | None]:
     """For each probe: None when the follower's write of it was fsynced before its next Fetch to
@@ -107,7 +81,7 @@ def traced_probes(cluster: LocalCluster, topic: str, tmp_path: Path) -> dict[byt
     follower = next(b for b in replicas if b != leader)
     pid = cluster.brokers[follower].process.popen.pid  # type: ignore[union-attr]
     with SyscallTrace([pid], tmp_path / "strace.txt") as trace:
-        probes = produce_probes(cluster.bootstrap, topic)
+        probes = produce_probes(cluster.bootstrap, topic, "replica-probe")
     return follower_verdicts(trace.calls, cluster, topic, leader, follower, probes)
 
 
