@@ -26,7 +26,7 @@ from tests.support.procs import RoostProcess
 from tests.support.syscall_trace import Durability, SyscallTrace, durable_before_answer, kafka_exchanges
 
 PRODUCE, OFFSET_COMMIT = 0, 8
-PROBE = re.compile(rb"fsync-probe-[0-9a-f]{8}-\d+")
+PROBE = re.compile(rb"fsync-probe-[0-9a-f]{8}-\d+\.")  # as tests.support.probes writes them
 
 
 def segment_of(topic: str):
