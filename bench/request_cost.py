@@ -2,7 +2,7 @@
 
 Prints figures with their conditions; never asserts.
 
-    .venv/bin/python bench/request_cost.py [--requests 20000] [--rounds 3]
+    .venv/bin/python bench/request_cost.py [--requests 20000] [--rounds 3] [--compare CHECKOUT]
 
 Two views of the same request, Produce v10 (one 100 B record, acks=all, one partition, page
 cache) and Fetch v16 (a consumer's fetch of the partition's last record):
@@ -158,9 +158,10 @@ def stage_costs(broker: Broker, requests: int) -> dict[str, float]:
     return costs
 
 
-def over_socket(requests: int) -> dict[str, float]:
-    """Unpipelined produce requests to a broker process: its CPU and system calls per request."""
-    with broker_bench.running_broker() as broker:
+def over_socket(requests: int, source: str | None = None) -> dict[str, float]:
+    """Unpipelined produce requests to a broker process (of this tree, or of the checkout `source`):
+    its CPU and system calls per request."""
+    with broker_bench.running_broker(source=source) as broker:
         broker_bench.create_topic(broker.bootstrap, TOPIC, 1)
         host, port = broker.bootstrap.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as sock:
@@ -202,26 +203,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds; medians are printed")
+    parser.add_argument("--compare", metavar="CHECKOUT",
+                        help="also measure the socket view against the broker of another checkout, in turn")
     args = parser.parse_args()
     print(f"roost request cost — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, {args.requests} requests per figure, medians of {args.rounds} rounds")
     stages: dict[str, list[float]] = {}
-    sockets: dict[str, list[float]] = {}
+    sources: dict[str, str | None] = {"this tree": None}
+    if args.compare:
+        sources[args.compare] = args.compare
+    sockets: dict[str, dict[str, list[float]]] = {name: {} for name in sources}
     for _ in range(args.rounds):
         for name, value in asyncio.run(in_process(args.requests)).items():
             stages.setdefault(name, []).append(value)
-        for name, value in over_socket(args.requests).items():
-            sockets.setdefault(name, []).append(value)
+        for label, source in sources.items():
+            for name, value in over_socket(args.requests, source).items():
+                sockets[label].setdefault(name, []).append(value)
     print("\n== in process (CPU µs per call; 'handler' includes a decode of its own fresh body) ==")
     for name, values in stages.items():
         print(f"  {name:<30} {statistics.median(values):7.1f} µs   (rounds: {', '.join(f'{v:.1f}' for v in values)})")
-    user, system = statistics.median(sockets["user"]), statistics.median(sockets["system"])
     print("\n== Produce v10 over a socket, one request at a time (the broker process's CPU per request) ==")
-    print(f"  user {user:.1f} µs + system {system:.1f} µs = {user + system:.1f} µs per request, "
-          f"{statistics.median(sockets['syscalls']):.1f} system calls per request, "
-          f"round trip {statistics.median(sockets['round trip']):.0f} µs")
+    for label, figures in sockets.items():
+        user, system = statistics.median(figures["user"]), statistics.median(figures["system"])
+        print(f"  [{label}] user {user:.1f} µs + system {system:.1f} µs = {user + system:.1f} µs per request, "
+              f"{statistics.median(figures['syscalls']):.1f} system calls per request, "
+              f"round trip {statistics.median(figures['round trip']):.0f} µs")
+    user = statistics.median(sockets["this tree"]["user"])
     route = statistics.median(stages["produce: whole route"])
-    print(f"  connection and event loop (user CPU beyond the in-process route): {user - route:.1f} µs")
+    print(f"  [this tree] connection and event loop (user CPU beyond the in-process route): {user - route:.1f} µs")
 
 
 if __name__ == "__main__":
