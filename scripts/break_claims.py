@@ -172,6 +172,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                            pass  # MUTATION: answer without waiting for the fsync\n"),),
         (FSYNC_BEFORE_ACK[0],), must_load=(BROKER,)),
     Mutation(
+        "roll-without-fsync",
+        "a roll makes the old segment durable before the new one takes a byte (no hole below the log "
+        "end after a power cut); here the roll fsyncs only the old segment's indexes",
+        (edit("src/roost/log/partition_log.py", "        if old.size:\n            os.fsync(old.log_fd)\n", ""),),
+        ("tests/broker/test_fsync_before_ack.py::"
+         "test_a_roll_makes_the_old_segment_durable_before_the_new_one_takes_a_byte",),
+        must_load=(BROKER,)),
+    Mutation(
         "follower-fsync-skipped",
         "a follower fsyncs what it replicated (flush.messages=1) before its next Fetch reports it to the leader",
         (edit("src/roost/broker/replica/fetcher.py", "                sync = self.logs.committer.request(plog)\n",

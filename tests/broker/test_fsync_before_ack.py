@@ -13,6 +13,7 @@ so the test can tell the two apart.
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from pathlib import Path
@@ -23,7 +24,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.conftest import StartBroker
 from tests.support.probes import produce_probes
 from tests.support.procs import RoostProcess
-from tests.support.syscall_trace import Durability, SyscallTrace, durable_before_answer, kafka_exchanges
+from tests.support.syscall_trace import (
+    DATA_WRITES,
+    SYNCS,
+    Durability,
+    SyscallTrace,
+    durable_before_answer,
+    kafka_exchanges,
+)
 
 PRODUCE, OFFSET_COMMIT = 0, 8
 PROBE = re.compile(rb"fsync-probe-[0-9a-f]{8}-\d+\.")  # as tests.support.probes writes them
@@ -107,3 +115,32 @@ def test_topic_setting_fsyncs_before_answering_and_the_check_sees_when_it_is_off
     for answer in produce_answers(trace, broker, "lazy", lazy) + commit_answers(trace, broker, group):
         assert answer.written == {pid}, answer.describe()
         assert answer.synced == set(), "an fsync nobody asked for: " + answer.describe()
+
+
+def test_a_roll_makes_the_old_segment_durable_before_the_new_one_takes_a_byte(
+        start_broker: StartBroker, tmp_path: Path) -> None:
+    """Without fsync before ack, a segment is still fsynced when the log rolls past it, before the
+    first byte goes to the next segment's file. Otherwise a power cut could keep a later segment's
+    records (the kernel writes dirty pages back in any order) while an earlier one lost its tail
+    at a batch boundary: a hole below the log end, which a follower would report as held (found
+    by the replication simulation; tests/log/test_recovery.py shows the recovery side)."""
+    broker = start_broker("--no-keeper")
+    bootstrap = broker.address("kafka")
+    create_topics(bootstrap, {"rolling": {"segment.bytes": "300"}})
+    is_segment = segment_of("rolling")
+    with SyscallTrace([broker.popen.pid], tmp_path / "strace.txt") as trace:
+        produce_probes(bootstrap, "rolling", "roll-probe", one_by_one=16, burst=4)
+    first_write: dict[str, int] = {}
+    synced_at: dict[str, list[int]] = {}
+    for call in trace.calls:
+        if not call.ok or not is_segment(call.target):
+            continue
+        if call.name in DATA_WRITES and call.data:
+            first_write.setdefault(call.target, call.entry)
+        elif call.name in SYNCS:
+            synced_at.setdefault(call.target, []).append(call.exit)
+    segments = sorted(first_write, key=lambda path: int(path.rpartition("/")[2].removesuffix(".log")))
+    assert len(segments) >= 3, f"expected the log to roll at least twice: {segments}"
+    for earlier, later in itertools.pairwise(segments):
+        assert any(exit_ < first_write[later] for exit_ in synced_at.get(earlier, [])), (
+            f"{later} was written before any fsync of {earlier} had returned")

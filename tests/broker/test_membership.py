@@ -63,13 +63,15 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker: 
     poll_all([static, dynamic], lambda: len(static.assigned) + len(dynamic.assigned) == 4
              and static.assigned and dynamic.assigned, what="both members assigned")
     kept = static.assigned
-    dynamic_assigns = dynamic.assign_calls
+    # Counted from here: the group's formation may already have rebalanced the dynamic member
+    # (when it joined first, got every partition, and gave some back as the static one joined).
+    dynamic_assigns, dynamic_revokes = dynamic.assign_calls, dynamic.revoke_calls
     static.consumer.close()  # a static member leaves no LeaveGroup behind: its seat stays
     restarted = Tracked(bootstrap, "static-group", "static-topic", **{"group.instance.id": "worker-1"})
     poll_all([restarted, dynamic], lambda: restarted.assigned == kept, what="the restarted member's partitions")
     for _ in range(10):
         dynamic.poll(0.1)
-    assert dynamic.assign_calls == dynamic_assigns and dynamic.revoke_calls == 0, \
+    assert dynamic.assign_calls == dynamic_assigns and dynamic.revoke_calls == dynamic_revokes, \
         "the other member saw a rebalance"
     restarted.consumer.close()
     dynamic.consumer.close()
