@@ -1,4 +1,12 @@
-"""The `roost` command: one subcommand per module under roost.cli."""
+"""The `roost` command: a click group of subcommands.
+
+Two kinds of subcommand live under it:
+- the servers (`up`, `broker`, `keeper`, `demo`, `zk`), whose many Kafka-style settings are parsed
+  by argparse in their own modules (each exposes `register(subparsers)`): the group hands their
+  arguments on untouched, so their grammar, help and errors are unchanged;
+- the everyday client commands (each module in CLICK_COMMAND_MODULES exposes a click command
+  or group named `command`), built with click and rich.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +15,16 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import click
+
 # Each module exposes `register(subparsers)`, which adds its subcommand and sets `func` on it.
 SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.broker", "roost.cli.keeper", "roost.cli.zk", "roost.cli.demo")
+# Each module exposes `command`, a click command or group.
+CLICK_COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the server subcommands."""
     parser = argparse.ArgumentParser(prog="roost", description="Roost messaging platform")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
@@ -20,11 +33,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _server_command_helps() -> dict[str, str]:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    result = args.func(args)
-    return int(result or 0)
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {choice.dest: choice.help or "" for choice in action._choices_actions}
+
+
+def _argparse_command(name: str, summary: str) -> click.Command:
+    """A click command that hands its arguments to the argparse subcommand `name`."""
+
+    @click.command(name, help=summary, short_help=summary, add_help_option=False,
+                   context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+    def run(arguments: tuple[str, ...]) -> None:
+        args = build_parser().parse_args([name, *arguments])
+        raise SystemExit(int(args.func(args) or 0))
+
+    return run
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Roost messaging platform: a Kafka-protocol broker cluster, a ZooKeeper-protocol keeper,
+    and the tools around them."""
+
+
+for _name, _summary in _server_command_helps().items():
+    cli.add_command(_argparse_command(_name, _summary))
+for _module_name in CLICK_COMMAND_MODULES:
+    cli.add_command(importlib.import_module(_module_name).command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `roost` with `argv` (default: the process's arguments); returns the exit status."""
+    try:
+        cli.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="roost", standalone_mode=False)
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except click.exceptions.Exit as stop:
+        return stop.exit_code
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
