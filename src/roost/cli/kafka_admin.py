@@ -1,0 +1,124 @@
+"""What the Kafka client commands (`roost topic`, `roost group`, `roost cluster`) share: an
+AdminClient bounded by --timeout, its failures turned into one-line CliErrors, offsets by
+partition, and documents (several tables) printed as text, JSON or YAML.
+
+    admin = open_admin(target)
+    metadata = fetch_metadata(admin, target)                 # CliError if unreachable in time
+    ends = list_offsets(admin, target, partitions, OffsetSpec.latest())
+
+confluent-kafka never gives up on an unreachable cluster by itself: every call here waits at
+most `target.timeout_s` for its answer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import click
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
+
+from roost.cli.client_options import CliError, Target, emit
+
+# librdkafka's own log lines (connection refused, ...) would add to the one-line error; they go
+# to a logger that drops them.
+_SILENT = logging.getLogger("roost.cli.librdkafka")
+_SILENT.addHandler(logging.NullHandler())
+_SILENT.propagate = False
+
+# Error codes that mean the broker does not implement the request at all.
+_UNSUPPORTED = {KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION, KafkaError.INVALID_REQUEST}
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                KafkaError._RESOLVE}
+
+
+def open_admin(target: Target) -> AdminClient:
+    """An AdminClient for `target`, its requests bounded by the target's timeout."""
+    timeout_ms = int(target.timeout_s * 1000)
+    return AdminClient(target.client_config(**{
+        "logger": _SILENT,
+        "socket.timeout.ms": max(timeout_ms, 10),
+        "socket.connection.setup.timeout.ms": max(timeout_ms, 1000),
+    }))
+
+
+def describe_error(error: BaseException, what: str, target: Target) -> str:
+    """One line for a failed `what`."""
+    kafka_error = error.args[0] if isinstance(error, KafkaException) and error.args else error
+    if isinstance(kafka_error, KafkaError):
+        code = kafka_error.code()
+        if code in _UNREACHABLE:
+            return f"{what}: cannot reach the cluster at {target.bootstrap} within {target.timeout_s:g}s"
+        if code in _UNSUPPORTED:
+            return f"{what}: the broker does not support this request ({kafka_error.str()})"
+        return f"{what}: {kafka_error.str()}"
+    return f"{what}: {error}"
+
+
+def await_result(future: concurrent.futures.Future[Any], target: Target, what: str) -> Any:
+    """`future`'s result within the target's timeout, or a CliError saying what failed."""
+    try:
+        return future.result(timeout=target.timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise CliError(f"{what}: no answer from {target.bootstrap} within {target.timeout_s:g}s") from None
+    except (KafkaException, ValueError, TypeError) as error:
+        raise CliError(describe_error(error, what, target)) from None
+
+
+def fetch_metadata(admin: AdminClient, target: Target, topic: str | None = None) -> ClusterMetadata:
+    """The cluster's metadata (brokers, controller, topics and their partitions)."""
+    try:
+        return admin.list_topics(topic=topic, timeout=target.timeout_s)
+    except KafkaException as error:
+        raise CliError(describe_error(error, "metadata", target)) from None
+
+
+def list_offsets(admin: AdminClient, target: Target, partitions: Iterable[tuple[str, int]],
+                 spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    """The offset `spec` names (earliest, latest, for a timestamp) of each (topic, partition);
+    -1 where there is none (no record at or after a timestamp)."""
+    request = {TopicPartition(topic, index): spec for topic, index in partitions}
+    if not request:
+        return {}
+    futures = admin.list_offsets(request, request_timeout=target.timeout_s)
+    return {(tp.topic, tp.partition): await_result(future, target, f"offsets of {tp.topic}[{tp.partition}]").offset
+            for tp, future in futures.items()}
+
+
+def topic_partitions(metadata: ClusterMetadata, topics: Iterable[str]) -> list[tuple[str, int]]:
+    """Every (topic, partition) of `topics`, in order."""
+    return [(topic, index) for topic in topics for index in sorted(metadata.topics[topic].partitions)]
+
+
+def is_internal(topic: str) -> bool:
+    """Kafka's internal topics (__consumer_offsets, __transaction_state) start with two underscores."""
+    return topic.startswith("__")
+
+
+def compile_regex(pattern: str | None, option: str = "--regex") -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise click.BadParameter(f"not a regular expression: {error}", param_hint=option) from None
+
+
+def emit_document(document: Mapping[str, Any], sections: Sequence[tuple[str, str, Sequence[str]]],
+                  output_format: str) -> None:
+    """Print `document` whole as JSON or YAML, or as text: for each (key, title, columns) of
+    `sections`, the rows under document[key] as a table titled `title`."""
+    if output_format == "json":
+        click.echo(json.dumps(document, indent=2, default=str))
+    elif output_format == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(json.loads(json.dumps(document, default=str)), sort_keys=False), nl=False)
+    else:
+        for key, title, columns in sections:
+            emit(document[key], columns, "text", title=title)
