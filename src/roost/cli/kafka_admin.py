@@ -16,6 +16,8 @@ import concurrent.futures
 import json
 import logging
 import re
+import socket
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -122,3 +124,50 @@ def emit_document(document: Mapping[str, Any], sections: Sequence[tuple[str, str
     else:
         for key, title, columns in sections:
             emit(document[key], columns, "text", title=title)
+
+
+API_VERSIONS_KEY = 18
+DELETE_GROUPS_KEY = 42
+
+
+def broker_api_keys(target: Target) -> set[int] | None:
+    """The API keys the first bootstrap broker advertises (an ApiVersions v0 exchange over
+    plaintext), or None when that cannot be learned (a TLS or SASL listener, no answer).
+
+    Why: librdkafka 2.x aborts the whole process (an assertion in rd_kafka_q_destroy0) when an
+    AdminClient that was refused DeleteGroups as unsupported is destroyed, so such requests are
+    checked for before they are sent."""
+    if target.settings.get("security.protocol", "plaintext").lower() != "plaintext":
+        return None
+    host, _, port = target.bootstrap.split(",")[0].strip().rpartition(":")
+    client_id = b"roost-cli"
+    header = struct.pack(">hhih", API_VERSIONS_KEY, 0, 1, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=target.timeout_s) as sock:
+            sock.sendall(struct.pack(">i", len(header)) + header)
+            size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+            body = _read_exactly(sock, size)
+    except (OSError, ValueError, struct.error):
+        return None
+    _correlation, error, count = struct.unpack_from(">ihi", body)
+    if error != 0 or count < 0 or len(body) < 10 + 6 * count:
+        return None
+    return {struct.unpack_from(">h", body, 10 + 6 * i)[0] for i in range(count)}
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, remaining = [], size
+    while remaining > 0:
+        chunk = sock.recv(min(remaining, 65536))
+        if not chunk:
+            raise OSError("connection closed")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def require_api(target: Target, api_key: int, name: str, what: str) -> None:
+    """A CliError when the cluster is known not to implement `name`."""
+    keys = broker_api_keys(target)
+    if keys is not None and api_key not in keys:
+        raise CliError(f"{what}: the broker does not support this request ({name} is not among its APIs)")
