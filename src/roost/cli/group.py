@@ -286,10 +286,10 @@ def delete(target: Target, groups: tuple[str, ...], output_format: str) -> None:
     """
     admin = open_admin(target)
     fetch_metadata(admin, target)
-    require_api(target, DELETE_GROUPS_KEY, "DeleteGroups", "delete groups")
     for group in groups:
         if is_unknown(describe_group(admin, target, group), committed_offsets(admin, target, group)):
             raise CliError(f"unknown group: {group}")
+    require_api(target, DELETE_GROUPS_KEY, "DeleteGroups", "delete groups")
     futures = admin.delete_consumer_groups(list(groups), request_timeout=target.timeout_s)
     rows, failures = [], []
     for group, future in futures.items():
