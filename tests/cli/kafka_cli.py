@@ -4,6 +4,7 @@ CLI run as a subprocess, its output and exit status; one real `roost up` per tes
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -25,9 +26,10 @@ def start_module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ro
     proc.stop()
 
 
-def run_cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """`roost ARGS...` to completion (bounded: a hang fails the test)."""
-    return subprocess.run([*ROOST, *args], capture_output=True, text=True, timeout=timeout)
+def run_cli(*args: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`roost ARGS...` to completion (bounded: a hang fails the test); `env` adds variables."""
+    return subprocess.run([*ROOST, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 def run_json(*args: str) -> Any:

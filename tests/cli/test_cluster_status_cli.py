@@ -1,0 +1,108 @@
+"""`roost cluster status` run as a process: against a single `roost up` (healthy, a keeper address
+that is down, no brokers at all), and against a cluster of 2 brokers and 3 keepers that loses a
+broker and a keeper. What it reports is checked against Metadata read by another client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import NewTopic
+
+from tests.cli.kafka_cli import assert_one_line_error, dead_address, run_cli, start_module_broker
+from tests.support.cluster import LocalCluster
+from tests.support.procs import RoostProcess, wait_for
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
+    yield from start_module_broker(tmp_path_factory)
+
+
+def status(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+    done = run_cli("cluster", "status", *args, "--format", "json", env=env)
+    assert done.returncode in (0, 2), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_a_single_node_is_healthy(single: RoostProcess) -> None:
+    code, report = status("-b", single.address("kafka"), "--zookeeper", single.address("keeper"))
+    assert code == 0, report["problems"]
+    (summary,) = report["summary"]
+    assert summary["healthy"] is True and summary["brokers"] == 1
+    (broker,) = report["brokers"]
+    assert broker["address"] == single.address("kafka") and summary["controller"] == broker["id"]
+    assert report["partitions"] == [] and report["problems"] == []
+    assert [(k["address"], k["role"]) for k in report["keepers"]] == [(single.address("keeper"), "standalone")]
+
+    text = run_cli("cluster", "status", "-b", single.address("kafka"), "--zookeeper", single.address("keeper"))
+    assert text.returncode == 0 and "standalone" in text.stdout
+
+
+def test_the_keeper_address_comes_from_the_environment(single: RoostProcess) -> None:
+    code, report = status("-b", single.address("kafka"), env={"ROOST_ZOOKEEPER": single.address("keeper")})
+    assert code == 0 and [k["role"] for k in report["keepers"]] == ["standalone"]
+
+
+def test_a_keeper_member_that_is_down_makes_it_unhealthy(single: RoostProcess) -> None:
+    down = dead_address()
+    code, report = status("-b", single.address("kafka"), "--zookeeper", f"{single.address('keeper')},{down}")
+    assert code == 2
+    roles = {k["address"]: k["role"] for k in report["keepers"]}
+    assert roles == {single.address("keeper"): "standalone", down: "down"}
+    assert report["problems"] == [{"problem": f"keeper {down} is down"}]
+
+
+def test_no_reachable_broker_is_a_one_line_error() -> None:
+    done = run_cli("cluster", "status", "-b", dead_address(), "--zookeeper", dead_address(), "--timeout", "1",
+                   timeout=30)
+    assert_one_line_error(done, "cannot reach the cluster")
+    assert done.returncode == 1
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    started = LocalCluster.start(tmp_path, brokers=2, keepers=3)
+    yield started
+    started.close()
+
+
+def test_a_cluster_losing_a_broker_and_a_keeper_is_unhealthy(cluster: LocalCluster) -> None:
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("replicated", 2, 2)])["replicated"].result(30)
+    cluster.wait_for_isr("replicated")
+
+    code, report = status("-b", cluster.bootstrap, "--zookeeper", cluster.zookeeper)
+    assert code == 0, report["problems"]
+    assert sorted(b["id"] for b in report["brokers"]) == [1, 2]
+    assert sorted(k["role"] for k in report["keepers"]) == ["follower", "follower", "leader"]
+
+    cluster.kill(2)
+    lost_keeper = cluster.keepers[3]
+    assert lost_keeper.process is not None
+    lost_keeper.process.stop()
+
+    def unhealthy_report() -> dict | None:
+        done = run_cli("cluster", "status", "-b", cluster.running_bootstrap(), "--zookeeper", cluster.zookeeper,
+                       "--format", "json")
+        if done.returncode != 2:
+            return None
+        found = json.loads(done.stdout)
+        return found if len(found["partitions"]) == 2 and len(found["brokers"]) == 1 else None
+
+    report = wait_for(unhealthy_report, timeout=60, interval=0.5, what="status to show broker 2 gone")
+    assert {(p["partition"], p["problem"], tuple(p["isr"])) for p in report["partitions"]} == {
+        (0, "under-replicated", (1,)), (1, "under-replicated", (1,))}
+    # The same facts, from Metadata read by another client.
+    assert {p: (leader, isr) for p, (leader, _, isr) in cluster.partitions("replicated").items()} == {
+        0: (1, [1]), 1: (1, [1])}
+    roles = {k["address"]: k["role"] for k in report["keepers"]}
+    assert roles[lost_keeper.address] == "down"
+    assert sorted(r for a, r in roles.items() if a != lost_keeper.address) == ["follower", "leader"]
+    problems = {p["problem"] for p in report["problems"]}
+    assert {"2 under-replicated partition(s)", "replica broker(s) not live: 2",
+            f"keeper {lost_keeper.address} is down"} <= problems
+
+
