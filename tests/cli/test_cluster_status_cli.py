@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from tests.cli.kafka_cli import assert_one_line_error, dead_address, run_cli, start_module_broker
+from tests.cli.kafka_cli import assert_one_line_error, dead_address, run_cli, run_json, start_module_broker
 from tests.support.cluster import LocalCluster
 from tests.support.procs import RoostProcess, wait_for
 
@@ -71,8 +71,11 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 def test_a_cluster_losing_a_broker_and_a_keeper_is_unhealthy(cluster: LocalCluster) -> None:
     admin = cluster.admin()
-    admin.create_topics([NewTopic("replicated", 2, 2)])["replicated"].result(30)
+    for future in admin.create_topics([NewTopic("replicated", 2, 2),
+                                       NewTopic("lonely", 1, replica_assignment=[[2]])]).values():
+        future.result(30)
     cluster.wait_for_isr("replicated")
+    cluster.wait_for_isr("lonely")
 
     code, report = status("-b", cluster.bootstrap, "--zookeeper", cluster.zookeeper)
     assert code == 0, report["problems"]
@@ -80,9 +83,6 @@ def test_a_cluster_losing_a_broker_and_a_keeper_is_unhealthy(cluster: LocalClust
     assert sorted(k["role"] for k in report["keepers"]) == ["follower", "follower", "leader"]
 
     cluster.kill(2)
-    lost_keeper = cluster.keepers[3]
-    assert lost_keeper.process is not None
-    lost_keeper.process.stop()
 
     def unhealthy_report() -> dict | None:
         done = run_cli("cluster", "status", "-b", cluster.running_bootstrap(), "--zookeeper", cluster.zookeeper,
@@ -90,19 +90,39 @@ def test_a_cluster_losing_a_broker_and_a_keeper_is_unhealthy(cluster: LocalClust
         if done.returncode != 2:
             return None
         found = json.loads(done.stdout)
-        return found if len(found["partitions"]) == 2 and len(found["brokers"]) == 1 else None
+        return found if len(found["partitions"]) == 3 and len(found["brokers"]) == 1 else None
 
     report = wait_for(unhealthy_report, timeout=60, interval=0.5, what="status to show broker 2 gone")
-    assert {(p["partition"], p["problem"], tuple(p["isr"])) for p in report["partitions"]} == {
-        (0, "under-replicated", (1,)), (1, "under-replicated", (1,))}
+    unhealthy = {(p["topic"], p["partition"]): (p["leader"], p["problem"]) for p in report["partitions"]}
+    assert unhealthy[("replicated", 0)] == unhealthy[("replicated", 1)] == (1, "under-replicated")
+    assert unhealthy[("lonely", 0)][0] == -1 and "offline" in unhealthy[("lonely", 0)][1]
     # The same facts, from Metadata read by another client.
     assert {p: (leader, isr) for p, (leader, _, isr) in cluster.partitions("replicated").items()} == {
         0: (1, [1]), 1: (1, [1])}
+    assert cluster.partitions("lonely")[0][0] == -1
+
+    # The topic commands' health filters see the same partitions.
+    bootstrap = cluster.running_bootstrap()
+    assert [t["name"] for t in run_json("topic", "list", "--offline", "-b", bootstrap)] == ["lonely"]
+    assert "replicated" in [t["name"] for t in run_json("topic", "list", "--under-replicated", "-b", bootstrap)]
+    described = run_json("topic", "describe", "replicated", "--under-replicated", "-b", bootstrap)
+    assert [(p["partition"], p["isr"]) for p in described["partitions"]] == [(0, [1]), (1, [1])]
+    # An offline partition is described (its offsets unknown), not an error.
+    lonely = run_json("topic", "describe", "lonely", "--offline", "-b", bootstrap, "--timeout", "3")
+    assert [(p["partition"], p["leader"], p["log_end_offset"]) for p in lonely["partitions"]] == [(0, -1, None)]
+    problems = {p["problem"] for p in report["problems"]}
+    assert {"1 offline partition(s)", "2 under-replicated partition(s)", "replica broker(s) not live: 2"} <= problems
+
+    # A follower keeper stopped (a follower: the ensemble keeps its leader and needs no election).
+    roles = {k["address"]: k["role"] for k in report["keepers"]}
+    lost_keeper = next(k for k in cluster.keepers.values() if roles[k.address] == "follower")
+    assert lost_keeper.process is not None
+    lost_keeper.process.stop()
+    code, report = status("-b", cluster.running_bootstrap(), "--zookeeper", cluster.zookeeper)
+    assert code == 2
     roles = {k["address"]: k["role"] for k in report["keepers"]}
     assert roles[lost_keeper.address] == "down"
     assert sorted(r for a, r in roles.items() if a != lost_keeper.address) == ["follower", "leader"]
-    problems = {p["problem"] for p in report["problems"]}
-    assert {"2 under-replicated partition(s)", "replica broker(s) not live: 2",
-            f"keeper {lost_keeper.address} is down"} <= problems
+    assert f"keeper {lost_keeper.address} is down" in {p["problem"] for p in report["problems"]}
 
 

@@ -162,12 +162,13 @@ def describe(target: Target, group: str, output_format: str) -> None:
         members.append({"member_id": member.member_id, "client_id": member.client_id, "host": member.host,
                         "instance_id": member.group_instance_id, "assignment": assignment_text(assigned)})
     partitions = sorted(set(committed) | set(owner))
-    ends = list_offsets(admin, target, partitions, OffsetSpec.latest())
+    # Not strict: a committed topic may since have been deleted, or a partition be offline.
+    ends = list_offsets(admin, target, partitions, OffsetSpec.latest(), strict=False)
     offsets, lag_by_topic = [], {}
     for topic, index in partitions:
         current = committed.get((topic, index))
         end = ends[(topic, index)]
-        lag = max(end - current, 0) if current is not None and end >= 0 else None
+        lag = max(end - current, 0) if current is not None and end is not None and end >= 0 else None
         offsets.append({"topic": topic, "partition": index, "committed": current, "log_end_offset": end,
                         "lag": lag, "client_id": owner.get((topic, index))})
         summary = lag_by_topic.setdefault(topic, {"topic": topic, "partitions": 0, "lag": 0})

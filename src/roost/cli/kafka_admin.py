@@ -81,15 +81,24 @@ def fetch_metadata(admin: AdminClient, target: Target, topic: str | None = None)
 
 
 def list_offsets(admin: AdminClient, target: Target, partitions: Iterable[tuple[str, int]],
-                 spec: OffsetSpec) -> dict[tuple[str, int], int]:
+                 spec: OffsetSpec, strict: bool = True) -> dict[tuple[str, int], int | None]:
     """The offset `spec` names (earliest, latest, for a timestamp) of each (topic, partition);
-    -1 where there is none (no record at or after a timestamp)."""
+    -1 where there is none (no record at or after a timestamp). A partition that cannot answer
+    (offline, deleted) is a CliError, or with `strict=False` None: a report goes on without it."""
     request = {TopicPartition(topic, index): spec for topic, index in partitions}
     if not request:
         return {}
     futures = admin.list_offsets(request, request_timeout=target.timeout_s)
-    return {(tp.topic, tp.partition): await_result(future, target, f"offsets of {tp.topic}[{tp.partition}]").offset
-            for tp, future in futures.items()}
+    offsets: dict[tuple[str, int], int | None] = {}
+    for tp, future in futures.items():
+        try:
+            offsets[(tp.topic, tp.partition)] = await_result(future, target,
+                                                             f"offsets of {tp.topic}[{tp.partition}]").offset
+        except CliError:
+            if strict:
+                raise
+            offsets[(tp.topic, tp.partition)] = None
+    return offsets
 
 
 def topic_partitions(metadata: ClusterMetadata, topics: Iterable[str]) -> list[tuple[str, int]]:
@@ -123,7 +132,10 @@ def emit_document(document: Mapping[str, Any], sections: Sequence[tuple[str, str
         click.echo(yaml.safe_dump(json.loads(json.dumps(document, default=str)), sort_keys=False), nl=False)
     else:
         for key, title, columns in sections:
-            emit(document[key], columns, "text", title=title)
+            if document[key] or title is None:
+                emit(document[key], columns, "text", title=title)
+            else:
+                click.echo(f"{title}: none")
 
 
 API_VERSIONS_KEY = 18

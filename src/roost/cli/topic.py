@@ -111,14 +111,20 @@ def config_source(source: int | ConfigSource) -> str:
     return name.removesuffix("_CONFIG").lower().replace("_", "-")
 
 
-def min_insync(admin: AdminClient, target: Target, topic: str) -> int:
-    entry = topic_configs(admin, target, topic).get("min.insync.replicas")
-    return int(entry.value) if entry is not None and entry.value is not None else 1
+def min_insync(admin: AdminClient, target: Target, topics: Sequence[str]) -> dict[str, int]:
+    """Each topic's min.insync.replicas, asked in one DescribeConfigs."""
+    if not topics:
+        return {}
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, t) for t in topics],
+                                     request_timeout=target.timeout_s)
+    found = {}
+    for resource, future in futures.items():
+        entry = await_result(future, target, f"configs of {resource.name}").get("min.insync.replicas")
+        found[resource.name] = int(entry.value) if entry is not None and entry.value is not None else 1
+    return found
 
 
-def partition_health(admin: AdminClient, target: Target, metadata: ClusterMetadata, topic: str,
-                     need_min_isr: bool) -> dict[int, PartitionHealth]:
-    min_isr = min_insync(admin, target, topic) if need_min_isr else 0
+def partition_health(metadata: ClusterMetadata, topic: str, min_isr: int) -> dict[int, PartitionHealth]:
     return {index: PartitionHealth(p.leader, len(p.replicas), len(p.isrs), min_isr)
             for index, p in metadata.topics[topic].partitions.items()}
 
@@ -150,15 +156,16 @@ def list_topics(target: Target, regex: str | None, internal: bool, health: tuple
     pattern = compile_regex(regex)
     admin = open_admin(target)
     metadata = fetch_metadata(admin, target)
+    names = [name for name in sorted(metadata.topics)
+             if (internal or not is_internal(name)) and (pattern is None or pattern.search(name))]
+    min_isr = min_insync(admin, target, names) if "under-min-isr" in health else {}
     rows = []
-    for name in sorted(metadata.topics):
-        if (is_internal(name) and not internal) or (pattern and not pattern.search(name)):
-            continue
+    for name in names:
         partitions = metadata.topics[name].partitions
         row: dict[str, Any] = {"name": name, "partitions": len(partitions),
                                "replicas": max((len(p.replicas) for p in partitions.values()), default=0)}
         if health:
-            states = partition_health(admin, target, metadata, name, "under-min-isr" in health)
+            states = partition_health(metadata, name, min_isr.get(name, 0))
             unhealthy = sorted(index for index, state in states.items() if matches(state, health))
             if not unhealthy:
                 continue
@@ -228,8 +235,9 @@ def describe_topic(target: Target, name: str, health: tuple[str, ...], output_fo
     min_isr_entry = configs.get("min.insync.replicas")
     min_isr = int(min_isr_entry.value) if min_isr_entry is not None and min_isr_entry.value is not None else 1
     partitions = topic_partitions(metadata, [name])
-    starts = list_offsets(admin, target, partitions, OffsetSpec.earliest())
-    ends = list_offsets(admin, target, partitions, OffsetSpec.latest())
+    # Not strict: an offline partition has no offsets to tell, and describe is how one finds it.
+    starts = list_offsets(admin, target, partitions, OffsetSpec.earliest(), strict=False)
+    ends = list_offsets(admin, target, partitions, OffsetSpec.latest(), strict=False)
     rows = []
     for topic, index in partitions:
         meta = metadata.topics[topic].partitions[index]
