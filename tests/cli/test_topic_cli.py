@@ -187,3 +187,8 @@ def test_bad_arguments_fail_without_a_traceback(capsys: pytest.CaptureFixture[st
 def test_an_unreachable_cluster_is_a_one_line_error_within_the_timeout() -> None:
     done = run_cli("topic", "list", "-b", dead_address(), "--timeout", "1", timeout=30)
     assert_one_line_error(done, "cannot reach the cluster", "within 1s")
+
+
+def test_an_unknown_client_setting_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    done = run_in_process(capsys, "topic", "list", "-X", "no.such.setting=1", "-b", dead_address())
+    assert_one_line_error(done, "client settings", "no.such.setting")

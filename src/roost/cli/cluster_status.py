@@ -112,7 +112,7 @@ def unhealthy_partitions(metadata: Any) -> list[dict[str, Any]]:
 
 @click.group("cluster")
 def command() -> None:
-    """The cluster as a whole."""
+    """The cluster as a whole: status."""
 
 
 @command.command("status")

@@ -114,7 +114,7 @@ def assignment_text(partitions: Iterable[TopicPartition]) -> str:
 
 @click.group("group")
 def command() -> None:
-    """Inspect consumer groups, move their committed offsets, delete them."""
+    """Consumer groups: list, describe with lag, seek, delete."""
 
 
 @command.command("list")

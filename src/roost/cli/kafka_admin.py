@@ -42,11 +42,16 @@ _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BR
 def open_admin(target: Target) -> AdminClient:
     """An AdminClient for `target`, its requests bounded by the target's timeout."""
     timeout_ms = int(target.timeout_s * 1000)
-    return AdminClient(target.client_config(**{
-        "logger": _SILENT,
-        "socket.timeout.ms": max(timeout_ms, 10),
-        "socket.connection.setup.timeout.ms": max(timeout_ms, 1000),
-    }))
+    try:
+        return AdminClient(target.client_config(**{
+            "logger": _SILENT,
+            "socket.timeout.ms": max(timeout_ms, 10),
+            "socket.connection.setup.timeout.ms": max(timeout_ms, 1000),
+        }))
+    except (KafkaException, ValueError, TypeError) as error:  # e.g. an unknown -X setting
+        kafka_error = error.args[0] if error.args else error
+        text = kafka_error.str() if isinstance(kafka_error, KafkaError) else str(kafka_error)
+        raise CliError(f"client settings: {text}") from None
 
 
 def describe_error(error: BaseException, what: str, target: Target) -> str:

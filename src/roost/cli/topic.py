@@ -136,7 +136,7 @@ def matches(health: PartitionHealth, wanted: Sequence[str]) -> bool:
 
 @click.group("topic")
 def command() -> None:
-    """Create, inspect, change and delete topics."""
+    """Topics: list, create, describe, alter-config, add-partitions, trim, delete."""
 
 
 @command.command("list")
