@@ -181,7 +181,9 @@ def test_trim_of_a_missing_partition_is_refused(capsys: pytest.CaptureFixture[st
 def test_bad_arguments_fail_without_a_traceback(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> None:
     done = run_in_process(capsys, *args, "-b", dead_address())
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "Error:" in done.stderr
+    # One line naming the command, what was wrong, and where to look.
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"roost topic {args[1]}: "), done.stderr
+    assert done.stderr.rstrip().endswith("--help')"), done.stderr
 
 
 def test_an_unreachable_cluster_is_a_one_line_error_within_the_timeout() -> None:

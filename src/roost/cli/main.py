@@ -65,20 +65,26 @@ for _module_name in CLICK_COMMAND_MODULES:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run `roost` with `argv` (default: the process's arguments); returns the exit status."""
+    """Run `roost` with `argv` (default: the process's arguments); returns the exit status.
+    Every failure a user can cause is one line on stderr and a non-zero status, never a traceback."""
     try:
-        cli.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="roost", standalone_mode=False)
-    except SystemExit as stop:
+        result = cli.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="roost",
+                          standalone_mode=False)
+    except SystemExit as stop:  # the server subcommands' status, and argparse's usage errors
         return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    except click.exceptions.Exit as stop:
-        return stop.exit_code
+    except click.UsageError as error:  # unknown command or option, bad value: one line, status 2
+        where = error.ctx.command_path if error.ctx is not None else "roost"
+        click.echo(f"{where}: {error.format_message()} (see '{where} --help')", err=True)
+        return error.exit_code
     except click.ClickException as error:
         error.show()
         return error.exit_code
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        return 1
-    return 0
+    except click.exceptions.Abort:  # Ctrl-C at a prompt
+        click.echo("roost: aborted", err=True)
+        return 130
+    # A command's return value, or the status click.Context.exit gave (standalone_mode=False
+    # returns it instead of exiting).
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":
