@@ -162,9 +162,19 @@ class RoostCluster(KafkaHelpers):
                                    f"lists {sorted(seen)}")
             time.sleep(0.05)
 
-    def leader(self, topic: str, partition: int = 0) -> int:
-        """The broker leading `topic`'s `partition` (waiting, bounded, until it has one)."""
-        return self.wait_for_leaders(topic)[partition][0]
+    def leader(self, topic: str, partition: int = 0, timeout: float = READY_TIMEOUT_S) -> int:
+        """The broker leading `topic`'s `partition`, waiting (bounded) until a running broker does:
+        Metadata goes on naming a killed leader until its session expires and the controller
+        moves the leadership."""
+        found: list[int] = []
+
+        def running_leader() -> bool:
+            leader = self.wait_for_leaders(topic, timeout=timeout)[partition][0]
+            found[:] = [leader]
+            return self.brokers[leader].running if leader in self.brokers else False
+
+        self._wait(running_leader, timeout, f"a running leader of {topic!r} partition {partition}")
+        return found[0]
 
     # brokers ------------------------------------------------------------------------------------
     def kill(self, broker_id: int) -> None:
