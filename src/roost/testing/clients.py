@@ -76,6 +76,11 @@ class KafkaHelpers:
             client = self.__dict__["_admin"] = confluent().admin.AdminClient(self.client_config())
         return client
 
+    def close_clients(self) -> None:
+        """Drop the kept AdminClient (librdkafka destroys it), so that it stops reconnecting to
+        servers that are gone."""
+        self.__dict__.pop("_admin", None)
+
     def producer(self, config: Mapping[str, Any] | None = None) -> Any:
         """A confluent-kafka Producer (acks=all unless `config` says otherwise)."""
         return confluent().Producer(self.client_config({"acks": "all", **(config or {})}))

@@ -240,6 +240,7 @@ class RoostCluster(KafkaHelpers):
     def close(self) -> None:
         """Stop everything: the brokers killed (their data is thrown away, so a controlled shutdown
         would only cost time), then the keepers stopped."""
+        self.close_clients()
         for member in self.brokers.values():
             if member.process is not None:
                 member.process.kill()

@@ -69,6 +69,7 @@ class RoostNode(KafkaHelpers):
     def stop(self) -> int | None:
         """Stop the node (SIGTERM, then SIGKILL if it does not stop in time); its exit status,
         or None for an external cluster."""
+        self.close_clients()
         return None if self.process is None else self.process.stop()
 
     def __repr__(self) -> str:
