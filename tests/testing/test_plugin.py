@@ -6,13 +6,14 @@ a pytest of their own (pytester's runpytest_subprocess), which loads the plugin 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from roost.testing.plugin import unique_topic_name
-from tests.support.procs import start_roost
+from tests.support.procs import start_roost, wait_for
 from tests.testing import user_modules
 
 pytest_plugins = ["pytester"]
@@ -56,18 +57,20 @@ def test_a_failing_user_test_reports_normally_and_the_node_still_stops(pytester:
 
 @pytest.mark.parametrize("how", ["command line", "ini file"])
 def test_an_external_node_is_used_and_nothing_started(pytester: pytest.Pytester, tmp_path: Path, how: str) -> None:
-    node = start_roost(["up", "--data-dir", str(tmp_path / "external"), "--kafka-port", "0"],
-                       expect=("kafka", "keeper"))
+    node = start_roost(["up", "--data-dir", str(tmp_path / "external"), "--kafka-port", "0",
+                        "--set", "group.initial.rebalance.delay.ms=0"], expect=("kafka", "keeper"))
     try:
         bootstrap, zookeeper = node.address("kafka"), node.address("keeper")
         if how == "command line":
             args: tuple[str, ...] = ("--roost-bootstrap", bootstrap, "--roost-zookeeper", zookeeper)
+            passed = 8
         else:
             pytester.makeini(f"[pytest]\nroost_bootstrap = {bootstrap}\nroost_zookeeper = {zookeeper}\n")
-            args = ()
+            args = ("-k", "helpers or kazoo or test_with_cluster")  # the command line's run shows the rest
+            passed = 2
         result = run_user_tests(pytester, {"test_with_roost": user_modules.NODE_TESTS,
                                            "test_with_cluster": user_modules.CLUSTER_TESTS}, *args)
-        result.assert_outcomes(passed=8, skipped=2)
+        result.assert_outcomes(passed=passed, skipped=2)
         result.stdout.fnmatch_lines(["SKIPPED*roost_cluster injects faults*with --roost-bootstrap*"])
         assert recorded_bootstraps(pytester) == {bootstrap}
         assert leftovers(pytester)["pids"] == [], "nothing was started"
@@ -112,3 +115,29 @@ def test_the_helpers_say_what_to_install_without_confluent_kafka(monkeypatch: py
         confluent()
     with pytest.raises(MissingClientError):
         RoostNode.external("127.0.0.1:1", None).create_topic("t")
+
+
+def test_a_node_does_not_outlive_a_killed_pytest(tmp_path: Path) -> None:
+    """The fixtures' processes get SIGTERM from the kernel when the process that started them
+    dies, even by SIGKILL (where no teardown runs)."""
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom roost.testing.node import RoostNode\n"
+         "node = RoostNode.start(Path(sys.argv[1]))\nprint(node.process.pid, flush=True)\ntime.sleep(120)\n",
+         str(tmp_path / "node")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None
+        node_pid = int(starter.stdout.readline())
+        assert process_alive(node_pid)
+    finally:
+        starter.kill()
+        starter.wait(30)
+    wait_for(lambda: not process_alive(node_pid), 30, what=f"node {node_pid} to exit after its starter was killed")
+    assert "roost: stopped" in (tmp_path / "node" / "roost.log").read_text(), "it stopped cleanly, by SIGTERM"
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

@@ -72,7 +72,7 @@ def test_helpers_round_trip(roost_node, roost_topic):
     assert [(record.key, record.value) for record in got] == [(None, b"plain"), (b"key", b"text"), (None, None)]
     assert got[0].headers == [("trace", b"t1")]
     with pytest.raises(TimeoutError, match="3 of 4 records"):
-        roost_node.consume(roost_topic, 4, timeout=2)
+        roost_node.consume(roost_topic, 4, timeout=1)
 
 
 @pytest.mark.roost_topic(partitions=3, config={"cleanup.policy": "compact"})

@@ -66,6 +66,14 @@ class RoostNode(KafkaHelpers):
         """Where the node's output goes (None for an external cluster)."""
         return None if self.process is None else self.process.log_path
 
+    def ensure_running(self) -> None:
+        """Raise, with the end of its log, if the node has exited during the session (a later
+        test would otherwise only see refused connections)."""
+        if self.process is not None and not self.process.running:
+            raise RuntimeError(f"the Roost node (pid {self.process.pid}) exited with status "
+                               f"{self.process.popen.returncode} during the session; its log "
+                               f"{self.process.log_path} ends:\n{self.process.log_tail()}")
+
     def stop(self) -> int | None:
         """Stop the node (SIGTERM, then SIGKILL if it does not stop in time); its exit status,
         or None for an external cluster."""

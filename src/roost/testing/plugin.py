@@ -97,6 +97,8 @@ def roost_topic(request: pytest.FixtureRequest) -> Iterator[str]:
     """The name of a topic created for this test (on roost_cluster when the test uses it, else on
     roost_node) and deleted after it."""
     target = request.getfixturevalue("roost_cluster" if "roost_cluster" in request.fixturenames else "roost_node")
+    if isinstance(target, RoostNode):
+        target.ensure_running()
     name = target.create_topic(unique_topic_name(request.node.name), **_topic_options(request))
     yield name
     target.delete_topic(name)

@@ -8,15 +8,13 @@ user has the whole log to read when a test fails.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,26 +36,27 @@ class RoostStartError(RuntimeError):
         self.port_taken = port_taken  # it could not bind a port chosen for it: try other ports
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """Linux: a function the child runs before exec so that the kernel sends it SIGTERM when the
-    pytest process dies, even by SIGKILL; no orphan keeps its ports and directory. prctl is looked
-    up here, in the parent, so that the child only calls it."""
+# Runs first in every child (Linux), then becomes the server by exec (same pid): it asks the
+# kernel for SIGTERM when the pytest process dies, even by SIGKILL, so that no orphan keeps its
+# ports and directory; and should pytest already be gone, it exits. A launcher rather than
+# Popen's preexec_fn, which may deadlock in a process with threads (librdkafka's, in a test run).
+# The death signal survives exec.
+LAUNCHER = """\
+import ctypes, os, sys
+parent = int(sys.argv[1])
+ctypes.CDLL(None).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM (libc's symbols are the interpreter's)
+if os.getppid() != parent:
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def server_command(args: Sequence[str]) -> list[str]:
+    """The command line that runs `roost <args>` (through the launcher on Linux)."""
+    roost = [*ROOST_COMMAND, *args]
     if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
-    prctl = libc.prctl
-    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
-
-    def arm() -> None:
-        prctl(pr_set_pdeathsig, sigterm)
-
-    return arm
-
-
-_ARM = _parent_death_signal()
+        return roost
+    return [sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), *roost[1:]]
 
 
 @dataclass
@@ -74,8 +73,8 @@ class ServerProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with log_path.open("ab") as log_file:
-            popen = subprocess.Popen([*ROOST_COMMAND, *args], stdin=subprocess.DEVNULL, stdout=log_file,
-                                     stderr=subprocess.STDOUT, env=env, preexec_fn=_ARM)
+            popen = subprocess.Popen(server_command(args), stdin=subprocess.DEVNULL, stdout=log_file,
+                                     stderr=subprocess.STDOUT, env=env)
         return cls(list(args), popen, log_path)
 
     @property
