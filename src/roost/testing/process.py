@@ -40,7 +40,8 @@ class RoostStartError(RuntimeError):
 # kernel for SIGTERM when the pytest process dies, even by SIGKILL, so that no orphan keeps its
 # ports and directory; and should pytest already be gone, it exits. A launcher rather than
 # Popen's preexec_fn, which may deadlock in a process with threads (librdkafka's, in a test run).
-# The death signal survives exec.
+# The death signal survives exec; it comes when the thread that started the child ends (pytest
+# runs fixtures in its main thread).
 LAUNCHER = """\
 import ctypes, os, sys
 parent = int(sys.argv[1])
