@@ -59,7 +59,7 @@ def parse_acl(text: str) -> list[ACL]:
     for entry in text.split(","):
         scheme, sep, rest = entry.partition(":")
         ident, sep2, perms = rest.rpartition(":")
-        if not (sep and sep2 and scheme and ident):
+        if not (sep and sep2 and scheme):  # an empty id is fine: `auth::cdrwa`
             raise CliError(f"bad ACL {entry!r}: expected scheme:id:perm (e.g. world:anyone:cdrwa)")
         unknown = sorted(set(perms) - PERMISSION_BITS.keys())
         if unknown or not perms:

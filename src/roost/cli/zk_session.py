@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -108,6 +109,18 @@ class ZkSession:
             self.report(event_line(event.type, event.path))
 
         return on_event
+
+    def settle(self) -> None:
+        """Wait until kazoo has run the watch callbacks it already holds: the server sends a
+        notification before the reply that follows it, so after a command returns, this makes
+        its watch events print before the next command does."""
+        if self._client is None:
+            return
+        from kazoo.protocol.states import Callback
+
+        done = threading.Event()
+        self._client.handler.dispatch_callback(Callback("watch", done.set, ()))
+        done.wait(self.timeout)
 
     def report(self, line: str) -> None:
         if self.interactive:

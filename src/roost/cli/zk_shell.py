@@ -71,6 +71,7 @@ class ZkShell(cmd.Cmd):
             self.status = 1
             return False
         self.status = self.run(words)
+        self.session.settle()
         return False
 
     def run(self, words: list[str]) -> int:
@@ -81,7 +82,8 @@ class ZkShell(cmd.Cmd):
             error.show()
             return 1
         except click.UsageError as error:
-            click.echo(f"roost: {error.format_message()}", err=True)
+            where = f"{error.ctx.info_name}: " if error.ctx is not None and error.ctx.info_name != "roost zk" else ""
+            click.echo(f"roost: {where}{error.format_message()}", err=True)
             return 2
         except click.ClickException as error:
             error.show()
