@@ -97,7 +97,7 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
         f"delete {root}/a", f"delete -v 5 {root}/b", f"create {root}/a", f"get {root}/none",
         f"getAcl {root}", f"setAcl {root}/b world:anyone:r", f"getAcl -s {root}/b",
         f"setAcl -R {root}/a world:anyone:cdr", f"getAcl {root}/a/x",
-        "addauth digest bob:pw", f"create {root}/sec s auth::cdrwa", f"getAcl {root}/sec",
+        f"addWatch {root}/a", f"create {root}/a/y", "addauth digest bob:pw", f"create {root}/sec s auth::cdrwa", f"getAcl {root}/sec",
         f"setAcl {root}/b nonsense", f"setAcl {root}/b world:anyone:rx", f"sync {root}", f"deleteall {root}", f"ls {root}",
     ]
     runs = on_both(servers, lambda address: roost_zk(address, "shell", stdin="\n".join(script) + "\n"))
@@ -115,8 +115,13 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
     assert f"Created {root}/e-0000000002" in out and f"[{root}/e-0000000002]" in out
     assert "ephemeralOwner = <session>" in out
     assert out[out.index("'world,'anyone") + 2:][:2] == ["'world,'anyone", ": r"]  # getAcl -s of b
-    assert out[-6:] == ["'world,'anyone", ": cdr", f"Created {root}/sec", f"'digest,'{BOB_DIGEST}", ": cdrwa",
-                        "Sync is OK"]
+    event = "WatchedEvent state:SyncConnected type:{} path:{}".format
+    assert out[-23:] == [
+        "'world,'anyone", ": cdr",  # getAcl of a/x after setAcl -R
+        f"Created {root}/a/y", "", "WATCHER::", "", event("NodeCreated", f"{root}/a/y"),  # addWatch's
+        f"Created {root}/sec", f"'digest,'{BOB_DIGEST}", ": cdrwa", "Sync is OK",
+        *[line for path in ("a/y", "a/x", "a") for line in ("", "WATCHER::", "", event("NodeDeleted", f"{root}/{path}"))],
+    ]
     assert keeper.stderr.splitlines() == [
         f"roost: version No is not valid : {root}/a",
         f"roost: Node not empty: {root}/a",

@@ -45,6 +45,10 @@ class ZkSession:
     _events: queue.Queue[str] = field(default_factory=queue.Queue)
     # Persistent watches (addWatch): path -> recursive?
     _persistent: dict[str, bool] = field(default_factory=dict)
+    # The shell: events that fire while a command runs wait for its output (else they could
+    # print in the middle of it); between commands they print at once, as zkCli's do.
+    _print_lock: threading.Lock = field(default_factory=threading.Lock)
+    _held: list[str] | None = None
 
     @property
     def client(self) -> Any:
@@ -110,10 +114,25 @@ class ZkSession:
 
         return on_event
 
-    def settle(self) -> None:
-        """Wait until kazoo has run the watch callbacks it already holds: the server sends a
-        notification before the reply that follows it, so after a command returns, this makes
-        its watch events print before the next command does."""
+    @contextlib.contextmanager
+    def command_running(self) -> Iterator[None]:
+        """The shell runs each command in this: the watch events that fire meanwhile print
+        after its output, in the order they came."""
+        with self._print_lock:
+            self._held = []
+        try:
+            yield
+        finally:
+            self._settle()
+            with self._print_lock:
+                held, self._held = self._held or [], None
+                for line in held:
+                    self._print_event(line)
+
+    def _settle(self) -> None:
+        """Wait until kazoo has run the watch callbacks it already holds (the server sends a
+        notification before the reply that follows it, so a command's own events are among
+        them)."""
         if self._client is None:
             return
         from kazoo.protocol.states import Callback
@@ -123,10 +142,18 @@ class ZkSession:
         done.wait(self.timeout)
 
     def report(self, line: str) -> None:
-        if self.interactive:
-            click.echo(f"\nWATCHER::\n\n{line}")
-        else:
+        if not self.interactive:
             self._events.put(line)
+            return
+        with self._print_lock:
+            if self._held is not None:
+                self._held.append(line)
+            else:
+                self._print_event(line)
+
+    @staticmethod
+    def _print_event(line: str) -> None:
+        click.echo(f"\nWATCHER::\n\n{line}")
 
     def print_events(self, limit: int, timeout: float | None = None) -> int:
         """One-shot mode: print watch events as they come until `limit` were printed (0: no

@@ -70,8 +70,8 @@ class ZkShell(cmd.Cmd):
             click.echo("roost: already in the shell", err=True)
             self.status = 1
             return False
-        self.status = self.run(words)
-        self.session.settle()
+        with self.session.command_running():
+            self.status = self.run(words)
         return False
 
     def run(self, words: list[str]) -> int:
