@@ -7,7 +7,11 @@ One keeper and one ZooKeeper serve the whole module; each test works under its o
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import select
+import signal
 import socket
 import subprocess
 import time
@@ -326,6 +330,49 @@ def test_the_shell_completes_commands_and_paths(keeper: str) -> None:
         client.delete(root, recursive=True)
         client.stop()
         client.close()
+
+
+def test_the_shell_on_a_terminal_completes_with_tab_and_keeps_history(keeper: str, tmp_path: Path) -> None:
+    root = unique_root("zkcli-tty")
+    client = kazoo(keeper)
+    client.create(f"{root}/unique-child", b"found it", makepath=True)
+    history = tmp_path / "history"
+    env = dict(os.environ, ROOST_ZK_HISTORY=str(history), TERM="dumb")
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: roost zk on the pseudo-terminal (never back into pytest)
+        try:
+            os.execve(ROOST[0], [*ROOST, "zk", "--server", keeper], env)
+        finally:
+            os._exit(127)
+    seen = bytearray()
+
+    def read_until(marker: bytes) -> None:
+        deadline = time.monotonic() + 30
+        while marker not in seen:
+            assert time.monotonic() < deadline, f"no {marker!r} in {bytes(seen)!r}"
+            if select.select([terminal], [], [], 0.5)[0]:
+                seen.extend(os.read(terminal, 4096))
+
+    try:
+        prompt = f"[zk: {keeper}] ".encode()
+        read_until(prompt)
+        os.write(terminal, f"get {root}/uni\t\n".encode())  # tab completes the path
+        read_until(b"found it")
+        os.write(terminal, b"getEph\t /\n")  # and the command name
+        read_until(b"[]")
+        os.write(terminal, b"quit\n")
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(terminal)
+        client.delete(root, recursive=True)
+        client.stop()
+        client.close()
+    assert history.read_text().splitlines() == [f"get {root}/unique-child", "getEphemerals /", "quit"]
 
 
 def test_the_shell_reports_bad_lines_and_goes_on(keeper: str) -> None:
