@@ -99,7 +99,7 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
         f"create -e -s {root}/e- eph", f"getEphemerals {root}", f"stat {root}/e-0000000002",
         f"set -v 0 {root}/a ay2", f"set -v 0 {root}/a stale", f"set -s {root}/b bee2",
         f"delete {root}/a", f"delete -v 5 {root}/b", f"create {root}/a", f"get {root}/none",
-        f"getAcl {root}", f"setAcl {root}/b world:anyone:r", f"getAcl -s {root}/b",
+        f"create -c {root}/cont", f"create -t 500 {root}/ttl", f"getAcl {root}", f"setAcl {root}/b world:anyone:r", f"getAcl -s {root}/b",
         f"setAcl -R {root}/a world:anyone:cdr", f"getAcl {root}/a/x",
         f"addWatch {root}/a", f"create {root}/a/y", "addauth digest bob:pw", f"create {root}/sec s auth::cdrwa", f"getAcl {root}/sec",
         f"setAcl {root}/b nonsense", f"setAcl {root}/b world:anyone:rx", f"sync {root}", f"deleteall {root}", f"ls {root}",
@@ -117,7 +117,7 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
                           "ephemeralOwner = 0x0", "dataLength = 3", "numChildren = 2"]
     assert out[21:23] == ["ay", "cZxid = <zxid>"]
     assert f"Created {root}/e-0000000002" in out and f"[{root}/e-0000000002]" in out
-    assert "ephemeralOwner = <session>" in out
+    assert "ephemeralOwner = <session>" in out and f"Created {root}/cont" in out
     assert out[out.index("'world,'anyone") + 2:][:2] == ["'world,'anyone", ": r"]  # getAcl -s of b
     event = "WatchedEvent state:SyncConnected type:{} path:{}".format
     assert out[-23:] == [
@@ -132,6 +132,7 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
         f"roost: version No is not valid : {root}/b",
         f"roost: Node already exists: {root}/a",
         f"roost: Node does not exist: {root}/none",
+        f"roost: KeeperErrorCode = Unimplemented for {root}/ttl (not supported by this server)",
         "roost: bad ACL 'nonsense': expected scheme:id:perm (e.g. world:anyone:cdrwa)",
         "roost: bad ACL 'world:anyone:rx': permissions are letters of cdrwa, got 'rx'",
         f"roost: Node does not exist: {root}",
@@ -376,13 +377,18 @@ def test_the_shell_on_a_terminal_completes_with_tab_and_keeps_history(keeper: st
 
 
 def test_the_shell_reports_bad_lines_and_goes_on(keeper: str) -> None:
-    result = roost_zk(keeper, stdin='bogus\nls\nget "unclosed\nhelp\nhelp get\nshell\nGETACL /\nquit\nls /\n')
+    root = unique_root("zkcli-lines")
+    # the ephemeral under the persistent watch is deleted as the session closes: no event then
+    lines = ["bogus", "ls", 'get "unclosed', "help", "help get", "shell", f"create -c -e {root}", f"create {root}",
+             f"create -e {root}/eph", f"addWatch {root}", "GETACL /", "quit", "ls /"]
+    result = roost_zk(keeper, stdin="\n".join(lines) + "\n")
     assert result.returncode == 0, result  # `quit` was the last command
     assert result.stderr.splitlines() == [
         "roost: No such command 'bogus'.",
         "roost: ls: Missing argument 'PATH'.",
         "roost: cannot parse the line: No closing quotation",
         "roost: already in the shell",
+        "roost: create -c cannot be combined with -e, -s or -t",
     ]
     assert "  getAcl          Print the ACL of PATH." in result.stdout.splitlines()
     assert "Usage: roost zk get [OPTIONS] PATH" in result.stdout

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -303,7 +304,7 @@ def export(session: ZkSession, path: str) -> None:
 def import_(session: ZkSession, file: str, path: str | None) -> None:
     """Create the nodes of an export FILE (`-`: stdin) under PATH (default: where they came from)."""
     try:
-        text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()  # noqa: SIM115
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     except OSError as error:
         raise CliError(f"cannot read {file}: {error.strerror}") from None
     document = read_export(text, file)

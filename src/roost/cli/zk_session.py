@@ -80,6 +80,7 @@ class ZkSession:
 
     def close(self) -> None:
         if self._client is not None:
+            self._persistent.clear()  # closing deletes our ephemerals: not news to report
             client, self._client = self._client, None
             with contextlib.suppress(Exception):
                 client.stop()
@@ -180,12 +181,13 @@ class ZkSession:
         (kazoo 2.11 dispatches only its own one-shot watchers, by exact path)."""
         from kazoo.protocol.serialization import Watch
 
-        connection = self._client._connection
+        client = self._client
+        connection = client._connection
         original = connection._read_watch_event
 
         def read_watch_event(buffer: bytes, offset: int) -> None:
             watch, _ = Watch.deserialize(buffer, offset)
-            path = self._client.unchroot(watch.path)
+            path = client.unchroot(watch.path)
             if self._persistent_covers(path):
                 self.report(event_line(watch.type, path))
             original(buffer, offset)
