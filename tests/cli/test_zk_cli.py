@@ -99,7 +99,8 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
         f"create -e -s {root}/e- eph", f"getEphemerals {root}", f"stat {root}/e-0000000002",
         f"set -v 0 {root}/a ay2", f"set -v 0 {root}/a stale", f"set -s {root}/b bee2",
         f"delete {root}/a", f"delete -v 5 {root}/b", f"create {root}/a", f"get {root}/none",
-        f"create -c {root}/cont", f"create -t 500 {root}/ttl", f"getAcl {root}", f"setAcl {root}/b world:anyone:r", f"getAcl -s {root}/b",
+        f"create -c {root}/cont", f"create -t 500 {root}/ttl", f"getAllChildrenNumber {root}",
+        f"getAllChildrenNumber {root}/none", f"getAcl {root}", f"setAcl {root}/b world:anyone:r", f"getAcl -s {root}/b",
         f"setAcl -R {root}/a world:anyone:cdr", f"getAcl {root}/a/x",
         f"addWatch {root}/a", f"create {root}/a/y", "addauth digest bob:pw", f"create {root}/sec s auth::cdrwa", f"getAcl {root}/sec",
         f"setAcl {root}/b nonsense", f"setAcl {root}/b world:anyone:rx", f"sync {root}", f"deleteall {root}", f"ls {root}",
@@ -118,6 +119,7 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
     assert out[21:23] == ["ay", "cZxid = <zxid>"]
     assert f"Created {root}/e-0000000002" in out and f"[{root}/e-0000000002]" in out
     assert "ephemeralOwner = <session>" in out and f"Created {root}/cont" in out
+    assert out[out.index(f"Created {root}/cont") + 1] == "5"  # getAllChildrenNumber: a, a/x, b, e-, cont
     assert out[out.index("'world,'anyone") + 2:][:2] == ["'world,'anyone", ": r"]  # getAcl -s of b
     event = "WatchedEvent state:SyncConnected type:{} path:{}".format
     assert out[-23:] == [
@@ -133,6 +135,7 @@ def test_a_shell_script_prints_the_same_on_the_keeper_and_zookeeper(servers: dic
         f"roost: Node already exists: {root}/a",
         f"roost: Node does not exist: {root}/none",
         f"roost: KeeperErrorCode = Unimplemented for {root}/ttl (not supported by this server)",
+        f"roost: Node does not exist: {root}/none",
         "roost: bad ACL 'nonsense': expected scheme:id:perm (e.g. world:anyone:cdrwa)",
         "roost: bad ACL 'world:anyone:rx': permissions are letters of cdrwa, got 'rx'",
         f"roost: Node does not exist: {root}",
@@ -399,5 +402,5 @@ def test_help_lists_the_zkcli_commands() -> None:
     result = subprocess.run([*ROOST, "zk", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     for word in ("ls", "get", "stat", "create", "set", "delete", "deleteall", "getAcl", "setAcl", "addauth",
-                 "addWatch", "getEphemerals", "sync", "whoami", "export", "import", "shell"):
+                 "addWatch", "getEphemerals", "getAllChildrenNumber", "sync", "whoami", "export", "import", "shell"):
         assert f"\n  {word} " in result.stdout, word

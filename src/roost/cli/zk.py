@@ -34,6 +34,7 @@ from roost.cli.zk_requests import (
     AddWatch,
     CreateContainer,
     CreateTTL,
+    GetAllChildrenNumber,
     GetEphemerals,
     WhoAmI,
     call,
@@ -278,6 +279,15 @@ def get_ephemerals(session: ZkSession, path: str) -> None:
     with session.errors(path):
         found = call(client, GetEphemerals(session.server_path(path)), session.timeout)
     click.echo(f"[{', '.join(sorted(client.unchroot(p) for p in found))}]")
+
+
+@command.command("getAllChildrenNumber")
+@click.argument("path")
+@pass_session
+def get_all_children_number(session: ZkSession, path: str) -> None:
+    """Count the nodes under PATH, at every depth."""
+    with session.errors(path):
+        click.echo(call(session.client, GetAllChildrenNumber(session.server_path(path)), session.timeout))
 
 
 @command.command("sync")

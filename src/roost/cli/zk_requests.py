@@ -1,5 +1,5 @@
 """The ZooKeeper requests `roost zk` needs that kazoo 2.11 does not offer: container and TTL
-creates, persistent watches (addWatch), getEphemerals and whoami (all ZooKeeper 3.6+).
+creates, persistent watches (addWatch), getEphemerals, getAllChildrenNumber and whoami (all ZooKeeper 3.6+).
 
 Each is a request object in kazoo's own shape (`type`, `serialize()`, `deserialize()`), sent
 through `KazooClient._call`, so that it shares the client's session, connection and error
@@ -86,6 +86,20 @@ class GetEphemerals(NamedTuple):
     @classmethod
     def deserialize(cls, buffer: bytes, offset: int) -> list[str]:
         return _read_strings(buffer, offset)[0]
+
+
+class GetAllChildrenNumber(NamedTuple):
+    """How many nodes are under `path` (all depths, `path` itself not counted)."""
+
+    path: str
+    type = int(OpCode.GET_ALL_CHILDREN_NUMBER)
+
+    def serialize(self) -> bytes:
+        return bytes(write_string(self.path))
+
+    @classmethod
+    def deserialize(cls, buffer: bytes, offset: int) -> int:
+        return int(int_struct.unpack_from(buffer, offset)[0])
 
 
 class WhoAmI:
