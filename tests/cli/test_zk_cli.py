@@ -323,7 +323,7 @@ def test_the_shell_completes_commands_and_paths(keeper: str) -> None:
         for child in ("alpha", "alps", "beta"):
             client.create(f"{root}/{child}", makepath=True)
         shell = ZkShell(command, session, interactive=False)
-        assert shell.completenames("get") == ["get", "getAcl", "getEphemerals"]
+        assert shell.completenames("get") == ["get", "getAcl", "getAllChildrenNumber", "getEphemerals"]
         assert "shell" not in shell.completenames("")
         assert shell.complete_path(f"{root}/al") == [f"{root}/alpha", f"{root}/alps"]
         assert shell.complete_path(f"{root}/") == [f"{root}/alpha", f"{root}/alps", f"{root}/beta"]
