@@ -121,21 +121,21 @@ def _zk(address: str, *args: str, timeout: float = 60) -> subprocess.CompletedPr
 
 def test_roost_zk_shell(keeper: str) -> None:
     root = unique_root("shell")
-    assert _zk(keeper, "create", root, "hello").stdout.strip() == root
+    assert _zk(keeper, "create", root, "hello").stdout == f"Created {root}\n"
     assert _zk(keeper, "get", root).stdout == "hello\n"
-    assert _zk(keeper, "set", root, "world", "--version", "0").stdout.strip() == "version = 1"
-    stale = _zk(keeper, "set", root, "x", "--version", "0")
-    assert stale.returncode == 1 and "BadVersionError" in stale.stderr
+    assert _zk(keeper, "set", "-v", "0", root, "world").returncode == 0
+    stale = _zk(keeper, "set", "-v", "0", root, "x")
+    assert stale.returncode == 1 and stale.stderr == f"roost: version No is not valid : {root}\n"
     sequential = _zk(keeper, "create", "-s", f"{root}/item-", "v").stdout.strip()
-    assert sequential == f"{root}/item-0000000000"
+    assert sequential == f"Created {root}/item-0000000000"
     assert _zk(keeper, "create", "-e", f"{root}/eph").returncode == 0
-    assert _zk(keeper, "ls", root).stdout.split() == ["item-0000000000"]  # the ephemeral went with its session
+    assert _zk(keeper, "ls", root).stdout == "[item-0000000000]\n"  # the ephemeral went with its session
     stat = dict(line.split(" = ") for line in _zk(keeper, "stat", root).stdout.splitlines())
-    assert stat["version"] == "1" and stat["numChildren"] == "1"
+    assert stat["dataVersion"] == "1" and stat["numChildren"] == "1"
     missing = _zk(keeper, "get", f"{root}/missing")
-    assert missing.returncode == 1 and "NoNodeError" in missing.stderr
+    assert missing.returncode == 1 and missing.stderr == f"roost: Node does not exist: {root}/missing\n"
     assert _zk(keeper, "delete", root).returncode == 1
-    assert _zk(keeper, "delete", "-r", root).returncode == 0
+    assert _zk(keeper, "deleteall", root).returncode == 0
     assert _zk(keeper, "stat", root).returncode == 1
 
 

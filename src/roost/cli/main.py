@@ -1,7 +1,7 @@
 """The `roost` command: a click group of subcommands.
 
 Two kinds of subcommand live under it:
-- the servers (`up`, `broker`, `keeper`, `demo`, `zk`), whose many Kafka-style settings are parsed
+- the servers (`up`, `broker`, `keeper`, `demo`), whose many Kafka-style settings are parsed
   by argparse in their own modules (each exposes `register(subparsers)`): the group hands their
   arguments on untouched, so their grammar, help and errors are unchanged;
 - the everyday client commands (each module in CLICK_COMMAND_MODULES exposes a click command
@@ -18,9 +18,10 @@ from collections.abc import Sequence
 import click
 
 # Each module exposes `register(subparsers)`, which adds its subcommand and sets `func` on it.
-SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.broker", "roost.cli.keeper", "roost.cli.zk", "roost.cli.demo")
+SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.broker", "roost.cli.keeper", "roost.cli.demo")
 # Each module exposes `command`, a click command or group.
-CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.topic", "roost.cli.group", "roost.cli.cluster_status")
+CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.topic", "roost.cli.group", "roost.cli.cluster_status",
+                                          "roost.cli.zk")
 
 
 def build_parser() -> argparse.ArgumentParser:

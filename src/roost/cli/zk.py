@@ -1,158 +1,348 @@
-"""`roost zk`: a small znode shell over kazoo, for any ZooKeeper-protocol server.
+"""`roost zk`: zkCli's znode commands over kazoo, for any ZooKeeper-protocol server (Roost's
+keeper or Apache ZooKeeper), one-shot or in an interactive shell.
 
-    roost zk --server HOST:PORT ls PATH
-    roost zk --server HOST:PORT get PATH
-    roost zk --server HOST:PORT stat PATH
-    roost zk --server HOST:PORT set PATH DATA [--version N]
-    roost zk --server HOST:PORT create [-e] [-s] PATH [DATA]
-    roost zk --server HOST:PORT delete [-r] PATH [--version N]
-    roost zk --server HOST:PORT watch PATH [--events N] [--timeout SECONDS]
+\b
+    roost zk --server HOST:PORT[,...] ls -R /app
+    roost zk get -s /app/config                 # data, then the Stat as zkCli prints it
+    roost zk create -e -s /app/lock- ""         # prints `Created /app/lock-0000000007`
+    roost zk setAcl /app world:anyone:r,digest:bob:<hash>:cdrwa
+    roost zk --auth digest:bob:secret whoami
+    roost zk --timeout 60 addWatch -m PERSISTENT_RECURSIVE /app --events 5
+    roost zk export /app > app.json && roost zk import app.json /copy
+    roost zk                                    # the shell (also `roost zk shell`)
 
-`watch` prints one line per event on PATH (its data and its children) until N events were seen
-or the timeout passed. Errors print `roost zk: <error>` and exit with status 1.
+The server comes from --server, else ROOST_ZOOKEEPER, else 127.0.0.1:2181. --timeout bounds
+the connect, every request, and how long a one-shot command waits for a watch it set (-w) to
+fire. Errors print one line (`roost: Node does not exist: /app`) and exit with status 1.
 """
 
 from __future__ import annotations
 
-import argparse
-import queue
+import json
 import sys
-import time
+from pathlib import Path
 from typing import Any
 
-ZNODE_STAT_FIELDS = ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion",
-                     "ephemeralOwner", "dataLength", "numChildren", "pzxid")
+import click
+
+from roost.cli.client_options import DEFAULT_ZOOKEEPER, CliError
+from roost.cli.zk_format import acl_lines, parse_acl, stat_lines
+from roost.cli.zk_requests import (
+    ADD_WATCH_MODES,
+    CONTAINER_FLAGS,
+    TTL_FLAGS,
+    AddWatch,
+    CreateContainer,
+    CreateTTL,
+    GetAllChildrenNumber,
+    GetEphemerals,
+    WhoAmI,
+    call,
+)
+from roost.cli.zk_session import ZkSession, split_auth
+from roost.cli.zk_tree import delete_all, export_tree, import_tree, read_export, subtree
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("zk", help="a small znode shell (ls, get, set, create, delete, stat, watch)",
-                                   description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--server", default="127.0.0.1:2181", help="HOST:PORT[,HOST:PORT...] (default 127.0.0.1:2181)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="connect timeout in seconds")
-    commands = parser.add_subparsers(dest="zk_command", metavar="COMMAND")
-    commands.required = True
-    ls = commands.add_parser("ls", help="list the children of PATH")
-    ls.add_argument("path")
-    get = commands.add_parser("get", help="print the data of PATH")
-    get.add_argument("path")
-    stat = commands.add_parser("stat", help="print the Stat of PATH")
-    stat.add_argument("path")
-    set_ = commands.add_parser("set", help="set the data of PATH")
-    set_.add_argument("path")
-    set_.add_argument("data")
-    set_.add_argument("--version", type=int, default=-1, help="expected version (default any)")
-    create = commands.add_parser("create", help="create PATH")
-    create.add_argument("-e", "--ephemeral", action="store_true", help="ephemeral (gone when this command exits)")
-    create.add_argument("-s", "--sequential", action="store_true", help="append a sequence number")
-    create.add_argument("path")
-    create.add_argument("data", nargs="?", default="")
-    delete = commands.add_parser("delete", help="delete PATH")
-    delete.add_argument("-r", "--recursive", action="store_true", help="delete its children too")
-    delete.add_argument("path")
-    delete.add_argument("--version", type=int, default=-1, help="expected version (default any)")
-    watch = commands.add_parser("watch", help="print events on PATH")
-    watch.add_argument("path")
-    watch.add_argument("--events", type=int, default=0, help="stop after this many events (0: no limit)")
-    watch.add_argument("--timeout", dest="watch_timeout", type=float, default=0.0,
-                       help="stop after this many seconds (0: no limit)")
-    parser.set_defaults(func=run)
+class ZkGroup(click.Group):
+    """zkCli's command names (getAcl, addWatch) also answer in any letter case."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None:
+            folded = {name.lower(): name for name in self.list_commands(ctx)}
+            if cmd_name.lower() in folded:
+                found = super().get_command(ctx, folded[cmd_name.lower()])
+        return found
 
 
-def _stat_lines(stat: Any) -> list[str]:
-    return [f"{name} = {value}" for name, value in zip(ZNODE_STAT_FIELDS, stat, strict=True)]
+@click.group("zk", cls=ZkGroup, invoke_without_command=True, help=__doc__,
+             short_help="zkCli's znode commands and shell (ls, get, create, setAcl, export, ...)",
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--server", envvar="ROOST_ZOOKEEPER", default=DEFAULT_ZOOKEEPER, show_default=True,
+              metavar="HOST:PORT[,...]", help="the ensemble to connect to (env ROOST_ZOOKEEPER)")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+              help="bounds the connect, each request, and a one-shot command's wait for its watch")
+@click.option("--auth", multiple=True, metavar="SCHEME:CREDENTIAL",
+              help="authenticate the session, e.g. digest:user:password (repeatable)")
+@click.pass_context
+def command(ctx: click.Context, server: str, timeout: float, auth: tuple[str, ...]) -> None:
+    if not isinstance(ctx.obj, ZkSession):  # the shell passes its own session to each line
+        session = ZkSession(server, timeout, [split_auth(value) for value in auth])
+        ctx.obj = session
+        ctx.call_on_close(session.close)
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(shell)
 
 
-def run(args: argparse.Namespace) -> int:
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import KazooException
-    from kazoo.handlers.threading import KazooTimeoutError
+pass_session = click.pass_obj
 
-    client = KazooClient(hosts=args.server, timeout=args.timeout)
+
+def _print_stat(stat: Any) -> None:
+    click.echo("\n".join(stat_lines(stat)))
+
+
+def _await_watch(session: ZkSession, watching: bool) -> None:
+    """One-shot mode: a watch that was set fires before the process exits, or --timeout ends
+    the wait (the shell prints events whenever they come)."""
+    if watching and not session.interactive:
+        session.print_events(limit=1)
+
+
+@command.command("ls")
+@click.option("-R", "recursive", is_flag=True, help="the whole subtree, one path a line")
+@click.option("-s", "with_stat", is_flag=True, help="print the Stat too")
+@click.option("-w", "watch", is_flag=True, help="watch the children")
+@click.argument("path")
+@pass_session
+def ls(session: ZkSession, recursive: bool, with_stat: bool, watch: bool, path: str) -> None:
+    """List the children of PATH (`[a, b]`)."""
+    client = session.client
+    if recursive:
+        click.echo("\n".join(subtree(session, path)))
+        return
+    watcher = session.watcher() if watch else None
+    if with_stat:
+        kids, stat = session.wait(client.get_children_async(path, watcher, include_data=True), path)
+    else:
+        kids, stat = session.wait(client.get_children_async(path, watcher), path), None
+    click.echo(f"[{', '.join(sorted(kids))}]")
+    if stat is not None:
+        _print_stat(stat)
+    _await_watch(session, watch)
+
+
+@command.command("get")
+@click.option("-s", "with_stat", is_flag=True, help="print the Stat too")
+@click.option("-w", "watch", is_flag=True, help="watch the data")
+@click.argument("path")
+@pass_session
+def get(session: ZkSession, with_stat: bool, watch: bool, path: str) -> None:
+    """Print the data of PATH (as UTF-8; `null` for none)."""
+    data, stat = session.wait(session.client.get_async(path, session.watcher() if watch else None), path)
+    click.echo("null" if data is None else data.decode("utf-8", errors="replace"))
+    if with_stat:
+        _print_stat(stat)
+    _await_watch(session, watch)
+
+
+@command.command("stat")
+@click.option("-w", "watch", is_flag=True, help="watch the node")
+@click.argument("path")
+@pass_session
+def stat(session: ZkSession, watch: bool, path: str) -> None:
+    """Print the Stat of PATH."""
+    found = session.wait(session.client.exists_async(path, session.watcher() if watch else None), path)
+    if found is None:
+        raise CliError(f"Node does not exist: {path}")
+    _print_stat(found)
+    _await_watch(session, watch)
+
+
+@command.command("create")
+@click.option("-e", "ephemeral", is_flag=True, help="ephemeral (one-shot: gone when this command exits)")
+@click.option("-s", "sequential", is_flag=True, help="append a sequence number to the name")
+@click.option("-c", "container", is_flag=True, help="a container (deleted with its last child)")
+@click.option("-t", "ttl", type=click.IntRange(min=1), metavar="TTL_MS",
+              help="a TTL node (the server needs extendedTypesEnabled)")
+@click.argument("path")
+@click.argument("data", required=False)
+@click.argument("acl", required=False)
+@pass_session
+def create(session: ZkSession, ephemeral: bool, sequential: bool, container: bool, ttl: int | None,
+           path: str, data: str | None, acl: str | None) -> None:
+    """Create PATH with DATA and ACL (default world:anyone:cdrwa); prints `Created PATH`."""
+    from kazoo.security import OPEN_ACL_UNSAFE
+
+    if container and (ephemeral or sequential or ttl):
+        raise CliError("create -c cannot be combined with -e, -s or -t")
+    if ttl and ephemeral:
+        raise CliError("create -t cannot be combined with -e (TTL nodes are persistent)")
+    acls = parse_acl(acl) if acl else list(OPEN_ACL_UNSAFE)
+    value = (data or "").encode("utf-8")
+    client = session.client
+    if container or ttl:
+        request: Any = CreateContainer(session.server_path(path), value, acls, CONTAINER_FLAGS) if container \
+            else CreateTTL(session.server_path(path), value, acls, TTL_FLAGS[sequential], ttl or 0)
+        with session.errors(path):
+            created, _ = call(client, request, session.timeout)
+        created = client.unchroot(created)
+    else:
+        created = session.wait(client.create_async(path, value, acl=acls, ephemeral=ephemeral,
+                                                   sequence=sequential), path)
+    click.echo(f"Created {created}")
+
+
+@command.command("set")
+@click.option("-s", "with_stat", is_flag=True, help="print the new Stat")
+@click.option("-v", "version", type=int, default=-1, help="expected data version (default any)")
+@click.argument("path")
+@click.argument("data")
+@pass_session
+def set_(session: ZkSession, with_stat: bool, version: int, path: str, data: str) -> None:
+    """Set the data of PATH (only at VERSION with -v)."""
+    new_stat = session.wait(session.client.set_async(path, data.encode("utf-8"), version), path)
+    if with_stat:
+        _print_stat(new_stat)
+
+
+@command.command("delete")
+@click.option("-v", "version", type=int, default=-1, help="expected data version (default any)")
+@click.argument("path")
+@pass_session
+def delete(session: ZkSession, version: int, path: str) -> None:
+    """Delete PATH, which must have no children."""
+    session.wait(session.client.delete_async(path, version), path)
+
+
+@command.command("deleteall")
+@click.argument("path")
+@pass_session
+def deleteall(session: ZkSession, path: str) -> None:
+    """Delete PATH and everything under it."""
+    delete_all(session, path)
+
+
+@command.command("getAcl")
+@click.option("-s", "with_stat", is_flag=True, help="print the Stat too")
+@click.argument("path")
+@pass_session
+def get_acl(session: ZkSession, with_stat: bool, path: str) -> None:
+    """Print the ACL of PATH."""
+    acls, found = session.wait(session.client.get_acls_async(path), path)
+    click.echo("\n".join(acl_lines(acls)))
+    if with_stat:
+        _print_stat(found)
+
+
+@command.command("setAcl")
+@click.option("-s", "with_stat", is_flag=True, help="print the new Stat")
+@click.option("-v", "version", type=int, default=-1, help="expected ACL version (default any)")
+@click.option("-R", "recursive", is_flag=True, help="the whole subtree")
+@click.argument("path")
+@click.argument("acl")
+@pass_session
+def set_acl(session: ZkSession, with_stat: bool, version: int, recursive: bool, path: str, acl: str) -> None:
+    """Set the ACL of PATH: scheme:id:perms[,...], e.g. world:anyone:r,digest:user:hash:cdrwa."""
+    acls = parse_acl(acl)
+    targets = subtree(session, path) if recursive else [path]
+    new_stat = None
+    for target in targets:
+        found = session.wait(session.client.set_acls_async(target, acls, version), target)
+        new_stat = found if target == path else new_stat
+    if with_stat and new_stat is not None:
+        _print_stat(new_stat)
+
+
+@command.command("addauth")
+@click.argument("scheme")
+@click.argument("credential")
+@pass_session
+def addauth(session: ZkSession, scheme: str, credential: str) -> None:
+    """Authenticate this session (digest USER:PASSWORD); one-shot, use --auth instead."""
+    session.wait(session.client.add_auth_async(scheme, credential), f"{scheme} auth")
+
+
+@command.command("whoami")
+@pass_session
+def whoami(session: ZkSession) -> None:
+    """Print the identities this session is authenticated as."""
+    with session.errors("whoami"):
+        identities = call(session.client, WhoAmI(), session.timeout)
+    click.echo("Auth scheme: User")
+    for scheme, user in identities:
+        click.echo(f"{scheme}: {user}")
+
+
+@command.command("addWatch")
+@click.option("-m", "mode", type=click.Choice(list(ADD_WATCH_MODES)), default="PERSISTENT_RECURSIVE",
+              show_default=True, help="PERSISTENT: the node and its children; _RECURSIVE: the subtree")
+@click.option("--events", type=click.IntRange(min=0), default=0, metavar="N",
+              help="one-shot: stop after N events (0: at --timeout)")
+@click.argument("path")
+@pass_session
+def add_watch(session: ZkSession, mode: str, events: int, path: str) -> None:
+    """Add a persistent watch on PATH; one-shot, print its events until --events or --timeout."""
+    client = session.client
+    session.add_persistent_watch(path, recursive=mode == "PERSISTENT_RECURSIVE")
+    with session.errors(path):
+        call(client, AddWatch(session.server_path(path), ADD_WATCH_MODES[mode]), session.timeout)
+    if not session.interactive:
+        session.print_events(events)
+
+
+@command.command("getEphemerals")
+@click.argument("path", required=False, default="/")
+@pass_session
+def get_ephemerals(session: ZkSession, path: str) -> None:
+    """List this session's ephemeral nodes (under PATH)."""
+    client = session.client
+    with session.errors(path):
+        found = call(client, GetEphemerals(session.server_path(path)), session.timeout)
+    click.echo(f"[{', '.join(sorted(client.unchroot(p) for p in found))}]")
+
+
+@command.command("getAllChildrenNumber")
+@click.argument("path")
+@pass_session
+def get_all_children_number(session: ZkSession, path: str) -> None:
+    """Count the nodes under PATH, at every depth."""
+    with session.errors(path):
+        click.echo(call(session.client, GetAllChildrenNumber(session.server_path(path)), session.timeout))
+
+
+@command.command("sync")
+@click.argument("path")
+@pass_session
+def sync(session: ZkSession, path: str) -> None:
+    """Make the server this session is on catch up with the leader."""
+    session.wait(session.client.sync_async(path), path)
+    click.echo("Sync is OK")
+
+
+@command.command("export")
+@click.argument("path")
+@pass_session
+def export(session: ZkSession, path: str) -> None:
+    """Print PATH's subtree as JSON: data (base64 when not UTF-8), ACLs, kinds."""
+    click.echo(json.dumps(export_tree(session, path), indent=2, ensure_ascii=False))
+
+
+@command.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("path", required=False)
+@pass_session
+def import_(session: ZkSession, file: str, path: str | None) -> None:
+    """Create the nodes of an export FILE (`-`: stdin) under PATH (default: where they came from)."""
     try:
-        client.start(timeout=args.timeout)
-    except KazooTimeoutError:
-        print(f"roost zk: cannot connect to {args.server}", file=sys.stderr)
-        return 1
-    try:
-        return _dispatch(client, args)
-    except KazooException as exc:
-        print(f"roost zk: {type(exc).__name__}: {args.path}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        client.stop()
-        client.close()
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"cannot read {file}: {error.strerror}") from None
+    document = read_export(text, file)
+    count = import_tree(session, document, path or str(document.get("path") or "/"), file)
+    click.echo(f"Imported {count} nodes")
 
 
-def _dispatch(client: Any, args: argparse.Namespace) -> int:
-    command = args.zk_command
-    path = args.path
-    if command == "ls":
-        for child in sorted(client.get_children(path)):
-            print(child)
-    elif command == "get":
-        data, _ = client.get(path)
-        sys.stdout.write(data.decode("utf-8", errors="replace") + "\n")
-    elif command == "stat":
-        stat = client.exists(path)
-        if stat is None:
-            print(f"roost zk: NoNodeError: {path}", file=sys.stderr)
-            return 1
-        print("\n".join(_stat_lines(stat)))
-    elif command == "set":
-        stat = client.set(path, args.data.encode(), version=args.version)
-        print(f"version = {stat.version}")
-    elif command == "create":
-        created = client.create(path, args.data.encode(), ephemeral=args.ephemeral,
-                                sequence=args.sequential)
-        print(created)
-    elif command == "delete":
-        client.delete(path, version=args.version, recursive=args.recursive)
-    elif command == "watch":
-        return _watch(client, path, args.events, args.watch_timeout)
-    return 0
+@command.command("watch")
+@click.argument("path")
+@click.option("--events", type=click.IntRange(min=0), default=0, help="stop after this many events (0: no limit)")
+@click.option("--timeout", "watch_timeout", type=float, default=0.0,
+              help="stop after this many seconds (0: no limit)")
+@pass_session
+def watch(session: ZkSession, path: str, events: int, watch_timeout: float) -> None:
+    """Follow PATH's data and children, one line per change (a roost extra, not zkCli's)."""
+    from roost.cli.zk_follow import follow
+
+    follow(session, path, events, watch_timeout)
 
 
-def _watch(client: Any, path: str, limit: int, timeout: float) -> int:
-    # (is a change, line): the first report of the data and of the children is the current
-    # state, not an event, and does not count towards --events.
-    events: queue.Queue[tuple[bool, str]] = queue.Queue()
-    deadline = time.monotonic() + timeout if timeout > 0 else None
-    started = {"data": False, "children": False}
+@command.command("shell")
+@pass_session
+def shell(session: ZkSession) -> None:
+    """An interactive shell of these commands (history, tab completion of commands and paths)."""
+    from roost.cli.zk_shell import run_shell
 
-    def text(data: bytes) -> str:
-        return data.decode("utf-8", errors="replace")
-
-    def on_data(data: bytes | None, stat: Any) -> None:
-        if not started["data"]:
-            started["data"] = True
-            events.put((False, f"data {path} {'(none)' if data is None else text(data)}"))
-        elif data is None:
-            events.put((True, f"deleted {path}"))
-        else:
-            events.put((True, f"changed {path} {text(data)}"))
-
-    def on_children(children: list[str]) -> None:
-        change = started["children"]
-        started["children"] = True
-        events.put((change, f"{'children changed' if change else 'children'} {path} {' '.join(sorted(children))}"))
-
-    client.DataWatch(path, on_data)
-    if client.exists(path) is not None:
-        client.ChildrenWatch(path, on_children, allow_session_lost=True)
-    seen = 0
-    while True:
-        wait = 1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            change, line = events.get(timeout=wait)
-        except queue.Empty:
-            if deadline is not None and time.monotonic() >= deadline:
-                return 0
-            continue
-        print(line, flush=True)
-        if change:
-            seen += 1
-            if limit and seen >= limit:
-                return 0
+    if session.interactive:
+        raise CliError("already in the shell")
+    status = run_shell(command, session)
+    if status:
+        raise SystemExit(status)

@@ -224,7 +224,10 @@ class Reader:
         w = JuteWriter()
         w.int(len(auth_ids))
         for ident in auth_ids:
-            w.ustring(ident.scheme).ustring(ident.id)
+            # ZooKeeper names a digest identity by its user, not `user:hash` (the provider's
+            # getUserName).
+            user = ident.id.split(":", 1)[0] if ident.scheme == "digest" else ident.id
+            w.ustring(ident.scheme).ustring(user)
         return Err.OK, w.getvalue()
 
     def multi_read(self, request: MultiRequest, watcher: Hashable, auth_ids: tuple[Id, ...]) -> Reply:
