@@ -124,7 +124,7 @@ class GroupService:
         self._owned: dict[int, OwnedPartition] = {}  # offsets partition index -> what we lead
         self._expiry_check_seconds = config["offsets.retention.check.interval.ms"] / 1000
         self._tasks: list[asyncio.Task[None]] = []
-        self._commits: set[asyncio.Future[ErrorCode]] = set()
+        self._in_flight: set[asyncio.Future[ErrorCode]] = set()  # commits and deletions awaiting acks
         self._started = False
         # Called when FindCoordinator finds no `__consumer_offsets`: a cluster asks its
         # controller to create it (must be idempotent and must not block). A standalone broker
@@ -144,7 +144,7 @@ class GroupService:
 
     async def stop(self) -> None:
         self._started = False
-        tasks: list[asyncio.Future[Any]] = [*self._tasks, *self._commits]
+        tasks: list[asyncio.Future[Any]] = [*self._tasks, *self._in_flight]
         tasks += [owned.task for owned in self._owned.values() if owned.task is not None]
         for task in tasks:
             task.cancel()
@@ -312,8 +312,8 @@ class GroupService:
     def _keep(self, work: Awaitable[ErrorCode]) -> Awaitable[ErrorCode]:
         """Run `work` to its end even if its caller goes away: the caller gets a shield."""
         running = asyncio.ensure_future(work)
-        self._commits.add(running)
-        running.add_done_callback(self._commits.discard)
+        self._in_flight.add(running)
+        running.add_done_callback(self._in_flight.discard)
         return asyncio.shield(running)
 
     def _append_acked(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None],
@@ -393,7 +393,13 @@ class GroupService:
                 whole_group: bool) -> ErrorCode | Awaitable[ErrorCode]:
         """Forget the group's `keys` (and with `whole_group` the group itself) once their
         tombstones are appended; the answer waits for the commits' acks. Commits of these keys
-        still in flight are dropped: their records precede the tombstones in the log."""
+        still in flight are dropped: their records precede the tombstones in the log.
+
+        Kafka appends these tombstones with acks 0 and answers at once; here the answer waits, so
+        that an answered deletion is in every in-sync replica and on disk. If that wait fails
+        (timeout, leadership lost), the answer carries the error, but the deletion stands on this
+        coordinator, as it would in Kafka; a new leader lacking the tombstones brings the offsets
+        back, as Kafka's does."""
         group = self.coordinator.groups.get(group_id)
         # Kafka writes no group metadata tombstone for a group that never had a generation: it
         # only ever stored offsets.
