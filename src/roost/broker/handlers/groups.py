@@ -6,8 +6,9 @@ Every group request first asks the service whether this broker coordinates the g
 the top-level error of JoinGroup, SyncGroup, Heartbeat and LeaveGroup (during a load Kafka answers
 a heartbeat NONE and a sync REBALANCE_IN_PROGRESS, and so does Roost); each partition of
 OffsetCommit; each partition of OffsetFetch v1, its top-level error from v2; each group of
-DescribeGroups and DeleteGroups; the top-level error of OffsetDelete. ListGroups lists the groups of the partitions it leads and has loaded, with
-COORDINATOR_LOAD_IN_PROGRESS while any is still loading.
+DescribeGroups and DeleteGroups; the top-level error of OffsetDelete. ListGroups lists the groups
+of the partitions it leads and has loaded, with COORDINATOR_LOAD_IN_PROGRESS while any is still
+loading.
 """
 
 from __future__ import annotations

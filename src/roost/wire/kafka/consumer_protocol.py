@@ -1,7 +1,8 @@
 """The consumer protocol carried inside JoinGroup metadata and SyncGroup assignments.
 
-Clients assign partitions themselves; the broker only passes these bytes along, so these helpers
-serve tests and tools. Each value is an int16 version followed by the struct.
+Clients assign partitions themselves; the broker passes these bytes along and reads only the
+subscribed topics (OffsetDelete asks which topics a group consumes), so the other helpers serve
+tests and tools. Each value is an int16 version followed by the struct.
 """
 
 from __future__ import annotations
