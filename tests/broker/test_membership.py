@@ -117,13 +117,15 @@ def test_a_member_past_group_max_size_is_refused(start_broker: StartBroker) -> N
     second = Tracked(bootstrap, "full-group", "full-topic")
     poll_all([first, second], lambda: len(first.assigned) + len(second.assigned) == 4
              and first.assigned and second.assigned, what="two members sharing the partitions")
+    # Counted from here: the group's formation may already have rebalanced the first member.
+    revokes = first.revoke_calls, second.revoke_calls
     third = Tracked(bootstrap, "full-group", "full-topic")
     poll_all([first, second, third], lambda: third.errors, what="the third member to be refused")
     assert {e.code() for e in third.errors} == {KafkaError.GROUP_MAX_SIZE_REACHED}, third.errors
     assert third.assign_calls == 0
     # The two members keep their partitions: the refused join started no rebalance.
     assert sorted(first.assigned + second.assigned) == [0, 1, 2, 3]
-    assert first.revoke_calls == second.revoke_calls == 0
+    assert (first.revoke_calls, second.revoke_calls) == revokes
     # Once a member leaves, the one turned away gets in (librdkafka keeps trying to join).
     first.consumer.close()
     poll_all([second, third], lambda: third.assigned and len(second.assigned) + len(third.assigned) == 4,

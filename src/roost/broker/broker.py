@@ -184,6 +184,8 @@ class Broker:
             ApiKey.INIT_PRODUCER_ID: partial(admin.handle_init_producer_id, admin_ctx),
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
+            ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group_ctx),
+            ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group_ctx),
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None

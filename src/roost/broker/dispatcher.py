@@ -57,6 +57,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INIT_PRODUCER_ID: (0, 3),     # 2+ flexible, 3 epoch bump
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.CREATE_PARTITIONS: (0, 2),    # 2 flexible
+    ApiKey.DELETE_GROUPS: (0, 2),        # 2 flexible
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 

@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from roost.wire.kafka.consumer_protocol import subscription_topics
 from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.exceptions import KafkaCodecError
 
 log = logging.getLogger("roost.broker.group")
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 Reply = Callable[[dict[str, Any]], None]
 
@@ -83,6 +87,9 @@ class Group:
     rebalance_deadline_ms: int = 0
     initial_delay_until_ms: int = 0
     state_since_ms: int = 0
+    # The topics the members of the current generation subscribe to (a "consumer" group's
+    # metadata, read at each new generation as Kafka does); None: unknown, taken as every topic.
+    subscribed_topics: frozenset[str] | None = None
 
     def is_empty(self) -> bool:
         return not self.members
@@ -106,6 +113,29 @@ class Group:
             choice = next(n for n, _ in member.protocols if n in candidates)
             votes[choice] = votes.get(choice, 0) + 1
         return max(sorted(votes), key=lambda name: votes[name])
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """Kafka's GroupMetadata.computeSubscribedTopics: the union of the members' subscriptions
+        in the selected protocol, for a "consumer" group; None when unknown (another protocol
+        type, or metadata that is no subscription)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            try:
+                topics.update(subscription_topics(member.metadata_for(self.protocol)))
+            except KafkaCodecError as error:
+                log.warning("group %s: member %s's metadata is no consumer subscription (%s)",
+                            self.group_id, member.member_id, error)
+                return None
+        return frozenset(topics)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return self.subscribed_topics is None or topic in self.subscribed_topics
 
 
 class GroupCoordinator:
@@ -273,8 +303,10 @@ class GroupCoordinator:
             group.state = GroupState.EMPTY
             group.state_since_ms = now
             group.protocol = group.leader = None
+            group.subscribed_topics = group.compute_subscribed_topics()
             return
         group.protocol = group.select_protocol()
+        group.subscribed_topics = group.compute_subscribed_topics()
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.state = GroupState.COMPLETING_REBALANCE
@@ -395,6 +427,7 @@ class GroupCoordinator:
             group.state_since_ms = now
             group.generation += 1
             group.protocol = group.leader = None
+            group.subscribed_topics = group.compute_subscribed_topics()
         else:
             self._prepare_rebalance(now, group, reason)
 
@@ -464,6 +497,21 @@ class GroupCoordinator:
 
     def listing(self) -> list[tuple[str, str, str]]:
         return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()]
+
+    # DeleteGroups and OffsetDelete ------------------------------------------------------------
+    def remove_empty(self, group_id: str) -> Group | None:
+        """A group deleted (DeleteGroups, or its last offsets deleted): it must have no members.
+        Members that only hold an id handed out by MEMBER_ID_REQUIRED learn UNKNOWN_MEMBER_ID
+        when they join with it, and start over. Returns the group, None if it was not known."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        assert group.is_empty() and group.state == GroupState.EMPTY, f"group {group_id} is not empty"
+        del self.groups[group_id]
+        group.state = GroupState.DEAD
+        group.pending.clear()
+        log.info("group %s deleted (generation %d)", group_id, group.generation)
+        return group
 
     # coordination moving away ------------------------------------------------------------------
     def unload(self, group_ids: Iterable[str]) -> int:

@@ -1,7 +1,9 @@
 """Committed consumer offsets, kept in the internal topic `__consumer_offsets`.
 
 Records have Kafka's shape: key = (version 1, group, topic, partition), value = OffsetCommitValue
-version 3 (offset, leader epoch, metadata, commit timestamp), a null value deletes the entry. A
+version 3 (offset, leader epoch, metadata, commit timestamp), a null value deletes the entry.
+Roost keeps no group metadata records (key version 2, the group), but a deleted group gets that
+key's tombstone as in Kafka, and loading skips such records. A
 group's records go to partition abs(Java hashCode(group)) % offsets.topic.num.partitions, and the
 group's coordinator is the leader of that partition: when a broker becomes leader it reads the
 partition back (the last record per key winning) into an `OffsetStore` of its own.
@@ -71,6 +73,13 @@ def encode_key(key: OffsetKey) -> bytes:
     return bytes(out)
 
 
+def encode_group_metadata_key(group: str) -> bytes:
+    """Kafka's GroupMetadataKey (version 2): the key of a group's metadata record."""
+    out = bytearray(_INT16.pack(GROUP_METADATA_KEY_VERSION))
+    _put_string(out, group)
+    return bytes(out)
+
+
 def decode_key(data: bytes) -> OffsetKey | None:
     """The offset key in `data`, or None for the other record kinds (group metadata)."""
     if len(data) < 2:
@@ -108,10 +117,14 @@ def decode_value(data: bytes) -> CommittedOffset:
     return CommittedOffset(offset, leader_epoch, metadata, timestamp)
 
 
-def offset_batch(entries: dict[OffsetKey, CommittedOffset | None], now_ms: int) -> bytearray:
-    """One record batch with a record per entry (None: a tombstone, the entry is deleted)."""
-    assert entries
-    records = [(encode_key(key), None if value is None else encode_value(value)) for key, value in entries.items()]
+def offset_batch(entries: dict[OffsetKey, CommittedOffset | None], now_ms: int,
+                 deleted_groups: Iterable[str] = ()) -> bytearray:
+    """One record batch with a record per entry (None: a tombstone, the entry is deleted), then
+    a group metadata tombstone per deleted group."""
+    records: list[tuple[bytes, bytes | None]] = [
+        (encode_key(key), None if value is None else encode_value(value)) for key, value in entries.items()]
+    records += [(encode_group_metadata_key(group), None) for group in deleted_groups]
+    assert records
     return bytearray(build_batch(records, timestamp_ms=now_ms))
 
 
@@ -239,6 +252,10 @@ class OffsetStore:
         return sorted(key for key in self._by_group.get(group_id, ())
                       if self._offsets[key].value.commit_timestamp_ms < older_than_ms
                       and key not in self._pending)
+
+    def keys_for_group(self, group_id: str) -> list[OffsetKey]:
+        """Every key of the group, applied or in flight."""
+        return sorted(self._by_group.get(group_id, set()) | {k for k in self._pending if k[0] == group_id})
 
     def keys_for_topic(self, topic: str) -> list[OffsetKey]:
         """Every key of `topic`, applied or in flight."""

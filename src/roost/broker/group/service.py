@@ -27,12 +27,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from roost.broker.group.coordinator import GroupCoordinator, GroupLimits, GroupState
+from roost.broker.group.coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator, GroupLimits, GroupState
 from roost.broker.group.offsets import (
     CommittedOffset,
     OffsetKey,
@@ -124,7 +124,7 @@ class GroupService:
         self._owned: dict[int, OwnedPartition] = {}  # offsets partition index -> what we lead
         self._expiry_check_seconds = config["offsets.retention.check.interval.ms"] / 1000
         self._tasks: list[asyncio.Task[None]] = []
-        self._commits: set[asyncio.Future[ErrorCode]] = set()
+        self._in_flight: set[asyncio.Future[ErrorCode]] = set()  # commits and deletions awaiting acks
         self._started = False
         # Called when FindCoordinator finds no `__consumer_offsets`: a cluster asks its
         # controller to create it (must be idempotent and must not block). A standalone broker
@@ -144,7 +144,7 @@ class GroupService:
 
     async def stop(self) -> None:
         self._started = False
-        tasks: list[asyncio.Future[Any]] = [*self._tasks, *self._commits]
+        tasks: list[asyncio.Future[Any]] = [*self._tasks, *self._in_flight]
         tasks += [owned.task for owned in self._owned.values() if owned.task is not None]
         for task in tasks:
             task.cancel()
@@ -288,16 +288,47 @@ class GroupService:
         if code != ErrorCode.NONE:
             return code
         owned = self._owned[self.partition_for(group_id)]
-        partition = owned.partition
+        entries = {(group_id, topic, index): value for (topic, index), value in offsets.items()}
+        appended = self._append_acked(owned.partition, dict(entries), (), now)
+        if isinstance(appended, ErrorCode):
+            return appended
+        log_offset, waits, replication = appended
+        owned.store.begin_commit(entries)
+        if not waits:
+            code = commit_error(replication["error_code"])
+            owned.store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
+            return code
+        # The outcome is applied whether or not anyone still awaits the answer (a client may
+        # hang up); the caller gets a shield so it cannot cancel the bookkeeping.
+        return self._keep(self._finish_commit(owned.store, entries, log_offset, waits, replication))
+
+    @staticmethod
+    async def _finish_commit(store: OffsetStore, entries: dict[OffsetKey, CommittedOffset], log_offset: int,
+                             waits: list[asyncio.Future[None]], replication: dict[str, Any]) -> ErrorCode:
+        code = await _outcome(waits, replication, f"offset commit at {log_offset}")
+        store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
+        return code
+
+    def _keep(self, work: Awaitable[ErrorCode]) -> Awaitable[ErrorCode]:
+        """Run `work` to its end even if its caller goes away: the caller gets a shield."""
+        running = asyncio.ensure_future(work)
+        self._in_flight.add(running)
+        running.add_done_callback(self._in_flight.discard)
+        return asyncio.shield(running)
+
+    def _append_acked(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None],
+                      deleted_groups: Iterable[str], now: int
+                      ) -> tuple[int, list[asyncio.Future[None]], dict[str, Any]] | ErrorCode:
+        """Append one batch of offset records with the commits' acks: (its log offset, what to
+        wait for before answering, where the replication verdict lands), or, if nothing was
+        appended, the coordinator error to answer."""
         if self._required_acks == ACKS_ALL and len(partition.state.isr) < partition.configs["min.insync.replicas"]:
             return commit_error(ErrorCode.NOT_ENOUGH_REPLICAS)
-        entries = {(group_id, topic, index): value for (topic, index), value in offsets.items()}
         epoch = partition.leader_epoch
-        appended = self._append(partition, dict(entries), now)
+        appended = self._append(partition, entries, now, deleted_groups)
         if isinstance(appended, ErrorCode):
             return commit_error(appended)
         log_offset, end_offset, durable = appended
-        owned.store.begin_commit(entries)
         waits: list[asyncio.Future[None]] = [durable] if durable is not None else []
         replication = {"error_code": ErrorCode.NONE}  # the purgatory's verdict lands here
         if self._required_acks == ACKS_ALL and partition.high_watermark < end_offset:
@@ -305,33 +336,97 @@ class GroupService:
                 [AwaitedAppend(partition, end_offset, epoch, replication)], self._commit_timeout_s)
             if replicated is not None:
                 waits.append(replicated)
-        if not waits:
-            code = commit_error(replication["error_code"])
-            owned.store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
-            return code
-        # The outcome is applied whether or not anyone still awaits the answer (a client may
-        # hang up); the caller gets a shield so it cannot cancel the bookkeeping.
-        finishing = asyncio.ensure_future(self._finish_commit(owned.store, entries, log_offset, waits, replication))
-        self._commits.add(finishing)
-        finishing.add_done_callback(self._commits.discard)
-        return asyncio.shield(finishing)
+        return log_offset, waits, replication
 
-    @staticmethod
-    async def _finish_commit(store: OffsetStore, entries: dict[OffsetKey, CommittedOffset], log_offset: int,
-                             waits: list[asyncio.Future[None]], replication: dict[str, Any]) -> ErrorCode:
-        results = await asyncio.gather(*waits, return_exceptions=True)
-        failed = next((r for r in results if isinstance(r, BaseException)), None)
-        if failed is not None:
-            log.error("offset commit at %d could not be made durable: %r", log_offset, failed)
-        code = commit_error(ErrorCode.KAFKA_STORAGE_ERROR if failed is not None else replication["error_code"])
-        store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
-        return code
+    # deleting groups and their offsets ---------------------------------------------------------
+    def delete_group(self, group_id: str, now: int) -> ErrorCode | Awaitable[ErrorCode]:
+        """DeleteGroups for one group (Kafka's GroupCoordinator.handleDeleteGroups): a group
+        without members goes with its offsets, whose tombstones (and the group metadata key's)
+        are appended with the commits' acks; the answer comes when they are replicated and
+        durable. A group with members is NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
+        code = self.status(group_id)
+        if code != ErrorCode.NONE:
+            return code
+        owned = self._owned[self.partition_for(group_id)]
+        group = self.coordinator.groups.get(group_id)
+        keys = owned.store.keys_for_group(group_id)
+        if group is None and not keys:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group is not None and group.state != GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        return self._delete(owned, group_id, keys, now, whole_group=True)
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]], now: int
+                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode | Awaitable[ErrorCode]]]:
+        """OffsetDelete (Kafka's GroupCoordinator.handleDeleteOffsets): (the group's error, each
+        partition's answer). An empty group's offsets may all go; a consumer group with members
+        keeps those of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC); other
+        groups with members are NON_EMPTY_GROUP. Tombstones as for DeleteGroups; an empty group
+        left without offsets is deleted too, as in Kafka."""
+        code = ErrorCode.INVALID_GROUP_ID if not group_id else self.status(group_id)
+        if code != ErrorCode.NONE:
+            return code, {}
+        owned = self._owned[self.partition_for(group_id)]
+        group = self.coordinator.groups.get(group_id)
+        if group is None and not owned.store.keys_for_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        answers: dict[tuple[str, int], ErrorCode | Awaitable[ErrorCode]] = {}
+        eligible = list(dict.fromkeys(partitions))
+        if group is not None and group.state != GroupState.EMPTY:
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            for topic, index in eligible:
+                if group.is_subscribed_to(topic):
+                    answers[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            eligible = [p for p in eligible if p not in answers]
+        if not eligible:
+            return ErrorCode.NONE, answers
+        held = set(owned.store.keys_for_group(group_id))
+        keys = [(group_id, topic, index) for topic, index in eligible if (group_id, topic, index) in held]
+        left_empty = (group is None or group.state == GroupState.EMPTY) and held <= set(keys)
+        outcome = self._delete(owned, group_id, keys, now, whole_group=left_empty)
+        for partition in eligible:
+            answers[partition] = outcome
+        return ErrorCode.NONE, answers
+
+    def _delete(self, owned: OwnedPartition, group_id: str, keys: list[OffsetKey], now: int,
+                whole_group: bool) -> ErrorCode | Awaitable[ErrorCode]:
+        """Forget the group's `keys` (and with `whole_group` the group itself) once their
+        tombstones are appended; the answer waits for the commits' acks. Commits of these keys
+        still in flight are dropped: their records precede the tombstones in the log.
+
+        Kafka appends these tombstones with acks 0 and answers at once; here the answer waits, so
+        that an answered deletion is in every in-sync replica and on disk. If that wait fails
+        (timeout, leadership lost), the answer carries the error, but the deletion stands on this
+        coordinator, as it would in Kafka; a new leader lacking the tombstones brings the offsets
+        back, as Kafka's does."""
+        group = self.coordinator.groups.get(group_id)
+        # Kafka writes no group metadata tombstone for a group that never had a generation: it
+        # only ever stored offsets.
+        metadata_tombstone = [group_id] if whole_group and group is not None and group.generation > 0 else []
+        if not keys and not metadata_tombstone:
+            if whole_group:
+                self.coordinator.remove_empty(group_id)
+            return ErrorCode.NONE
+        appended = self._append_acked(owned.partition, dict.fromkeys(keys), metadata_tombstone, now)
+        if isinstance(appended, ErrorCode):
+            return appended  # nothing appended: nothing deleted
+        log_offset, waits, replication = appended
+        owned.store.delete(keys, drop_pending=True)
+        if whole_group:
+            self.coordinator.remove_empty(group_id)
+        log.info("deleted %d committed offsets%s of group %s (tombstones at %s-%d offset %d)", len(keys),
+                 " and the group" if whole_group else "", group_id, OFFSETS_TOPIC, owned.partition.index,
+                 log_offset)
+        if not waits:
+            return commit_error(replication["error_code"])
+        return self._keep(_outcome(waits, replication, f"tombstones of group {group_id} at {log_offset}"))
 
     def _append(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None],
-                now: int) -> tuple[int, int, asyncio.Future[None] | None] | ErrorCode:
-        """Append one batch of offset records on the leader: (its first offset, the log end
-        after it, the fsync to wait for), or the log's error."""
-        batch = offset_batch(entries, now)
+                now: int, deleted_groups: Iterable[str] = ()) -> tuple[int, int, asyncio.Future[None] | None] | ErrorCode:
+        """Append one batch of offset records (and group metadata tombstones) on the leader: (its
+        first offset, the log end after it, the fsync to wait for), or the log's error."""
+        batch = offset_batch(entries, now, deleted_groups)
         log_offset = partition.log_end_offset
         try:
             durable = self._replicas.append_internal(partition, batch)
@@ -394,6 +489,15 @@ class GroupService:
         keys = owned.store.keys_for_topic(topic)
         if keys:
             self._write_tombstones(owned, keys, now, f"topic {topic} deleted", drop_pending=True)
+
+
+async def _outcome(waits: list[asyncio.Future[None]], replication: dict[str, Any], what: str) -> ErrorCode:
+    """The coordinator's answer for an append once its fsync and replication are done."""
+    results = await asyncio.gather(*waits, return_exceptions=True)
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        log.error("%s could not be made durable: %r", what, failed)
+    return commit_error(ErrorCode.KAFKA_STORAGE_ERROR if failed is not None else replication["error_code"])
 
 
 def _log_failed_flush(flushed: asyncio.Future[None]) -> None:

@@ -1,12 +1,14 @@
-"""Consumer group requests: FindCoordinator, Join/Sync/Heartbeat/Leave, offsets, Describe/List.
+"""Consumer group requests: FindCoordinator, Join/Sync/Heartbeat/Leave, offsets, Describe/List,
+DeleteGroups and OffsetDelete.
 
 Every group request first asks the service whether this broker coordinates the group now
 (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS otherwise) and puts that error where Kafka does:
 the top-level error of JoinGroup, SyncGroup, Heartbeat and LeaveGroup (during a load Kafka answers
 a heartbeat NONE and a sync REBALANCE_IN_PROGRESS, and so does Roost); each partition of
 OffsetCommit; each partition of OffsetFetch v1, its top-level error from v2; each group of
-DescribeGroups. ListGroups lists the groups of the partitions it leads and has loaded, with
-COORDINATOR_LOAD_IN_PROGRESS while any is still loading.
+DescribeGroups and DeleteGroups; the top-level error of OffsetDelete. ListGroups lists the groups
+of the partitions it leads and has loaded, with COORDINATOR_LOAD_IN_PROGRESS while any is still
+loading.
 """
 
 from __future__ import annotations
@@ -261,3 +263,47 @@ def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
     # Kafka's answer while a partition loads: what is known so far, and a retriable error.
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.is_loading() else ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": code, "groups": groups}
+
+
+def handle_delete_groups(ctx: GroupContext, request: Request) -> Any:
+    now = now_ms()
+    results: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
+    for group_id in dict.fromkeys(request.body["groups_names"]):  # Kafka takes them as a set
+        outcome = ctx.groups.delete_group(group_id, now)
+        entry = {"group_id": group_id, "error_code": outcome if isinstance(outcome, ErrorCode) else ErrorCode.NONE}
+        if not isinstance(outcome, ErrorCode):
+            pending.append((entry, outcome))
+        results.append(entry)
+    response = {"throttle_time_ms": 0, "results": results}
+    return _settle(pending, response) if pending else response
+
+
+def handle_offset_delete(ctx: GroupContext, request: Request) -> Any:
+    body = request.body
+    requested = list(dict.fromkeys((t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]))
+    # Kafka answers partitions missing from its metadata itself and asks the coordinator about the rest.
+    known = [(topic, index) for topic, index in requested if ctx.partition_exists(topic, index)]
+    group_error, answers = ctx.groups.delete_offsets(body["group_id"], known, now_ms())
+    if group_error != ErrorCode.NONE:
+        return {"error_code": group_error, "throttle_time_ms": 0, "topics": []}
+    topics_out: dict[str, list[dict[str, Any]]] = {}
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
+    for topic, index in requested:
+        outcome = answers.get((topic, index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        entry = {"partition_index": index,
+                 "error_code": outcome if isinstance(outcome, ErrorCode) else ErrorCode.NONE}
+        if not isinstance(outcome, ErrorCode):
+            pending.append((entry, outcome))
+        topics_out.setdefault(topic, []).append(entry)
+    response = {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
+                "topics": [{"name": name, "partitions": partitions} for name, partitions in topics_out.items()]}
+    return _settle(pending, response) if pending else response
+
+
+async def _settle(pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]],
+                  response: dict[str, Any]) -> dict[str, Any]:
+    """The response once every entry waiting for its tombstones has its answer."""
+    for entry, outcome in pending:
+        entry["error_code"] = await outcome
+    return response

@@ -1,6 +1,6 @@
 """The classic consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
-LeaveGroup (13), SyncGroup (14), DescribeGroups (15) and ListGroups (16), from Kafka's
-<Name>Request.json / <Name>Response.json."""
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42) and
+OffsetDelete (47), from Kafka's <Name>Request.json / <Name>Response.json."""
 
 from __future__ import annotations
 
@@ -165,5 +165,43 @@ LIST_GROUPS_RESPONSE = Message(
             Field("ProtocolType", "string", "0+"),
             Field("GroupState", "string", "4+"),
             Field("GroupType", "string", "5+"),
+        )),
+    ))
+
+DELETE_GROUPS_REQUEST = Message(
+    "DeleteGroupsRequest", api_key=42, kind="request", versions="0-2", flexible="2+", fields=(
+        Field("GroupsNames", "[]string", "0+"),
+    ))
+
+DELETE_GROUPS_RESPONSE = Message(
+    "DeleteGroupsResponse", api_key=42, kind="response", versions="0-2", flexible="2+", fields=(
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("Results", "[]DeletableGroupResult", "0+", fields=(
+            Field("GroupId", "string", "0+"),
+            Field("ErrorCode", "int16", "0+"),
+        )),
+    ))
+
+OFFSET_DELETE_REQUEST = Message(
+    "OffsetDeleteRequest", api_key=47, kind="request", versions="0", flexible="none", fields=(
+        Field("GroupId", "string", "0+"),
+        Field("Topics", "[]OffsetDeleteRequestTopic", "0+", fields=(
+            Field("Name", "string", "0+"),
+            Field("Partitions", "[]OffsetDeleteRequestPartition", "0+", fields=(
+                Field("PartitionIndex", "int32", "0+"),
+            )),
+        )),
+    ))
+
+OFFSET_DELETE_RESPONSE = Message(
+    "OffsetDeleteResponse", api_key=47, kind="response", versions="0", flexible="none", fields=(
+        Field("ErrorCode", "int16", "0+"),
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("Topics", "[]OffsetDeleteResponseTopic", "0+", fields=(
+            Field("Name", "string", "0+"),
+            Field("Partitions", "[]OffsetDeleteResponsePartition", "0+", fields=(
+                Field("PartitionIndex", "int32", "0+"),
+                Field("ErrorCode", "int16", "0+"),
+            )),
         )),
     ))
