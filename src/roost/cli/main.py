@@ -20,7 +20,7 @@ import click
 # Each module exposes `register(subparsers)`, which adds its subcommand and sets `func` on it.
 SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.broker", "roost.cli.keeper", "roost.cli.zk", "roost.cli.demo")
 # Each module exposes `command`, a click command or group.
-CLICK_COMMAND_MODULES: tuple[str, ...] = ()
+CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.produce", "roost.cli.consume")
 
 
 def build_parser() -> argparse.ArgumentParser:
