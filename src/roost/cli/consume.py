@@ -157,12 +157,15 @@ class Bounds:
         self.consumer = consumer
         self.stops = stops
         self.following = following
+        self.done: set[PartitionKey] = set()  # a batch may still hold records past their stop
 
     def finished(self) -> bool:
         return not self.following and not self.stops
 
     def accept(self, message: Any) -> bool:
         key = (message.topic(), message.partition())
+        if key in self.done:
+            return False
         stop = self.stops.get(key)
         if stop is not None and message.offset() >= stop:
             self._finish(key)
@@ -185,6 +188,7 @@ class Bounds:
 
     def _finish(self, key: PartitionKey) -> None:
         del self.stops[key]
+        self.done.add(key)
         self.consumer.pause([TopicPartition(*key)])
 
 

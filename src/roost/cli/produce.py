@@ -6,7 +6,11 @@ r"""`roost produce`: send records read from stdin or a file.
     roost produce orders -k user-7 -H source=cli -Z NULL    # a line `NULL` is a tombstone
     roost produce orders -o 'partition %p offset %o\n'      # say where each record landed
 
-The same -f format that `roost consume -f` prints with reads the input (see record_format).
+The same -f format that `roost consume -f` prints with reads the input (see record_format). The
+command line decides over the input: records go to TOPIC (%t and a JSON "topic" are read and
+ignored, as is the offset), -p overrides %p or a JSON partition, -k a JSON key. A partition or
+timestamp read from the input is kept, so `consume --json | produce -f json` copies records with
+their partitions and timestamps.
 Every failed delivery is reported on stderr; the exit status is 1 if any record was not
 delivered. Ctrl-C stops reading, waits (within --timeout) for what was sent, and exits 130.
 """
@@ -145,7 +149,8 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
     if partition is not None and partition not in known[topic].partitions:
         raise CliError(f"topic {topic!r} has no partition {partition} (it has {len(known[topic].partitions)})")
 
-    stream: Any = sys.stdin.buffer if input_path is None else input_path.open("rb")
+    source: BinaryIO = sys.stdin.buffer if input_path is None else input_path.open("rb")
+    stream: Any = source
     reader: ProgressReader | None = None
     show_progress = progress if progress is not None else (input_path is not None and sys.stderr.isatty())
     if show_progress:
@@ -158,7 +163,7 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
     try:
         records = json_records(stream) if record_format is None else record_format.read(stream, marker)
         for record in records:
-            send(producer, deliveries, record, topic, known, fixed_key, fixed_headers, partition, marker,
+            send(producer, deliveries, record, topic, fixed_key, fixed_headers, partition, marker,
                  null_value=record_format is None)
     except FormatError as error:
         problem = str(error)
@@ -168,7 +173,7 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
         if reader is not None:
             reader.progress.stop()
         if input_path is not None:
-            stream.close()
+            source.close()
     unconfirmed = producer.flush(target.timeout_s)
     stdout_bytes().flush()
     if unconfirmed:
@@ -181,19 +186,17 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
         raise CliError(f"{deliveries.failed + unconfirmed} of {deliveries.sent} records not delivered")
 
 
-def send(producer: Producer, deliveries: Deliveries, record: Record, default_topic: str, known: dict[str, Any],
+def send(producer: Producer, deliveries: Deliveries, record: Record, default_topic: str,
          fixed_key: bytes | None, fixed_headers: list[tuple[str, bytes]], fixed_partition: int | None,
          marker: bytes | None, null_value: bool) -> None:
     """Produce one parsed record, waiting for queue space when librdkafka's queue is full."""
-    topic = record.topic or default_topic
-    if topic != default_topic and topic not in known:
-        raise FormatError(f"unknown topic {topic!r} in the input")
-    key = record.key if record.key is not None else fixed_key
+    # The command line decides over the input: TOPIC over %t, -p over %p, -k over a JSON key.
+    key = fixed_key if fixed_key is not None else record.key
     value = record.value
     if null_value and marker is not None and value == marker:
         value = None  # JSON input: the format reader applies the marker itself
     extra: dict[str, Any] = {}
-    chosen_partition = record.partition if record.partition is not None else fixed_partition
+    chosen_partition = fixed_partition if fixed_partition is not None else record.partition
     if chosen_partition is not None:
         extra["partition"] = chosen_partition
     if record.timestamp_ms is not None:
@@ -203,7 +206,7 @@ def send(producer: Producer, deliveries: Deliveries, record: Record, default_top
         extra["headers"] = headers
     for _ in range(10_000):  # each wait serves delivery reports, which frees queue space
         try:
-            producer.produce(topic, value=value, key=key, on_delivery=deliveries.report, **extra)
+            producer.produce(default_topic, value=value, key=key, on_delivery=deliveries.report, **extra)
             break
         except BufferError:
             producer.poll(0.1)

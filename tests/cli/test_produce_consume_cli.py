@@ -1,0 +1,276 @@
+r"""`roost produce` and `roost consume` as a user runs them: subprocesses against a real broker,
+cross-checked with independent clients (confluent-kafka used directly, and kcat)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker.conftest import FAST_GROUPS
+from tests.support.procs import ROOST, RoostProcess, start_roost, stop_process, wait_for
+
+RUN_TIMEOUT_S = 90  # against hangs only
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    directory = tmp_path_factory.mktemp("cli-broker")
+    proc: RoostProcess = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", *FAST_GROUPS])
+    yield proc.address("kafka")
+    proc.stop()
+
+
+def new_topic(bootstrap: str, partitions: int = 3, config: dict[str, str] | None = None) -> str:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
+        future.result(30)
+    return name
+
+
+def roost(bootstrap: str | None, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    target = ["-b", bootstrap] if bootstrap else []
+    return subprocess.run([*ROOST, *args, *target], input=stdin, capture_output=True, timeout=RUN_TIMEOUT_S)
+
+
+def ok(result: subprocess.CompletedProcess[bytes]) -> bytes:
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert b"Traceback" not in result.stderr
+    return result.stdout
+
+
+def read_directly(bootstrap: str, topic: str, expected: int) -> list:
+    """The topic's records through confluent-kafka, not through roost."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    messages: list = []
+    try:
+        def enough() -> bool:
+            messages.extend(m for m in consumer.consume(500, 0.5) if m.error() is None)
+            return len(messages) >= expected
+        wait_for(enough, timeout=60, what=f"{expected} records in {topic}")
+        messages.extend(m for m in consumer.consume(500, 0.5) if m.error() is None)  # nothing more
+    finally:
+        consumer.close()
+    return messages
+
+
+def produce_directly(bootstrap: str, topic: str, records: list[dict]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for record in records:
+        producer.produce(topic, **record)
+    assert producer.flush(30) == 0
+
+
+def test_ten_thousand_keyed_lines_come_back_exactly(bootstrap: str, tmp_path: Path) -> None:
+    topic = new_topic(bootstrap)
+    lines = [f"key-{i % 997} value {i} ünïcode and spaces" for i in range(10_000)]
+    path = tmp_path / "input.txt"
+    path.write_text("".join(line + "\n" for line in lines))
+    ok(roost(bootstrap, "produce", topic, "-f", r"%k %v\n", "--file", str(path), "--progress"))
+
+    # The independent reader: confluent-kafka directly.
+    direct = read_directly(bootstrap, topic, 10_000)
+    assert sorted(f"{m.key().decode()} {m.value().decode()}" for m in direct) == sorted(lines)
+
+    # --json: every record once, keys kept per partition in the order they were sent.
+    documents = [json.loads(line) for line in ok(roost(bootstrap, "consume", topic, "-o", ":end", "--json")).splitlines()]
+    assert len(documents) == 10_000
+    assert sorted(f"{d['key']} {d['value']}" for d in documents) == sorted(lines)
+    assert {d["topic"] for d in documents} == {topic}
+    for partition in range(3):
+        offsets = [d["offset"] for d in documents if d["partition"] == partition]
+        assert offsets == list(range(len(offsets)))
+        values = [int(d["value"].split()[1]) for d in documents if d["partition"] == partition]
+        assert values == sorted(values)
+    assert all(d["timestamp"] == datetime.fromtimestamp(d["timestamp_ms"] / 1000, UTC)
+               .strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" for d in documents[:50])
+
+    # The same format reads and prints: what produce read, consume prints.
+    printed = ok(roost(bootstrap, "consume", topic, "-e", "-f", r"%k %v\n")).decode()
+    assert sorted(printed.splitlines()) == sorted(lines)
+
+    if shutil.which("kcat"):
+        kcat = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-f", "%k %s\n"],
+                              capture_output=True, timeout=RUN_TIMEOUT_S)
+        assert kcat.returncode == 0, kcat.stderr
+        assert sorted(kcat.stdout.decode().splitlines()) == sorted(lines)
+
+
+def test_a_time_range_returns_exactly_the_records_stamped_in_it(bootstrap: str) -> None:
+    topic = new_topic(bootstrap, partitions=2)
+    base = 1_795_428_000_000  # 2026-11-23T10:00:00Z
+    produce_directly(bootstrap, topic, [
+        {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "timestamp": base + i * 1000, "partition": i % 2}
+        for i in range(20)])
+
+    def values(*spec: str) -> list[str]:
+        return sorted(ok(roost(bootstrap, "consume", topic, *spec, "-f", r"%v\n")).decode().split(),
+                      key=lambda v: int(v[1:]))
+
+    assert values("-o", f"@{base + 5000}:{base + 12000}") == [f"v{i}" for i in range(5, 12)]
+    assert values("-o", "@2026-11-23T10:00:05Z:7s") == [f"v{i}" for i in range(5, 12)]
+    assert values("-o", "@2026-11-23T10:00:05.001Z:2026-11-23T10:00:07Z") == ["v6"]
+    assert values("-o", f"@:{base + 3000}") == ["v0", "v1", "v2"]
+    assert values("-o", "@2026-11-23T10:00:17Z:end") == ["v17", "v18", "v19"]
+    assert values("-o", "@-1h:end") == []  # the records are stamped a day ago
+    printed = ok(roost(bootstrap, "consume", topic, "-o", f"@{base + 2000}:{base + 3000}", "-f", r"%T %d %v\n"))
+    assert printed.decode() == f"{base + 2000} 2026-11-23T10:00:02.000Z v2\n"
+
+
+def test_headers_tombstones_keys_partition_and_echo(bootstrap: str) -> None:
+    topic = new_topic(bootstrap)
+    result = ok(roost(bootstrap, "produce", topic, "-f", r"%h %v\n", "-k", "fixed", "-H", "source=cli",
+                      "-H", "run=7", "-Z", "NULL", "-p", "1", "--acks", "1", "-z", "zstd",
+                      "-o", r"partition %p offset %o key %k\n", stdin=b"trace=abc first\n second\nx=1,y NULL\n"))
+    assert result.decode().splitlines() == [f"partition 1 offset {i} key fixed" for i in range(3)]
+
+    direct = sorted(read_directly(bootstrap, topic, 3), key=lambda m: m.offset())
+    assert [(m.partition(), m.key(), m.value()) for m in direct] == [
+        (1, b"fixed", b"first"), (1, b"fixed", b"second"), (1, b"fixed", None)]
+    assert [m.headers() for m in direct] == [
+        [("source", b"cli"), ("run", b"7"), ("trace", b"abc")],
+        [("source", b"cli"), ("run", b"7")],
+        [("source", b"cli"), ("run", b"7"), ("x", b"1"), ("y", None)]]
+
+    documents = [json.loads(line) for line in ok(roost(bootstrap, "consume", topic, "-e", "-f", "json")).splitlines()]
+    assert documents[2]["value"] is None and documents[2]["key"] == "fixed"
+    assert documents[2]["headers"] == [{"key": "source", "value": "cli"}, {"key": "run", "value": "7"},
+                                       {"key": "x", "value": "1"}, {"key": "y", "value": None}]
+    printed = ok(roost(bootstrap, "consume", topic, "-e", "-p", "1", "-Z", "<null>", "-f", r"%p:%o %h %v\n"))
+    assert printed.decode().splitlines()[2] == "1:2 source=cli,run=7,x=1,y <null>"
+
+    # What `consume --json` printed, `produce -f json` sends again: a copy of the topic.
+    copy = new_topic(bootstrap)
+    ok(roost(bootstrap, "produce", copy, "-f", "json", stdin=ok(roost(bootstrap, "consume", topic, "-e", "--json"))))
+    copied = sorted(read_directly(bootstrap, copy, 3), key=lambda m: m.offset())
+    assert [(m.partition(), m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in copied] == \
+        [(m.partition(), m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in direct]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
+def test_every_compression_codec_delivers(bootstrap: str, codec: str) -> None:
+    topic = new_topic(bootstrap, partitions=1)
+    ok(roost(bootstrap, "produce", topic, "-z", codec, stdin=b"a\nb\n"))
+    assert ok(roost(bootstrap, "consume", topic, "-o", ":end")) == b"a\nb\n"
+
+
+def test_non_utf8_values_survive_and_print_escaped(bootstrap: str) -> None:
+    topic = new_topic(bootstrap, partitions=1)
+    binary = b"\xff\xfe\x00 raw \x80"
+    produce_directly(bootstrap, topic, [{"key": b"\xc3\x28", "value": binary}, {"value": "ok ✓".encode()}])
+
+    documents = [json.loads(line) for line in ok(roost(bootstrap, "consume", topic, "-e", "--json")).splitlines()]
+    assert documents[0]["value_encoding"] == "base64" and base64.b64decode(documents[0]["value"]) == binary
+    assert documents[0]["key_encoding"] == "base64" and base64.b64decode(documents[0]["key"]) == b"\xc3\x28"
+    assert documents[1]["value"] == "ok ✓" and "value_encoding" not in documents[1]
+
+    assert ok(roost(bootstrap, "consume", topic, "-e")) == b"\\xff\\xfe\x00 raw \\x80\n" + "ok ✓\n".encode()
+    assert ok(roost(bootstrap, "consume", topic, "-e", "-f", r"%v{hex}\n")).split()[0] == binary.hex().encode()
+
+    # Binary in through base64, checked by the independent client.
+    sent = ok(roost(bootstrap, "consume", topic, "-e", "-f", r"%v{base64}\n"))
+    copy = new_topic(bootstrap, partitions=1)
+    ok(roost(bootstrap, "produce", copy, "-f", r"%v{base64}\n", stdin=sent))
+    assert [m.value() for m in read_directly(bootstrap, copy, 2)] == [binary, "ok ✓".encode()]
+
+
+def test_partitions_limits_regex_and_groups(bootstrap: str) -> None:
+    stem = f"cli-rx-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(f"{stem}-a", 2, 1), NewTopic(f"{stem}-b", 1, 1)]).values():
+        future.result(30)
+    produce_directly(bootstrap, f"{stem}-a", [{"value": f"a{i}".encode(), "partition": i % 2} for i in range(6)])
+    produce_directly(bootstrap, f"{stem}-b", [{"value": f"b{i}".encode()} for i in range(4)])
+
+    both = ok(roost(bootstrap, "consume", f"{stem}-.*", "-r", "-e", "-f", r"%t %v\n")).decode().splitlines()
+    assert sorted(both) == sorted([f"{stem}-a a{i}" for i in range(6)] + [f"{stem}-b b{i}" for i in range(4)])
+    listed = ok(roost(bootstrap, "consume", f"{stem}-a,{stem}-b", "-e", "-p", "0")).decode().split()
+    assert sorted(listed) == ["a0", "a2", "a4", "b0", "b1", "b2", "b3"]
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-n", "2")) == b"b0\nb1\n"
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-o", "-2", "-e")) == b"b2\nb3\n"
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-o", "+1", "-n", "1")) == b"b1\n"
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-o", "1:3")) == b"b1\nb2\n"
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-o", "end", "-e")) == b""
+
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-g", group, "-n", "3")) == b"b0\nb1\nb2\n"
+    assert ok(roost(bootstrap, "consume", f"{stem}-b", "-g", group, "-e")) == b"b3\n"  # from the commit
+    checker = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        assert [tp.offset for tp in checker.committed([TopicPartition(f"{stem}-b", 0)], timeout=30)] == [4]
+    finally:
+        checker.close()
+
+
+def test_ctrl_c_while_waiting_for_records_exits_cleanly(bootstrap: str) -> None:
+    topic = new_topic(bootstrap, partitions=1)
+    produce_directly(bootstrap, topic, [{"value": b"first"}])
+    consume = subprocess.Popen([*ROOST, "consume", topic, "-b", bootstrap], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        assert consume.stdout is not None
+        assert consume.stdout.readline() == b"first\n"  # it is reading and now waits for more
+        consume.send_signal(signal.SIGINT)
+        _, stderr = consume.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        stop_process(consume)
+    assert consume.returncode == 130
+    assert stderr == b""
+
+
+def test_bad_input_is_one_line_and_a_nonzero_exit(bootstrap: str) -> None:
+    topic = new_topic(bootstrap, partitions=1)
+    cases = [
+        (roost(bootstrap, "consume", topic, "-o", "@soon"), "bad offset '@soon'"),
+        (roost(bootstrap, "consume", topic, "-f", "%v{rot13}"), "bad format '%v{rot13}': unknown modifier"),
+        (roost(bootstrap, "consume", "no-such-topic", "-e"), "unknown topic 'no-such-topic'"),
+        (roost(bootstrap, "produce", "no-such-topic", stdin=b"x\n"), "unknown topic 'no-such-topic'"),
+        (roost(bootstrap, "consume", topic, "-p", "5", "-e"), "has no partition 5"),
+        (roost(bootstrap, "consume", topic, "-g", "g", "-o", "3"), "with -g, -o may only be start or end"),
+        (roost(bootstrap, "produce", topic, "-f", "%k%v"), "put a delimiter"),
+        (roost(bootstrap, "produce", topic, "-f", r"%p %v\n", stdin=b"0 a\nzero b\n"),
+         "input record 2: %p: expected a whole number"),
+        (roost(bootstrap, "produce", topic, "-X", "no.such.setting=1", stdin=b"x\n"), "client settings"),
+        (roost("127.0.0.1:1", "consume", topic, "--timeout", "1"),
+         "cannot reach the cluster at 127.0.0.1:1 within 1s"),
+        (roost("127.0.0.1:1", "produce", topic, "--timeout", "1", stdin=b"x\n"),
+         "cannot reach the cluster at 127.0.0.1:1 within 1s"),
+    ]
+    for result, message in cases:
+        stderr = result.stderr.decode()
+        assert result.returncode == 1, (message, stderr)
+        assert stderr.startswith("roost: ") and message in stderr, (message, stderr)
+        assert stderr.count("\n") == 1, stderr  # one line, no traceback
+    # The good record before the bad line was still sent.
+    assert [m.value() for m in read_directly(bootstrap, topic, 1)] == [b"a"]
+
+
+def test_a_delivery_the_broker_refuses_is_reported_and_fails_the_run(bootstrap: str) -> None:
+    topic = new_topic(bootstrap, partitions=1, config={"max.message.bytes": "2000"})
+    result = roost(bootstrap, "produce", topic, "--timeout", "10", stdin=b"x" * 5000 + b"\n")
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert f"record not delivered to {topic}[0]" in stderr and "1 of 1 records not delivered" in stderr, stderr
+    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        assert watcher.get_watermark_offsets(TopicPartition(topic, 0), timeout=30) == (0, 0)
+    finally:
+        watcher.close()
+
+
+def test_help_lists_the_commands() -> None:
+    listing = subprocess.run([*ROOST, "--help"], capture_output=True, timeout=RUN_TIMEOUT_S, text=True).stdout
+    assert "produce" in listing and "consume" in listing
