@@ -10,14 +10,16 @@ Without -g the command reads the chosen partitions directly (nothing is committe
 -o form works. With -g it joins the group, commits what it printed, and -o start|end only say
 where to begin when the group has no committed offset.
 
-Ctrl-C (SIGINT) stops reading, closes the consumer (a group member leaves its group, committing
-what it printed) and exits with status 130, the shell's convention for an interrupted command;
-a read that ends by itself (-n, -e or a bounded -o) exits 0.
+Ctrl-C (SIGINT) stops reading between two records, closes the consumer (a group member commits
+exactly what it printed, then leaves its group) and exits with status 130, the shell's convention
+for an interrupted command; a second Ctrl-C interrupts at once. A read that ends by itself (-n, -e
+or a bounded -o) exits 0.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -202,6 +204,7 @@ class GroupBounds:
         self.assignment: set[PartitionKey] = set()
         self.ended: set[PartitionKey] = set()
         self.assigned_once = False
+        self.next_offsets: dict[PartitionKey, int] = {}
 
     def on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assigned_once = True
@@ -218,19 +221,59 @@ class GroupBounds:
         return True
 
     def printed(self, message: Any) -> None:
-        self.consumer.store_offsets(message)
-        self.ended.discard((message.topic(), message.partition()))
+        self.consumer.store_offsets(message)  # auto-commit sends it now and then
+        key = (message.topic(), message.partition())
+        self.next_offsets[key] = message.offset() + 1
+        self.ended.discard(key)
+
+    def commit_printed(self) -> None:
+        """Commit what was printed, synchronously, before leaving the group (closing alone does
+        not always send the last stored offsets when it races a Ctrl-C)."""
+        if not self.next_offsets:
+            return
+        offsets = [TopicPartition(t, p, o) for (t, p), o in self.next_offsets.items()
+                   if (t, p) in self.assignment]
+        try:
+            if offsets:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            warn(f"committing the group's offsets: {error.args[0].str()}")
 
     def at_end(self, key: PartitionKey, offset: int) -> None:
         self.ended.add(key)
 
 
-def consume_loop(consumer: Consumer, printer: Printer, bounds: Bounds | GroupBounds, limit: int | None) -> int:
-    """Print records until `limit` are printed or `bounds` is finished; returns how many."""
+class StopRequest:
+    """Ctrl-C while reading: the first SIGINT asks the loop to stop between records (so a record
+    is never printed without its offset being stored for the group's commit); a second one
+    interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> StopRequest:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+
+def consume_loop(consumer: Consumer, printer: Printer, bounds: Bounds | GroupBounds, limit: int | None,
+                 stop: StopRequest) -> int:
+    """Print records until `limit` are printed, `bounds` is finished or Ctrl-C; returns how many."""
     printed = 0
-    while not bounds.finished():
+    while not bounds.finished() and not stop.requested:
         wanted = BATCH if limit is None else min(BATCH, limit - printed)
         for message in consumer.consume(num_messages=wanted, timeout=POLL_S):
+            if stop.requested:
+                break
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
@@ -299,6 +342,7 @@ def command(target: Target, topics: str, offset_text: str, limit: int | None, ex
            "enable.partition.eof": True,
            "auto.offset.reset": "latest" if spec.begin.kind == "end" else "earliest"}))
     interrupted = False
+    bounds: Bounds | GroupBounds | None = None
     try:
         known = fetch_topics(consumer, target)
         chosen = choose_topics(requested, known, regex)
@@ -314,11 +358,16 @@ def command(target: Target, topics: str, offset_text: str, limit: int | None, ex
             if assigned:
                 consumer.assign(assigned)
             bounded = {key: stop for key, stop in stops.items() if stop is not None}
-            consume_loop(consumer, printer, Bounds(consumer, bounded, following), limit)
+            bounds = Bounds(consumer, bounded, following)
+            with StopRequest() as ctrl_c:
+                consume_loop(consumer, printer, bounds, limit, ctrl_c)
+            interrupted = ctrl_c.requested
         else:
             bounds = GroupBounds(consumer, exit_at_end)
             consumer.subscribe(chosen, on_assign=bounds.on_assign, on_revoke=bounds.on_revoke)
-            consume_loop(consumer, printer, bounds, limit)
+            with StopRequest() as ctrl_c:
+                consume_loop(consumer, printer, bounds, limit, ctrl_c)
+            interrupted = ctrl_c.requested
     except KeyboardInterrupt:
         interrupted = True
     except BrokenPipeError:
@@ -328,6 +377,8 @@ def command(target: Target, topics: str, offset_text: str, limit: int | None, ex
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     finally:
         try:
+            if isinstance(bounds, GroupBounds):
+                bounds.commit_printed()
             consumer.close()
         except (KafkaException, RuntimeError, KeyboardInterrupt):
             pass

@@ -73,8 +73,16 @@ def timestamp_type_name(message: Message) -> str | None:
     return "create" if timestamp_type == TIMESTAMP_CREATE_TIME else "log_append"
 
 
+_STDOUT: BinaryIO | None = None
+
+
 def stdout_bytes() -> BinaryIO:
-    return sys.stdout.buffer
+    """Standard output as a buffered byte stream, even under PYTHONUNBUFFERED (a syscall per
+    record would be slow): the commands flush it after each batch."""
+    global _STDOUT
+    if _STDOUT is None:
+        _STDOUT = open(sys.stdout.fileno(), "wb", buffering=1 << 16, closefd=False)  # noqa: SIM115
+    return _STDOUT
 
 
 def warn(message: str) -> None:
