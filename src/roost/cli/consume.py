@@ -309,13 +309,35 @@ def consume_loop(consumer: Consumer, printer: Printer, bounds: Bounds | GroupBou
 @click.option("-f", "--format", "fmt", default="%v\\n", show_default=True, metavar="FMT|json",
               help="how to print each record (%t %k %v %p %o %h %T %d %d{strftime}, "
                    "{hex}/{base64} on %k/%v, \\n \\t); `json` is --json")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per record (see record_json)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per record (the same as -f json)")
 @click.option("-Z", "--null-marker", default="", metavar="STR", help="print a null key or value as STR")
 @kafka_target_options
 def command(target: Target, topics: str, offset_text: str, limit: int | None, exit_at_end: bool,
             partitions_text: str | None, group: str | None, regex: bool, fmt: str, as_json: bool,
             null_marker: str) -> None:
-    """Read records from TOPIC (several with commas; patterns with -r) and print them."""
+    """Read records from TOPIC (several with commas; patterns with -r) and print them.
+
+    \b
+      roost consume orders -o :end                 everything there is now, then exit
+      roost consume orders -o @-1h:end --json      the last hour, one JSON object a line
+      roost consume orders -o @2026-11-23T10:00:00Z:1h -f '%d %k %v\\n'
+      roost consume orders -g audit                as group `audit`, committing what it printed
+
+    \b
+    Offsets (-o): start | end | N | +N (after start) | -N (before end) | A:B (B exclusive;
+    `end` = the end when reading began) | @T | @T1:T2 | @T:end | @:T | @T:1h, where T is
+    epoch ms, an ISO-8601 date or date-time (UTC unless it says), now, or -1h/-30m/+10s.
+
+    \b
+    Format (-f): %t topic  %p partition  %o offset  %k key  %v value  %h headers (k=v,...)
+    %T timestamp (ms)  %d timestamp (ISO-8601 UTC)  %d{strftime}  %k{hex} %v{base64} ...
+    %%  \\n  \\t. Bytes that are not UTF-8 print escaped as \\xNN; use {hex}, {base64} or --json
+    for exact bytes. --json prints topic, partition, offset, timestamp (ISO-8601 UTC),
+    timestamp_ms, timestamp_type, key, value, headers; non-UTF-8 bytes as base64, marked by
+    key_encoding/value_encoding (or a header's encoding) = "base64".
+
+    Ctrl-C stops between records and exits with status 130.
+    """
     try:
         record_format = None if as_json or fmt == "json" else RecordFormat(fmt)
     except FormatError as error:

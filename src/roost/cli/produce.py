@@ -40,6 +40,7 @@ from roost.cli.record_json import record_from_json
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 INTERRUPTED = 130
+FLUSH_MARGIN_S = 5.0
 
 
 def json_records(stream: BinaryIO) -> Iterator[Record]:
@@ -120,7 +121,19 @@ class Deliveries:
 def command(target: Target, topic: str, fmt: str, key: str | None, headers: tuple[str, ...],
             null_marker: str | None, partition: int | None, compression: str, acks: str,
             input_path: Path | None, progress: bool | None, echo_fmt: str | None) -> None:
-    """Send records to TOPIC, one per line of stdin (or --file) unless -f says otherwise."""
+    """Send records to TOPIC, one per line of stdin (or --file) unless -f says otherwise.
+
+    \b
+      echo hello | roost produce greetings         one record per line, value only
+      roost produce orders -f '%k %v\\n' --file orders.txt
+      roost consume orders --json | roost produce orders-copy -f json
+      roost produce orders -Z NULL -o 'partition %p offset %o\\n'
+
+    -f reads with the language `roost consume -f` prints with (%k %v %h %p %T %d %d{strftime},
+    {hex}/{base64} on %k/%v; see `roost consume --help`): each field reads up to the text that
+    follows it. TOPIC decides over %t; -p over %p. Every failed record is reported on stderr and
+    the exit status is 1 if any was not delivered; Ctrl-C exits with status 130.
+    """
     try:
         record_format = None if fmt == "json" else RecordFormat(fmt)
         if record_format is not None:
@@ -174,10 +187,16 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
             reader.progress.stop()
         if input_path is not None:
             source.close()
-    unconfirmed = producer.flush(target.timeout_s)
+    try:
+        # Past message.timeout.ms every record has an outcome (delivered or failed); the margin
+        # lets librdkafka report the last failures before the command gives up waiting.
+        unconfirmed = producer.flush(target.timeout_s + FLUSH_MARGIN_S)
+    except KeyboardInterrupt:
+        interrupted = True
+        unconfirmed = len(producer)
     stdout_bytes().flush()
     if unconfirmed:
-        warn(f"{unconfirmed} records not confirmed within {target.timeout_s:g}s")
+        warn(f"{unconfirmed} records not confirmed within {target.timeout_s + FLUSH_MARGIN_S:g}s")
     if interrupted:
         raise SystemExit(INTERRUPTED)
     if problem is not None:
