@@ -8,6 +8,7 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -245,6 +246,29 @@ def test_partitions_limits_regex_and_groups(bootstrap: str) -> None:
         assert [tp.offset for tp in checker.committed([TopicPartition(f"{stem}-b", 0)], timeout=30)] == [4]
     finally:
         checker.close()
+
+
+def test_typed_lines_are_sent_as_they_come(bootstrap: str) -> None:
+    """produce does not wait for the end of its input: each line is sent, and its echo printed,
+    while stdin stays open (as when someone types at a terminal)."""
+    topic = new_topic(bootstrap, partitions=1)
+    produce = subprocess.Popen([*ROOST, "produce", topic, "-b", bootstrap, "-o", r"offset %o %v\n"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    echoed: list[bytes] = []
+    assert produce.stdout is not None and produce.stdin is not None
+    reader = threading.Thread(target=lambda: echoed.extend(iter(produce.stdout.readline, b"")), daemon=True)
+    reader.start()
+    try:
+        for number, word in enumerate([b"one", b"two"]):
+            produce.stdin.write(word + b"\n")
+            produce.stdin.flush()
+            wait_for(lambda n=number: len(echoed) > n, timeout=30, what=f"the echo of line {number + 1}")
+        assert echoed == [b"offset 0 one\n", b"offset 1 two\n"]
+        produce.stdin.close()
+        assert produce.wait(RUN_TIMEOUT_S) == 0
+    finally:
+        stop_process(produce)
+        reader.join(5)
 
 
 def test_ctrl_c_while_waiting_for_records_exits_cleanly(bootstrap: str) -> None:

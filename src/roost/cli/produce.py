@@ -18,6 +18,7 @@ delivered. Ctrl-C stops reading, waits (within --timeout) for what was sent, and
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -90,16 +91,41 @@ class Deliveries:
         self.delivered = 0
         self.failed = 0
         self.out = stdout_bytes()
+        self._lock = threading.Lock()
 
     def report(self, error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            self.failed += 1
-            where = message.topic() if message.partition() < 0 else f"{message.topic()}[{message.partition()}]"
-            warn(f"record not delivered to {where}: {error.str()}")
-            return
-        self.delivered += 1
-        if self.echo is not None:
-            self.out.write(self.echo.render(message_record(message)).encode("utf-8"))
+        with self._lock:  # reports are served by the poller thread and by the main thread's flush
+            if error is not None:
+                self.failed += 1
+                where = message.topic() if message.partition() < 0 else f"{message.topic()}[{message.partition()}]"
+                warn(f"record not delivered to {where}: {error.str()}")
+                return
+            self.delivered += 1
+            if self.echo is not None:
+                self.out.write(self.echo.render(message_record(message)).encode("utf-8"))
+                self.out.flush()
+
+
+class DeliveryPoller:
+    """Serves delivery reports while the main thread waits for input, so that whoever types
+    records sees each one's echo or error when the broker answers, not at the next line."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="delivery-poller", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+
+    def __enter__(self) -> DeliveryPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 @click.command("produce")
@@ -175,9 +201,10 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
     problem: str | None = None
     try:
         records = json_records(stream) if record_format is None else record_format.read(stream, marker)
-        for record in records:
-            send(producer, deliveries, record, topic, fixed_key, fixed_headers, partition, marker,
-                 null_value=record_format is None)
+        with DeliveryPoller(producer):
+            for record in records:
+                send(producer, deliveries, record, topic, fixed_key, fixed_headers, partition, marker,
+                     null_value=record_format is None)
     except FormatError as error:
         problem = str(error)
     except KeyboardInterrupt:
@@ -223,7 +250,7 @@ def send(producer: Producer, deliveries: Deliveries, record: Record, default_top
     headers = fixed_headers + record.headers
     if headers:
         extra["headers"] = headers
-    for _ in range(10_000):  # each wait serves delivery reports, which frees queue space
+    for _ in range(10_000):  # each wait serves delivery reports, which frees queue space (~1000 s)
         try:
             producer.produce(default_topic, value=value, key=key, on_delivery=deliveries.report, **extra)
             break
@@ -234,4 +261,3 @@ def send(producer: Producer, deliveries: Deliveries, record: Record, default_top
     else:
         raise FormatError("librdkafka's queue stayed full")
     deliveries.sent += 1
-    producer.poll(0)
