@@ -113,6 +113,9 @@ def plan_partitions(consumer: Consumer, target: Target, topics: list[str], known
         except KafkaException as error:
             raise fail(error) from None
         for answer in answers:
+            if answer.error is not None:
+                raise CliError(f"listing offsets by time for {answer.topic}[{answer.partition}]: "
+                               f"{answer.error.str()}")
             found[((answer.topic, answer.partition), moment)] = answer.offset
 
     plan = Plan({}, {})

@@ -204,7 +204,7 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
         with DeliveryPoller(producer):
             for record in records:
                 send(producer, deliveries, record, topic, fixed_key, fixed_headers, partition, marker,
-                     null_value=record_format is None)
+                     from_json=record_format is None)
     except FormatError as error:
         problem = str(error)
     except KeyboardInterrupt:
@@ -234,12 +234,12 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
 
 def send(producer: Producer, deliveries: Deliveries, record: Record, default_topic: str,
          fixed_key: bytes | None, fixed_headers: list[tuple[str, bytes]], fixed_partition: int | None,
-         marker: bytes | None, null_value: bool) -> None:
+         marker: bytes | None, from_json: bool) -> None:
     """Produce one parsed record, waiting for queue space when librdkafka's queue is full."""
     # The command line decides over the input: TOPIC over %t, -p over %p, -k over a JSON key.
     key = fixed_key if fixed_key is not None else record.key
     value = record.value
-    if null_value and marker is not None and value == marker:
+    if from_json and marker is not None and value == marker:
         value = None  # JSON input: the format reader applies the marker itself
     extra: dict[str, Any] = {}
     chosen_partition = fixed_partition if fixed_partition is not None else record.partition
