@@ -165,24 +165,28 @@ def test_a_time_range_returns_exactly_the_records_stamped_in_it(bootstrap: str) 
 def test_headers_tombstones_keys_partition_and_echo(bootstrap: str) -> None:
     topic = new_topic(bootstrap)
     result = ok(roost(bootstrap, "produce", topic, "-f", r"%h %v\n", "-k", "fixed", "-H", "source=cli",
-                      "-H", "run=7", "-Z", "NULL", "-p", "1", "--acks", "1", "-z", "zstd",
-                      "-o", r"partition %p offset %o key %k\n", stdin=b"trace=abc first\n second\nx=1,y NULL\n"))
-    assert result.decode().splitlines() == [f"partition 1 offset {i} key fixed" for i in range(3)]
+                      "-H", "run=7", "-H", "run=8", "-Z", "NULL", "-p", "1", "--acks", "1",
+                      "-z", "zstd", "-o", r"partition %p offset %o key %k %h\n", stdin=b"trace=abc first\n second\nx=1,y NULL\n"))
+    assert result.decode().splitlines() == [
+        "partition 1 offset 0 key fixed source=cli,run=7,run=8,trace=abc",
+        "partition 1 offset 1 key fixed source=cli,run=7,run=8",
+        "partition 1 offset 2 key fixed source=cli,run=7,run=8,x=1,y"]
 
     direct = sorted(read_directly(bootstrap, topic, 3), key=lambda m: m.offset())
     assert [(m.partition(), m.key(), m.value()) for m in direct] == [
         (1, b"fixed", b"first"), (1, b"fixed", b"second"), (1, b"fixed", None)]
     assert [m.headers() for m in direct] == [
-        [("source", b"cli"), ("run", b"7"), ("trace", b"abc")],
-        [("source", b"cli"), ("run", b"7")],
-        [("source", b"cli"), ("run", b"7"), ("x", b"1"), ("y", None)]]
+        [("source", b"cli"), ("run", b"7"), ("run", b"8"), ("trace", b"abc")],
+        [("source", b"cli"), ("run", b"7"), ("run", b"8")],
+        [("source", b"cli"), ("run", b"7"), ("run", b"8"), ("x", b"1"), ("y", None)]]
 
     documents = [json.loads(line) for line in ok(roost(bootstrap, "consume", topic, "-e", "-f", "json")).splitlines()]
     assert documents[2]["value"] is None and documents[2]["key"] == "fixed"
     assert documents[2]["headers"] == [{"key": "source", "value": "cli"}, {"key": "run", "value": "7"},
-                                       {"key": "x", "value": "1"}, {"key": "y", "value": None}]
+                                       {"key": "run", "value": "8"}, {"key": "x", "value": "1"},
+                                       {"key": "y", "value": None}]
     printed = ok(roost(bootstrap, "consume", topic, "-e", "-p", "1", "-Z", "<null>", "-f", r"%p:%o %h %v\n"))
-    assert printed.decode().splitlines()[2] == "1:2 source=cli,run=7,x=1,y <null>"
+    assert printed.decode().splitlines()[2] == "1:2 source=cli,run=7,run=8,x=1,y <null>"
 
     # What `consume --json` printed, `produce -f json` sends again: a copy of the topic.
     copy = new_topic(bootstrap)

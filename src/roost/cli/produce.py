@@ -17,6 +17,7 @@ delivered. Ctrl-C stops reading, waits (within --timeout) for what was sent, and
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Iterator
@@ -93,7 +94,8 @@ class Deliveries:
         self.out = stdout_bytes()
         self._lock = threading.Lock()
 
-    def report(self, error: KafkaError | None, message: Message) -> None:
+    def report(self, error: KafkaError | None, message: Message, headers: list[tuple[str, bytes | None]]) -> None:
+        """A delivery report; `headers` are the record's (librdkafka's reports do not carry them)."""
         with self._lock:  # reports are served by the poller thread and by the main thread's flush
             if error is not None:
                 self.failed += 1
@@ -102,7 +104,9 @@ class Deliveries:
                 return
             self.delivered += 1
             if self.echo is not None:
-                self.out.write(self.echo.render(message_record(message)).encode("utf-8"))
+                delivered = message_record(message)
+                delivered.headers = headers
+                self.out.write(self.echo.render(delivered).encode("utf-8"))
                 self.out.flush()
 
 
@@ -172,7 +176,8 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
         raise CliError(f"bad output format {echo_fmt!r}: {error}") from None
     if key is not None and record_format is not None and "k" in record_format.fields:
         raise CliError("-k and %k both give the key; use one")
-    fixed_headers = [(name, value.encode()) for name, value in parse_settings(headers, "-H").items()]
+    parse_settings(headers, "-H")  # checks the k=v shape; a key may repeat, so the pairs are kept
+    fixed_headers = [(name, value.encode()) for name, _, value in (pair.partition("=") for pair in headers)]
     fixed_key = None if key is None else key.encode()
     marker = None if null_marker is None else null_marker.encode()
 
@@ -252,7 +257,8 @@ def send(producer: Producer, deliveries: Deliveries, record: Record, default_top
         extra["headers"] = headers
     for _ in range(10_000):  # each wait serves delivery reports, which frees queue space (~1000 s)
         try:
-            producer.produce(default_topic, value=value, key=key, on_delivery=deliveries.report, **extra)
+            producer.produce(default_topic, value=value, key=key,
+                             on_delivery=functools.partial(deliveries.report, headers=headers), **extra)
             break
         except BufferError:
             producer.poll(0.1)

@@ -15,9 +15,9 @@ A null key or value prints as the null marker (default: nothing).
 
 Reading: each field reads up to the literal text that follows it, so two fields must be separated
 by a literal (e.g. '%k %v\n'); a field at the very end reads to the end of the input. The last
-record may omit the final delimiter. %o is read and ignored by `produce` (the broker assigns
-offsets; records go to the TOPIC given, so %t is
-read and ignored too). A key or value equal to the null marker becomes null (a null value is a tombstone).
+record may omit the final delimiter. `produce` reads %o and %t and ignores them (the broker
+assigns offsets; records go to the TOPIC given). A key or value equal to the null marker becomes
+null (a null value is a tombstone).
 Raw %k/%v read bytes exactly as given; the \xNN escapes of printing are not undone.
 """
 
