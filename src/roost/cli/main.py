@@ -20,8 +20,8 @@ import click
 # Each module exposes `register(subparsers)`, which adds its subcommand and sets `func` on it.
 SUBCOMMAND_MODULES = ("roost.cli.up", "roost.cli.broker", "roost.cli.keeper", "roost.cli.demo")
 # Each module exposes `command`, a click command or group.
-CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.topic", "roost.cli.group", "roost.cli.cluster_status",
-                                          "roost.cli.zk")
+CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.topic", "roost.cli.produce", "roost.cli.consume",
+                                          "roost.cli.group", "roost.cli.cluster_status", "roost.cli.zk")
 
 
 def build_parser() -> argparse.ArgumentParser:
