@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make run` (argument "run") or `make test` (argument "test") needs on a fresh
 # Debian machine: the virtualenv with Roost and its PyPI packages, and for the tests the Debian
-# packages the test suite drives (kcat, Apache ZooKeeper, a JRE, strace).
+# packages the test suite drives (kcat, Apache ZooKeeper, a JRE, strace, jq).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-run}"
@@ -13,6 +13,7 @@ if [ "$what" = "test" ]; then
   [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
   command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
   command -v strace >/dev/null 2>&1 || need+=(strace)
+  command -v jq >/dev/null 2>&1 || need+=(jq)  # examples/cli/newcomer.sh, run by tests/cli
   if [ "${#need[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
