@@ -114,6 +114,7 @@ def refuse_cluster_flags(args: argparse.Namespace) -> None:
 
 async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Namespace) -> int:
     stop = stop_signals()
+    print(f"roost: data in {args.data_dir.resolve()}", flush=True)
     keeper: KeeperHandle | None = None
     if not args.no_keeper:
         keeper_port = DEFAULT_KEEPER_PORT if args.keeper_port is None else args.keeper_port
