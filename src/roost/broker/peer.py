@@ -90,8 +90,13 @@ class KafkaPeer:
             except KafkaCodecError:
                 del self._pending[correlation]
                 raise
-            assert protocol.transport is not None
-            protocol.transport.writelines(frame)
+            transport = protocol.transport
+            if self._closed or protocol is not self._protocol or transport is None or transport.is_closing():
+                # The connection broke (or the peer was closed) while this request waited for
+                # its answer from _connected(): wait_for hands the result over a loop turn late.
+                del self._pending[correlation]
+                raise PeerError(f"{self!r}: connection closed before the request was sent")
+            transport.writelines(frame)
             try:
                 return await asyncio.wait_for(future, timeout)
             except TimeoutError:

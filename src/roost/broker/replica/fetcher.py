@@ -71,8 +71,12 @@ class LeaderFetcher:
 
     async def close(self) -> None:
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await self._task
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug: said loudly, but the broker's shutdown goes on
+            log.exception("the fetcher from leader %d ended with an error", self.leader_id)
 
     async def _run(self) -> None:
         owner = self._owner
