@@ -39,6 +39,7 @@ from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.topic_admin import TopicAdmin
+from roost.broker.zk.config_changes import ConfigChangeListener
 from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
@@ -113,6 +114,7 @@ class Broker:
         self.controller: ControllerShell | None = None
         self.fetchers: ReplicaFetchers | None = None
         self.isr: IsrManager | None = None
+        self.config_changes: ConfigChangeListener | None = None
         self.topics: TopicAdmin | ClusterTopicAdmin
         if self.clustered:
             self._build_cluster_parts()
@@ -147,6 +149,7 @@ class Broker:
             imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
         self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
         self.membership = ClusterMembership(self.zk)
+        self.config_changes = ConfigChangeListener(self.zk, self._topic_config_changed)
         # Ids a standalone run of this broker handed out stay taken.
         local_block = self.data_dir / "meta" / "producer-id-block"
         floor = int(local_block.read_text()) if local_block.exists() else 0
@@ -184,6 +187,8 @@ class Broker:
             ApiKey.INIT_PRODUCER_ID: partial(admin.handle_init_producer_id, admin_ctx),
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
+            ApiKey.ALTER_CONFIGS: partial(admin.handle_alter_configs, admin_ctx),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(admin.handle_incremental_alter_configs, admin_ctx),
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
@@ -217,6 +222,13 @@ class Broker:
         except ConfigError as error:
             log.warning("topic %s has configs this broker cannot use (%s); using the defaults", topic, error)
             return {}
+
+    async def _topic_config_changed(self, topic: str) -> None:
+        """A config change notification named `topic`: its partitions here take the new configs."""
+        configs = await self._topic_config(topic)
+        changed = self.replicas.apply_topic_configs(topic, configs)
+        if changed:
+            log.info("topic %s: %d partitions here now use configs %s", topic, changed, configs or "the defaults")
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -261,6 +273,10 @@ class Broker:
             self.cluster_id = self.membership.cluster_id
             save_cluster_id(self._cluster_id_path, self.cluster_id)
         await self._import_local_topics()
+        # Before the controller can open partitions here: a change after their configs are read
+        # is then seen by the listener.
+        assert self.config_changes is not None
+        await self.config_changes.start()
         self.isr.start()
         self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
@@ -302,6 +318,8 @@ class Broker:
             await self.controller.stop()
         if self.isr is not None:
             await self.isr.stop()
+        if self.config_changes is not None:
+            await self.config_changes.stop()
         if self.fetchers is not None:
             await self.fetchers.close()
         self.peers.close()

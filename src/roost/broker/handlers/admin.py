@@ -1,4 +1,5 @@
-"""Admin requests: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, InitProducerId."""
+"""Admin requests: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs, InitProducerId."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from roost.broker.config_changes import RefusedChange, incremental_overrides, replaced_overrides
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
@@ -29,6 +31,7 @@ log = logging.getLogger("roost.broker.admin")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
@@ -57,6 +60,9 @@ class TopicManager(Protocol):
 
     def topic_overrides(self, name: str) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
         """The topic's own configs (None: no such topic)."""
+
+    def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> Awaitable[ErrorCode] | None:
+        """Make `overrides` the topic's whole set of configs, persisted and applied to its logs."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +329,82 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
         results.append({"error_code": code, "error_message": message, "resource_type": kind,
                         "resource_name": name, "configs": entries})
     return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_alter_configs(ctx: AdminContext, request: Request) -> Any:
+    """AlterConfigs: each topic's overrides become exactly the entries given."""
+    return _alter_configs(ctx, request, incremental=False)
+
+
+def handle_incremental_alter_configs(ctx: AdminContext, request: Request) -> Any:
+    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on each topic's overrides."""
+    return _alter_configs(ctx, request, incremental=True)
+
+
+def _alter_configs(ctx: AdminContext, request: Request, incremental: bool) -> Any:
+    """Both requests read each topic's current overrides (from ZooKeeper in a cluster, so the
+    answer may have to wait), check the new set as CreateTopics would, and unless validate_only
+    hand it to the topic manager, which persists it and has every replica apply it."""
+    names = {r["resource_name"] for r in request.body["resources"] if r["resource_type"] == RESOURCE_TOPIC}
+    found = {name: ctx.topics.topic_overrides(name) for name in names}
+    if not any(inspect.isawaitable(v) for v in found.values()):
+        return _alter_resolved(ctx, request, incremental, found)
+
+    async def gather() -> dict[str, Any]:
+        resolved = {name: (await value) if inspect.isawaitable(value) else value for name, value in found.items()}
+        answer = _alter_resolved(ctx, request, incremental, resolved)
+        return (await answer) if inspect.isawaitable(answer) else answer
+
+    return gather()
+
+
+def _alter_resolved(ctx: AdminContext, request: Request, incremental: bool,
+                    overrides: dict[str, dict[str, Any] | None]) -> Any:
+    body = request.body
+    validate_only = body.get("validate_only", False)
+    keys = [(r["resource_type"], r["resource_name"]) for r in body["resources"]]
+    results = []
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        entry: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+                                 "resource_type": kind, "resource_name": name}
+        results.append(entry)
+        work: Any = None
+        if keys.count((kind, name)) > 1:
+            entry["error_code"], entry["error_message"] = ErrorCode.INVALID_REQUEST, "resource named twice"
+        elif kind == RESOURCE_TOPIC:
+            current = overrides.get(name)
+            if current is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_message"] = f"topic '{name}' does not exist"
+                continue
+            try:
+                if incremental:
+                    new = incremental_overrides(
+                        name, current, ctx.config.topic_defaults(),
+                        [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]])
+                else:
+                    new = replaced_overrides(name, [(c["name"], c["value"]) for c in resource["configs"]])
+            except RefusedChange as refused:
+                entry["error_code"], entry["error_message"] = refused.code, refused.message
+                continue
+            if not validate_only:
+                work = ctx.topics.set_topic_configs(name, new)
+                log.info("client %s set the configs of topic %s to %s", request.header.client_id, name, new)
+        elif kind in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
+            # Roost's broker settings are static (the TOML file and flags); Kafka answers
+            # INVALID_REQUEST for configs that cannot be updated dynamically.
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = ("broker configs cannot be changed dynamically here: set them in the "
+                                      "broker's config file or flags and restart it")
+        else:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = f"resource type {kind} is not supported"
+        if inspect.isawaitable(work):
+            pending.append((entry, work))
+    response = {"throttle_time_ms": 0, "responses": results}
+    return _finish(response, pending, 30000) if pending else response
 
 
 def handle_init_producer_id(ctx: AdminContext, request: Request) -> Any:

@@ -117,6 +117,17 @@ class ReplicaManager:
                 isr=tuple(sorted(state.isr))), info.topic_id)
             self._leadership_changed(partition, True)
 
+    def apply_topic_configs(self, topic: str, overrides: dict[str, Any]) -> int:
+        """Give every hosted partition of `topic` its new configs (the defaults with `overrides`);
+        returns how many partitions took them."""
+        configs = self.effective_configs(overrides)
+        changed = 0
+        for (name, _index), partition in list(self.partitions.items()):
+            if name == topic:
+                partition.reconfigure(dict(configs))
+                changed += 1
+        return changed
+
     def drop_partitions(self, topic: str, indexes: Iterable[int], delete: bool = True) -> None:
         """Stop hosting the partitions; with `delete`, their logs go too."""
         for index in indexes:

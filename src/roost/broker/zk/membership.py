@@ -141,6 +141,20 @@ class ClusterMembership:
             return {}
         return layout.decode_topic_config(topic, data)
 
+    async def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """Write the topic's new overrides, then a change notification that every broker (and the
+        controller) watches for (Kafka's AdminZkClient.changeTopicConfig)."""
+        path, data = layout.topic_config_path(topic), layout.encode_topic_config(configs)
+        try:
+            await self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                await self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                await self.zk.set(path, data)
+        await self.zk.create(f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
+                             layout.encode_config_change(topic), sequential=True)
+
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
         found = {}
         for child in await self.zk.get_children(layout.BROKER_IDS):
