@@ -261,8 +261,8 @@ def _render(value: Any) -> str:
 
 
 def _config_entry(name: str, value: Any, source: int, setting: Setting | None, documentation: bool,
-                  synonyms: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"name": name, "value": _render(value), "read_only": source != SOURCE_TOPIC_CONFIG,
+                  synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
+    return {"name": name, "value": _render(value), "read_only": read_only,
             "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": False,
             "synonyms": synonyms, "config_type": CONFIG_TYPE.get(setting.kind, 2) if setting else 2,
             "documentation": setting.help if (documentation and setting) else None}
@@ -308,10 +308,12 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                         synonyms.insert(0, {"name": key, "value": _render(value), "source": source})
                     else:
                         value, source = broker_value, broker_source
+                    # Every topic config can be changed (AlterConfigs): none is read-only.
                     entries.append(_config_entry(key, value, source, setting, documentation,
-                                                 synonyms if include_synonyms else []))
+                                                 synonyms if include_synonyms else [], read_only=False))
                 for key, value in FIXED_TOPIC_CONFIGS.items():
-                    entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, []))
+                    entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, [],
+                                                 read_only=False))
         elif kind == RESOURCE_BROKER:
             if name not in ("", str(ctx.broker_id)):
                 code, message = ErrorCode.INVALID_REQUEST, f"this is broker {ctx.broker_id}"
@@ -321,7 +323,8 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                     source = SOURCE_DEFAULT_CONFIG if value == setting.default else SOURCE_STATIC_BROKER_CONFIG
                     synonyms = [{"name": setting.name, "value": _render(value), "source": source}]
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
-                                                 documentation, synonyms if include_synonyms else []))
+                                                 documentation, synonyms if include_synonyms else [],
+                                                 read_only=True))  # static: no dynamic broker configs
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported"
         if wanted is not None:
