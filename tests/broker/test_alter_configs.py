@@ -198,23 +198,79 @@ def test_validate_only_and_bad_changes_change_nothing(broker: RestartableBroker)
     refused(lambda: admin.alter_configs([legacy])[legacy].result(30), KafkaError.INVALID_CONFIG)
     refused(lambda: incremental(admin, "alter-no-such-topic", ("retention.ms", SET, "1000")),
             KafkaError.UNKNOWN_TOPIC_OR_PART)
-    # Broker configs are static here: refused per resource, with a reason.
-    broker_resource = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=SET)])
-    message = refused(lambda: admin.incremental_alter_configs([broker_resource])[broker_resource].result(30),
-                      KafkaError.INVALID_REQUEST)
-    assert "broker configs" in message
     assert overrides(admin, topic) == before
+
+
+def alter_broker(admin: AdminClient, broker_id: str, *changes: tuple[str, AlterConfigOpType, str | None]) -> None:
+    entries = [ConfigEntry(name, value, incremental_operation=op) for name, op, value in changes]
+    resource = ConfigResource("broker", broker_id, incremental_configs=entries)
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def described_broker(admin: AdminClient, broker_id: str) -> dict[str, ConfigEntry]:
+    return next(iter(admin.describe_configs([ConfigResource("broker", broker_id)]).values())).result(30)
+
+
+def alter_raw(bootstrap: str, resource_type: int, name: str, config: str, value: str | None,
+              operation: int = 0) -> dict:
+    """IncrementalAlterConfigs v1 straight to one broker; its one resource's answer."""
+    client = WireClient(bootstrap)
+    try:
+        answer = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+            {"resource_type": resource_type, "resource_name": name,
+             "configs": [{"name": config, "config_operation": operation, "value": value}]}]})
+    finally:
+        client.close()
+    return answer["responses"][0]
+
+
+def test_dynamic_broker_configs_are_the_defaults_of_topics(broker: RestartableBroker) -> None:
+    admin, topic = broker.admin(), "alter-broker-wide"
+    create(admin, topic)
+    alter_broker(admin, "0", ("message.max.bytes", SET, "2500"))  # this broker's own layer
+    entry = described_broker(admin, "0")["message.max.bytes"]
+    assert (entry.value, entry.source, entry.is_read_only) == \
+        ("2500", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+    inherited = described(admin, topic)["max.message.bytes"]
+    assert (inherited.value, inherited.source) == ("2500", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert produce_one(broker.bootstrap, topic, 5000).code() == KafkaError.MSG_SIZE_TOO_LARGE  # live
+
+    # The cluster-wide layer (resource name ""); this broker's own layer wins over it.
+    assert alter_raw(broker.bootstrap, 4, "", "log.retention.ms", "3600000")["error_code"] == ErrorCode.NONE
+    assert alter_raw(broker.bootstrap, 4, "", "message.max.bytes", "100000")["error_code"] == ErrorCode.NONE
+    configs = described_broker(admin, "0")
+    assert (configs["log.retention.ms"].value, configs["log.retention.ms"].source) == \
+        ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    assert configs["message.max.bytes"].value == "2500"
+    assert described(admin, topic)["retention.ms"].value == "3600000"
+
+    # Refusals: a setting only a restart changes, a bad value, another broker's configs.
+    message = refused(lambda: alter_broker(admin, "0", ("num.partitions", SET, "3")), KafkaError.INVALID_REQUEST)
+    assert "dynamically" in message
+    assert described_broker(admin, "0")["num.partitions"].is_read_only
+    refused(lambda: alter_broker(admin, "0", ("log.retention.ms", SET, "soon")), KafkaError.INVALID_CONFIG)
+    assert alter_raw(broker.bootstrap, 4, "7", "log.retention.ms", "1")["error_code"] == ErrorCode.INVALID_REQUEST
+
+    alter_broker(admin, "0", ("message.max.bytes", DELETE, None))  # back to the cluster-wide 100000
+    assert described_broker(admin, "0")["message.max.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert produce_one(broker.bootstrap, topic, 5000) is None
+    assert alter_raw(broker.bootstrap, 4, "", "message.max.bytes", None, operation=1)["error_code"] == ErrorCode.NONE
+    assert described_broker(admin, "0")["message.max.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
 def test_changes_survive_a_restart(broker: RestartableBroker) -> None:
     admin, topic = broker.admin(), "alter-restart"
     create(admin, topic)
     incremental(admin, topic, ("max.message.bytes", SET, "3000"), ("retention.ms", SET, "86400000"))
+    alter_broker(admin, "0", ("log.segment.bytes", SET, "500000"))
     broker.restart()
     admin = broker.admin()
     assert overrides(admin, topic) == {"max.message.bytes": "3000", "retention.ms": "86400000"}
     assert produce_one(broker.bootstrap, topic, 6000).code() == KafkaError.MSG_SIZE_TOO_LARGE
+    segment = described_broker(admin, "0")["log.segment.bytes"]
+    assert (segment.value, segment.source) == ("500000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    retention = described_broker(admin, "0")["log.retention.ms"]  # set cluster-wide by the test before
+    assert (retention.value, retention.source) == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
 
 
 def test_without_a_keeper_changes_apply_and_are_kept(start_broker: StartBroker) -> None:
@@ -225,11 +281,13 @@ def test_without_a_keeper_changes_apply_and_are_kept(start_broker: StartBroker) 
     incremental(admin, topic, ("max.message.bytes", SET, "3000"), ("retention.ms", DELETE, None))
     assert overrides(admin, topic) == {"max.message.bytes": "3000"}
     assert produce_one(node.address("kafka"), topic, 6000).code() == KafkaError.MSG_SIZE_TOO_LARGE
+    alter_broker(admin, "0", ("log.retention.ms", SET, "3600000"))
     node.stop()
     again = start_broker("--no-keeper", name="alone")
     admin = AdminClient({"bootstrap.servers": again.address("kafka")})
     assert overrides(admin, topic) == {"max.message.bytes": "3000"}
     assert produce_one(again.address("kafka"), topic, 6000).code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert described(admin, topic)["retention.ms"].value == "3600000"  # the broker's dynamic default
 
 
 def test_a_change_through_one_broker_is_applied_by_the_other(tmp_path: Path) -> None:
@@ -249,16 +307,24 @@ def test_a_change_through_one_broker_is_applied_by_the_other(tmp_path: Path) -> 
         finally:
             through_one.close()
         assert answer["responses"][0]["error_code"] == ErrorCode.NONE, answer
-        cluster.stop_broker(1)
-        wait_for(lambda: cluster.partitions(topic)[0][2] == [2], 30, what="the ISR shrunk to broker 2")
+        # The cluster-wide dynamic default, also written through broker 1, reaches broker 2 too.
+        assert alter_raw(cluster.brokers[1].address, 4, "", "message.max.bytes", "2500")["error_code"] == 0
         leader = WireClient(cluster.brokers[2].address)
         try:
-            def produce_acks_all() -> int:
-                body = {"transactional_id": None, "acks": -1, "timeout_ms": 3000, "topic_data": [
+            def produce(value: bytes, acks: int) -> int:
+                body = {"transactional_id": None, "acks": acks, "timeout_ms": 3000, "topic_data": [
                     {"name": topic, "partition_data": [{"index": 0, "records": build_batch(
-                        [(b"k", b"v")], timestamp_ms=int(time.time() * 1000))}]}]}
+                        [(b"k", value)], timestamp_ms=int(time.time() * 1000))}]}]}
                 response = leader.request(ApiKey.PRODUCE, 9, body)
                 return response["responses"][0]["partition_responses"][0]["error_code"]
+
+            def produce_acks_all() -> int:
+                return produce(b"v", -1)
+
+            wait_for(lambda: produce(b"x" * 5000, 1) == ErrorCode.MESSAGE_TOO_LARGE, 20,
+                     what="broker 2 refusing batches over the new cluster-wide message.max.bytes")
+            cluster.stop_broker(1)
+            wait_for(lambda: cluster.partitions(topic)[0][2] == [2], 30, what="the ISR shrunk to broker 2")
 
             # Broker 2 applies the change when it sees the notification (it may not have yet):
             # asked until refused, bounded; had it never applied it, every write would be taken.

@@ -10,13 +10,22 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from roost.broker.config_changes import RefusedChange, incremental_overrides, replaced_overrides
+from roost.broker.config_changes import (
+    ConfigRules,
+    RefusedChange,
+    broker_rules,
+    incremental_overrides,
+    replaced_overrides,
+    topic_rules,
+)
+from roost.broker.dynamic_configs import DynamicBrokerConfigs
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.request import Request
 from roost.config import (
     BROKER_SETTINGS,
+    DYNAMIC_BROKER_SETTINGS,
     FIXED_TOPIC_CONFIGS,
     SETTINGS_BY_NAME,
     TOPIC_SETTINGS,
@@ -33,6 +42,8 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 CONFIG_TYPE = {bool: 1, str: 2, int: 5, float: 6}
@@ -74,6 +85,7 @@ class AdminContext:
     topics: TopicManager
     metadata: MetadataCache
     producer_ids: ProducerIdAllocator | ZkProducerIdAllocator
+    broker_configs: DynamicBrokerConfigs | None = None
 
 
 def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
@@ -268,6 +280,15 @@ def _config_entry(name: str, value: Any, source: int, setting: Setting | None, d
             "documentation": setting.help if (documentation and setting) else None}
 
 
+def _broker_source(config: BrokerConfig, setting: Setting) -> int:
+    """Where a broker setting's value comes from: a dynamic layer, the file or flags, or the default."""
+    if setting.name in config.dynamic.this_broker:
+        return SOURCE_DYNAMIC_BROKER_CONFIG
+    if setting.name in config.dynamic.cluster_default:
+        return SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
+    return SOURCE_DEFAULT_CONFIG if config.values[setting.name] == setting.default else SOURCE_STATIC_BROKER_CONFIG
+
+
 def handle_describe_configs(ctx: AdminContext, request: Request) -> Any:
     """Topic configs come from the topic manager: at once from a lone broker's catalog, from
     ZooKeeper in a cluster (then the answer waits for them)."""
@@ -300,8 +321,7 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
             else:
                 for key, setting in sorted(TOPIC_SETTINGS.items()):
                     broker_value = ctx.config[setting.name]
-                    broker_source = (SOURCE_DEFAULT_CONFIG if broker_value == setting.default
-                                     else SOURCE_STATIC_BROKER_CONFIG)
+                    broker_source = _broker_source(ctx.config, setting)
                     synonyms = [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
                     if key in topic_configs:
                         value, source = topic_configs[key], SOURCE_TOPIC_CONFIG
@@ -320,11 +340,11 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
             else:
                 for setting in BROKER_SETTINGS:
                     value = ctx.config[setting.name]
-                    source = SOURCE_DEFAULT_CONFIG if value == setting.default else SOURCE_STATIC_BROKER_CONFIG
+                    source = _broker_source(ctx.config, setting)
                     synonyms = [{"name": setting.name, "value": _render(value), "source": source}]
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
                                                  documentation, synonyms if include_synonyms else [],
-                                                 read_only=True))  # static: no dynamic broker configs
+                                                 read_only=setting.name not in DYNAMIC_BROKER_SETTINGS))
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported"
         if wanted is not None:
@@ -361,6 +381,14 @@ def _alter_configs(ctx: AdminContext, request: Request, incremental: bool) -> An
     return gather()
 
 
+def _new_configs(resource: dict[str, Any], incremental: bool, rules: ConfigRules, current: dict[str, Any],
+                 defaults: dict[str, Any]) -> dict[str, Any]:
+    if incremental:
+        return incremental_overrides(rules, current, defaults,
+                                     [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]])
+    return replaced_overrides(rules, [(c["name"], c["value"]) for c in resource["configs"]])
+
+
 def _alter_resolved(ctx: AdminContext, request: Request, incremental: bool,
                     overrides: dict[str, dict[str, Any] | None]) -> Any:
     body = request.body
@@ -383,24 +411,32 @@ def _alter_resolved(ctx: AdminContext, request: Request, incremental: bool,
                 entry["error_message"] = f"topic '{name}' does not exist"
                 continue
             try:
-                if incremental:
-                    new = incremental_overrides(
-                        name, current, ctx.config.topic_defaults(),
-                        [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]])
-                else:
-                    new = replaced_overrides(name, [(c["name"], c["value"]) for c in resource["configs"]])
+                new = _new_configs(resource, incremental, topic_rules(name), current, ctx.config.topic_defaults())
             except RefusedChange as refused:
                 entry["error_code"], entry["error_message"] = refused.code, refused.message
                 continue
             if not validate_only:
                 work = ctx.topics.set_topic_configs(name, new)
                 log.info("client %s set the configs of topic %s to %s", request.header.client_id, name, new)
-        elif kind in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER):
-            # Roost's broker settings are static (the TOML file and flags); Kafka answers
-            # INVALID_REQUEST for configs that cannot be updated dynamically.
+        elif kind == RESOURCE_BROKER:
+            dynamic = ctx.broker_configs
+            entity = dynamic.entity_for(name) if dynamic is not None else None
+            if dynamic is None or entity is None:
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                entry["error_message"] = f"this is broker {ctx.broker_id}: send broker {name}'s configs to it"
+                continue
+            try:
+                new = _new_configs(resource, incremental, broker_rules(f"broker {name or entity}"),
+                                   dynamic.layer(entity), dynamic.below(entity))
+            except RefusedChange as refused:
+                entry["error_code"], entry["error_message"] = refused.code, refused.message
+                continue
+            if not validate_only:
+                work = dynamic.set(entity, new)
+                log.info("client %s set the dynamic broker configs %s to %s", request.header.client_id, entity, new)
+        elif kind == RESOURCE_BROKER_LOGGER:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
-            entry["error_message"] = ("broker configs cannot be changed dynamically here: set them in the "
-                                      "broker's config file or flags and restart it")
+            entry["error_message"] = "broker loggers cannot be configured through the Kafka protocol here"
         else:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
             entry["error_message"] = f"resource type {kind} is not supported"

@@ -1,7 +1,7 @@
-"""Every broker's watch on /config/changes (Kafka's ZkNodeChangeNotificationListener for topic
-configs): an AlterConfigs, served by any broker, writes /config/topics/<topic> and then a
-sequential `config_change_<seq>` naming the topic; each broker re-reads the configs of the topics
-named by notifications newer than the last it handled and applies them to the partitions it hosts.
+"""Every broker's watch on /config/changes (Kafka's ZkNodeChangeNotificationListener for configs):
+an AlterConfigs, served by any broker, writes /config/topics/<topic> (or /config/brokers/<id>) and
+then a sequential `config_change_<seq>` naming that entity; each broker is told the entities named
+by notifications newer than the last it handled, re-reads their configs and applies them.
 
 Notifications already there when the broker starts are not replayed: partitions opened later read
 their topic's configs from ZooKeeper anyway. Old notifications are deleted after `expiry_ms` by
@@ -33,10 +33,10 @@ def sequence_of(child: str) -> int:
 
 
 class ConfigChangeListener:
-    def __init__(self, zk: ZkClient, on_topic_change: Callable[[str], Awaitable[None]],
+    def __init__(self, zk: ZkClient, on_change: Callable[[str], Awaitable[None]],
                  expiry_ms: int = EXPIRY_MS) -> None:
         self.zk = zk
-        self.on_topic_change = on_topic_change
+        self.on_change = on_change
         self.expiry_ms = expiry_ms
         self.last_seen = -1  # the newest notification handled
         self._wake = asyncio.Event()
@@ -84,12 +84,12 @@ class ConfigChangeListener:
                 continue
             if sequence > self.last_seen:
                 try:
-                    topic = layout.decode_config_change(data)
+                    entity = layout.decode_entity_change(data)
                 except layout.LayoutError as error:
                     log.warning("ignoring config change %s: %s", child, error)
-                    topic = None
-                if topic is not None:
-                    await self.on_topic_change(topic)
+                    entity = None
+                if entity is not None:
+                    await self.on_change(entity)
                 self.last_seen = sequence
             if now - stat.ctime > self.expiry_ms:
                 with contextlib.suppress(NoNodeError):
