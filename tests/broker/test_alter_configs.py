@@ -224,6 +224,19 @@ def alter_raw(bootstrap: str, resource_type: int, name: str, config: str, value:
     return answer["responses"][0]
 
 
+def describe_raw(bootstrap: str, resource_type: int, name: str) -> list[dict]:
+    """DescribeConfigs v3 straight to one broker; its one resource's configs."""
+    client = WireClient(bootstrap)
+    try:
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 3, {
+            "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    finally:
+        client.close()
+    assert answer["results"][0]["error_code"] == ErrorCode.NONE, answer
+    return answer["results"][0]["configs"]
+
+
 def test_dynamic_broker_configs_are_the_defaults_of_topics(broker: RestartableBroker) -> None:
     admin, topic = broker.admin(), "alter-broker-wide"
     create(admin, topic)
@@ -243,6 +256,9 @@ def test_dynamic_broker_configs_are_the_defaults_of_topics(broker: RestartableBr
         ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
     assert configs["message.max.bytes"].value == "2500"
     assert described(admin, topic)["retention.ms"].value == "3600000"
+    default_layer = describe_raw(broker.bootstrap, 4, "")
+    assert {c["name"]: (c["value"], c["config_source"]) for c in default_layer} == {
+        "log.retention.ms": ("3600000", 3), "message.max.bytes": ("100000", 3)}  # not this broker's 2500
 
     # Refusals: a setting only a restart changes, a bad value, another broker's configs.
     message = refused(lambda: alter_broker(admin, "0", ("num.partitions", SET, "3")), KafkaError.INVALID_REQUEST)

@@ -337,6 +337,14 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
         elif kind == RESOURCE_BROKER:
             if name not in ("", str(ctx.broker_id)):
                 code, message = ErrorCode.INVALID_REQUEST, f"this is broker {ctx.broker_id}"
+            elif name == "":
+                # The cluster-wide default resource (kafka-configs --entity-default): only what
+                # its dynamic layer sets, as Kafka answers.
+                for key, value in sorted(ctx.config.dynamic.cluster_default.items()):
+                    source = SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
+                    synonyms = [{"name": key, "value": _render(value), "source": source}]
+                    entries.append(_config_entry(key, value, source, SETTINGS_BY_NAME[key], documentation,
+                                                 synonyms if include_synonyms else [], read_only=False))
             else:
                 for setting in BROKER_SETTINGS:
                     value = ctx.config[setting.name]
