@@ -179,6 +179,26 @@ def test_kafka_python_alter_and_describe(broker: RestartableBroker) -> None:
         client.close()
 
 
+def test_the_non_flexible_versions(broker: RestartableBroker) -> None:
+    """AlterConfigs v0 and IncrementalAlterConfigs v0 (the clients here send the flexible ones)."""
+    admin, topic = broker.admin(), "alter-v0"
+    create(admin, topic)
+    client = WireClient(broker.bootstrap)
+    try:
+        answer = client.request(ApiKey.ALTER_CONFIGS, 0, {"validate_only": False, "resources": [
+            {"resource_type": 2, "resource_name": topic, "configs": [{"name": "retention.ms", "value": "4000000"}]},
+            {"resource_type": 2, "resource_name": "alter-v0-missing", "configs": []}]})
+        assert [(r["resource_name"], r["error_code"]) for r in answer["responses"]] == [
+            (topic, ErrorCode.NONE), ("alter-v0-missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        answer = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, {"validate_only": False, "resources": [
+            {"resource_type": 2, "resource_name": topic,
+             "configs": [{"name": "segment.ms", "config_operation": 0, "value": "600000"}]}]})
+        assert answer["responses"][0]["error_code"] == ErrorCode.NONE, answer
+    finally:
+        client.close()
+    assert overrides(admin, topic) == {"retention.ms": "4000000", "segment.ms": "600000"}
+
+
 def test_validate_only_and_bad_changes_change_nothing(broker: RestartableBroker) -> None:
     admin, topic = broker.admin(), "alter-refused"
     create(admin, topic, **{"retention.ms": "120000"})
