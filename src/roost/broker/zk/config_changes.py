@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from roost.broker.zk import layout
-from roost.zkclient import NoNodeError, ZkClient
+from roost.zkclient import NoNodeError, ZkClient, ZkError
 from roost.zkclient.watches import WatchedEvent
 
 log = logging.getLogger("roost.broker.zk")
@@ -89,7 +89,12 @@ class ConfigChangeListener:
                     log.warning("ignoring config change %s: %s", child, error)
                     entity = None
                 if entity is not None:
-                    await self.on_change(entity)
+                    try:
+                        await self.on_change(entity)
+                    except ZkError:
+                        raise  # ZooKeeper unreachable: this notification is handled again later
+                    except Exception:  # what the entity holds is unusable: not retried forever
+                        log.exception("applying the config change %s (%s) failed", child, entity)
                 self.last_seen = sequence
             if now - stat.ctime > self.expiry_ms:
                 with contextlib.suppress(NoNodeError):
