@@ -41,6 +41,7 @@ class ConfigChangeListener:
         self.last_seen = -1  # the newest notification handled
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._processing = asyncio.Lock()  # one pass at a time: each notification is told once
 
     async def start(self) -> None:
         children = await self.zk.get_children(layout.CONFIG_CHANGES, watch=self._watch)
@@ -73,6 +74,10 @@ class ConfigChangeListener:
 
     async def process(self) -> None:
         """Handle the notifications newer than the last one handled, oldest first."""
+        async with self._processing:
+            await self._process()
+
+    async def _process(self) -> None:
         children = await self.zk.get_children(layout.CONFIG_CHANGES, watch=self._watch)
         now = int(time.time() * 1000)
         for child in sorted((c for c in children if sequence_of(c) >= 0), key=sequence_of):
