@@ -152,6 +152,8 @@ class ReplicaManager:
                     partition.log.close()
             if delete:
                 self.logs.delete_log(topic, index, partition.log if partition else None)
+        if not any(name == topic for name, _ in self.partitions):
+            self._overrides.pop(topic, None)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
