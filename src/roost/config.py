@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +287,22 @@ TOPIC_SETTINGS: dict[str, Setting] = {s.topic_name: s for s in BROKER_SETTINGS i
 FIXED_TOPIC_CONFIGS: dict[str, str] = {"compression.type": "producer"}
 
 
+# Broker settings an operator may change while the brokers run (AlterConfigs on a broker resource:
+# Kafka's dynamic log configs): the defaults of topic configs. unclean.leader.election.enable is
+# left out because the controller reads it once, at start.
+DYNAMIC_BROKER_SETTINGS: frozenset[str] = frozenset(
+    s.name for s in BROKER_SETTINGS if s.topic_name and s.name != "unclean.leader.election.enable")
+
+
+@dataclass
+class DynamicLayers:
+    """Dynamic broker configs over the static ones: the cluster-wide default
+    (/config/brokers/<default>) and this broker's own (/config/brokers/<id>), which wins."""
+
+    cluster_default: dict[str, Any] = field(default_factory=dict)
+    this_broker: dict[str, Any] = field(default_factory=dict)
+
+
 def flatten_toml(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """TOML turns `log.retention.ms = 5` into nested tables; Kafka names are dotted strings."""
     flat: dict[str, Any] = {}
@@ -301,11 +317,18 @@ def flatten_toml(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """A complete, checked set of broker settings."""
+    """A complete, checked set of broker settings (`values`: the static ones, from defaults, the
+    file and flags), with the dynamic layers an AlterConfigs may change over them."""
 
     values: Mapping[str, Any]
+    dynamic: DynamicLayers = field(default_factory=DynamicLayers, compare=False)
 
     def __getitem__(self, name: str) -> Any:
+        dynamic = self.dynamic
+        if name in dynamic.this_broker:
+            return dynamic.this_broker[name]
+        if name in dynamic.cluster_default:
+            return dynamic.cluster_default[name]
         return self.values[name]
 
     @classmethod
@@ -353,7 +376,7 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, Any]:
         """The topic-level configs a new topic gets when it overrides nothing."""
-        return {topic_name: self.values[s.name] for topic_name, s in TOPIC_SETTINGS.items()}
+        return {topic_name: self[s.name] for topic_name, s in TOPIC_SETTINGS.items()}
 
 
 def parse_topic_configs(raw: Mapping[str, str | None], source: str) -> dict[str, Any]:
@@ -371,6 +394,27 @@ def parse_topic_configs(raw: Mapping[str, str | None], source: str) -> dict[str,
             continue
         parsed[name] = setting.parse(value, source)
     return parsed
+
+
+def parse_dynamic_broker_configs(raw: Mapping[str, str | None], source: str) -> dict[str, Any]:
+    """Check dynamic broker configs (AlterConfigs, /config/brokers); raise ConfigError naming a
+    bad one (NotDynamicError for a setting that only a restart can change)."""
+    parsed: dict[str, Any] = {}
+    for name, value in raw.items():
+        setting = SETTINGS_BY_NAME.get(name)
+        if setting is None:
+            raise ConfigError(f"{source}: unknown broker config '{name}'")
+        if name not in DYNAMIC_BROKER_SETTINGS:
+            raise NotDynamicError(f"{source}: broker config '{name}' cannot be updated dynamically: set it in "
+                                  "the broker's config file or flags and restart the broker")
+        if value is None:
+            continue
+        parsed[name] = setting.parse(value, source)
+    return parsed
+
+
+class NotDynamicError(ConfigError):
+    """A broker setting that only a restart can change."""
 
 
 def load_toml(path: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.controller.core import ControllerSettings
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
+from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
@@ -39,6 +40,7 @@ from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.topic_admin import TopicAdmin
+from roost.broker.zk.config_changes import ConfigChangeListener
 from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
@@ -113,13 +115,18 @@ class Broker:
         self.controller: ControllerShell | None = None
         self.fetchers: ReplicaFetchers | None = None
         self.isr: IsrManager | None = None
+        self.config_changes: ConfigChangeListener | None = None
         self.topics: TopicAdmin | ClusterTopicAdmin
+        self.broker_configs: DynamicBrokerConfigs
         if self.clustered:
             self._build_cluster_parts()
         else:
             if not self.cluster_id:
                 self.cluster_id = uuid.uuid4().hex[:22]
                 save_cluster_id(self._cluster_id_path, self.cluster_id)
+            # Loaded before the topics' logs open, so that they open with these defaults.
+            self.broker_configs = LocalDynamicConfigs(config, self.broker_id, self.replicas,
+                                                      data_dir / "meta" / "dynamic-configs.json")
             self.topics = TopicAdmin(config, TopicCatalog(data_dir / "meta" / "topics.json"), self.replicas)
         self.groups = GroupService(config, self.replicas, self.metadata)
         if isinstance(self.topics, TopicAdmin):
@@ -147,6 +154,8 @@ class Broker:
             imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
         self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
         self.membership = ClusterMembership(self.zk)
+        self.config_changes = ConfigChangeListener(self.zk, self._config_changed)
+        self.broker_configs = ZkDynamicConfigs(config, self.broker_id, self.replicas, self.membership)
         # Ids a standalone run of this broker handed out stay taken.
         local_block = self.data_dir / "meta" / "producer-id-block"
         floor = int(local_block.read_text()) if local_block.exists() else 0
@@ -160,7 +169,8 @@ class Broker:
         offsets = OffsetsApi(self.replicas)
         metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id_now, auto_create)
         versions = ApiVersionsApi(self.advertised_versions)
-        admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids)
+        admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
+                                       self.broker_configs)
         group_ctx = groups.GroupContext(
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
@@ -186,6 +196,8 @@ class Broker:
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
             ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group_ctx),
             ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group_ctx),
+            ApiKey.ALTER_CONFIGS: partial(admin.handle_alter_configs, admin_ctx),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(admin.handle_incremental_alter_configs, admin_ctx),
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
@@ -219,6 +231,20 @@ class Broker:
         except ConfigError as error:
             log.warning("topic %s has configs this broker cannot use (%s); using the defaults", topic, error)
             return {}
+
+    async def _config_changed(self, entity_path: str) -> None:
+        """A config change notification named `entity_path`: a topic's partitions here, or all of
+        them (this broker's dynamic configs), take the new configs."""
+        if entity_path.startswith("topics/"):
+            await self._topic_config_changed(entity_path.removeprefix("topics/"))
+        elif isinstance(self.broker_configs, ZkDynamicConfigs) and self.broker_configs.names_this_broker(entity_path):
+            await self.broker_configs.reload()
+
+    async def _topic_config_changed(self, topic: str) -> None:
+        configs = await self._topic_config(topic)
+        changed = self.replicas.apply_topic_configs(topic, configs)
+        if changed:
+            log.info("topic %s: %d partitions here now use configs %s", topic, changed, configs or "the defaults")
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -263,6 +289,11 @@ class Broker:
             self.cluster_id = self.membership.cluster_id
             save_cluster_id(self._cluster_id_path, self.cluster_id)
         await self._import_local_topics()
+        # Before the controller can open partitions here: a change after their configs are read
+        # is then seen by the listener.
+        assert self.config_changes is not None and isinstance(self.broker_configs, ZkDynamicConfigs)
+        await self.config_changes.start()
+        await self.broker_configs.reload()
         self.isr.start()
         self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
@@ -304,6 +335,8 @@ class Broker:
             await self.controller.stop()
         if self.isr is not None:
             await self.isr.stop()
+        if self.config_changes is not None:
+            await self.config_changes.stop()
         if self.fetchers is not None:
             await self.fetchers.close()
         self.peers.close()

@@ -138,6 +138,19 @@ class ClusterTopicAdmin:
             log.warning("topic %s has unusable configs in ZooKeeper: %s", name, error)
             return {}
 
+    def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> Any:
+        return self._set_topic_configs(name, overrides)
+
+    async def _set_topic_configs(self, name: str, overrides: dict[str, Any]) -> ErrorCode:
+        """Any broker may write it (as in Kafka's ZooKeeper mode); each broker applies it when it
+        sees the change notification."""
+        try:
+            await self.membership.change_topic_config(name, {k: _render(v) for k, v in overrides.items()})
+        except ZkError as error:
+            log.warning("changing the configs of topic %s failed: %r", name, error)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
+
     # auto-creation -----------------------------------------------------------------------------
     def auto_create(self, name: str) -> TopicInfo | None:
         """Start creating `name` with the defaults (in the background); the topic if it exists."""

@@ -56,6 +56,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),       # 2 flexible
     ApiKey.INIT_PRODUCER_ID: (0, 3),     # 2+ flexible, 3 epoch bump
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
+    ApiKey.ALTER_CONFIGS: (0, 2),        # 2 flexible
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # 1 flexible
     ApiKey.CREATE_PARTITIONS: (0, 2),    # 2 flexible
     ApiKey.DELETE_GROUPS: (0, 2),        # 2 flexible
     ApiKey.OFFSET_DELETE: (0, 0),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import time
@@ -29,7 +30,17 @@ def now_ms() -> int:
 
 
 def log_config_from_topic(configs: dict[str, Any]) -> LogConfig:
-    return LogConfig(
+    return LogConfig(**_topic_log_fields(configs))
+
+
+def reconfigured(old: LogConfig, configs: dict[str, Any]) -> LogConfig:
+    """`old` with the fields that topic configs decide taken from `configs` (a live change: the
+    log's other settings stay)."""
+    return dataclasses.replace(old, **_topic_log_fields(configs))
+
+
+def _topic_log_fields(configs: dict[str, Any]) -> dict[str, Any]:
+    return dict(
         segment_bytes=configs["segment.bytes"],
         segment_ms=configs["segment.ms"],
         retention_ms=configs["retention.ms"],

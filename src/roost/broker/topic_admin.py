@@ -65,6 +65,12 @@ class TopicAdmin:
         info = self.catalog.get(name)
         return None if info is None else dict(info.configs)
 
+    def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> None:
+        """Persist the topic's new overrides in the catalog and apply them to its logs at once."""
+        self.catalog.set_configs(name, overrides)
+        self.replicas.apply_topic_configs(name, overrides)
+        log.info("topic %s configs now %s", name, overrides or "the defaults")
+
     def delete_topic(self, name: str) -> None:
         info = self.catalog.remove(name)
         self.replicas.drop_partitions(name, range(info.partitions))

@@ -1,4 +1,5 @@
-"""Admin requests: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, InitProducerId."""
+"""Admin requests: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs, InitProducerId."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from roost.broker.config_changes import (
+    ConfigRules,
+    RefusedChange,
+    broker_rules,
+    incremental_overrides,
+    replaced_overrides,
+    topic_rules,
+)
+from roost.broker.dynamic_configs import DynamicBrokerConfigs
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.request import Request
 from roost.config import (
     BROKER_SETTINGS,
+    DYNAMIC_BROKER_SETTINGS,
     FIXED_TOPIC_CONFIGS,
     SETTINGS_BY_NAME,
     TOPIC_SETTINGS,
@@ -29,7 +40,10 @@ log = logging.getLogger("roost.broker.admin")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
 SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 CONFIG_TYPE = {bool: 1, str: 2, int: 5, float: 6}
@@ -58,6 +72,9 @@ class TopicManager(Protocol):
     def topic_overrides(self, name: str) -> dict[str, Any] | Awaitable[dict[str, Any] | None] | None:
         """The topic's own configs (None: no such topic)."""
 
+    def set_topic_configs(self, name: str, overrides: dict[str, Any]) -> Awaitable[ErrorCode] | None:
+        """Make `overrides` the topic's whole set of configs, persisted and applied to its logs."""
+
 
 @dataclass(frozen=True)
 class AdminContext:
@@ -68,6 +85,7 @@ class AdminContext:
     topics: TopicManager
     metadata: MetadataCache
     producer_ids: ProducerIdAllocator | ZkProducerIdAllocator
+    broker_configs: DynamicBrokerConfigs | None = None
 
 
 def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
@@ -255,11 +273,20 @@ def _render(value: Any) -> str:
 
 
 def _config_entry(name: str, value: Any, source: int, setting: Setting | None, documentation: bool,
-                  synonyms: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"name": name, "value": _render(value), "read_only": source != SOURCE_TOPIC_CONFIG,
+                  synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
+    return {"name": name, "value": _render(value), "read_only": read_only,
             "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": False,
             "synonyms": synonyms, "config_type": CONFIG_TYPE.get(setting.kind, 2) if setting else 2,
             "documentation": setting.help if (documentation and setting) else None}
+
+
+def _broker_source(config: BrokerConfig, setting: Setting) -> int:
+    """Where a broker setting's value comes from: a dynamic layer, the file or flags, or the default."""
+    if setting.name in config.dynamic.this_broker:
+        return SOURCE_DYNAMIC_BROKER_CONFIG
+    if setting.name in config.dynamic.cluster_default:
+        return SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
+    return SOURCE_DEFAULT_CONFIG if config.values[setting.name] == setting.default else SOURCE_STATIC_BROKER_CONFIG
 
 
 def handle_describe_configs(ctx: AdminContext, request: Request) -> Any:
@@ -294,28 +321,38 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
             else:
                 for key, setting in sorted(TOPIC_SETTINGS.items()):
                     broker_value = ctx.config[setting.name]
-                    broker_source = (SOURCE_DEFAULT_CONFIG if broker_value == setting.default
-                                     else SOURCE_STATIC_BROKER_CONFIG)
+                    broker_source = _broker_source(ctx.config, setting)
                     synonyms = [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
                     if key in topic_configs:
                         value, source = topic_configs[key], SOURCE_TOPIC_CONFIG
                         synonyms.insert(0, {"name": key, "value": _render(value), "source": source})
                     else:
                         value, source = broker_value, broker_source
+                    # Every topic config can be changed (AlterConfigs): none is read-only.
                     entries.append(_config_entry(key, value, source, setting, documentation,
-                                                 synonyms if include_synonyms else []))
+                                                 synonyms if include_synonyms else [], read_only=False))
                 for key, value in FIXED_TOPIC_CONFIGS.items():
-                    entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, []))
+                    entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, [],
+                                                 read_only=False))
         elif kind == RESOURCE_BROKER:
             if name not in ("", str(ctx.broker_id)):
                 code, message = ErrorCode.INVALID_REQUEST, f"this is broker {ctx.broker_id}"
+            elif name == "":
+                # The cluster-wide default resource (kafka-configs --entity-default): only what
+                # its dynamic layer sets, as Kafka answers.
+                for key, value in sorted(ctx.config.dynamic.cluster_default.items()):
+                    source = SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
+                    synonyms = [{"name": key, "value": _render(value), "source": source}]
+                    entries.append(_config_entry(key, value, source, SETTINGS_BY_NAME[key], documentation,
+                                                 synonyms if include_synonyms else [], read_only=False))
             else:
                 for setting in BROKER_SETTINGS:
                     value = ctx.config[setting.name]
-                    source = SOURCE_DEFAULT_CONFIG if value == setting.default else SOURCE_STATIC_BROKER_CONFIG
+                    source = _broker_source(ctx.config, setting)
                     synonyms = [{"name": setting.name, "value": _render(value), "source": source}]
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
-                                                 documentation, synonyms if include_synonyms else []))
+                                                 documentation, synonyms if include_synonyms else [],
+                                                 read_only=setting.name not in DYNAMIC_BROKER_SETTINGS))
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported"
         if wanted is not None:
@@ -323,6 +360,98 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
         results.append({"error_code": code, "error_message": message, "resource_type": kind,
                         "resource_name": name, "configs": entries})
     return {"throttle_time_ms": 0, "results": results}
+
+
+def handle_alter_configs(ctx: AdminContext, request: Request) -> Any:
+    """AlterConfigs: each topic's overrides become exactly the entries given."""
+    return _alter_configs(ctx, request, incremental=False)
+
+
+def handle_incremental_alter_configs(ctx: AdminContext, request: Request) -> Any:
+    """IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on each topic's overrides."""
+    return _alter_configs(ctx, request, incremental=True)
+
+
+def _alter_configs(ctx: AdminContext, request: Request, incremental: bool) -> Any:
+    """Both requests read each topic's current overrides (from ZooKeeper in a cluster, so the
+    answer may have to wait), check the new set as CreateTopics would, and unless validate_only
+    hand it to the topic manager, which persists it and has every replica apply it."""
+    names = {r["resource_name"] for r in request.body["resources"] if r["resource_type"] == RESOURCE_TOPIC}
+    found = {name: ctx.topics.topic_overrides(name) for name in names}
+    if not any(inspect.isawaitable(v) for v in found.values()):
+        return _alter_resolved(ctx, request, incremental, found)
+
+    async def gather() -> dict[str, Any]:
+        resolved = {name: (await value) if inspect.isawaitable(value) else value for name, value in found.items()}
+        answer = _alter_resolved(ctx, request, incremental, resolved)
+        return (await answer) if inspect.isawaitable(answer) else answer
+
+    return gather()
+
+
+def _new_configs(resource: dict[str, Any], incremental: bool, rules: ConfigRules, current: dict[str, Any],
+                 defaults: dict[str, Any]) -> dict[str, Any]:
+    if incremental:
+        return incremental_overrides(rules, current, defaults,
+                                     [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]])
+    return replaced_overrides(rules, [(c["name"], c["value"]) for c in resource["configs"]])
+
+
+def _alter_resolved(ctx: AdminContext, request: Request, incremental: bool,
+                    overrides: dict[str, dict[str, Any] | None]) -> Any:
+    body = request.body
+    validate_only = body.get("validate_only", False)
+    keys = [(r["resource_type"], r["resource_name"]) for r in body["resources"]]
+    results = []
+    pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        entry: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+                                 "resource_type": kind, "resource_name": name}
+        results.append(entry)
+        work: Any = None
+        if keys.count((kind, name)) > 1:
+            entry["error_code"], entry["error_message"] = ErrorCode.INVALID_REQUEST, "resource named twice"
+        elif kind == RESOURCE_TOPIC:
+            current = overrides.get(name)
+            if current is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_message"] = f"topic '{name}' does not exist"
+                continue
+            try:
+                new = _new_configs(resource, incremental, topic_rules(name), current, ctx.config.topic_defaults())
+            except RefusedChange as refused:
+                entry["error_code"], entry["error_message"] = refused.code, refused.message
+                continue
+            if not validate_only:
+                work = ctx.topics.set_topic_configs(name, new)
+                log.info("client %s set the configs of topic %s to %s", request.header.client_id, name, new)
+        elif kind == RESOURCE_BROKER:
+            dynamic = ctx.broker_configs
+            entity = dynamic.entity_for(name) if dynamic is not None else None
+            if dynamic is None or entity is None:
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                entry["error_message"] = f"this is broker {ctx.broker_id}: send broker {name}'s configs to it"
+                continue
+            try:
+                new = _new_configs(resource, incremental, broker_rules(f"broker {name or entity}"),
+                                   dynamic.layer(entity), dynamic.below(entity))
+            except RefusedChange as refused:
+                entry["error_code"], entry["error_message"] = refused.code, refused.message
+                continue
+            if not validate_only:
+                work = dynamic.set(entity, new)
+                log.info("client %s set the dynamic broker configs %s to %s", request.header.client_id, entity, new)
+        elif kind == RESOURCE_BROKER_LOGGER:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = "broker loggers cannot be configured through the Kafka protocol here"
+        else:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = f"resource type {kind} is not supported"
+        if inspect.isawaitable(work):
+            pending.append((entry, work))
+    response = {"throttle_time_ms": 0, "responses": results}
+    return _finish(response, pending, 30000) if pending else response
 
 
 def handle_init_producer_id(ctx: AdminContext, request: Request) -> Any:

@@ -96,6 +96,11 @@ class TopicCatalog:
         info.partitions = partitions
         self._save()
 
+    def set_configs(self, name: str, configs: dict[str, Any]) -> None:
+        """Make `configs` the topic's whole set of overrides (AlterConfigs)."""
+        self._topics[name].configs = dict(configs)
+        self._save()
+
     def remove(self, name: str) -> TopicInfo:
         info = self._topics.pop(name)
         del self._by_id[info.topic_id]

@@ -95,6 +95,9 @@ class ReplicaManager:
         self.on_follower_caught_up: Callable[[Partition, int], None] = lambda partition, replica: None
         self._checkpointed_hws = read_hw_checkpoint(logs.logs_dir / HW_CHECKPOINT_FILE)
         self._checkpointer: asyncio.Task[None] | None = None
+        # Each hosted topic's own overrides, so that its configs can be recomputed when the
+        # dynamic broker defaults change.
+        self._overrides: dict[str, dict[str, Any]] = {}
         logs.host(self.hosted)
 
     # hosting ----------------------------------------------------------------------------------
@@ -106,6 +109,7 @@ class ReplicaManager:
     def host_partitions(self, info: TopicInfo, indexes: Iterable[int]) -> None:
         """Open (or create) the logs of `info`'s partitions `indexes` as their only replica (a
         broker without a controller): it leads them."""
+        self._overrides[info.name] = dict(info.configs)
         configs = self.effective_configs(info.configs)
         for index in indexes:
             partition_log = self.logs.open_log(info.name, index, configs)
@@ -116,6 +120,23 @@ class ReplicaManager:
                 leader=self.broker_id, leader_epoch=state.leader_epoch, replicas=state.replicas,
                 isr=tuple(sorted(state.isr))), info.topic_id)
             self._leadership_changed(partition, True)
+
+    def apply_topic_configs(self, topic: str, overrides: dict[str, Any]) -> int:
+        """Give every hosted partition of `topic` its new configs (the defaults with `overrides`);
+        returns how many partitions took them."""
+        self._overrides[topic] = dict(overrides)
+        configs = self.effective_configs(overrides)
+        changed = 0
+        for (name, _index), partition in list(self.partitions.items()):
+            if name == topic:
+                partition.reconfigure(dict(configs))
+                changed += 1
+        return changed
+
+    def reapply_configs(self) -> int:
+        """Recompute every hosted partition's configs (the dynamic broker defaults changed)."""
+        topics = {partition.topic for partition in self.hosted()}
+        return sum(self.apply_topic_configs(topic, self._overrides.get(topic, {})) for topic in topics)
 
     def drop_partitions(self, topic: str, indexes: Iterable[int], delete: bool = True) -> None:
         """Stop hosting the partitions; with `delete`, their logs go too."""
@@ -131,6 +152,8 @@ class ReplicaManager:
                     partition.log.close()
             if delete:
                 self.logs.delete_log(topic, index, partition.log if partition else None)
+        if not any(name == topic for name, _ in self.partitions):
+            self._overrides.pop(topic, None)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -187,7 +210,9 @@ class ReplicaManager:
                     continue
                 if partition is None:
                     if configs is None:
-                        configs = self.effective_configs(await configs_for(name))
+                        overrides = await configs_for(name)
+                        self._overrides[name] = dict(overrides)
+                        configs = self.effective_configs(overrides)
                     if (name, index) in self.partitions:  # opened while we awaited the configs
                         partition = self.partitions[(name, index)]
                     else:

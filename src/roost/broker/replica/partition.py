@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from roost.broker.log_manager import reconfigured
 from roost.broker.replica.state import PartitionState
 from roost.log import PartitionLog
 
@@ -65,6 +66,13 @@ class Partition:
     @property
     def fsync_each_append(self) -> bool:
         return self.configs["flush.messages"] <= 1
+
+    def reconfigure(self, topic_configs: dict[str, Any]) -> None:
+        """Take the topic's changed configs (AlterConfigs): produce checks (max.message.bytes,
+        min.insync.replicas), the flush policy and the upkeep loops read `configs` each time, and
+        the log reads its LogConfig on each append, roll and retention pass."""
+        self.configs = topic_configs
+        self.log.config = reconfigured(self.log.config, topic_configs)
 
     # events -----------------------------------------------------------------------------------
     def appended(self) -> None:

@@ -11,7 +11,8 @@ the znode's stat version.)
     /brokers/topics/<t>                           {"version":3,"partitions":{"0":[1,2]},"topic_id":...}
     /brokers/topics/<t>/partitions/<p>/state      {"version":1,"leader":L,"leader_epoch":E,...}
     /config/topics/<t>                            {"version":1,"config":{k:v}}
-    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"}
+    /config/brokers/<id> and /config/brokers/<default>  {"version":1,"config":{k:v}} (dynamic broker configs)
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"} (or "brokers/<id>")
     /admin/delete_topics/<t>                      (empty)
     /admin/preferred_replica_election             {"version":1,"partitions":[{"topic","partition"}]}
     /admin/reassign_partitions                    (not used: reassignments go through the API)
@@ -291,7 +292,23 @@ def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
 
 
 def encode_config_change(topic: str) -> bytes:
-    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+    return encode_entity_change(f"topics/{topic}")
+
+
+def encode_entity_change(entity_path: str) -> bytes:
+    """A change notification for `topics/<t>`, `brokers/<id>` or `brokers/<default>`."""
+    return _dump({"version": 2, "entity_path": entity_path})
+
+
+def decode_entity_change(data: bytes | None) -> str | None:
+    """The entity path a config-change notification names (None if it names none)."""
+    entity = _load(data, CONFIG_CHANGES).get("entity_path")
+    return entity if isinstance(entity, str) and entity else None
+
+
+def entity_config_path(entity_path: str) -> str:
+    """/config/topics/<t>, /config/brokers/<id> or /config/brokers/<default>."""
+    return f"/config/{entity_path}"
 
 
 def decode_config_change(data: bytes | None) -> str | None:

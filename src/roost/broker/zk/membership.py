@@ -141,6 +141,31 @@ class ClusterMembership:
             return {}
         return layout.decode_topic_config(topic, data)
 
+    async def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        await self.change_entity_config(f"topics/{topic}", configs)
+
+    async def change_entity_config(self, entity_path: str, configs: dict[str, str]) -> None:
+        """Write the entity's new configs, then a change notification that every broker (and the
+        controller) watches for (Kafka's AdminZkClient.changeConfigs)."""
+        path, data = layout.entity_config_path(entity_path), layout.encode_topic_config(configs)
+        try:
+            await self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                await self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                await self.zk.set(path, data)
+        await self.zk.create(f"{layout.CONFIG_CHANGES}/{layout.CONFIG_CHANGE_PREFIX}",
+                             layout.encode_entity_change(entity_path), sequential=True)
+
+    async def entity_config(self, entity_path: str) -> dict[str, str]:
+        """The configs stored for `brokers/<id>`, `brokers/<default>` or `topics/<t>` ({} if none)."""
+        try:
+            data, _ = await self.zk.get(layout.entity_config_path(entity_path))
+        except NoNodeError:
+            return {}
+        return layout.decode_topic_config(entity_path, data)
+
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
         found = {}
         for child in await self.zk.get_children(layout.BROKER_IDS):

@@ -1,6 +1,6 @@
 """Topic administration: CreateTopics (19), DeleteTopics (20), DeleteRecords (21),
-DescribeConfigs (32) and CreatePartitions (37), from Kafka's <Name>Request.json /
-<Name>Response.json."""
+DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37) and IncrementalAlterConfigs (44),
+from Kafka's <Name>Request.json / <Name>Response.json."""
 
 from __future__ import annotations
 
@@ -150,5 +150,54 @@ CREATE_PARTITIONS_RESPONSE = Message(
             Field("Name", "string", "0+"),
             Field("ErrorCode", "int16", "0+"),
             Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        )),
+    ))
+
+ALTER_CONFIGS_REQUEST = Message(
+    "AlterConfigsRequest", api_key=33, kind="request", versions="0-2", flexible="2+", fields=(
+        Field("Resources", "[]AlterConfigsResource", "0+", fields=(
+            Field("ResourceType", "int8", "0+"),  # 2 topic, 4 broker
+            Field("ResourceName", "string", "0+"),
+            Field("Configs", "[]AlterableConfig", "0+", fields=(
+                Field("Name", "string", "0+"),
+                Field("Value", "string", "0+", nullable="0+"),
+            )),
+        )),
+        Field("ValidateOnly", "bool", "0+"),
+    ))
+
+ALTER_CONFIGS_RESPONSE = Message(
+    "AlterConfigsResponse", api_key=33, kind="response", versions="0-2", flexible="2+", fields=(
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("Responses", "[]AlterConfigsResourceResponse", "0+", fields=(
+            Field("ErrorCode", "int16", "0+"),
+            Field("ErrorMessage", "string", "0+", nullable="0+"),
+            Field("ResourceType", "int8", "0+"),
+            Field("ResourceName", "string", "0+"),
+        )),
+    ))
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = Message(
+    "IncrementalAlterConfigsRequest", api_key=44, kind="request", versions="0-1", flexible="1+", fields=(
+        Field("Resources", "[]AlterConfigsResource", "0+", fields=(
+            Field("ResourceType", "int8", "0+"),
+            Field("ResourceName", "string", "0+"),
+            Field("Configs", "[]AlterableConfig", "0+", fields=(
+                Field("Name", "string", "0+"),
+                Field("ConfigOperation", "int8", "0+"),  # 0 set, 1 delete, 2 append, 3 subtract
+                Field("Value", "string", "0+", nullable="0+"),
+            )),
+        )),
+        Field("ValidateOnly", "bool", "0+"),
+    ))
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = Message(
+    "IncrementalAlterConfigsResponse", api_key=44, kind="response", versions="0-1", flexible="1+", fields=(
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("Responses", "[]AlterConfigsResourceResponse", "0+", fields=(
+            Field("ErrorCode", "int16", "0+"),
+            Field("ErrorMessage", "string", "0+", nullable="0+"),
+            Field("ResourceType", "int8", "0+"),
+            Field("ResourceName", "string", "0+"),
         )),
     ))
