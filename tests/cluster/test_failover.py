@@ -42,6 +42,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         cluster.close()
 
 
+@pytest.fixture(autouse=True)
+def every_broker_back(cluster: LocalCluster) -> Iterator[None]:
+    """After each test every broker runs again, also after a test that failed before healing
+    what it broke: one failure stays one failure instead of failing the module's next tests."""
+    yield
+    stopped = [broker_id for broker_id, node in cluster.brokers.items() if not node.running]
+    for broker_id in stopped:
+        cluster.restart(broker_id)
+    if stopped:
+        cluster.wait_for_brokers(set(cluster.brokers))
+
+
 def create_topic(cluster: LocalCluster, name: str, partitions: int = 3, replication: int = 3,
                  min_isr: int = 2) -> None:
     admin = cluster.admin()
