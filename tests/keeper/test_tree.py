@@ -45,7 +45,7 @@ def run(tree: DataTree, request: Request, session_id: int = SESSION, time_ms: in
     return tree.apply(command(request, session_id, auth), time_ms)
 
 
-def create(path: str, data: bytes = b"", flags: int = 0, acl: list[ACL] | None = None) -> CreateRequest:
+def create(path: str, data: bytes | None = b"", flags: int = 0, acl: list[ACL] | None = None) -> CreateRequest:
     return CreateRequest(path, data, OPEN if acl is None else acl, flags)
 
 
@@ -171,6 +171,14 @@ def test_a_batch_abandoned_by_its_proposer_is_skipped_once_a_newer_epoch_applied
 PATHS = ["/a", "/a/b", "/a/b/c", "/d", "/d/e", "/f"]
 
 
+def random_data(rng: random.Random, size: int) -> bytes | None:
+    """Znode data for generated commands: sometimes null, sometimes empty, else `size` bytes."""
+    roll = rng.random()
+    if roll < 0.15:
+        return None
+    return b"" if roll < 0.3 else rng.randbytes(size)
+
+
 def random_commands(seed: int, count: int) -> list[Command]:
     rng = random.Random(seed)
     sessions = [SESSION]
@@ -186,13 +194,14 @@ def random_commands(seed: int, count: int) -> list[Command]:
         elif roll < 0.08:
             commands.append(Command(CommandKind.CLOSE_SESSION, sid, xid=1))
         elif roll < 0.45:
-            commands.append(command(create(path, rng.randbytes(rng.randint(0, 8)), rng.randint(0, 3)), sid))
+            commands.append(command(create(path, random_data(rng, rng.randint(1, 8)), rng.randint(0, 3)), sid))
         elif roll < 0.6:
             commands.append(command(DeleteRequest(path, rng.choice([-1, 0, 1])), sid))
         elif roll < 0.8:
-            commands.append(command(SetDataRequest(path, rng.randbytes(4), rng.choice([-1, 0, 1, 2])), sid))
+            commands.append(command(SetDataRequest(path, random_data(rng, 4), rng.choice([-1, 0, 1, 2])), sid))
         elif roll < 0.9:
-            ops = [create(rng.choice(PATHS)), SetDataRequest(rng.choice(PATHS), b"m", -1),
+            ops = [create(rng.choice(PATHS), random_data(rng, 2)),
+                   SetDataRequest(rng.choice(PATHS), random_data(rng, 1), -1),
                    DeleteRequest(rng.choice(PATHS), -1), CheckVersionRequest(rng.choice(PATHS), 0)]
             commands.append(command(MultiRequest(rng.sample(ops, rng.randint(1, 4))), sid))
         else:
