@@ -263,3 +263,24 @@ def test_any_create_applies_without_raising(path: str, flags: int, data: bytes) 
     result = run(tree, create(path, data, flags))
     assert result.err in (Err.OK, Err.BAD_ARGUMENTS, Err.NO_NODE, Err.NODE_EXISTS, Err.UNIMPLEMENTED,
                           Err.NO_CHILDREN_FOR_EPHEMERALS)
+
+
+def test_null_data_is_kept_apart_from_empty_data() -> None:
+    tree = DataTree()
+    session(tree)
+    assert run(tree, create("/null", None)).err == Err.OK
+    assert run(tree, create("/empty", b"")).err == Err.OK
+    assert run(tree, create("/full", b"abc")).err == Err.OK
+    assert (tree.get("/null").data, tree.get("/empty").data) == (None, b"")
+    # ZooKeeper's Stat gives dataLength 0 for null data as for empty data.
+    assert tree.get("/null").stat().data_length == tree.get("/empty").stat().data_length == 0
+    assert run(tree, SetDataRequest("/full", None, 0)).err == Err.OK
+    assert tree.get("/full").data is None and tree.get("/full").version == 1
+    assert run(tree, SetDataRequest("/null", b"", -1)).err == Err.OK
+    assert tree.get("/null").data == b""
+    multi = MultiRequest([create("/m", None), SetDataRequest("/empty", None, 0), create("/m2", b"")])
+    assert run(tree, multi).err == Err.OK
+    assert [tree.get(p).data for p in ("/m", "/empty", "/m2")] == [None, None, b""]
+    restored = DataTree.from_snapshot(tree.snapshot())
+    assert restored.digest() == tree.digest()
+    assert [restored.get(p).data for p in ("/m", "/empty", "/m2", "/full", "/null")] == [None, None, b"", None, b""]
