@@ -124,7 +124,8 @@ DATA = st.none() | st.binary(max_size=6)
 
 @PROPERTIES
 @given(st.lists(st.tuples(DATA, DATA, st.booleans()), min_size=1, max_size=6))
-def test_null_and_empty_data_survive_the_log_and_snapshots(nodes: list[tuple[bytes | None, bytes | None, bool]]) -> None:
+def test_null_and_empty_data_survive_the_log_and_snapshots(
+        nodes: list[tuple[bytes | None, bytes | None, bool]]) -> None:
     """Each node is created with its first data, then set to its second (in a multi or alone);
     through a batch's bytes, the tree and its snapshot, None stays None and b"" stays b""."""
     commands = [Command(CommandKind.CREATE_SESSION, SESSION, timeout=4000, passwd=b"p" * 16)]

@@ -283,4 +283,5 @@ def test_null_data_is_kept_apart_from_empty_data() -> None:
     assert [tree.get(p).data for p in ("/m", "/empty", "/m2")] == [None, None, b""]
     restored = DataTree.from_snapshot(tree.snapshot())
     assert restored.digest() == tree.digest()
-    assert [restored.get(p).data for p in ("/m", "/empty", "/m2", "/full", "/null")] == [None, None, b"", None, b""]
+    assert [restored.get(p).data for p in ("/m", "/empty", "/m2", "/full", "/null")] == [
+        None, None, b"", None, b""]

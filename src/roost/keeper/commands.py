@@ -6,9 +6,10 @@ commands carry everything the tree needs (session id, auth ids, the request body
 applying is deterministic. Requests are carried as the client's raw jute body: the data tree
 validates them at apply time, so a failing request still consumes a zxid as in ZooKeeper.
 
-Entry layout (jute): int magic (`BATCH_MAGIC`, or the older `BATCH_MAGIC_V2`), int origin node id, long origin incarnation, long origin epoch,
-long batch sequence, long time (ms since the epoch), int command count, then per command an int
-kind, a long session id and the kind's fields (see `Command.write`).
+Entry layout (jute): int magic (`BATCH_MAGIC`, or the older `BATCH_MAGIC_V2`), int origin node
+id, long origin incarnation, long origin epoch, long batch sequence, long time (ms since the
+epoch), int command count, then per command an int kind, a long session id and the kind's fields
+(see `Command.write`).
 
 The epoch guards ordering: a member proposes one batch at a time, but when it gives up on a
 batch (no quorum, or the leader changed under it) it closes that batch's clients and moves to a
@@ -111,8 +112,10 @@ class Batch:
 
     def encode(self) -> bytes:
         w = JuteWriter()
-        assert all(c.null_as_empty == self.null_as_empty for c in self.commands if c.kind == CommandKind.REQUEST)
-        w.int(BATCH_MAGIC_V2 if self.null_as_empty else BATCH_MAGIC).int(self.origin_node).long(self.origin_incarnation).long(self.origin_epoch)
+        assert all(c.null_as_empty == self.null_as_empty for c in self.commands
+                   if c.kind == CommandKind.REQUEST), "a batch's commands share its format"
+        w.int(BATCH_MAGIC_V2 if self.null_as_empty else BATCH_MAGIC)
+        w.int(self.origin_node).long(self.origin_incarnation).long(self.origin_epoch)
         w.long(self.sequence)
         w.long(self.time_ms).int(len(self.commands))
         for command in self.commands:
