@@ -24,7 +24,7 @@ def test_config_reads_zookeeper_names_and_the_ensemble(tmp_path: Path) -> None:
     path = tmp_path / "keeper.toml"
     path.write_text(
         'tickTime = 500\ndataDir = "data"\nclientPort = 0\nclientPortAddress = "127.0.0.1"\n'
-        'jute.maxbuffer = 4096\n"4lw.commands.whitelist" = "ruok, srvr"\nmyid = 2\n'
+        'jute.maxbuffer = 4096\n"4lw.commands.whitelist" = "ruok, srvr"\nmyid = 2\nsnapCount = 50\n'
         'server.1 = "10.0.0.1:2888"\nserver.2 = "10.0.0.2:2888:3888;2181"\nserver.3 = "h3:2888"\n'
     )
     config = KeeperConfig.load(path)
@@ -35,6 +35,8 @@ def test_config_reads_zookeeper_names_and_the_ensemble(tmp_path: Path) -> None:
     assert {sid: (p.host, p.port) for sid, p in config.servers.items()} == {
         1: ("10.0.0.1", 2888), 2: ("10.0.0.2", 2888), 3: ("h3", 2888)}
     assert config.is_ensemble and config.myid == 2
+    assert config.snap_count == 50
+    assert KeeperConfig.from_mapping({"dataDir": "d"}).snap_count == 20_000
 
 
 @pytest.mark.parametrize(("settings", "named"), [
@@ -51,6 +53,7 @@ def test_config_reads_zookeeper_names_and_the_ensemble(tmp_path: Path) -> None:
     ({"server": {"1": "a:1", "2": "b:1"}}, "server"),
     ({"myid": 4, "server": {"1": "a:1", "2": "b:1", "3": "c:1"}}, "myid"),
     ({"4lw.commands.whitelist": "ruok,toolong"}, "4lw.commands.whitelist"),
+    ({"snapCount": 0}, "snapCount"),
 ])
 def test_invalid_settings_are_refused_by_name(settings: dict, named: str) -> None:
     with pytest.raises(ConfigError, match=f"'{named}'"):

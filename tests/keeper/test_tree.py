@@ -45,7 +45,7 @@ def run(tree: DataTree, request: Request, session_id: int = SESSION, time_ms: in
     return tree.apply(command(request, session_id, auth), time_ms)
 
 
-def create(path: str, data: bytes = b"", flags: int = 0, acl: list[ACL] | None = None) -> CreateRequest:
+def create(path: str, data: bytes | None = b"", flags: int = 0, acl: list[ACL] | None = None) -> CreateRequest:
     return CreateRequest(path, data, OPEN if acl is None else acl, flags)
 
 
@@ -171,6 +171,14 @@ def test_a_batch_abandoned_by_its_proposer_is_skipped_once_a_newer_epoch_applied
 PATHS = ["/a", "/a/b", "/a/b/c", "/d", "/d/e", "/f"]
 
 
+def random_data(rng: random.Random, size: int) -> bytes | None:
+    """Znode data for generated commands: sometimes null, sometimes empty, else `size` bytes."""
+    roll = rng.random()
+    if roll < 0.15:
+        return None
+    return b"" if roll < 0.3 else rng.randbytes(size)
+
+
 def random_commands(seed: int, count: int) -> list[Command]:
     rng = random.Random(seed)
     sessions = [SESSION]
@@ -186,13 +194,14 @@ def random_commands(seed: int, count: int) -> list[Command]:
         elif roll < 0.08:
             commands.append(Command(CommandKind.CLOSE_SESSION, sid, xid=1))
         elif roll < 0.45:
-            commands.append(command(create(path, rng.randbytes(rng.randint(0, 8)), rng.randint(0, 3)), sid))
+            commands.append(command(create(path, random_data(rng, rng.randint(1, 8)), rng.randint(0, 3)), sid))
         elif roll < 0.6:
             commands.append(command(DeleteRequest(path, rng.choice([-1, 0, 1])), sid))
         elif roll < 0.8:
-            commands.append(command(SetDataRequest(path, rng.randbytes(4), rng.choice([-1, 0, 1, 2])), sid))
+            commands.append(command(SetDataRequest(path, random_data(rng, 4), rng.choice([-1, 0, 1, 2])), sid))
         elif roll < 0.9:
-            ops = [create(rng.choice(PATHS)), SetDataRequest(rng.choice(PATHS), b"m", -1),
+            ops = [create(rng.choice(PATHS), random_data(rng, 2)),
+                   SetDataRequest(rng.choice(PATHS), random_data(rng, 1), -1),
                    DeleteRequest(rng.choice(PATHS), -1), CheckVersionRequest(rng.choice(PATHS), 0)]
             commands.append(command(MultiRequest(rng.sample(ops, rng.randint(1, 4))), sid))
         else:
@@ -254,3 +263,25 @@ def test_any_create_applies_without_raising(path: str, flags: int, data: bytes) 
     result = run(tree, create(path, data, flags))
     assert result.err in (Err.OK, Err.BAD_ARGUMENTS, Err.NO_NODE, Err.NODE_EXISTS, Err.UNIMPLEMENTED,
                           Err.NO_CHILDREN_FOR_EPHEMERALS)
+
+
+def test_null_data_is_kept_apart_from_empty_data() -> None:
+    tree = DataTree()
+    session(tree)
+    assert run(tree, create("/null", None)).err == Err.OK
+    assert run(tree, create("/empty", b"")).err == Err.OK
+    assert run(tree, create("/full", b"abc")).err == Err.OK
+    assert (tree.get("/null").data, tree.get("/empty").data) == (None, b"")
+    # ZooKeeper's Stat gives dataLength 0 for null data as for empty data.
+    assert tree.get("/null").stat().data_length == tree.get("/empty").stat().data_length == 0
+    assert run(tree, SetDataRequest("/full", None, 0)).err == Err.OK
+    assert tree.get("/full").data is None and tree.get("/full").version == 1
+    assert run(tree, SetDataRequest("/null", b"", -1)).err == Err.OK
+    assert tree.get("/null").data == b""
+    multi = MultiRequest([create("/m", None), SetDataRequest("/empty", None, 0), create("/m2", b"")])
+    assert run(tree, multi).err == Err.OK
+    assert [tree.get(p).data for p in ("/m", "/empty", "/m2")] == [None, None, b""]
+    restored = DataTree.from_snapshot(tree.snapshot())
+    assert restored.digest() == tree.digest()
+    assert [restored.get(p).data for p in ("/m", "/empty", "/m2", "/full", "/null")] == [
+        None, None, b"", None, b""]

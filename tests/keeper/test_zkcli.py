@@ -73,8 +73,11 @@ def test_zkcli_create_get_set_ls_stat_delete(server: str) -> None:
 def test_zkcli_prints_the_same_for_the_keeper_and_zookeeper(keeper: str, zookeeper: str) -> None:
     root = unique_root("zkcli-same")  # the same path on both servers: the outputs name it
     script = [f"create {root} one", f"create -e {root}/eph e", f"create -s {root}/seq- s", f"ls {root}",
-              f"get {root}", f"set {root} two", f"stat {root}", f"delete {root}", f"deleteall {root}",
-              f"stat {root}"]
+              f"get {root}", f"set {root} two", f"stat {root}",
+              # zkCli creates a node given no data with null data, and prints it as "null".
+              f"create {root}/nodata", f"get {root}/nodata", f"stat {root}/nodata",
+              f"delete {root}", f"deleteall {root}", f"stat {root}"]
     on_keeper, on_zookeeper = zkcli(keeper, *script), zkcli(zookeeper, *script)
     assert on_keeper == on_zookeeper
+    assert "null" in on_keeper[1] and "dataLength = 0" in on_keeper[1], on_keeper
     assert f"Node not empty: {root}" in on_keeper[2]

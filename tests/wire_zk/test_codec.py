@@ -39,6 +39,7 @@ from roost.wire.zk.records import (
     DeleteResult,
     EmptyRequest,
     ErrorResult,
+    GetDataResult,
     MultiRequest,
     PathModeRequest,
     PathRequest,
@@ -66,6 +67,13 @@ SAMPLES = [
     PathWatchRequest("/a", False, OpCode.GET_DATA),
     PathWatchRequest("/a", True, OpCode.GET_CHILDREN2),
     SetDataRequest("/a", b"\x00\xff" * 10, -1),
+    # Null data (a buffer of length -1) is not empty data: both must come back as they went.
+    CreateRequest("/null", None, OPEN, 0),
+    CreateRequest("/empty", b"", OPEN, 0),
+    SetDataRequest("/null", None, 3),
+    SetDataRequest("/empty", b"", 3),
+    MultiRequest([CreateRequest("/m", None, OPEN, 0), SetDataRequest("/m", None, 0),
+                  CreateRequest("/n", b"", OPEN, 0), SetDataRequest("/n", b"", 0)]),
     PathRequest("/a", OpCode.GET_ACL),
     PathRequest("/a", OpCode.SYNC),
     SetACLRequest("/a", OPEN, 2),
@@ -93,6 +101,10 @@ def test_requests_match_kazoo_bytes() -> None:
     kazoo_acl = [_kazoo_acl(a) for a in OPEN]
     pairs = [
         (kz.Create("/a/b", b"data", kazoo_acl, 3), CreateRequest("/a/b", b"data", OPEN, 3)),
+        (kz.Create("/a/b", None, kazoo_acl, 0), CreateRequest("/a/b", None, OPEN, 0)),
+        (kz.Create("/a/b", b"", kazoo_acl, 0), CreateRequest("/a/b", b"", OPEN, 0)),
+        (kz.SetData("/a", None, -1), SetDataRequest("/a", None, -1)),
+        (kz.SetData("/a", b"", -1), SetDataRequest("/a", b"", -1)),
         (kz.Delete("/a", 7), DeleteRequest("/a", 7)),
         (kz.Exists("/a", True), PathWatchRequest("/a", True, OpCode.EXISTS)),
         (kz.GetData("/a", False), PathWatchRequest("/a", False, OpCode.GET_DATA)),
@@ -113,6 +125,14 @@ def test_requests_match_kazoo_bytes() -> None:
         assert decode_request(theirs.type, bytes(theirs.serialize())) == ours
 
 
+def test_multi_read_results_keep_null_apart_from_empty() -> None:
+    results = [GetDataResult(None, STAT), GetDataResult(b"", STAT), GetDataResult(b"x", STAT)]
+    w = JuteWriter()
+    write_multi_response(w, results)
+    assert read_multi_response(JuteReader(w.getvalue())) == results
+    assert w.getvalue().count(struct.pack("!i", -1) + struct.pack("!qqqqiiiqiiq", *STAT)) == 1
+
+
 def test_connect_request_from_kazoo() -> None:
     data = bytes(kz.Connect(0, 77, 10000, 0x1234, b"p" * 16, False).serialize())
     request = ConnectRequest.read(JuteReader(data))
@@ -129,6 +149,8 @@ def test_responses_decode_with_kazoo() -> None:
     body = JuteWriter().buffer(b"hello").stat(STAT).getvalue()
     data, stat = kz.GetData.deserialize(body, 0)
     assert data == b"hello" and tuple(stat) == tuple(STAT)
+    assert kz.GetData.deserialize(JuteWriter().buffer(None).stat(STAT).getvalue(), 0)[0] is None
+    assert kz.GetData.deserialize(JuteWriter().buffer(b"").stat(STAT).getvalue(), 0)[0] == b""
     w = JuteWriter()
     write_multi_response(w, [CreateResult("/m"), SetDataResult(STAT), DeleteResult()])
     results = kz.Transaction.deserialize(w.getvalue(), 0)

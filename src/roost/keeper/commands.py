@@ -6,14 +6,20 @@ commands carry everything the tree needs (session id, auth ids, the request body
 applying is deterministic. Requests are carried as the client's raw jute body: the data tree
 validates them at apply time, so a failing request still consumes a zxid as in ZooKeeper.
 
-Entry layout (jute): int magic, int origin node id, long origin incarnation, long origin epoch,
-long batch sequence, long time (ms since the epoch), int command count, then per command an int
-kind, a long session id and the kind's fields (see `Command.write`).
+Entry layout (jute): int magic (`BATCH_MAGIC`, or the older `BATCH_MAGIC_V2`), int origin node
+id, long origin incarnation, long origin epoch, long batch sequence, long time (ms since the
+epoch), int command count, then per command an int kind, a long session id and the kind's fields
+(see `Command.write`).
 
 The epoch guards ordering: a member proposes one batch at a time, but when it gives up on a
 batch (no quorum, or the leader changed under it) it closes that batch's clients and moves to a
 new epoch. If the abandoned batch still reaches the log after a batch of the new epoch, every
 member skips it (`DataTree.admit`), so a client's writes never apply out of order.
+
+Format 3 differs from format 2 in meaning only: a request's null data (a jute buffer of length
+-1) stays null in the tree, where format 2 keepers stored it as empty. Entries of format 2 (logs
+written before) are still read, and their commands apply as they did then (`null_as_empty`), so
+that replaying an old log rebuilds exactly the tree its keeper had and its snapshots hold.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from roost.wire.zk.errors import ZkCodecError
 from roost.wire.zk.jute import JuteReader, JuteWriter
 from roost.wire.zk.records import Id, Request, read_id_list, write_id_list
 
-BATCH_MAGIC = 0x524B5A02  # "RKZ" + format version 2
+BATCH_MAGIC = 0x524B5A03  # "RKZ" + format version 3: null znode data stays null
+BATCH_MAGIC_V2 = 0x524B5A02  # format version 2: null znode data was applied as empty
 
 
 class CommandKind(IntEnum):
@@ -47,6 +54,8 @@ class Command:
     timeout: int = 0  # CREATE_SESSION
     passwd: bytes = b""  # CREATE_SESSION
     path: str = ""  # DELETE_CONTAINER
+    # Read from a format 2 entry: apply null data as empty, as the keeper that wrote it did.
+    null_as_empty: bool = field(default=False, compare=False)
     # The decoded request, kept by the member that built the command so that it need not decode
     # the body again when the entry comes back; never serialised.
     request: Request | None = field(default=None, compare=False)
@@ -66,7 +75,7 @@ class Command:
             w.ustring(self.path)
 
     @classmethod
-    def read(cls, r: JuteReader) -> Command:
+    def read(cls, r: JuteReader, null_as_empty: bool = False) -> Command:
         raw_kind = r.int()
         session_id = r.long()
         try:
@@ -78,7 +87,8 @@ class Command:
             opcode = r.int()
             auth_ids = tuple(read_id_list(r))
             body = r.buffer() or b""
-            return cls(kind, session_id, xid=xid, opcode=opcode, auth_ids=auth_ids, body=body)
+            return cls(kind, session_id, xid=xid, opcode=opcode, auth_ids=auth_ids, body=body,
+                       null_as_empty=null_as_empty)
         if kind == CommandKind.CREATE_SESSION:
             timeout = r.int()
             return cls(kind, session_id, timeout=timeout, passwd=r.buffer() or b"")
@@ -97,10 +107,15 @@ class Batch:
     sequence: int
     time_ms: int
     commands: list[Command]
+    # Decoded from a format 2 entry (see the module docstring); new batches are format 3.
+    null_as_empty: bool = False
 
     def encode(self) -> bytes:
         w = JuteWriter()
-        w.int(BATCH_MAGIC).int(self.origin_node).long(self.origin_incarnation).long(self.origin_epoch)
+        assert all(c.null_as_empty == self.null_as_empty for c in self.commands
+                   if c.kind == CommandKind.REQUEST), "a batch's commands share its format"
+        w.int(BATCH_MAGIC_V2 if self.null_as_empty else BATCH_MAGIC)
+        w.int(self.origin_node).long(self.origin_incarnation).long(self.origin_epoch)
         w.long(self.sequence)
         w.long(self.time_ms).int(len(self.commands))
         for command in self.commands:
@@ -112,21 +127,25 @@ class Batch:
         """The batch's header (with no commands yet) and a reader positioned at the commands."""
         r = JuteReader(data)
         magic = r.int()
-        if magic != BATCH_MAGIC:
+        if magic not in (BATCH_MAGIC, BATCH_MAGIC_V2):
             raise ZkCodecError(f"not a keeper batch (magic {magic:#x})")
         origin_node = r.int()
         incarnation = r.long()
         epoch = r.long()
         sequence = r.long()
         time_ms = r.long()
-        return cls(origin_node, incarnation, epoch, sequence, time_ms, []), r
+        return cls(origin_node, incarnation, epoch, sequence, time_ms, [], magic == BATCH_MAGIC_V2), r
+
+    def read_commands(self, r: JuteReader) -> None:
+        """Read the commands that follow the header into `self.commands`, up to the end."""
+        count = r.vector_length(12)
+        self.commands = [Command.read(r, self.null_as_empty) for _ in range(count)]
+        r.expect_end("keeper batch")
 
     @classmethod
     def decode(cls, data: bytes) -> Batch:
         batch, r = cls.decode_header(data)
-        count = r.vector_length(12)
-        batch.commands = [Command.read(r) for _ in range(count)]
-        r.expect_end("keeper batch")
+        batch.read_commands(r)
         return batch
 
 

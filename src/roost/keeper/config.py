@@ -14,6 +14,7 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     server.1 = "10.0.0.1:2888"       # the ensemble: member id -> "host:peerPort"
     server.2 = "10.0.0.2:2888"       #   (TOML reads `server.N` as the table [server] with key N)
     server.3 = "10.0.0.3:2888"
+    snapCount = 20000                # applied log entries between two snapshots of the tree
 
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
@@ -63,6 +64,9 @@ class KeeperConfig:
     extended_types_enabled: bool = False
     force_sync: bool = True
     four_letter_whitelist: frozenset[str] | None = None  # None: every word
+    # Log entries (batches of writes) applied between two snapshots; a snapshot is also taken
+    # after 64 MiB of entries, whichever comes first.
+    snap_count: int = 20_000
 
     def __post_init__(self) -> None:
         if self.min_session_timeout == 0:
@@ -140,6 +144,7 @@ class KeeperConfig:
             extended_types_enabled=_bool(values, "extendedTypesEnabled", False),
             force_sync=_bool(values, "forceSync", True),
             four_letter_whitelist=_whitelist(values),
+            snap_count=_int(values, "snapCount", 20_000, 1, 2**31 - 1),
         )
         if config.min_session_timeout > config.max_session_timeout:
             raise ConfigError(
@@ -162,6 +167,7 @@ _KNOWN = frozenset({
     "tickTime", "minSessionTimeout", "maxSessionTimeout", "dataDir", "clientPort",
     "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
     "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
+    "snapCount",
 })
 
 

@@ -524,8 +524,7 @@ class KeeperCore:
             # decode them again. The bytes in the log are exactly their encoding.
             batch.commands, waiters = flight
         else:
-            batch.commands = [Command.read(reader) for _ in range(reader.vector_length(12))]
-            reader.expect_end("keeper batch")
+            batch.read_commands(reader)
         if not tree.admit(batch.origin_node, batch.origin_incarnation, batch.origin_epoch):
             log.info("skipping batch %d of member %d: abandoned by its proposer", batch.sequence,
                      batch.origin_node)

@@ -11,7 +11,7 @@ from collections.abc import Hashable
 
 from roost.keeper import acl as acls
 from roost.keeper.paths import is_ancestor_or_self
-from roost.keeper.tree import DataTree
+from roost.keeper.tree import DataTree, data_length
 from roost.keeper.watches import WatchKind, WatchManager
 from roost.wire.zk.constants import AddWatchMode, Err, EventType, OpCode, Perms, WatcherType
 from roost.wire.zk.jute import INT, STAT, JuteWriter
@@ -30,6 +30,8 @@ from roost.wire.zk.records import (
     write_acl_list,
     write_multi_response,
 )
+
+NULL_BUFFER = INT.pack(-1)  # jute's null buffer: a znode created or set with null data
 
 Reply = tuple[int, bytes]
 
@@ -93,9 +95,9 @@ class Reader:
         data = node.data
         count = len(node.children)
         return Err.OK, b"".join((
-            INT.pack(len(data)), data,
+            NULL_BUFFER if data is None else INT.pack(len(data)), data or b"",
             STAT.pack(node.czxid, node.mzxid, node.ctime, node.mtime, node.version,
-                      node.cversion * 2 - count, node.aversion, node.client_owner(), len(data),
+                      node.cversion * 2 - count, node.aversion, node.client_owner(), data_length(data),
                       count, node.pzxid),
         ))
 

@@ -48,7 +48,8 @@ def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replic
     config.data_dir.mkdir(parents=True, exist_ok=True)
     from roost.raft.node import RaftReplicator, ReplicatorConfig
 
-    raft_config = ReplicatorConfig(fsync=config.force_sync, fsync_on_loop=fsync_on_loop)
+    raft_config = ReplicatorConfig(fsync=config.force_sync, fsync_on_loop=fsync_on_loop,
+                                   snapshot_entries=config.snap_count)
     if not config.is_ensemble:
         from roost.raft.local import LocalReplicator
 

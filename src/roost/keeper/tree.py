@@ -17,7 +17,7 @@ command, and the server delivers them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from roost.keeper import acl as acls
 from roost.keeper.commands import Command, CommandKind
@@ -100,7 +100,9 @@ def _check_version(current: int, expected: int, path: str) -> int:
 
 @dataclass(slots=True)
 class Znode:
-    data: bytes
+    # None is a null buffer (created or set with null data): ZooKeeper keeps it apart from b""
+    # and gives it back as null, while its Stat's dataLength is 0 like an empty one's.
+    data: bytes | None
     acl: tuple[ACL, ...]
     czxid: int
     mzxid: int
@@ -118,7 +120,7 @@ class Znode:
     def stat(self) -> Stat:
         count = len(self.children)
         return Stat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version,
-                    self.cversion * 2 - count, self.aversion, self.client_owner(), len(self.data),
+                    self.cversion * 2 - count, self.aversion, self.client_owner(), data_length(self.data),
                     count, self.pzxid)
 
     def client_owner(self) -> int:
@@ -163,7 +165,7 @@ class _Record:
 @dataclass(slots=True)
 class _CreateTxn:
     path: str
-    data: bytes
+    data: bytes | None
     acl: tuple[ACL, ...]
     owner: int
     parent_cversion: int
@@ -178,7 +180,7 @@ class _DeleteTxn:
 @dataclass(slots=True)
 class _SetDataTxn:
     path: str
-    data: bytes
+    data: bytes | None
     version: int
 
 
@@ -242,7 +244,7 @@ class DataTree:
         return sum(len(paths) for paths in self.ephemerals.values())
 
     def approximate_data_size(self) -> int:
-        return sum(len(path) + len(node.data) for path, node in self.nodes.items())
+        return sum(len(path) + data_length(node.data) for path, node in self.nodes.items())
 
     def session_valid(self, session_id: int, passwd: bytes) -> bool:
         info = self.sessions.get(session_id)
@@ -314,6 +316,8 @@ class DataTree:
             except ZkCodecError:
                 result.err = Err.MARSHALLING_ERROR
                 return result
+        if command.null_as_empty:
+            request = _null_as_empty(request)
         opcode = command.opcode
         if opcode == OpCode.MULTI:
             assert isinstance(request, MultiRequest)
@@ -647,7 +651,9 @@ class DataTree:
             path = r.path()
             if not path.startswith("/") or path in tree.nodes:
                 raise ZkCodecError(f"snapshot has a bad or repeated path {path!r}")
-            data = r.buffer() or b""
+            # A null buffer is a null znode's data. The field was always a jute buffer and keepers
+            # before null data wrote only b"" there, so their snapshots read as they always did.
+            data = r.buffer()
             acl = tuple(read_acl_list(r))
             czxid, mzxid, ctime, mtime = r.long(), r.long(), r.long(), r.long()
             version, cversion, aversion = r.int(), r.int(), r.int()
@@ -683,6 +689,20 @@ class DataTree:
 _CREATE_OPS = frozenset({OpCode.CREATE, OpCode.CREATE2, OpCode.CREATE_CONTAINER, OpCode.CREATE_TTL})
 _SINGLE_WRITE_OPS = _CREATE_OPS | {OpCode.DELETE, OpCode.SET_DATA, OpCode.SET_ACL, OpCode.CHECK}
 _MULTI_OPS = _CREATE_OPS | {OpCode.DELETE, OpCode.SET_DATA, OpCode.CHECK}
+
+
+def data_length(data: bytes | None) -> int:
+    """A Stat's dataLength: 0 for null data, as in ZooKeeper."""
+    return 0 if data is None else len(data)
+
+
+def _null_as_empty(request: Request) -> Request:
+    """`request` as a format 2 keeper applied it: null create/setData data as empty."""
+    if isinstance(request, CreateRequest | SetDataRequest) and request.data is None:
+        return replace(request, data=b"")
+    if isinstance(request, MultiRequest):
+        return replace(request, ops=[_null_as_empty(op) for op in request.ops])
+    return request
 
 
 def _validate(path: str) -> None:

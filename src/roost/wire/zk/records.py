@@ -170,7 +170,7 @@ class EmptyRequest(Request):
 @dataclass(slots=True)
 class CreateRequest(Request):
     path: str
-    data: bytes
+    data: bytes | None  # None is jute's null buffer, which ZooKeeper keeps apart from b""
     acl: list[ACL]
     flags: int
     opcode: int = OpCode.CREATE
@@ -182,7 +182,7 @@ class CreateRequest(Request):
         data = r.buffer()
         acl = read_acl_list(r)
         flags = r.int()
-        return cls(path, b"" if data is None else data, acl, flags)
+        return cls(path, data, acl, flags)
 
     def write(self, w: JuteWriter) -> None:
         w.ustring(self.path).buffer(self.data)
@@ -236,7 +236,7 @@ class PathWatchRequest(Request):
 @dataclass(slots=True)
 class SetDataRequest(Request):
     path: str
-    data: bytes
+    data: bytes | None  # None is jute's null buffer, which ZooKeeper keeps apart from b""
     version: int
     opcode: int = OpCode.SET_DATA
 
@@ -244,7 +244,7 @@ class SetDataRequest(Request):
     def read(cls, r: JuteReader) -> SetDataRequest:
         path = r.path()
         data = r.buffer()
-        return cls(path, b"" if data is None else data, r.int())
+        return cls(path, data, r.int())
 
     def write(self, w: JuteWriter) -> None:
         w.ustring(self.path).buffer(self.data).int(self.version)
@@ -524,7 +524,7 @@ class ErrorResult:
 class GetDataResult:
     """A getData inside a multiRead."""
 
-    data: bytes
+    data: bytes | None
     stat: Stat
     opcode: int = OpCode.GET_DATA
 
@@ -577,8 +577,7 @@ def read_multi_response(r: JuteReader) -> list[OpResult]:
         elif op_type == OpCode.CHECK:
             results.append(CheckResult())
         elif op_type == OpCode.GET_DATA:
-            data = r.buffer()
-            results.append(GetDataResult(b"" if data is None else data, Stat(*r.stat())))
+            results.append(GetDataResult(r.buffer(), Stat(*r.stat())))
         elif op_type == OpCode.GET_CHILDREN:
             results.append(GetChildrenResult(r.ustring_vector()))
         else:
