@@ -78,6 +78,7 @@ class DescribeTopicPartitionsApi:
                 next_cursor = {"topic_name": info.name, "partition_index": end}
                 break
             remaining -= max(end - first, 0)
+            assert remaining >= 0, "an answer took more partitions than its limit"
         return _answer(topics, next_cursor)
 
     def _partition(self, topic: str, index: int) -> dict[str, Any]:
