@@ -181,6 +181,25 @@ def test_public_version_table_is_the_agreed_contract() -> None:
         8: (2, 8), 9: (1, 7), 10: (0, 3), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5),
         16: (0, 4), 18: (0, 3), 19: (2, 5), 20: (1, 5), 21: (0, 2), 22: (0, 3), 23: (0, 4), 32: (1, 3),
         33: (0, 2), 37: (0, 2), 42: (0, 2), 43: (0, 2), 44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0),
-        56: (0, 3), 60: (0, 1)}
+        56: (0, 3), 60: (0, 1), 61: (0, 0), 75: (0, 0)}
     assert API_NAMES[0] == "Produce" and API_NAMES[18] == "ApiVersions" and set(API_NAMES) == set(APIS)
     assert ApiKey.CREATE_PARTITIONS == 37 and ApiKey.INIT_PRODUCER_ID == 22
+
+
+def test_nullable_struct_is_a_marker_byte_then_the_struct() -> None:
+    """DescribeTopicPartitions' Cursor: a struct that may be null, preceded by an int8 (-1 null,
+    1 present), as Kafka's generated code writes it."""
+    header = RequestHeader(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 7, "c")
+    topics = {"topics": [{"name": "t"}], "response_partition_limit": 5}
+    without = _frame_without_prefix(encode_request(header, {**topics, "cursor": None}))
+    with_cursor = _frame_without_prefix(encode_request(
+        header, {**topics, "cursor": {"topic_name": "t", "partition_index": 3}}))
+    head = bytes.fromhex("004b 0000 00000007 0001") + b"c" + b"\x00"
+    body = b"\x02" + b"\x02t" + b"\x00" + bytes.fromhex("00000005")
+    assert without == head + body + b"\xff" + b"\x00"
+    assert with_cursor == head + body + b"\x01" + b"\x02t" + bytes.fromhex("00000003") + b"\x00" + b"\x00"
+    for frame, cursor in ((without, None), (with_cursor, {"topic_name": "t", "partition_index": 3})):
+        _, decoded = decode_request(bytearray(frame))
+        assert decoded["cursor"] == cursor
+    # Left out, the cursor takes Kafka's default: null.
+    assert _frame_without_prefix(encode_request(header, topics)) == without

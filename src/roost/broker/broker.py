@@ -26,6 +26,7 @@ from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfi
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
+from roost.broker.handlers.describe import DescribeProducersApi, DescribeTopicPartitionsApi
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
@@ -198,6 +199,8 @@ class Broker:
             ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group_ctx),
             ApiKey.ALTER_CONFIGS: partial(admin.handle_alter_configs, admin_ctx),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(admin.handle_incremental_alter_configs, admin_ctx),
+            ApiKey.DESCRIBE_PRODUCERS: DescribeProducersApi(self.replicas, self.metadata).handle,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsApi(self.metadata).handle,
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None

@@ -61,6 +61,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 2),    # 2 flexible
     ApiKey.DELETE_GROUPS: (0, 2),        # 2 flexible
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),            # flexible
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),     # flexible
 }
 
 

@@ -278,6 +278,8 @@ class _Generator:
         if field.is_array:
             return "None" if field.default is None and self.version in field.nullable else "[]"
         if field.is_struct:
+            if field.default is None and self.version in field.nullable:
+                return "None"
             return self.struct_defaults(field.fields)
         return self.module.constant(encode_default(field, self.version))
 
@@ -419,6 +421,16 @@ class _Generator:
     def read_element(self, f: _Function, field: Field, where: str, target: str, buf: str, buf_len: str,
                      nullable: bool) -> None:
         kind = field.element_type
+        if field.is_struct and nullable:
+            # An int8 before it (as compiler._nullable_struct_reader): below zero, null.
+            f.line(f"if {self.module.struct_function('unpack', 'b')}({buf}, pos)[0] < 0:")
+            f.line("    pos += 1")
+            f.line(f"    {target} = None")
+            with f.block("else:"):
+                f.line("pos += 1")
+                element = self.read_struct(f, field.fields, where, field.key + "_", buf, buf_len)
+                f.line(f"{target} = {element}")
+            return
         if field.is_struct:
             element = self.read_struct(f, field.fields, where, field.key + "_", buf, buf_len)
             f.line(f"{target} = {element}")
@@ -578,6 +590,13 @@ class _Generator:
     def write_element(self, f: _Function, field: Field, where: str, value: str, out: str,
                       nullable: bool) -> None:
         kind = field.element_type
+        if field.is_struct and nullable:
+            with f.block(f"if {value} is None:"):
+                f.line("cur += b'\\xff'  # a null struct (as compiler._nullable_struct_writer)")
+            with f.block("else:"):
+                f.line("cur += b'\\x01'")
+                self.write_struct(f, field.fields, where, value, out, field.key + "_")
+            return
         if field.is_struct:
             self.write_struct(f, field.fields, where, value, out, field.key + "_")
             return

@@ -117,6 +117,35 @@ def _fixed_writer(type_name: str) -> Writer:
     return write
 
 
+# A nullable struct is preceded by an int8: -1 null, 1 present (Kafka's MessageDataGenerator).
+_INT8: Final = struct.Struct(">b")
+_NULL_STRUCT: Final = _INT8.pack(-1)
+_PRESENT_STRUCT: Final = _INT8.pack(1)
+
+
+def _nullable_struct_reader(codec: StructCodec) -> Reader:
+    read_struct, unpack = codec.read, _INT8.unpack_from
+
+    def read(buf: memoryview, pos: int) -> tuple[dict[str, Any] | None, int]:
+        marker = unpack(buf, pos)[0]
+        if marker < 0:
+            return None, pos + 1
+        return read_struct(buf, pos + 1)
+    return read
+
+
+def _nullable_struct_writer(codec: StructCodec) -> Writer:
+    write_struct = codec.write
+
+    def write(value: dict[str, Any] | None, out: Out) -> None:
+        if value is None:
+            out.cur += _NULL_STRUCT
+            return
+        out.cur += _PRESENT_STRUCT
+        write_struct(value, out)
+    return write
+
+
 def _string_reader(lengths: _Lengths, nullable: bool, where: str) -> Reader:
     read_length = lengths.read
 
@@ -309,7 +338,7 @@ def encode_default(field: Field, version: int) -> Any:
     if field.is_array:
         return None if field.default is None and nullable else ()
     if field.is_struct:
-        return _EMPTY_STRUCT
+        return None if field.default is None and nullable else _EMPTY_STRUCT
     if field.default is UNSET or (field.default is None and not nullable):
         return _natural_default(field, nullable)
     return field.default
@@ -322,6 +351,8 @@ def _decode_default(field: Field, version: int, struct_codec: StructCodec | None
             return lambda: None
         return list
     if struct_codec is not None:
+        if field.default is None and version in field.nullable:
+            return lambda: None
         return struct_codec.defaults
     value = encode_default(field, version)
     return lambda: value
@@ -332,6 +363,8 @@ def _element_codec(field: Field, version: int, flexible: bool, nullable: bool,
     kind = field.element_type
     if field.is_struct:
         codec = compile_struct(where, field.fields, version, flexible)
+        if nullable:
+            return _nullable_struct_reader(codec), _nullable_struct_writer(codec), codec
         return codec.read, codec.write, codec
     if kind in FIXED_FORMAT:
         return _fixed_reader(kind), _fixed_writer(kind), None

@@ -123,12 +123,15 @@ class Field:
         assert self.is_struct or self.element_type in PRIMITIVE_TYPES, f"{where}: unknown type"
         assert (self.tag is None) == self.tagged.empty, f"{where}: a tag needs taggedVersions"
         assert self.versions.covers(self.tagged), f"{where}: tagged outside its versions"
+        # A struct (not an array of them) may be null since Kafka 3.5 (a one-byte marker before it).
+        may_be_null = self.is_array or self.is_struct or self.element_type in NULLABLE_CAPABLE
         if not self.nullable.empty:
-            assert self.is_array or self.element_type in NULLABLE_CAPABLE, f"{where}: cannot be null"
+            assert may_be_null, f"{where}: cannot be null"
         if self.default is None:
-            assert self.is_array or self.element_type in NULLABLE_CAPABLE, f"{where}: null default"
-        assert not (self.is_struct and not self.is_array and self.default is not UNSET), \
-            f"{where}: struct defaults come from their fields"
+            assert may_be_null, f"{where}: null default"
+        assert not (self.is_struct and not self.is_array and self.default is not UNSET
+                    and not (self.default is None and not self.nullable.empty)), \
+            f"{where}: struct defaults come from their fields (or are null where it may be null)"
         keys = [field.key for field in self.fields]
         assert len(keys) == len(set(keys)), f"{where}: two fields share a name"
 
