@@ -404,3 +404,21 @@ def test_help_lists_the_zkcli_commands() -> None:
     for word in ("ls", "get", "stat", "create", "set", "delete", "deleteall", "getAcl", "setAcl", "addauth",
                  "addWatch", "getEphemerals", "getAllChildrenNumber", "sync", "whoami", "export", "import", "shell"):
         assert f"\n  {word} " in result.stdout, word
+
+
+def test_create_without_data_makes_null_data_as_zkcli_does(servers: dict[str, str]) -> None:
+    root = unique_root("zkcli-null")
+    script = "\n".join([f"create {root} r", f"create {root}/nodata", f"create {root}/empty ''",
+                        f"get {root}/nodata", f"get {root}/empty", "quit"]) + "\n"
+    results = on_both(servers, lambda address: roost_zk(address, "shell", stdin=script))
+    for name, result in results.items():
+        assert result.returncode == 0, (name, result.stderr)
+        assert result.stdout.splitlines()[-2:] == ["null", ""], (name, result.stdout)  # as zkCli prints them
+    for address in servers.values():  # what the server holds, read by another client
+        client = kazoo(address)
+        try:
+            assert client.get(f"{root}/nodata")[0] is None
+            assert client.get(f"{root}/empty")[0] == b""
+        finally:
+            client.delete(root, recursive=True)
+            client.stop()

@@ -158,7 +158,7 @@ def create(session: ZkSession, ephemeral: bool, sequential: bool, container: boo
     if ttl and ephemeral:
         raise CliError("create -t cannot be combined with -e (TTL nodes are persistent)")
     acls = parse_acl(acl) if acl else list(OPEN_ACL_UNSAFE)
-    value = (data or "").encode("utf-8")
+    value = None if data is None else data.encode("utf-8")  # no DATA: null data, as zkCli creates
     client = session.client
     if container or ttl:
         request: Any = CreateContainer(session.server_path(path), value, acls, CONTAINER_FLAGS) if container \

@@ -37,7 +37,7 @@ class CreateTTL(NamedTuple):
     children (the server needs `extendedTypesEnabled`)."""
 
     path: str
-    data: bytes
+    data: bytes | None
     acl: list[ACL]
     flags: int
     ttl: int
