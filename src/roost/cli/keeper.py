@@ -30,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--myid", type=int, help="this member's id")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="any config setting by its ZooKeeper name (repeatable)")
+    parser.add_argument("--metrics-port", type=int, default=-1,
+                        help="serve Prometheus metrics on http://HOST:PORT/metrics (0 picks a free port; "
+                             "default -1: off)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics endpoint")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     parser.set_defaults(func=run)
 
@@ -67,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # uvloop for standalone keepers and ensemble members alike: the client protocol and the raft
     # peer transport only use the transport methods that uvloop's transports share with asyncio's.
-    return _run_loop(_serve(config))
+    if not -1 <= args.metrics_port <= 65535:
+        print(f"roost keeper: --metrics-port must be between -1 and 65535, got {args.metrics_port}", file=sys.stderr)
+        return 2
+    return _run_loop(_serve(config, args.metrics_host, args.metrics_port))
 
 
 def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
@@ -83,7 +90,9 @@ def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
         return runner.run(coro)
 
 
-async def _serve(config: KeeperConfig) -> int:
+async def _serve(config: KeeperConfig, metrics_host: str, metrics_port: int) -> int:
+    from roost.cli.metrics import start_metrics
+    from roost.console.keeper_metrics import keeper_registry
     from roost.keeper.server import KeeperServer
 
     stop = asyncio.Event()
@@ -99,9 +108,17 @@ async def _serve(config: KeeperConfig) -> int:
         await server.stop()
         return 1
     print(f"roost: keeper listening on {host}:{port}", flush=True)
+    metrics = None
+    if metrics_port >= 0:
+        metrics = await start_metrics([keeper_registry(server)], metrics_host, metrics_port, "roost keeper")
+        if metrics is None:
+            await server.stop()
+            return 1
     try:
         await stop.wait()
     finally:
+        if metrics is not None:
+            await metrics.stop()
         await server.stop()
     print("roost: keeper stopped", flush=True)
     return 0

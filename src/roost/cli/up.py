@@ -136,7 +136,14 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
             config = BrokerConfig({**config.values, "zookeeper.connect": f"{local}:{keeper_port}"})
     kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
     host, port = listen_address(config, args.host, kafka_port)
-    status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop)
+    # The embedded keeper's series are served beside the broker's, on the one metrics endpoint.
+    extra_metrics = []
+    if keeper is not None and config["metrics.port"] >= 0:
+        from roost.console.keeper_metrics import keeper_registry
+
+        extra_metrics.append(keeper_registry(keeper.server))
+    status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop,
+                                extra_metrics)
     if keeper is not None:
         await keeper.close()
     if status == 0:

@@ -1,0 +1,29 @@
+"""Where a `roost` command serves Prometheus metrics: what `roost up`, `roost broker` and
+`roost keeper` share."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from roost.console.metrics_http import MetricsEndpoint
+
+
+async def start_metrics(registries: Sequence[CollectorRegistry], host: str, port: int,
+                        command: str) -> MetricsEndpoint | None:
+    """Serve `registries` on http://host:port/metrics and print `roost: metrics listening on
+    HOST:PORT`; None (with an error line) when it cannot listen."""
+    from roost.console.metrics_http import MetricsEndpoint
+
+    endpoint = MetricsEndpoint(registries)
+    try:
+        bound = await endpoint.start(host, port)
+    except OSError as error:
+        print(f"{command}: cannot serve metrics on {host}:{port}: {error}", file=sys.stderr)
+        return None
+    print(f"roost: metrics listening on {bound[0]}:{bound[1]}", flush=True)
+    return endpoint
