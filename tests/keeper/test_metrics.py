@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.keeper.zkharness import kazoo, keeper_config, unique_root
-from tests.support.procs import RoostProcess, start_roost, wait_for
+from tests.support.procs import RoostProcess, free_ports, start_roost, wait_for
 from tests.support.scrape import Samples, names, scrape, value
 
 KEEPER_SERIES = {
@@ -73,3 +73,28 @@ def test_roost_keeper_serves_no_metrics_unless_asked(tmp_path: Path) -> None:
     finally:
         proc.stop()
     assert "metrics listening" not in proc.text()
+
+
+def test_in_an_ensemble_only_the_leader_reports_its_followers(tmp_path: Path) -> None:
+    ports = dict(zip((1, 2, 3), free_ports(3), strict=True))
+    procs: list[RoostProcess] = []
+    try:
+        for sid in ports:
+            config = keeper_config(tmp_path / f"k{sid}", servers=ports, myid=sid)
+            procs.append(start_roost(["keeper", "--config", str(config), "--metrics-port", "0"],
+                                     expect=("keeper", "metrics")))
+
+        def settled() -> list[Samples] | None:
+            scraped = [scrape(proc.address("metrics")) for proc in procs]
+            leaders = [s for s in scraped if "learners" in names(s)]
+            if len(leaders) == 1 and value(leaders[0], "synced_followers") == 2:
+                return scraped
+            return None
+
+        scraped = wait_for(settled, timeout=60, what="a leader with two synced followers")
+        assert [value(s, "quorum_size") for s in scraped] == [3, 3, 3]
+        (leader,) = [s for s in scraped if "learners" in names(s)]
+        assert value(leader, "learners") == 2
+    finally:
+        for proc in procs:
+            proc.stop()
