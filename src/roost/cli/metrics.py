@@ -14,9 +14,10 @@ if TYPE_CHECKING:
 
 
 async def start_metrics(registries: Sequence[CollectorRegistry], host: str, port: int,
-                        command: str) -> MetricsEndpoint | None:
-    """Serve `registries` on http://host:port/metrics and print `roost: metrics listening on
-    HOST:PORT`; None (with an error line) when it cannot listen."""
+                        command: str, name: str = "metrics") -> MetricsEndpoint | None:
+    """Serve `registries` on http://host:port/metrics and print `roost: {name} listening on
+    HOST:PORT` (`name`: "metrics", or "broker 3 metrics" as `roost up --brokers` relays it); None
+    (with an error line) when it cannot listen."""
     from roost.console.metrics_http import MetricsEndpoint
 
     endpoint = MetricsEndpoint(registries)
@@ -25,5 +26,5 @@ async def start_metrics(registries: Sequence[CollectorRegistry], host: str, port
     except OSError as error:
         print(f"{command}: cannot serve metrics on {host}:{port}: {error}", file=sys.stderr)
         return None
-    print(f"roost: metrics listening on {bound[0]}:{bound[1]}", flush=True)
+    print(f"roost: {name} listening on {bound[0]}:{bound[1]}", flush=True)
     return endpoint

@@ -164,8 +164,10 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
     if config["metrics.port"] >= 0:
         from roost.console.broker_metrics import broker_registry
 
+        # Named like the Kafka listener: "kafka" -> "metrics", "broker 3 kafka" -> "broker 3 metrics".
+        name = " ".join([*listening.split()[:-1], "metrics"])
         metrics = await start_metrics([broker_registry(broker), *extra_metrics], config["metrics.host"],
-                                      config["metrics.port"], command)
+                                      config["metrics.port"], command, name)
         if metrics is None:
             await broker.stop()
             return 1
