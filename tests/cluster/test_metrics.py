@@ -13,14 +13,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.procs import RoostProcess, start_roost, wait_for
 from tests.support.scrape import Samples, scrape, value
 
-BROKERS = ("broker 1 kafka", "broker 2 kafka", "broker 1 metrics", "broker 2 metrics")
+LISTENERS = ("broker 1 kafka", "broker 2 kafka", "broker 1 metrics", "broker 2 metrics", "keeper 1 metrics")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     directory = tmp_path_factory.mktemp("metrics-cluster")
     proc = start_roost(["up", "--brokers", "2", "--keepers", "1", "--data-dir", str(directory),
-                        "--metrics-port", "0"], expect=BROKERS)
+                        "--metrics-port", "0"], expect=LISTENERS)
     yield proc
     proc.stop()
 
@@ -59,3 +59,11 @@ def test_cluster_wide_sums(cluster: RoostProcess) -> None:
     assert total(scraped, "kafka_server_brokertopicmetrics_messagesin_total", topic="m-replicated") == 200
     # Followers fetched what the leaders hold: FetchFollower requests were timed somewhere.
     assert total(scraped, "kafka_network_requestmetrics_totaltimems_count", request="FetchFollower") > 0
+
+
+def test_the_keepers_serve_their_metrics_too(cluster: RoostProcess) -> None:
+    samples = scrape(cluster.address("keeper 1 metrics"))
+    assert value(samples, "quorum_size") == 1
+    # The brokers' sessions and registrations (/brokers/ids/1 and 2, /controller) are there.
+    assert value(samples, "global_sessions") >= 2
+    assert value(samples, "ephemerals_count") >= 3

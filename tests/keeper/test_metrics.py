@@ -23,13 +23,13 @@ KEEPER_SERIES = {
 @pytest.fixture(scope="module")
 def keeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     config = keeper_config(tmp_path_factory.mktemp("metrics-keeper"))
-    proc = start_roost(["keeper", "--config", str(config), "--metrics-port", "0"], expect=("keeper", "metrics"))
+    proc = start_roost(["keeper", "--config", str(config), "--metrics-port", "0"], expect=("keeper", "keeper metrics"))
     yield proc
     proc.stop()
 
 
 def test_keeper_series_follow_znodes_watches_and_sessions(keeper: RoostProcess) -> None:
-    metrics = keeper.address("metrics")
+    metrics = keeper.address("keeper metrics")
     before = scrape(metrics)
     assert names(before) >= KEEPER_SERIES, KEEPER_SERIES - names(before)
     assert not any(name.startswith("kafka_") for name in names(before))
@@ -69,10 +69,21 @@ def test_keeper_series_follow_znodes_watches_and_sessions(keeper: RoostProcess) 
 def test_roost_keeper_serves_no_metrics_unless_asked(tmp_path: Path) -> None:
     proc = start_roost(["keeper", "--config", str(keeper_config(tmp_path / "k"))], expect=("keeper",))
     try:
-        assert "metrics" not in proc.listeners
+        assert "keeper metrics" not in proc.listeners
     finally:
         proc.stop()
     assert "metrics listening" not in proc.text()
+
+
+def test_zookeepers_metrics_provider_settings_work_in_the_config_file(tmp_path: Path) -> None:
+    config = keeper_config(tmp_path / "k", extra={
+        "metricsProvider.className": "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider",
+        "metricsProvider.httpPort": 0})
+    proc = start_roost(["keeper", "--config", str(config)], expect=("keeper", "keeper metrics"))
+    try:
+        assert value(scrape(proc.address("keeper metrics")), "quorum_size") == 1
+    finally:
+        proc.stop()
 
 
 def test_in_an_ensemble_only_the_leader_reports_its_followers(tmp_path: Path) -> None:
@@ -82,10 +93,10 @@ def test_in_an_ensemble_only_the_leader_reports_its_followers(tmp_path: Path) ->
         for sid in ports:
             config = keeper_config(tmp_path / f"k{sid}", servers=ports, myid=sid)
             procs.append(start_roost(["keeper", "--config", str(config), "--metrics-port", "0"],
-                                     expect=("keeper", "metrics")))
+                                     expect=("keeper", "keeper metrics")))
 
         def settled() -> list[Samples] | None:
-            scraped = [scrape(proc.address("metrics")) for proc in procs]
+            scraped = [scrape(proc.address("keeper metrics")) for proc in procs]
             leaders = [s for s in scraped if "learners" in names(s)]
             if len(leaders) == 1 and value(leaders[0], "synced_followers") == 2:
                 return scraped

@@ -30,10 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--myid", type=int, help="this member's id")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="any config setting by its ZooKeeper name (repeatable)")
-    parser.add_argument("--metrics-port", type=int, default=-1,
-                        help="serve Prometheus metrics on http://HOST:PORT/metrics (0 picks a free port; "
-                             "default -1: off)")
-    parser.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics endpoint")
+    parser.add_argument("--metrics-port", type=int,
+                        help="metricsProvider.httpPort: serve Prometheus metrics on http://HOST:PORT/metrics "
+                             "(0 picks a free port; default -1: off)")
+    parser.add_argument("--metrics-host", help="metricsProvider.httpHost: address of the metrics endpoint "
+                                               "(default 127.0.0.1)")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     parser.set_defaults(func=run)
 
@@ -42,7 +43,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, attribute in (("dataDir", "data_dir"), ("clientPort", "client_port"),
                             ("clientPortAddress", "client_port_address"), ("tickTime", "tick_time"),
-                            ("myid", "myid")):
+                            ("myid", "myid"), ("metricsProvider.httpPort", "metrics_port"),
+                            ("metricsProvider.httpHost", "metrics_host")):
         value = getattr(args, attribute)
         if value is not None:
             values[name] = value
@@ -71,10 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # uvloop for standalone keepers and ensemble members alike: the client protocol and the raft
     # peer transport only use the transport methods that uvloop's transports share with asyncio's.
-    if not -1 <= args.metrics_port <= 65535:
-        print(f"roost keeper: --metrics-port must be between -1 and 65535, got {args.metrics_port}", file=sys.stderr)
-        return 2
-    return _run_loop(_serve(config, args.metrics_host, args.metrics_port))
+    return _run_loop(_serve(config))
 
 
 def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
@@ -90,7 +89,7 @@ def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
         return runner.run(coro)
 
 
-async def _serve(config: KeeperConfig, metrics_host: str, metrics_port: int) -> int:
+async def _serve(config: KeeperConfig) -> int:
     from roost.cli.metrics import start_metrics
     from roost.console.keeper_metrics import keeper_registry
     from roost.keeper.server import KeeperServer
@@ -109,8 +108,10 @@ async def _serve(config: KeeperConfig, metrics_host: str, metrics_port: int) -> 
         return 1
     print(f"roost: keeper listening on {host}:{port}", flush=True)
     metrics = None
-    if metrics_port >= 0:
-        metrics = await start_metrics([keeper_registry(server)], metrics_host, metrics_port, "roost keeper")
+    if config.metrics_port >= 0:
+        # "keeper metrics": under roost up --brokers the supervisor relays it as "keeper 2 metrics".
+        metrics = await start_metrics([keeper_registry(server)], config.metrics_host, config.metrics_port,
+                                      "roost keeper", "keeper metrics")
         if metrics is None:
             await server.stop()
             return 1

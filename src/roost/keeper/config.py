@@ -63,6 +63,9 @@ class KeeperConfig:
     extended_types_enabled: bool = False
     force_sync: bool = True
     four_letter_whitelist: frozenset[str] | None = None  # None: every word
+    # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if self.min_session_timeout == 0:
@@ -109,7 +112,7 @@ class KeeperConfig:
         """Build a config from ZooKeeper-named settings, validating each one."""
         values = dict(settings)
         # TOML reads `jute.maxbuffer = N` (unquoted) as a table {"jute": {"maxbuffer": N}}.
-        for prefix in ("jute", "4lw"):
+        for prefix in ("jute", "4lw", "metricsProvider"):
             nested = values.get(prefix)
             if isinstance(nested, dict):
                 del values[prefix]
@@ -140,6 +143,8 @@ class KeeperConfig:
             extended_types_enabled=_bool(values, "extendedTypesEnabled", False),
             force_sync=_bool(values, "forceSync", True),
             four_letter_whitelist=_whitelist(values),
+            metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
+            metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
         )
         if config.min_session_timeout > config.max_session_timeout:
             raise ConfigError(
@@ -162,6 +167,9 @@ _KNOWN = frozenset({
     "tickTime", "minSessionTimeout", "maxSessionTimeout", "dataDir", "clientPort",
     "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
     "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
+    # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
+    # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
+    "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
 })
 
 
