@@ -4,13 +4,17 @@ all brokers are added up."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.procs import RoostProcess, start_roost, wait_for
+from roost.cli import cluster as cluster_plan
+from roost.cli.node import GivenSettings
+from tests.support.procs import RoostProcess, free_ports, start_roost, wait_for
 from tests.support.scrape import Samples, scrape, value
 
 LISTENERS = ("broker 1 kafka", "broker 2 kafka", "broker 1 metrics", "broker 2 metrics", "keeper 1 metrics")
@@ -67,3 +71,14 @@ def test_the_keepers_serve_their_metrics_too(cluster: RoostProcess) -> None:
     # The brokers' sessions and registrations (/brokers/ids/1 and 2, /controller) are there.
     assert value(samples, "global_sessions") >= 2
     assert value(samples, "ephemerals_count") >= 3
+
+
+def test_a_fixed_metrics_port_counts_up_from_broker_to_broker(tmp_path: Path) -> None:
+    first = min(free_ports(1)[0], 65000)  # planning only: nothing binds these
+    args = argparse.Namespace(no_keeper=False, zookeeper=None, keepers=1, brokers=3, data_dir=tmp_path,
+                              host="127.0.0.1", keeper_port=None, kafka_port=None, log_level="INFO")
+    plan = cluster_plan.plan_from_args(args, GivenSettings([("--set", {"metrics.port": str(first)})]))
+    assert [spec.config["metrics.port"] for spec in plan.brokers] == [first, first + 1, first + 2]
+    assert [spec.config["metricsProvider.httpPort"] for spec in plan.keepers] == [0]
+    off = cluster_plan.plan_from_args(args, GivenSettings([]))
+    assert all("metricsProvider.httpPort" not in spec.config for spec in off.keepers)
