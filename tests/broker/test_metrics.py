@@ -143,6 +143,10 @@ def test_counters_move_by_exactly_what_was_produced_and_consumed(node: RoostProc
     assert value(after_consume, "kafka_server_brokertopicmetrics_bytesout_total", topic="m-counts") == log_bytes
     assert value(after_consume, "kafka_server_brokertopicmetrics_messagesin_total", topic="m-counts") == 300
     assert value(after_consume, "kafka_server_brokertopicmetrics_failedproducerequests_total", topic="m-counts") == 0
+    # The all-topics series (no topic label, as the JMX exporter shows Kafka's) is the sum over topics.
+    for name in ("messagesin", "bytesin", "bytesout"):
+        series = labelled(after_consume, f"kafka_server_brokertopicmetrics_{name}_total")
+        assert series[frozenset()] == sum(v for labels, v in series.items() if labels)
     # Every Produce request counted by version was timed once.
     produces = sum(v for k, v in labelled(after_consume, "kafka_network_requestmetrics_requests_total").items()
                    if ("request", "Produce") in k)

@@ -63,6 +63,10 @@ class BrokerCollector(Collector):
         for name, counters in sorted(stats.topics.items()):
             for field, family in families.items():
                 family.add_metric([name], getattr(counters, field))
+        # Kafka also has each meter for all topics together, which the JMX exporter renders as the
+        # same name without a topic label: the sum over the topics this broker still has.
+        for field, family in families.items():
+            family.add_sample(family.name + "_total", {}, sum(getattr(c, field) for c in stats.topics.values()))
         yield from families.values()
 
     # kafka.network:type=RequestMetrics --------------------------------------------------------
