@@ -49,6 +49,12 @@ BROKER_SERIES = {
     "kafka_consumergroup_lag_sum",
     "kafka_consumergroup_current_offset",
     "kafka_consumergroup_members",
+    "kafka_topic_partition_current_offset",
+    "kafka_topic_partition_oldest_offset",
+    "kafka_topic_partition_in_sync_replica",
+    "kafka_topic_partition_under_replicated_partition",
+    "kafka_topic_partitions",
+    "kafka_brokers",
 }
 KEEPER_SERIES = {"znode_count", "watch_count", "ephemerals_count", "global_sessions", "quorum_size"}
 
@@ -138,6 +144,10 @@ def test_counters_move_by_exactly_what_was_produced_and_consumed(node: RoostProc
     assert log_bytes > 300 * len(b"value-0" * 3)
     assert value(after_produce, "kafka_server_brokertopicmetrics_bytesin_total", topic="m-counts") == log_bytes
     assert value(after_produce, "kafka_server_brokertopicmetrics_bytesout_total", topic="m-counts") == 0
+    # kafka_exporter's view: newest offsets, the topic's partition count, the live brokers.
+    assert topic_total(after_produce, "kafka_topic_partition_current_offset", "m-counts") == 300
+    assert value(after_produce, "kafka_topic_partitions", topic="m-counts") == 3
+    assert value(after_produce, "kafka_brokers") == 1
     consume(bootstrap, "m-counts", "g-counts", 300)
     after_consume = scrape(metrics)
     assert value(after_consume, "kafka_server_brokertopicmetrics_bytesout_total", topic="m-counts") == log_bytes

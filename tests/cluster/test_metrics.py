@@ -61,6 +61,13 @@ def test_cluster_wide_sums(cluster: RoostProcess) -> None:
     assert total(scraped, "kafka_server_replicamanager_partitioncount") == replicas
     # Only leaders count appended records: the cluster's sum is what was produced, once.
     assert total(scraped, "kafka_server_brokertopicmetrics_messagesin_total", topic="m-replicated") == 200
+    # kafka_exporter's series: each partition once (from its leader), cluster counts once (from
+    # the active controller).
+    offsets = [v for samples in scraped for (n, labels), v in samples.items()
+               if n == "kafka_topic_partition_current_offset" and ("topic", "m-replicated") in labels]
+    assert len(offsets) == 4 and sum(offsets) == 200
+    assert total(scraped, "kafka_topic_partitions", topic="m-replicated") == 4
+    assert total(scraped, "kafka_brokers") == 2
     # Followers fetched what the leaders hold: FetchFollower requests were timed somewhere.
     assert total(scraped, "kafka_network_requestmetrics_totaltimems_count", request="FetchFollower") > 0
 

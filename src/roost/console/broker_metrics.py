@@ -36,6 +36,8 @@ class BrokerCollector(Collector):
         yield from self._controller()
         yield from self._logs()
         yield from self._consumer_groups()
+        yield from self._exporter_partitions()
+        yield from self._exporter_cluster()
 
     # kafka.server:type=BrokerTopicMetrics -----------------------------------------------------
     def _topic_counters(self) -> Iterator[Metric]:
@@ -176,6 +178,50 @@ class BrokerCollector(Collector):
         yield current
         yield lag
         yield lag_sum
+
+    # kafka_exporter's view of the cluster ----------------------------------------------------
+    def _exporter_partitions(self) -> Iterator[Metric]:
+        """One series per partition across the cluster: each broker reports the partitions it
+        leads (kafka_exporter asks each partition's leader too)."""
+        labels = ["topic", "partition"]
+        families = {
+            "current": GaugeMetricFamily("kafka_topic_partition_current_offset",
+                                         "A partition's newest offset (its high watermark)", labels=labels),
+            "oldest": GaugeMetricFamily("kafka_topic_partition_oldest_offset", "A partition's oldest offset",
+                                        labels=labels),
+            "leader": GaugeMetricFamily("kafka_topic_partition_leader", "A partition's leader", labels=labels),
+            "replicas": GaugeMetricFamily("kafka_topic_partition_replicas", "A partition's replica count",
+                                          labels=labels),
+            "in_sync": GaugeMetricFamily("kafka_topic_partition_in_sync_replica", "A partition's in-sync replicas",
+                                         labels=labels),
+            "under": GaugeMetricFamily("kafka_topic_partition_under_replicated_partition",
+                                       "1 if a partition's ISR is smaller than its replicas", labels=labels),
+        }
+        for partition in sorted(self._broker.replicas.hosted(), key=lambda p: (p.topic, p.index)):
+            if not partition.is_leader:
+                continue
+            at = [partition.topic, str(partition.index)]
+            state = partition.state
+            families["current"].add_metric(at, partition.high_watermark)
+            families["oldest"].add_metric(at, partition.log_start_offset)
+            families["leader"].add_metric(at, self._broker.broker_id)
+            families["replicas"].add_metric(at, len(state.replicas))
+            families["in_sync"].add_metric(at, len(state.isr))
+            families["under"].add_metric(at, int(len(state.isr) < len(state.replicas)))
+        yield from families.values()
+
+    def _exporter_cluster(self) -> Iterator[Metric]:
+        """Cluster-wide counts, from the active controller only, so that summing over the
+        brokers counts each once."""
+        broker = self._broker
+        brokers = GaugeMetricFamily("kafka_brokers", "Live brokers in the cluster")
+        partitions = GaugeMetricFamily("kafka_topic_partitions", "Partitions of a topic", labels=["topic"])
+        if broker.controller is None or broker.controller.active:
+            brokers.add_metric([], len(broker.metadata.brokers))
+            for info in sorted(broker.metadata, key=lambda t: t.name):
+                partitions.add_metric([info.name], info.partitions)
+        yield brokers
+        yield partitions
 
 
 def broker_registry(broker: Broker) -> CollectorRegistry:
