@@ -1,7 +1,8 @@
 """`roost up`: a Roost node in one process (the embedded default), or a local cluster.
 
 Without --brokers: one broker and, beside it in the same process, a standalone keeper. It prints one
-line per listener once it listens (`roost: kafka listening on HOST:PORT`), and on SIGTERM or SIGINT
+line per listener once it listens (`roost: kafka listening on HOST:PORT`; with --metrics-port,
+`roost: metrics listening on HOST:PORT` for the broker's and keeper's Prometheus metrics), and on SIGTERM or SIGINT
 it stops accepting, flushes and closes every log, and exits 0.
 
 With --brokers N: a cluster of child processes supervised by this one (roost.cli.cluster): a
