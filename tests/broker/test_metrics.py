@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from roost.config import BrokerConfig
@@ -34,6 +34,7 @@ BROKER_SERIES = {
     "kafka_network_requestmetrics_requests_total",
     "kafka_network_requestmetrics_totaltimems",
     "kafka_network_requestmetrics_totaltimems_count",
+    "kafka_network_requestchannel_requestqueuesize",
     "kafka_server_replicamanager_underreplicatedpartitions",
     "kafka_server_replicamanager_underminisrpartitioncount",
     "kafka_server_replicamanager_offlinereplicacount",
@@ -227,3 +228,21 @@ def test_a_taken_metrics_port_is_an_error(node: RoostProcess, tmp_path: Path) ->
         wait_for(lambda: "cannot serve metrics" in proc.text(), timeout=10, what="the error line")
     finally:
         proc.stop()
+
+
+def test_a_parked_fetch_shows_in_the_request_queue(node: RoostProcess) -> None:
+    bootstrap = node.address("kafka")
+    create_topic(bootstrap, "m-idle", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-idle", "auto.offset.reset": "latest",
+                         "fetch.wait.max.ms": 1000})
+    consumer.assign([TopicPartition("m-idle", 0, OFFSET_END)])
+    try:
+        consumer.poll(0.5)  # the consumer now long-polls an empty partition: its fetch waits in the broker
+
+        def parked() -> bool:
+            consumer.poll(0.05)
+            return value(scrape(node.address("metrics")), "kafka_network_requestchannel_requestqueuesize") >= 1
+
+        wait_for(parked, timeout=30, what="a fetch waiting in the broker")
+    finally:
+        consumer.close()

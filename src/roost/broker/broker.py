@@ -227,6 +227,10 @@ class Broker:
         """Requests served so far, by (api key, version)."""
         return self._dispatcher.request_counts
 
+    def requests_in_flight(self) -> int:
+        """Requests of every client connection not answered yet (Kafka's request queue size)."""
+        return sum(connection.requests_in_flight for connection in self._connections)
+
     def cluster_id_now(self) -> str:
         return self.cluster_id
 

@@ -90,6 +90,11 @@ class BrokerCollector(Collector):
             total.add_sample(name + "_count", {"request": request}, times.count)
             total.add_sample(name + "_sum", {"request": request}, times.sum_ms)
         yield total
+        # Kafka's request queue sits between its network and handler threads; here a request
+        # waits in its connection (pipelined, or answered later): the sum over connections.
+        yield GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
+                                "Requests received and not yet answered, over all connections",
+                                value=broker.requests_in_flight())
 
     # kafka.server:type=ReplicaManager ---------------------------------------------------------
     def _replica_manager(self) -> Iterator[Metric]:
