@@ -46,6 +46,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class Broker:
     popen: subprocess.Popen[str]
     bootstrap: str
+    metrics_address: str | None = None  # where /metrics is served, with --metrics-port
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the broker process has used so far."""
@@ -79,11 +80,18 @@ def running_broker(*flags: str, source: str | None = None) -> Iterator[Broker]:
             if line.startswith("roost: kafka listening on "):
                 bootstrap = line.split()[-1]
                 break
-        if bootstrap is None:
+        metrics_address = None
+        while "--metrics-port" in flags and metrics_address is None and time.monotonic() < deadline:
+            line = popen.stdout.readline()
+            if not line:
+                break
+            if line.startswith("roost: metrics listening on "):
+                metrics_address = line.split()[-1]
+        if bootstrap is None or ("--metrics-port" in flags and metrics_address is None):
             popen.kill()
             raise RuntimeError("roost did not start")
         try:
-            yield Broker(popen, bootstrap)
+            yield Broker(popen, bootstrap, metrics_address)
         finally:
             popen.terminate()
             popen.wait(30)

@@ -276,6 +276,12 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("offsets.commit.required.acks", int, -1,
             "acks an offset commit waits for (-1: every in-sync replica)", minus_one_or_at_least(1)),
     *CLUSTER_SETTINGS,
+    # Off unless asked for, like Kafka (which has no metrics port of its own): a fixed default
+    # port would clash between the brokers of one machine.
+    Setting("metrics.port", int, -1,
+            "serve Prometheus metrics on http://metrics.host:PORT/metrics (0 picks a free port; -1: off)",
+            between(-1, 65535)),
+    Setting("metrics.host", str, "127.0.0.1", "address the Prometheus metrics endpoint listens on"),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}

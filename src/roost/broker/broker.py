@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import uuid
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
+from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
 from roost.broker.zk.config_changes import ConfigChangeListener
 from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
@@ -136,9 +138,11 @@ class Broker:
         else:
             # The first FindCoordinator creates __consumer_offsets (Kafka's way).
             self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
+        # Hot-path counts for Prometheus (roost.console.broker_metrics): kept only when metrics are on.
+        self.stats: BrokerStats | None = BrokerStats() if config["metrics.port"] >= 0 else None
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
-        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions)
+        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions, self.stats)
         self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(header, frame, "local"))
 
     def _build_cluster_parts(self) -> None:
@@ -165,8 +169,8 @@ class Broker:
 
     def _routes(self) -> dict[ApiKey, Handler]:
         auto_create = self.topics.auto_create if self.config["auto.create.topics.enable"] else None
-        produce = ProduceApi(self.replicas, self.metadata, auto_create)
-        fetch = FetchApi(self.replicas, self.metadata)
+        produce = ProduceApi(self.replicas, self.metadata, auto_create, self.stats)
+        fetch = FetchApi(self.replicas, self.metadata, self.stats)
         offsets = OffsetsApi(self.replicas)
         metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id_now, auto_create)
         versions = ApiVersionsApi(self.advertised_versions)
@@ -220,6 +224,15 @@ class Broker:
                 ApiKey.LIST_PARTITION_REASSIGNMENTS: control.handle_list_partition_reassignments,
             })
         return routes
+
+    @property
+    def request_counts(self) -> Counter[tuple[int, int]]:
+        """Requests served so far, by (api key, version)."""
+        return self._dispatcher.request_counts
+
+    def requests_in_flight(self) -> int:
+        """Requests of every client connection not answered yet (Kafka's request queue size)."""
+        return sum(connection.requests_in_flight for connection in self._connections)
 
     def cluster_id_now(self) -> str:
         return self.cluster_id

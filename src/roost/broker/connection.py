@@ -80,6 +80,11 @@ class KafkaConnection(asyncio.Protocol):
         self.tasks: set[asyncio.Future[Any]] = set()  # responses still to come (cancelled on close)
         self.reject_reason: str | None = None  # set before connection_made: refuse this client
 
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests received and not yet answered, and whole frames waiting to be handled."""
+        return len(self._slots) + len(self._waiting)
+
     # asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport's methods without subclassing it.

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from roost.broker.request import NO_RESPONSE, Deferred, Handler, Request
+from roost.broker.stats import BrokerStats, now_ms
 from roost.wire.kafka import (
     API_NAMES,
     SUPPORTED_VERSIONS,
@@ -85,14 +86,26 @@ def describe_counts(counts: Counter[tuple[int, int]]) -> str:
     return ", ".join(f"{API_NAMES[key]} v{version}: {n}" for (key, version), n in sorted(counts.items()))
 
 
+def request_metric_name(key: int, body: dict[str, Any]) -> str:
+    """Kafka's `request` label of RequestMetrics: the API's name, with Fetch split into
+    FetchConsumer and FetchFollower (a replica id >= 0: another broker)."""
+    if key == ApiKey.FETCH:
+        state = body.get("replica_state")
+        replica = state.get("replica_id", -1) if state else body.get("replica_id", -1)
+        return "FetchFollower" if replica >= 0 else "FetchConsumer"
+    return API_NAMES[key]
+
+
 class Dispatcher:
-    def __init__(self, routes: Mapping[ApiKey, Handler], advertised: Mapping[ApiKey, tuple[int, int]]) -> None:
+    def __init__(self, routes: Mapping[ApiKey, Handler], advertised: Mapping[ApiKey, tuple[int, int]],
+                 stats: BrokerStats | None = None) -> None:
         missing = set(advertised) - set(routes)
         assert not missing, f"advertised APIs without a handler: {sorted(missing)}"
         self._routes = dict(routes)
         self._advertised = dict(advertised)
         # (api key, version) -> requests served: which versions clients really use.
         self.request_counts: Counter[tuple[int, int]] = Counter()
+        self._stats = stats  # None: metrics are off and requests are not timed
 
     def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1) -> Any:
         """Decode and handle one request (its header already read; `header_end` where it ended,
@@ -113,6 +126,18 @@ class Dispatcher:
         else:
             header, body = decode_request(frame)
         self.request_counts[(key, version)] += 1
+        if self._stats is None:
+            return self._handle(key, header, body, client_host)
+        started = now_ms()
+        times = self._stats.timer(request_metric_name(key, body))
+        answer = self._handle(key, header, body, client_host)
+        if type(answer) is Deferred:
+            answer.future.add_done_callback(lambda _, t=times, s=started: t.record(now_ms() - s))
+        else:
+            times.record(now_ms() - started)
+        return answer
+
+    def _handle(self, key: int, header: RequestHeader, body: dict[str, Any], client_host: str) -> Any:
         result = self._routes[key](Request(header, body, client_host))  # type: ignore[index]
         if type(result) is dict:
             return encode_response(header, result)

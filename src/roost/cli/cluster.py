@@ -134,11 +134,15 @@ def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
                               f"--brokers is {count}")
     # The user's settings with their checked values, the same in every broker's file.
     common = {name: shared[name] for name in sorted(given)}
+    metrics_ports = consecutive(shared["metrics.port"], count) if shared["metrics.port"] > 0 else [None] * count
     specs = []
     for broker_id, port in enumerate(ports, start=1):
         own = {"broker.id": broker_id, "listeners": f"PLAINTEXT://{hostport(host, port)}",
                "log.dirs": str(data_dir / f"broker-{broker_id}"), "zookeeper.connect": connect,
                **replication}
+        if metrics_ports[broker_id - 1] is not None:
+            # A metrics port counts up from broker to broker, as --kafka-port does.
+            own["metrics.port"] = metrics_ports[broker_id - 1]
         settings.build(("roost up --brokers", own))  # the child would refuse what this refuses
         specs.append(ChildSpec("broker", broker_id, {**common, **own}, data_dir, (host, port)))
     return specs
@@ -158,6 +162,10 @@ def plan_keepers(data_dir: Path, host: str, client_ports: list[int], peer_ports:
     # The ensemble must grant the brokers' session timeout, whatever the user chose.
     common: dict[str, Any] = {"tickTime": tick, "minSessionTimeout": min(2 * tick, session_ms),
                               "maxSessionTimeout": max(20 * tick, session_ms), **settings.keeper}
+    if settings.build()["metrics.port"] >= 0 and "metricsProvider" not in settings.keeper \
+            and "metricsProvider.httpPort" not in settings.keeper:
+        # Metrics asked for: the keepers serve theirs too, on free ports (printed as they bind).
+        common["metricsProvider.httpPort"] = 0
     servers = {str(sid): hostport(host, port) for sid, port in enumerate(peer_ports, start=1)}
     specs = []
     for myid, port in enumerate(client_ports, start=1):

@@ -30,6 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--myid", type=int, help="this member's id")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="any config setting by its ZooKeeper name (repeatable)")
+    parser.add_argument("--metrics-port", type=int,
+                        help="metricsProvider.httpPort: serve Prometheus metrics on http://HOST:PORT/metrics "
+                             "(0 picks a free port; default -1: off)")
+    parser.add_argument("--metrics-host", help="metricsProvider.httpHost: address of the metrics endpoint "
+                                               "(default 127.0.0.1)")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     parser.set_defaults(func=run)
 
@@ -38,7 +43,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, attribute in (("dataDir", "data_dir"), ("clientPort", "client_port"),
                             ("clientPortAddress", "client_port_address"), ("tickTime", "tick_time"),
-                            ("myid", "myid")):
+                            ("myid", "myid"), ("metricsProvider.httpPort", "metrics_port"),
+                            ("metricsProvider.httpHost", "metrics_host")):
         value = getattr(args, attribute)
         if value is not None:
             values[name] = value
@@ -84,6 +90,8 @@ def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
 
 
 async def _serve(config: KeeperConfig) -> int:
+    from roost.cli.metrics import start_metrics
+    from roost.console.keeper_metrics import keeper_registry
     from roost.keeper.server import KeeperServer
 
     stop = asyncio.Event()
@@ -99,9 +107,19 @@ async def _serve(config: KeeperConfig) -> int:
         await server.stop()
         return 1
     print(f"roost: keeper listening on {host}:{port}", flush=True)
+    metrics = None
+    if config.metrics_port >= 0:
+        # "keeper metrics": under roost up --brokers the supervisor relays it as "keeper 2 metrics".
+        metrics = await start_metrics([keeper_registry(server)], config.metrics_host, config.metrics_port,
+                                      "roost keeper", "keeper metrics")
+        if metrics is None:
+            await server.stop()
+            return 1
     try:
         await stop.wait()
     finally:
+        if metrics is not None:
+            await metrics.stop()
         await server.stop()
     print("roost: keeper stopped", flush=True)
     return 0

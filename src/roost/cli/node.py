@@ -9,13 +9,19 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roost.broker.broker import Broker
+from roost.cli.metrics import start_metrics
 from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_layer, load_toml, parse_listener
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from roost.console.metrics_http import MetricsEndpoint
 
 log = logging.getLogger("roost.cli")
 
@@ -128,10 +134,12 @@ async def start_unless_stopped(broker: Broker, stop: asyncio.Event) -> tuple[str
 
 
 async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: int, command: str,
-                       listening: str, stop: asyncio.Event) -> int:
+                       listening: str, stop: asyncio.Event,
+                       extra_metrics: Sequence[CollectorRegistry] = ()) -> int:
     """Run one broker until `stop` is set; 0 once it has stopped, 1 if it could not start.
     Prints `roost: {listening} listening on HOST:PORT` once it listens (`listening` names it:
-    "kafka", "broker 3 kafka"); `command` prefixes error lines."""
+    "kafka", "broker 3 kafka"); `command` prefixes error lines. With `metrics.port` >= 0 it also
+    serves the broker's Prometheus metrics, and `extra_metrics` beside them."""
     try:
         broker = Broker(config, data_dir, host, port)
     except OSError as error:
@@ -148,9 +156,24 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
         print(f"{command}: cannot start the broker: {error}", file=sys.stderr)
         await broker.stop()
         return 1
-    if bound is not None:
-        print(f"roost: {listening} listening on {bound[0]}:{bound[1]}", flush=True)
-        await stop.wait()
-        log.info("shutting down")
+    if bound is None:
+        await broker.stop()
+        return 0
+    print(f"roost: {listening} listening on {bound[0]}:{bound[1]}", flush=True)
+    metrics: MetricsEndpoint | None = None
+    if config["metrics.port"] >= 0:
+        from roost.console.broker_metrics import broker_registry
+
+        # Named like the Kafka listener: "kafka" -> "metrics", "broker 3 kafka" -> "broker 3 metrics".
+        name = " ".join([*listening.split()[:-1], "metrics"])
+        metrics = await start_metrics([broker_registry(broker), *extra_metrics], config["metrics.host"],
+                                      config["metrics.port"], command, name)
+        if metrics is None:
+            await broker.stop()
+            return 1
+    await stop.wait()
+    log.info("shutting down")
+    if metrics is not None:
+        await metrics.stop()
     await broker.stop()
     return 0

@@ -1,7 +1,8 @@
 """`roost up`: a Roost node in one process (the embedded default), or a local cluster.
 
 Without --brokers: one broker and, beside it in the same process, a standalone keeper. It prints one
-line per listener once it listens (`roost: kafka listening on HOST:PORT`), and on SIGTERM or SIGINT
+line per listener once it listens (`roost: kafka listening on HOST:PORT`; with --metrics-port,
+`roost: metrics listening on HOST:PORT` for the broker's and keeper's Prometheus metrics), and on SIGTERM or SIGINT
 it stops accepting, flushes and closes every log, and exits 0.
 
 With --brokers N: a cluster of child processes supervised by this one (roost.cli.cluster): a
@@ -136,7 +137,14 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
             config = BrokerConfig({**config.values, "zookeeper.connect": f"{local}:{keeper_port}"})
     kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
     host, port = listen_address(config, args.host, kafka_port)
-    status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop)
+    # The embedded keeper's series are served beside the broker's, on the one metrics endpoint.
+    extra_metrics = []
+    if keeper is not None and config["metrics.port"] >= 0:
+        from roost.console.keeper_metrics import keeper_registry
+
+        extra_metrics.append(keeper_registry(keeper.server))
+    status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop,
+                                extra_metrics)
     if keeper is not None:
         await keeper.close()
     if status == 0:

@@ -67,6 +67,9 @@ class KeeperConfig:
     # Log entries (batches of writes) applied between two snapshots; a snapshot is also taken
     # after 64 MiB of entries, whichever comes first.
     snap_count: int = 20_000
+    # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if self.min_session_timeout == 0:
@@ -113,7 +116,7 @@ class KeeperConfig:
         """Build a config from ZooKeeper-named settings, validating each one."""
         values = dict(settings)
         # TOML reads `jute.maxbuffer = N` (unquoted) as a table {"jute": {"maxbuffer": N}}.
-        for prefix in ("jute", "4lw"):
+        for prefix in ("jute", "4lw", "metricsProvider"):
             nested = values.get(prefix)
             if isinstance(nested, dict):
                 del values[prefix]
@@ -145,6 +148,8 @@ class KeeperConfig:
             force_sync=_bool(values, "forceSync", True),
             four_letter_whitelist=_whitelist(values),
             snap_count=_int(values, "snapCount", 20_000, 1, 2**31 - 1),
+            metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
+            metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
         )
         if config.min_session_timeout > config.max_session_timeout:
             raise ConfigError(
@@ -168,6 +173,9 @@ _KNOWN = frozenset({
     "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
     "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
     "snapCount",
+    # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
+    # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
+    "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
 })
 
 

@@ -84,12 +84,12 @@ def _mntr(facts: ServerFacts) -> str:
         ("zk_global_sessions", facts.sessions),
         ("zk_local_sessions", 0),
         ("zk_uptime", facts.uptime_ms),
-        ("zk_open_file_descriptor_count", _open_fds()),
+        ("zk_open_file_descriptor_count", open_file_descriptors()),
     ]
     return "".join(f"{key}\t{value}\n" for key, value in rows)
 
 
-def _open_fds() -> int:
+def open_file_descriptors() -> int:
     try:
         return len(os.listdir("/proc/self/fd"))
     except OSError:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roost.raft.core import RaftConfig, RaftCore, Ready
+from roost.raft.core import ProgressState, RaftConfig, RaftCore, Ready
 from roost.raft.messages import EntryKind, Message, MessageType, Snapshot
 from roost.raft.replicator import (
     AppliedFn,
@@ -127,6 +127,15 @@ class RaftReplicator:
     @property
     def last_applied(self) -> int:
         return self._last_applied
+
+    def follower_counts(self) -> tuple[int, int]:
+        """(followers tracked, followers replicating in step) while leader, else (0, 0): what
+        ZooKeeper's `learners` and `synced_followers` metrics report."""
+        core = self.core
+        if core is None or not core.is_leader:
+            return 0, 0
+        tracked = core.progress.values()
+        return len(tracked), sum(1 for pr in tracked if pr.state == ProgressState.REPLICATE)
 
     @property
     def peer_address(self) -> Address | None:

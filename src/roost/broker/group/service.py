@@ -278,6 +278,19 @@ class GroupService:
                 listed[group_id] = (protocol_type, state)
         return [(g, p, s) for g, (p, s) in sorted(listed.items())]
 
+    def coordinated(self) -> list[tuple[str, int, dict[tuple[str, int], int]]]:
+        """(group, members, committed offset by (topic, partition)) of every group this broker
+        coordinates and has loaded: what the consumer-group metrics report."""
+        found: dict[str, dict[tuple[str, int], int]] = {}
+        for owned in self._loaded():
+            for group_id in owned.store.groups():
+                found[group_id] = {tp: c.offset for tp, c in owned.store.for_group(group_id).items()}
+        for group_id, _, _ in self.coordinator.listing():
+            if group_id not in found and self.status(group_id) == ErrorCode.NONE:
+                found[group_id] = {}
+        members = self.coordinator.groups
+        return [(g, len(members[g].members) if g in members else 0, offsets) for g, offsets in sorted(found.items())]
+
     # committing -------------------------------------------------------------------------------
     def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset],
                now: int) -> ErrorCode | Awaitable[ErrorCode]:

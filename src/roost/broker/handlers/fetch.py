@@ -22,6 +22,7 @@ from roost.broker.metadata.cache import MetadataCache
 from roost.broker.replica.manager import OffsetOutOfRange, ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.broker.request import Request
+from roost.broker.stats import BrokerStats
 from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker.fetch")
@@ -117,6 +118,9 @@ class _FetchPlan:
         remaining = self.max_bytes
         total = 0
         errored = False
+        # What this read sends and fails, per topic: counted once, for the read that answers.
+        self.bytes_by_topic: dict[str, int] = {}
+        self.failed_by_topic: dict[str, int] = {}
         topics_out: list[dict[str, Any]] = []
         by_topic: dict[tuple[str, uuid.UUID], list[dict[str, Any]]] = {}
         for position, (name, topic_id, wanted, partition) in enumerate(self.entries):
@@ -129,10 +133,13 @@ class _FetchPlan:
             if not isinstance(partition, Partition):
                 out.append(self._error(name, index, partition))
                 errored = True
+                if name in self.metadata:  # a known topic only: a typo must not become a series
+                    self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
                 continue
             if partition.closed or not partition.is_leader:
                 out.append(self._error(name, index, ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 errored = True
+                self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
                 continue
             diverging = self.diverging.get(position)
             if diverging is not None:
@@ -148,8 +155,11 @@ class _FetchPlan:
             except OffsetOutOfRange:
                 out.append(_partition_result(index, ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 errored = True
+                self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
                 continue
             total += result.size
+            if result.size:
+                self.bytes_by_topic[name] = self.bytes_by_topic.get(name, 0) + result.size
             remaining = max(0, remaining - result.size)
             entry = _partition_result(index, ErrorCode.NONE, partition)
             entry["records"] = result.buffers
@@ -181,9 +191,10 @@ def _partition_result(index: int, error: ErrorCode, partition: Partition | None 
 
 
 class FetchApi:
-    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache) -> None:
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, stats: BrokerStats | None = None) -> None:
         self._replicas = replicas
         self._metadata = metadata
+        self._stats = stats  # None: metrics are off
 
     def handle(self, request: Request) -> Any:
         body = request.body
@@ -197,8 +208,22 @@ class FetchApi:
         max_wait_ms = body["max_wait_ms"]
         # Fetch sessions (KIP-227) are declined by answering session id 0: clients send full fetches.
         if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():
+            if self._stats is not None:
+                self._count(plan)
             return response
-        return DelayedFetch(plan, body["min_bytes"], max_wait_ms / 1000).done
+        done = DelayedFetch(plan, body["min_bytes"], max_wait_ms / 1000).done
+        if self._stats is not None:
+            done.add_done_callback(lambda future: future.cancelled() or self._count(plan))
+        return done
+
+    def _count(self, plan: _FetchPlan) -> None:
+        """BrokerTopicMetrics of the read that answered `plan`'s fetch."""
+        assert self._stats is not None
+        topic = self._stats.topic
+        for name, size in plan.bytes_by_topic.items():
+            topic(name).bytes_out += size
+        for name, failed in plan.failed_by_topic.items():
+            topic(name).failed_fetch += failed
 
 
 def _refuse_all(body: dict[str, Any], version: int) -> dict[str, Any]:

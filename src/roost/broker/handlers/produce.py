@@ -21,6 +21,7 @@ from roost.broker.metadata.catalog import TopicInfo, topic_name_problem
 from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.broker.request import NO_RESPONSE, Request, when_all
+from roost.broker.stats import BrokerStats
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
@@ -37,10 +38,11 @@ def _partition_response(index: int, outcome: AppendOutcome) -> dict[str, Any]:
 
 class ProduceApi:
     def __init__(self, replicas: ReplicaManager, metadata: MetadataCache,
-                 auto_create: Callable[[str], TopicInfo | None] | None) -> None:
+                 auto_create: Callable[[str], TopicInfo | None] | None, stats: BrokerStats | None = None) -> None:
         self._replicas = replicas
         self._metadata = metadata
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
+        self._stats = stats  # None: metrics are off
 
     def handle(self, request: Request) -> Any:
         """Unknown topics are created first when auto-creation is on (in a cluster the controller
@@ -100,6 +102,8 @@ class ProduceApi:
                         outcome = self._replicas.append_records(partition, pdata["records"], acks)
                         if outcome.durable is not None:
                             durable_waits.append(outcome.durable)
+                if self._stats is not None and (partition is not None or name in self._metadata):
+                    self._count(name, pdata["records"], outcome)
                 entry = _partition_response(index, outcome)
                 if outcome.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINT_VERSION:
                     leader, epoch, _ = self._metadata.leader_endpoint(name, index)
@@ -127,6 +131,17 @@ class ProduceApi:
         if not durable_waits:
             return response
         return _after(durable_waits, response)
+
+    def _count(self, topic: str, records: Any, outcome: AppendOutcome) -> None:
+        """BrokerTopicMetrics of one partition's records (a known topic only: a client's typo
+        must not become a series)."""
+        assert self._stats is not None
+        counters = self._stats.topic(topic)
+        if outcome.error != ErrorCode.NONE:
+            counters.failed_produce += 1
+        elif outcome.appended_records:
+            counters.messages_in += outcome.appended_records
+            counters.bytes_in += len(records)
 
     def _partition_for_write(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         partition, error = self._replicas.leader_partition(topic, index)

@@ -53,6 +53,10 @@ class IsrManager:
         self._sending = False
         self._failures = 0  # consecutive requests that found no controller
         self._tasks: set[asyncio.Task[None]] = set()
+        # ISR changes the controller accepted for partitions led here (Kafka's IsrShrinksPerSec,
+        # IsrExpandsPerSec): one per partition change that drops, or adds, members.
+        self.shrinks = 0
+        self.expands = 0
         replicas.on_follower_caught_up = self.expand
 
     def start(self) -> None:
@@ -176,7 +180,10 @@ class IsrManager:
                 if code == ErrorCode.NONE:
                     if partition.is_leader and result["leader_epoch"] == state.leader_epoch \
                             and result["partition_epoch"] >= state.partition_epoch:
+                        before = set(state.isr)
                         state.update_isr(result["isr"], result["partition_epoch"])
+                        self.shrinks += bool(before - set(state.isr))
+                        self.expands += bool(set(state.isr) - before)
                         log.info("%s-%d: ISR now %s (partition epoch %d)", partition.topic, partition.index,
                                  result["isr"], result["partition_epoch"])
                         partition.state_changed()

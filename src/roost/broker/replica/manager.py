@@ -77,6 +77,7 @@ class AppendOutcome:
     durable: asyncio.Future[None] | None = None  # the ack waits for this fsync, when set
     required_offset: int = -1  # acks=all: the HW that covers these records
     leader_epoch: int = -1
+    appended_records: int = 0  # records this request added to the log (not a retried duplicate)
 
 
 class ReplicaManager:
@@ -331,7 +332,8 @@ class ReplicaManager:
         return AppendOutcome(base_offset=info.first_offset, log_append_time=info.log_append_time,
                              log_start_offset=partition.log_start_offset,
                              durable=self.logs.flush_after_append(partition, len(batches)),
-                             required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch)
+                             required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch,
+                             appended_records=info.last_offset - info.first_offset + 1)
 
     @staticmethod
     def _stamp_epoch(partition: Partition) -> int:
