@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from roost.broker.handlers.metadata import partition_entry
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, TopicInfo, topic_name_problem
 from roost.broker.replica.manager import ReplicaManager
@@ -82,15 +83,8 @@ class DescribeTopicPartitionsApi:
         return _answer(topics, next_cursor)
 
     def _partition(self, topic: str, index: int) -> dict[str, Any]:
-        info = self._cache.partition(topic, index)
-        if info is None:
-            return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
-                    "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
-        error = ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
         # No eligible leader replicas (KIP-966's ELR is KRaft's): those two lists stay null.
-        return {"error_code": error, "partition_index": index, "leader_id": info.leader,
-                "leader_epoch": info.leader_epoch, "replica_nodes": list(info.replicas),
-                "isr_nodes": list(info.isr), "offline_replicas": list(info.offline_replicas)}
+        return partition_entry(self._cache, topic, index)
 
 
 def _name(info: TopicInfo | str) -> str:

@@ -134,11 +134,16 @@ class MetadataApi:
         }
 
     def _partition(self, topic: str, index: int) -> dict[str, Any]:
-        info = self._cache.partition(topic, index)
-        if info is None:
-            return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
-                    "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
-        error = ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-        return {"error_code": error, "partition_index": index, "leader_id": info.leader,
-                "leader_epoch": info.leader_epoch, "replica_nodes": list(info.replicas),
-                "isr_nodes": list(info.isr), "offline_replicas": list(info.offline_replicas)}
+        return partition_entry(self._cache, topic, index)
+
+
+def partition_entry(cache: MetadataCache, topic: str, index: int) -> dict[str, Any]:
+    """One partition as Metadata and DescribeTopicPartitions answer it (the same fields)."""
+    info = cache.partition(topic, index)
+    if info is None:
+        return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
+                "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
+    error = ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+    return {"error_code": error, "partition_index": index, "leader_id": info.leader,
+            "leader_epoch": info.leader_epoch, "replica_nodes": list(info.replicas),
+            "isr_nodes": list(info.isr), "offline_replicas": list(info.offline_replicas)}
