@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Coroutine
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from roost.broker.cluster_admin import ClusterTopicAdmin
 from roost.broker.connection import ConnectionLimits, KafkaConnection
@@ -346,22 +349,22 @@ class Broker:
             self._server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
-        await self.groups.stop()
+        await _bounded("the group coordinator", self.groups.stop())
         if self.controller is not None:
-            await self.controller.stop()
+            await _bounded("the controller", self.controller.stop())
         if self.isr is not None:
-            await self.isr.stop()
+            await _bounded("the ISR manager", self.isr.stop())
         if self.config_changes is not None:
-            await self.config_changes.stop()
+            await _bounded("the config change listener", self.config_changes.stop())
         if self.fetchers is not None:
-            await self.fetchers.close()
+            await _bounded("the replica fetchers", self.fetchers.close())
         self.peers.close()
         if self.zk is not None:
             with contextlib.suppress(Exception):
-                await self.zk.close()
-        await self.logs.stop_upkeep()
-        await self.replicas.close()
-        self.logs.close()
+                await _bounded("the ZooKeeper session", self.zk.close())
+        await _bounded("the log upkeep", self.logs.stop_upkeep())
+        await _bounded("the replica manager", self.replicas.close())
+        self.logs.close()  # last, and never skipped: it flushes and closes the logs
         if self._server is not None:
             await self._server.wait_closed()
         log.info("broker %d stopped; requests served: %s", self.broker_id,
@@ -420,3 +423,22 @@ class Broker:
             connection.reject_reason = f"max.connections reached ({len(self._connections)} open)"
         self._connections.add(connection)
         return connection
+
+
+# How long one step of a broker's shutdown may take before the shutdown goes on without it: a
+# stuck step must not keep the process (and its data directory) from stopping. The logs are
+# closed after every step whatever happened.
+STOP_STEP_TIMEOUT_S = 15.0
+
+
+async def _bounded(step: str, stopping: Coroutine[Any, Any, None]) -> None:
+    """Await one shutdown step for at most STOP_STEP_TIMEOUT_S; if it hangs, say which step and
+    where every task is waiting (a bug to find), then go on."""
+    try:
+        await asyncio.wait_for(stopping, STOP_STEP_TIMEOUT_S)
+    except TimeoutError:
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=8, file=stacks)
+        log.error("shutdown: stopping %s took over %.0f s; going on without it. Tasks:\n%s",
+                  step, STOP_STEP_TIMEOUT_S, stacks.getvalue())
