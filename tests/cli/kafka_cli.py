@@ -11,10 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.broker.conftest import FAST_GROUPS  # groups form in one rebalance, sessions may be short
 from tests.support.procs import ROOST, RoostProcess, free_ports, start_roost
-
-# As tests/broker/conftest.py: groups form in one rebalance and sessions may be short.
-FAST_GROUPS = ["--group.initial.rebalance.delay.ms", "500", "--group.min.session.timeout.ms", "1000"]
 
 
 def start_module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:

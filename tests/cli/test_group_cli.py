@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -18,23 +17,12 @@ from tests.cli.kafka_cli import (
     run_cli,
     run_in_process,
     run_json,
-    start_module_broker,
 )
-from tests.support.procs import RoostProcess, wait_for
+from tests.support.procs import wait_for
 
 TOPIC = "events"
 RECORDS = 10  # per partition
 STEP_MS = 1000  # between the records' timestamps
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
-    yield from start_module_broker(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def bootstrap(broker: RoostProcess) -> str:
-    return broker.address("kafka")
 
 
 @pytest.fixture(scope="module")

@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cli.kafka_cli import start_module_broker
 from tests.support.procs import ROOST, RoostProcess
 
 SCRIPT = Path(__file__).parents[2] / "examples" / "cli" / "newcomer.sh"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
-    yield from start_module_broker(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -10,26 +10,15 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker.conftest import FAST_GROUPS
-from tests.support.procs import ROOST, RoostProcess, start_roost, stop_process, wait_for
+from tests.support.procs import ROOST, stop_process, wait_for
 
 RUN_TIMEOUT_S = 90  # against hangs only
-
-
-@pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    directory = tmp_path_factory.mktemp("cli-broker")
-    proc: RoostProcess = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", *FAST_GROUPS])
-    yield proc.address("kafka")
-    proc.stop()
 
 
 def new_topic(bootstrap: str, partitions: int = 3, config: dict[str, str] | None = None) -> str:

@@ -3,8 +3,6 @@ is checked with an independent client (confluent-kafka's AdminClient and Consume
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -15,19 +13,8 @@ from tests.cli.kafka_cli import (
     run_cli,
     run_in_process,
     run_json,
-    start_module_broker,
 )
-from tests.support.procs import RoostProcess, wait_for
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
-    yield from start_module_broker(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def bootstrap(broker: RoostProcess) -> str:
-    return broker.address("kafka")
+from tests.support.procs import wait_for
 
 
 @pytest.fixture(scope="module")
