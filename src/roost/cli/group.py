@@ -31,6 +31,7 @@ from roost.cli.kafka_admin import (
     fetch_metadata,
     list_offsets,
     open_admin,
+    report_each,
     require_api,
     topic_partitions,
 )
@@ -292,14 +293,4 @@ def delete(target: Target, groups: tuple[str, ...], output_format: str) -> None:
             raise CliError(f"unknown group: {group}")
     require_api(target, DELETE_GROUPS_KEY, "DeleteGroups", "delete groups")
     futures = admin.delete_consumer_groups(list(groups), request_timeout=target.timeout_s)
-    rows, failures = [], []
-    for group, future in futures.items():
-        try:
-            await_result(future, target, f"delete group {group}")
-            rows.append({"group": group, "status": "deleted"})
-        except CliError as error:
-            failures.append(error.message)
-    if rows or not failures:
-        emit(rows, ["group", "status"], output_format)
-    if failures:
-        raise CliError("; ".join(failures))
+    report_each(futures, target, "group", "delete group", "deleted", output_format)

@@ -18,7 +18,7 @@ import logging
 import re
 import socket
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -75,6 +75,28 @@ def await_result(future: concurrent.futures.Future[Any], target: Target, what: s
         raise CliError(f"{what}: no answer from {target.bootstrap} within {target.timeout_s:g}s") from None
     except (KafkaException, ValueError, TypeError) as error:
         raise CliError(describe_error(error, what, target)) from None
+
+
+def report_each(futures: Mapping[str, concurrent.futures.Future[Any]], target: Target, column: str, action: str,
+                done: str, output_format: str, settled: Callable[[str], str | None] | None = None) -> None:
+    """Await one admin future per name (`action NAME` in errors): a row (`column`, status `done`)
+    per success, then one error line naming every failure. `settled(message)` may turn a failure
+    into a status instead (`topic create --if-not-exists`: "exists")."""
+    rows, failures = [], []
+    for name, future in futures.items():
+        try:
+            await_result(future, target, f"{action} {name}")
+            rows.append({column: name, "status": done})
+        except CliError as error:
+            status = settled(error.message) if settled is not None else None
+            if status is None:
+                failures.append(error.message)
+            else:
+                rows.append({column: name, "status": status})
+    if rows or not failures:
+        emit(rows, [column, "status"], output_format)
+    if failures:
+        raise CliError("; ".join(failures))
 
 
 def fetch_metadata(admin: AdminClient, target: Target, topic: str | None = None) -> ClusterMetadata:

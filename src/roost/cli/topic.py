@@ -47,6 +47,7 @@ from roost.cli.kafka_admin import (
     is_internal,
     list_offsets,
     open_admin,
+    report_each,
     topic_partitions,
 )
 
@@ -199,20 +200,8 @@ def create_topics(target: Target, names: tuple[str, ...], partitions: int, repli
     fetch_metadata(admin, target)  # fails fast (within --timeout) on an unreachable cluster
     futures = admin.create_topics([NewTopic(name, partitions, replicas, config=settings) for name in names],
                                   request_timeout=target.timeout_s, operation_timeout=target.timeout_s)
-    rows, failures = [], []
-    for name, future in futures.items():
-        try:
-            await_result(future, target, f"create {name}")
-            rows.append({"topic": name, "status": "created"})
-        except CliError as error:
-            if if_not_exists and "already exists" in error.message.lower():
-                rows.append({"topic": name, "status": "exists"})
-            else:
-                failures.append(error.message)
-    if rows or not failures:
-        emit(rows, ["topic", "status"], output_format)
-    if failures:
-        raise CliError("; ".join(failures))
+    report_each(futures, target, "topic", "create", "created", output_format,
+                settled=lambda message: "exists" if if_not_exists and "already exists" in message.lower() else None)
 
 
 @command.command("describe")
@@ -367,15 +356,5 @@ def delete_topics(target: Target, names: tuple[str, ...], output_format: str) ->
     admin = open_admin(target)
     require_topics(fetch_metadata(admin, target), names)
     futures = admin.delete_topics(list(names), request_timeout=target.timeout_s, operation_timeout=target.timeout_s)
-    rows, failures = [], []
-    for name, future in futures.items():
-        try:
-            await_result(future, target, f"delete {name}")
-            rows.append({"topic": name, "status": "deleted"})
-        except CliError as error:
-            failures.append(error.message)
-    if rows or not failures:
-        emit(rows, ["topic", "status"], output_format)
-    if failures:
-        raise CliError("; ".join(failures))
+    report_each(futures, target, "topic", "delete", "deleted", output_format)
 
