@@ -27,8 +27,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
+
+from roost.cli.record_format import epoch_ms
 
 PositionKind = Literal["start", "end", "offset", "after_start", "before_end", "time"]
 
@@ -84,10 +86,7 @@ def parse_time_ms(text: str, now_ms: int) -> int:
             moment = datetime.fromisoformat(normalized)
         except ValueError as error:
             raise OffsetSpecError(f"bad date-time {text!r}: {error}") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+        return epoch_ms(moment)
     if DURATION.fullmatch(text):
         raise OffsetSpecError(f"a duration as a point in time needs a sign: -{text} (ago) or +{text}")
     raise OffsetSpecError(f"bad time {text!r} (epoch ms, 2026-11-23, 2026-11-23T10:00:00Z, now, -1h)")

@@ -136,6 +136,11 @@ def parse_timestamp(text: str, pattern: str | None = None) -> int:
         moment = datetime.fromisoformat(text) if pattern is None else datetime.strptime(text, pattern)
     except ValueError as error:
         raise FormatError(f"bad timestamp {text!r}: {error}") from None
+    return epoch_ms(moment)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch, exactly (no float on the way; a naive time is UTC)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
