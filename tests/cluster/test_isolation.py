@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from roost.wire.kafka import ApiKey
@@ -46,8 +46,17 @@ def values_in_log(cluster: LocalCluster, acknowledged: int) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "iso-reader",
                          "enable.auto.commit": False})
     try:
-        end = wait_for(lambda: (high := consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)[1])
-                       >= acknowledged and high, 60, what="the high watermark to cover the acknowledged records")
+        def high_watermark() -> int:
+            # A fresh client's metadata may come from a broker that has not yet heard of the
+            # latest election: NOT_LEADER then means "ask again", as a client would.
+            try:
+                return consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)[1]
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION:
+                    raise
+                return -1
+        end = wait_for(lambda: (high := high_watermark()) >= acknowledged and high, 60, interval=0.2,
+                       what="the high watermark to cover the acknowledged records")
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         values: list[bytes] = []
         deadline = time.monotonic() + 60
