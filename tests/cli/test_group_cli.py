@@ -164,6 +164,10 @@ def test_an_unreachable_cluster_is_a_one_line_error_within_the_timeout() -> None
     ("2024-11-24T10:00:00+01:00", 1732438800_000),
     ("-2h", 1732438800_000 - 7_200_000),
     ("-90s", 1732438800_000 - 90_000),
+    # The rest is the consume offset grammar's time, shared: compound durations, `now`, a date.
+    ("-1h30m", 1732438800_000 - 5_400_000),
+    ("now", 1732438800_000),
+    ("2024-11-24", 1732406400_000),
 ])
 def test_seek_times(text: str, expected: int) -> None:
     assert parse_time_ms(text, now_ms=1732438800_000) == expected

@@ -16,13 +16,13 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
+from roost.cli import offset_spec
 from roost.cli.client_options import CliError, Target, emit, format_option, kafka_target_options
 from roost.cli.kafka_admin import (
     DELETE_GROUPS_KEY,
@@ -37,8 +37,6 @@ from roost.cli.kafka_admin import (
 )
 
 Partition = tuple[str, int]
-_DURATION = re.compile(r"^-(?P<amount>\d+)(?P<unit>ms|s|m|h|d)$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 @dataclass(frozen=True)
@@ -50,24 +48,13 @@ class SeekTarget:
 
 
 def parse_time_ms(text: str, now_ms: int | None = None) -> int:
-    """A time as Unix milliseconds: digits (10 or fewer: seconds, 11-13: ms, more: ns, as rpk),
-    a duration back from now (-90s, -15m, -2h, -1d), or an ISO 8601 date or datetime (UTC
-    unless it names a zone)."""
-    if text.isdigit():
-        number = int(text)
-        return number * 1000 if len(text) <= 10 else number if len(text) <= 13 else number // 1_000_000
-    duration = _DURATION.match(text)
-    if duration:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        return now - int(duration["amount"]) * _UNIT_MS[duration["unit"]]
+    """`--to @TIME`: the consume offset grammar's time (ISO 8601, `now`, -2h, -1h30m), except that
+    bare digits are read by their count as rpk's group seek does (seconds, ms or ns)."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise click.BadParameter(f"not a time: {text!r} (Unix s/ms, -2h, or ISO 8601 like 2026-11-24T09:00)",
-                                 param_hint="--to") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        return offset_spec.parse_time_ms(text, now, digits_by_length=True)
+    except offset_spec.OffsetSpecError as error:
+        raise click.BadParameter(str(error), param_hint="--to") from None
 
 
 def parse_seek_target(text: str) -> SeekTarget:

@@ -71,10 +71,18 @@ def parse_duration_ms(text: str) -> int:
     return round(sum(float(number) * DURATION_UNITS_MS[unit] for number, unit in DURATION_PART.findall(text)))
 
 
-def parse_time_ms(text: str, now_ms: int) -> int:
-    """A point in time: epoch ms, ISO-8601 date(-time), `now`, or a signed duration from now."""
+def epoch_digits_ms(digits: str) -> int:
+    """Digits read by their count, as rpk's `group seek --to`: 10 or fewer are seconds, 11-13
+    milliseconds, more nanoseconds."""
+    number = int(digits)
+    return number * 1000 if len(digits) <= 10 else number if len(digits) <= 13 else number // 1_000_000
+
+
+def parse_time_ms(text: str, now_ms: int, *, digits_by_length: bool = False) -> int:
+    """A point in time: epoch ms (or, with `digits_by_length`, seconds/ms/ns by the digit count),
+    ISO-8601 date(-time), `now`, or a signed duration from now."""
     if re.fullmatch(r"\d+", text):
-        return int(text)
+        return epoch_digits_ms(text) if digits_by_length else int(text)
     if text == "now":
         return now_ms
     if text[:1] in "+-" and len(text) > 1:
