@@ -15,8 +15,11 @@ from confluent_kafka.admin import NewPartitions, NewTopic
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
 
+from roost.wire.kafka import ApiKey
+from roost.wire.kafka.errors import ErrorCode
 from tests.cluster.verify import read_log
 from tests.support.cluster import LocalCluster
+from tests.support.kafka_wire import WireClient
 from tests.support.procs import wait_for
 
 
@@ -150,3 +153,32 @@ def test_producer_ids_are_unique_across_the_cluster(cluster: LocalCluster) -> No
         finally:
             client.close()
     assert len(set(ids)) == len(ids), ids
+
+
+def test_any_broker_serves_topic_changes_not_only_the_controller(cluster: LocalCluster) -> None:
+    """A client whose Metadata names a controller that has just moved sends CreateTopics to a
+    broker that is not the controller: it is served there (as Kafka's forwarding serves it)."""
+    controller = cluster.controller()
+    other = next(b for b in sorted(cluster.brokers) if b != controller)
+    client = WireClient(cluster.brokers[other].address, timeout=60)
+    try:
+        created = client.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
+            {"name": "elsewhere", "num_partitions": 2, "replication_factor": 3, "assignments": [], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == ErrorCode.NONE, created
+        again = client.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
+            {"name": "elsewhere", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert again["topics"][0]["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS, again
+        grown = client.request(ApiKey.CREATE_PARTITIONS, 2, {"topics": [
+            {"name": "elsewhere", "count": 3, "assignments": None}], "timeout_ms": 30000, "validate_only": False})
+        assert grown["results"][0]["error_code"] == ErrorCode.NONE, grown
+        wait_for(lambda: len(cluster.partitions("elsewhere")) == 3, 30, interval=0.2, what="three partitions")
+        cluster.wait_for_isr("elsewhere")
+        deleted = client.request(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["elsewhere"], "timeout_ms": 30000})
+        assert deleted["responses"][0]["error_code"] == ErrorCode.NONE, deleted
+        assert cluster.controller() == controller  # nothing moved: the other broker served them itself
+    finally:
+        client.close()
+    # Asked for all topics (asking for it by name would auto-create it again).
+    wait_for(lambda: "elsewhere" not in cluster.metadata().topics, 30, interval=0.2, what="the topic gone")

@@ -160,7 +160,8 @@ class Broker:
             auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
             imbalance_percentage=int(config["leader.imbalance.per.broker.percentage"]),
             imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
-        self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers)
+        self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers,
+                                          on_controller=self.metadata.learn_controller)
         self.membership = ClusterMembership(self.zk)
         self.config_changes = ConfigChangeListener(self.zk, self._config_changed)
         self.broker_configs = ZkDynamicConfigs(config, self.broker_id, self.replicas, self.membership)

@@ -1,8 +1,10 @@
 """Topic changes in a cluster: written to ZooKeeper the way Kafka's AdminZkClient writes them, then
 carried out by the controller; the request waits until the metadata cache shows the result.
 
-CreateTopics, DeleteTopics and CreatePartitions are the controller's to serve (other brokers
-answer NOT_CONTROLLER and clients go to the controller named in Metadata). Auto-creation (a
+CreateTopics, DeleteTopics and CreatePartitions are served by any broker (Kafka's brokers in
+ZooKeeper mode answered NOT_CONTROLLER unless they were the controller, which failed clients whose
+Metadata named a controller that had just moved; the work is the same ZooKeeper writes wherever it
+starts, and ZooKeeper decides races: a second create of a name finds its znode). Auto-creation (a
 Metadata or Produce request for an unknown topic) is any broker's: it writes the topic and
 answers LEADER_NOT_AVAILABLE until the controller has given it leaders.
 """
@@ -46,9 +48,6 @@ class ClusterTopicAdmin:
     @property
     def catalog(self) -> MetadataCache:
         return self.metadata
-
-    def is_controller(self) -> bool:
-        return self.shell.active
 
     def _racks(self) -> dict[int, str | None]:
         core = self.shell.core

@@ -31,9 +31,6 @@ class TopicAdmin:
     def auto_create_enabled(self) -> bool:
         return self.config["auto.create.topics.enable"]
 
-    def is_controller(self) -> bool:
-        return True  # a single broker decides alone
-
     def live_broker_ids(self) -> list[int]:
         return self.replicas.metadata.live_broker_ids()
 

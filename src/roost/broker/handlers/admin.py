@@ -1,5 +1,10 @@
 """Admin requests: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs, InitProducerId."""
+IncrementalAlterConfigs, InitProducerId.
+
+Any broker of a cluster serves the topic changes (they are writes to ZooKeeper that the
+controller carries out, as Kafka's AdminZkClient wrote them): a client whose Metadata still names
+the previous controller is served all the same, as Kafka's forwarding (KIP-590) serves it.
+"""
 
 from __future__ import annotations
 
@@ -57,8 +62,6 @@ class TopicManager(Protocol):
     @property
     def catalog(self) -> Any: ...
 
-    def is_controller(self) -> bool: ...
-
     def live_broker_ids(self) -> list[int]: ...
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, Any], replication: int = 1,
@@ -98,9 +101,6 @@ def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
         name = topic["name"]
         if name in duplicated:
             results.append(_topic_error(name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
-            continue
-        if not ctx.topics.is_controller():
-            results.append(_topic_error(name, ErrorCode.NOT_CONTROLLER, "this broker is not the controller"))
             continue
         result, work = _create_one(ctx, topic, body.get("validate_only", False), request.header.client_id)
         results.append(result)
@@ -210,8 +210,6 @@ def handle_delete_topics(ctx: AdminContext, request: Request) -> Any:
         work = None
         if not ctx.config["delete.topic.enable"]:
             code, message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
-        elif not ctx.topics.is_controller():
-            code, message = ErrorCode.NOT_CONTROLLER, "this broker is not the controller"
         elif name not in ctx.topics.catalog:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif name in INTERNAL_TOPICS:
@@ -236,9 +234,7 @@ def handle_create_partitions(ctx: AdminContext, request: Request) -> Any:
         info = ctx.topics.catalog.get(name)
         code, message = ErrorCode.NONE, None
         work = None
-        if not ctx.topics.is_controller():
-            code, message = ErrorCode.NOT_CONTROLLER, "this broker is not the controller"
-        elif info is None:
+        if info is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif info.is_internal:
             code, message = ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is internal"

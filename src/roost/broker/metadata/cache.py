@@ -54,6 +54,13 @@ class MetadataCache:
         self.brokers = {b.node_id: b for b in brokers}
         self.controller_id = controller_id
 
+    def learn_controller(self, controller_id: int) -> None:
+        """The controller as this broker's /controller watch saw it, which is often sooner than
+        the new controller's first UpdateMetadata. Clients send admin requests to the broker
+        Metadata names, so it is only named once it is a broker listed here."""
+        if controller_id in self.brokers:
+            self.controller_id = controller_id
+
     def set_partition(self, topic: str, index: int, info: PartitionInfo, topic_id: uuid.UUID | None = None) -> None:
         known = self.partitions.get((topic, index))
         # Clients ignore a leader epoch that goes back; never tell them one.
