@@ -32,6 +32,7 @@ from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.describe import DescribeProducersApi, DescribeTopicPartitionsApi
 from roost.broker.handlers.fetch import FetchApi
+from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
@@ -42,6 +43,7 @@ from roost.broker.peer import PeerError, PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
+from roost.broker.replica.log_move import LogMoves
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.stats import BrokerStats
@@ -106,6 +108,10 @@ class Broker:
         self.metadata = MetadataCache()
         self.logs = LogManager(config, data_dir)
         self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
+        # A failed log directory takes its partitions offline (KAFKA_STORAGE_ERROR).
+        self.logs.dirs.offline_listeners.append(lambda log_dir: self._log_dir_failed(log_dir.logs))
+        self.log_moves = LogMoves(self.logs.dirs, int(config["replica.alter.log.dirs.io.max.bytes.per.second"]),
+                                  self.logs.storage_failed)
         self.producer_ids: ProducerIdAllocator | ZkProducerIdAllocator = \
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self.peers = PeerPool(f"roost-broker-{self.broker_id}")
@@ -177,6 +183,7 @@ class Broker:
         offsets = OffsetsApi(self.replicas)
         metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id_now, auto_create)
         versions = ApiVersionsApi(self.advertised_versions)
+        log_dirs = LogDirsApi(self.replicas, self.logs.dirs, self.log_moves)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
                                        self.broker_configs)
         group_ctx = groups.GroupContext(
@@ -206,6 +213,8 @@ class Broker:
             ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group_ctx),
             ApiKey.ALTER_CONFIGS: partial(admin.handle_alter_configs, admin_ctx),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(admin.handle_incremental_alter_configs, admin_ctx),
+            ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter,
             ApiKey.DESCRIBE_PRODUCERS: DescribeProducersApi(self.replicas, self.metadata).handle,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsApi(self.metadata).handle,
         }
@@ -236,6 +245,12 @@ class Broker:
     def requests_in_flight(self) -> int:
         """Requests of every client connection not answered yet (Kafka's request queue size)."""
         return sum(connection.requests_in_flight for connection in self._connections)
+
+    def _log_dir_failed(self, logs_dir: Path) -> None:
+        gone = self.replicas.take_offline(logs_dir)
+        log.error("%d partitions went offline with log directory %s; the others keep serving", gone, logs_dir)
+        # Kafka (ZooKeeper mode) also writes /log_dir_event_notification for the controller to
+        # elect other leaders; Roost's controller is not told yet (a known gap).
 
     def cluster_id_now(self) -> str:
         return self.cluster_id
@@ -363,6 +378,7 @@ class Broker:
             with contextlib.suppress(Exception):
                 await _bounded("the ZooKeeper session", self.zk.close())
         await _bounded("the log upkeep", self.logs.stop_upkeep())
+        await _bounded("the log directory moves", self.log_moves.close())
         await _bounded("the replica manager", self.replicas.close())
         self.logs.close()  # last, and never skipped: it flushes and closes the logs
         if self._server is not None:

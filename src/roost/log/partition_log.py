@@ -1022,6 +1022,12 @@ class PartitionLog:
         atomic_write(self.directory / CLEAN_SHUTDOWN_FILE, b"")
         self._release_fds()
 
+    def abandon(self) -> None:
+        """Let go of the files without writing anything: the directory failed, so a flush or a
+        marker written now would fail too (the next start recovers the log as after a crash)."""
+        if not self._closed:
+            self._release_fds()
+
     def delete(self) -> None:
         """Remove the partition directory and everything in it (topic deletion)."""
         if not self._closed:

@@ -202,6 +202,15 @@ class SimLogManager:
         self.on_open(topic, index, plog)
         return plog
 
+    def checkpoint_dirs(self) -> list[Path]:
+        return [self.logs_dir]
+
+    def logs_dir_of(self, partition_log: PartitionLog) -> Path:
+        return self.logs_dir
+
+    def storage_failed(self, partition_log: PartitionLog, error: OSError) -> None:
+        raise error  # the simulation has one log directory, which never fails
+
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
         if partition_log is not None:
             partition_log.delete()
