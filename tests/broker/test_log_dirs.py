@@ -282,3 +282,21 @@ def test_a_failed_directory_takes_only_its_partitions_offline(start_broker: Star
     assert move(bootstrap, "fragile", healthy, second) is KafkaStorageError
     stored = read_all(bootstrap, "fragile", (healthy,))
     assert sum(1 for (p, _o) in stored if p == healthy) == 21
+
+    # Restarted with the directory still failed: it starts offline, and its partition is not
+    # created afresh in the healthy directory (it may be on the failed one: Kafka's rule).
+    assert proc.stop() == 0
+    proc, _, _ = two_dir_broker(start_broker, tmp_path)
+    bootstrap = proc.address("kafka")
+    entries = describe(bootstrap)
+    assert entries[str(second)]["error_code"] == KAFKA_STORAGE_ERROR
+    assert placement(entries, "fragile") == {healthy: (str(first), False)}
+    assert not (first / "logs" / f"fragile-{broken}").exists()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0, acks=1)
+    try:
+        producer.send("fragile", b"again", partition=healthy).get(timeout=30)
+        with pytest.raises(KafkaStorageError):
+            producer.send("fragile", b"again", partition=broken).get(timeout=30)
+    finally:
+        producer.close(10)
+    assert sum(1 for (p, _o) in read_all(bootstrap, "fragile", (healthy,)) if p == healthy) == 22

@@ -89,10 +89,16 @@ class LogManager:
         self._hosted = hosted
 
     # opening and deleting ---------------------------------------------------------------------
-    def open_log(self, topic: str, index: int, configs: dict[str, Any]) -> PartitionLog:
+    def open_log(self, topic: str, index: int, configs: dict[str, Any], may_create: bool = True) -> PartitionLog:
         """Open the partition's log, creating it (in the directory with the fewest partitions)
         or recovering it after a crash; LogDirOffline when its directory has failed (an I/O
-        error here takes the directory offline)."""
+        error here takes the directory offline). Kafka's rule for a log not found while a
+        directory is offline: it may be on that directory, so it is created only when
+        `may_create` says it is new (LeaderAndIsr's IsNew)."""
+        offline = [str(d.path) for d in self.dirs.dirs if not d.online]
+        if offline and not may_create and self.dirs.dir_of(topic, index) is None:
+            raise LogDirOffline(f"{partition_name(topic, index)} is not in the online log directories "
+                                f"and may be in offline {', '.join(offline)}")
         log_dir = self.dirs.place(topic, index)
         if not log_dir.online:
             raise LogDirOffline(f"{partition_name(topic, index)} is in offline log directory {log_dir.path}")

@@ -197,7 +197,7 @@ class SimLogManager:
     def partition_dir(self, topic: str, index: int) -> Path:
         return self.logs_dir / f"{topic}-{index}"
 
-    def open_log(self, topic: str, index: int, configs: dict[str, Any]) -> PartitionLog:
+    def open_log(self, topic: str, index: int, configs: dict[str, Any], may_create: bool = True) -> PartitionLog:
         plog = open_log(self.partition_dir(topic, index), configs, self.clock_ms)
         self.on_open(topic, index, plog)
         return plog

@@ -111,14 +111,15 @@ class ReplicaManager:
         configs.update(overrides)
         return configs
 
-    def host_partitions(self, info: TopicInfo, indexes: Iterable[int]) -> None:
+    def host_partitions(self, info: TopicInfo, indexes: Iterable[int], new: bool = True) -> None:
         """Open (or create) the logs of `info`'s partitions `indexes` as their only replica (a
-        broker without a controller): it leads them."""
+        broker without a controller): it leads them. `new`: they did not exist before (else a
+        log not found while a log directory is offline is not created afresh)."""
         self._overrides[info.name] = dict(info.configs)
         configs = self.effective_configs(info.configs)
         for index in indexes:
             try:
-                partition_log = self.logs.open_log(info.name, index, configs)
+                partition_log = self.logs.open_log(info.name, index, configs, may_create=new)
             except OSError as error:
                 log.error("%s-%d is offline: %s", info.name, index, error)
                 self.offline.add((info.name, index))
@@ -248,7 +249,7 @@ class ReplicaManager:
                         partition = self.partitions[(name, index)]
                     else:
                         try:
-                            partition = self._open(name, index, configs, topic_id)
+                            partition = self._open(name, index, configs, topic_id, wanted.get("is_new", True))
                         except OSError as error:
                             log.error("%s-%d is offline: %s", name, index, error)
                             self.offline.add((name, index))
@@ -262,8 +263,9 @@ class ReplicaManager:
             topics_out.append({"topic_id": topic_id, "partition_errors": errors})
         return {"error_code": ErrorCode.NONE, "topics": topics_out}
 
-    def _open(self, name: str, index: int, configs: dict[str, Any], topic_id: uuid.UUID | None) -> Partition:
-        partition_log = self.logs.open_log(name, index, configs)
+    def _open(self, name: str, index: int, configs: dict[str, Any], topic_id: uuid.UUID | None,
+              is_new: bool = True) -> Partition:
+        partition_log = self.logs.open_log(name, index, configs, may_create=is_new)
         # Nothing known yet: a follower of nobody, with the high watermark it had last time.
         known_hw = min(self._checkpointed_hws.get((name, index), 0), partition_log.log_end_offset)
         state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1, max(0, known_hw))
