@@ -141,8 +141,19 @@ class LogManager:
         wait for it (fsync before ack); None when the ack may go now."""
         if not hosted.count_unflushed(batches):
             return None
-        flushed = self.committer.request(hosted.log)
+        flushed = self._flush(hosted.log)
         return flushed if hosted.fsync_each_append else None
+
+    def _flush(self, partition_log: PartitionLog) -> asyncio.Future[None]:
+        """A group-commit fsync of `partition_log`; one that fails takes its directory offline."""
+        flushed = self.committer.request(partition_log)
+
+        def failed(done: asyncio.Future[None]) -> None:
+            error = None if done.cancelled() else done.exception()
+            if isinstance(error, OSError):
+                self.storage_failed(partition_log, error)
+        flushed.add_done_callback(failed)
+        return flushed
 
     # upkeep -----------------------------------------------------------------------------------
     def start_upkeep(self) -> None:
@@ -221,6 +232,6 @@ class LogManager:
             hosted = list(self._hosted())
             finite = [i for i in (h.configs["flush.ms"] for h in hosted) if i < 2**62]
             await asyncio.sleep(min([*finite, 1000]) / 1000)
-            due = [self.committer.request(h.log) for h in list(self._hosted()) if h.configs["flush.ms"] < 2**62]
+            due = [self._flush(h.log) for h in list(self._hosted()) if h.configs["flush.ms"] < 2**62]
             if due:
                 await asyncio.gather(*due, return_exceptions=True)
