@@ -120,6 +120,9 @@ class PartitionLog:
         # Where compaction stands (only compacted topics ever write it); see roost.log.cleaner.
         self.cleaner_checkpoint = CleanerCheckpoint()
         self._cleaner_failed = False  # a pass broke off mid-swap: memory and disk may differ
+        # Times the log end went back (truncate_to, truncate_fully_and_start_at): a copy of the
+        # log being made elsewhere (a move between log directories) must start over.
+        self.truncations = 0
 
     # ------------------------------------------------------------------------------------------
     # opening and recovery
@@ -801,6 +804,7 @@ class PartitionLog:
             # UnifiedLog.truncateTo trims the cache here too).
             self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
+        self.truncations += 1
         now = self.clock_ms()
         old_end = self.log_end_offset
         if self._end_after_truncation(offset) < self.log_start_offset:
@@ -841,6 +845,7 @@ class PartitionLog:
         """Drop everything and start an empty log at `offset` (a follower whose log lies wholly
         before its leader's log start)."""
         self._check_open()
+        self.truncations += 1
         now = self.clock_ms()
         self._remove_segments(list(self.segments))
         self.segments = [Segment.create(self.directory, offset, now)]

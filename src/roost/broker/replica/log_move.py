@@ -54,6 +54,7 @@ class LogMove:
         self.move_id = uuid.uuid4().hex
         self.future: PartitionLog | None = None
         self._started = False
+        self._truncations_seen = 0
         self.done = False
 
     @property
@@ -104,6 +105,7 @@ class LogMove:
         if start < current.log_end_offset:
             start = current.read(start, 1, min_one_batch=True).first_offset
         self.future.truncate_fully_and_start_at(start)
+        self._truncations_seen = current.truncations
 
     def _copy_step(self) -> bool:
         """Copy the next batches; True when the future copy has everything (then swap at once)."""
@@ -111,9 +113,10 @@ class LogMove:
         assert future is not None
         if self.partition.closed:
             raise asyncio.CancelledError  # the partition went away: nothing to move
-        if not self._started or future.log_end_offset > current.log_end_offset \
+        if not self._started or current.truncations != self._truncations_seen \
                 or future.log_end_offset < current.log_start_offset:
-            # New, or the current log was truncated (a follower's divergence) or trimmed past us.
+            # New, or the current log was truncated (a follower's divergence: what we copied may
+            # differ from what is there now), or retention trimmed it past what we have.
             self._start_over(current)
             self._started = True
         if future.log_end_offset == current.log_end_offset:
