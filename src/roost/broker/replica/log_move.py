@@ -55,7 +55,6 @@ class LogMove:
         self.future: PartitionLog | None = None
         self._started = False
         self._truncations_seen = 0
-        self.done = False
 
     @property
     def lag(self) -> int:
@@ -90,8 +89,6 @@ class LogMove:
         except asyncio.CancelledError:
             self.discard()
             raise
-        finally:
-            self.done = True
 
     def _pause(self) -> float:
         # Throttled (replica.alter.log.dirs.io.max.bytes.per.second): 1/16 of a second's bytes a step.
@@ -172,7 +169,8 @@ class LogMove:
 class LogMoves:
     """The moves in progress on this broker, one at most per partition."""
 
-    def __init__(self, dirs: LogDirs, bytes_per_second: int, on_failure: Callable[[PartitionLog, OSError], None]):
+    def __init__(self, dirs: LogDirs, bytes_per_second: int,
+                 on_failure: Callable[[PartitionLog, OSError], None]) -> None:
         self.dirs = dirs
         self.bytes_per_second = bytes_per_second
         self.on_failure = on_failure
