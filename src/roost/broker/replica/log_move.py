@@ -9,11 +9,12 @@ its cost is the pause of appends while the two logs are closed and renamed.
 
 Crash safety, step by step (see `roost.broker.log_dirs` for what a restart makes of each state):
 1. copying: the current log is untouched; a crash leaves a future copy, discarded at start;
-2. the future copy is closed (flushed, clean-shutdown marker) and the current log closed;
+2. the future copy is flushed (off the event loop), caught up again, and closed (its last
+   fsyncs, clean-shutdown marker); the current log is let go without writing;
 3. the current log is renamed `.<id>-delete`: both whole copies exist, the future one is finished
    at start;
 4. the future copy is renamed to the plain name in the destination: the move is done; the
-   -delete copy is removed now, or at the next start.
+   -delete copy is removed next (off the event loop), or at the next start.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from roost.broker.log_dirs import LogDir, LogDirs, moving_name, partition_name
 from roost.broker.log_manager import log_config_from_topic, now_ms
@@ -74,8 +76,16 @@ class LogMove:
                 raise _TargetFailed(error) from error
             while not self._copy_step():
                 await asyncio.sleep(self._pause())
-            self._swap()
+            # Caught up once: make the copy durable off the event loop (nothing else touches the
+            # future log meanwhile), so that the swap fsyncs only what was appended since.
+            await asyncio.to_thread(self.future.flush)
+            while not self._copy_step():
+                await asyncio.sleep(self._pause())
+            doomed = self._swap()
             log.info("moved %s to %s", name, self.target.path)
+            # The old copy's files go after the swap, off the event loop (unlinking a large
+            # segment takes a while); a crash before then leaves it to the next start.
+            await asyncio.to_thread(_remove, doomed)
         except _TargetFailed as failed:
             # The destination's disk failed: it goes offline; the current log keeps serving.
             log.error("moving %s to %s failed: %s", name, self.target.path, failed.error)
@@ -127,8 +137,9 @@ class LogMove:
                 raise _TargetFailed(error) from error
         return future.log_end_offset == current.log_end_offset
 
-    def _swap(self) -> None:
-        """Make the future copy the partition's log (no await: nothing else runs meanwhile)."""
+    def _swap(self) -> Path:
+        """Make the future copy the partition's log (no await: nothing else runs meanwhile);
+        returns where the old copy now is, to be removed."""
         partition, future = self.partition, self.future
         assert future is not None and future.log_end_offset == partition.log_end_offset
         current = partition.log
@@ -138,7 +149,9 @@ class LogMove:
             future.close()
         except OSError as error:
             raise _TargetFailed(error) from error
-        current.close()
+        # The current copy is let go without its fsyncs: from here a restart takes the future
+        # copy, closed whole above, and discards this one.
+        current.abandon()
         doomed = current.directory.with_name(moving_name(partition.topic, partition.index, self.move_id, "delete"))
         current.directory.rename(doomed)
         fsync_directory(doomed.parent)
@@ -148,14 +161,14 @@ class LogMove:
             fsync_directory(live.parent)
             partition.log = PartitionLog.open(live, current.config, now_ms)
         except OSError as error:
-            # Put the current copy back under its name and serve it again; a restart would too.
+            # Put the current copy back under its name and serve it again (recovered as after a
+            # crash, since it was let go without its clean-shutdown marker).
             doomed.rename(current.directory)
             partition.log = PartitionLog.open(current.directory, current.config, now_ms)
             raise _TargetFailed(error) from error
         self.dirs.moved(partition.topic, partition.index, self.target)
         self.future = None
-        shutil.rmtree(doomed, ignore_errors=True)
-        fsync_directory(doomed.parent)
+        return doomed
 
     def discard(self) -> None:
         """Drop the future copy (the current log is untouched)."""
@@ -164,6 +177,11 @@ class LogMove:
             self.future.abandon()
             self.future = None
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _remove(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    fsync_directory(directory.parent)
 
 
 class LogMoves:
