@@ -49,7 +49,13 @@ from roost.broker.request import Handler
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
 from roost.broker.zk.config_changes import ConfigChangeListener
-from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
+from roost.broker.zk.layout import (
+    LOG_DIR_EVENT_PREFIX,
+    LOG_DIR_EVENTS,
+    BrokerRegistration,
+    TopicAssignment,
+    encode_log_dir_event,
+)
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
@@ -116,6 +122,7 @@ class Broker:
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self.peers = PeerPool(f"roost-broker-{self.broker_id}")
         self._connections: set[KafkaConnection] = set()
+        self._background: set[asyncio.Future[None]] = set()
         self._server: asyncio.Server | None = None
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
@@ -249,8 +256,19 @@ class Broker:
     def _log_dir_failed(self, logs_dir: Path) -> None:
         gone = self.replicas.take_offline(logs_dir)
         log.error("%d partitions went offline with log directory %s; the others keep serving", gone, logs_dir)
-        # Kafka (ZooKeeper mode) also writes /log_dir_event_notification for the controller to
-        # elect other leaders; Roost's controller is not told yet (a known gap).
+        if self.zk is not None:
+            # Kafka's way: the controller hears of it, asks this broker which replicas are
+            # offline (LeaderAndIsr answers KAFKA_STORAGE_ERROR for them) and moves their leaders.
+            self._background.add(task := asyncio.ensure_future(self._notify_log_dir_failure()))
+            task.add_done_callback(self._background.discard)
+
+    async def _notify_log_dir_failure(self) -> None:
+        assert self.zk is not None
+        try:
+            await self.zk.create(f"{LOG_DIR_EVENTS}/{LOG_DIR_EVENT_PREFIX}", encode_log_dir_event(self.broker_id),
+                                 sequential=True, makepath=True)
+        except Exception:  # the controller learns it anyway at this broker's next LeaderAndIsr
+            log.exception("could not tell the controller of the failed log directory")
 
     def cluster_id_now(self) -> str:
         return self.cluster_id
