@@ -235,3 +235,18 @@ def test_plain_up_binds_listeners_and_keeps_data_in_log_dirs(tmp_path: Path) -> 
     assert proc.text().rstrip().endswith("roost: stopped")
     assert (tmp_path / "logs" / "meta").is_dir()
     assert (tmp_path / "node" / "keeper").is_dir() and not (tmp_path / "node" / "meta").exists()
+
+
+def test_the_data_directory_is_the_first_log_dir_or_log_dir(tmp_path: Path) -> None:
+    from roost.broker.log_dirs import configured_log_dirs
+    from roost.cli.node import log_directory
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    several = BrokerConfig.build([("f", {"log.dirs": f"{first}, {second}"})])
+    assert log_directory(several, None) == first
+    assert configured_log_dirs(several, first) == [first, second]
+    one = BrokerConfig.build([("f", {"log.dir": str(second)})])
+    assert log_directory(one, tmp_path / "default") == second
+    assert configured_log_dirs(one, second) == [second]
+    # roost up: --data-dir when neither is set.
+    assert log_directory(BrokerConfig.build([]), tmp_path / "default") == tmp_path / "default"
