@@ -56,4 +56,3 @@ def _describe(host: str, port: int, topic: str, partitions: list[int], timeout_s
         _correlation, answer = decode_response(ApiKey.DESCRIBE_LOG_DIRS, DESCRIBE_LOG_DIRS_VERSION,
                                                bytearray(read_exactly(sock, size)))
     return answer
-

@@ -230,4 +230,3 @@ class LogMoves:
                 await task
             except asyncio.CancelledError:
                 pass
-
