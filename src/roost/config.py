@@ -97,7 +97,18 @@ def connect_string() -> Check:
 def one_directory() -> Check:
     def check(value: str) -> str | None:
         if "," in value:
-            return "must be one directory: a Roost broker keeps its logs in a single directory"
+            return "must be one directory (log.dirs takes a list)"
+        return None
+    return check
+
+
+def directory_list() -> Check:
+    def check(value: str) -> str | None:
+        entries = [entry.strip() for entry in value.split(",")] if value else []
+        if any(not entry for entry in entries):
+            return "must be directories separated by commas, none empty"
+        if len(set(entries)) != len(entries):
+            return "lists a directory twice"
         return None
     return check
 
@@ -173,8 +184,13 @@ CLUSTER_SETTINGS: tuple[Setting, ...] = (
             "address to listen on, PLAINTEXT://host:port; port 0 picks a free one "
             "(default: roost up's --host and --kafka-port)", listener(allow_port_zero=True)),
     Setting("broker.rack", str, "", "this broker's rack; replicas of a partition are spread across racks"),
-    Setting("log.dirs", str, "", "the directory this broker keeps its logs in (default: roost up's --data-dir)",
+    Setting("log.dirs", str, "",
+            "the directories this broker keeps its logs in, separated by commas; the first also holds "
+            "the broker's own state (default: log.dir, else roost up's --data-dir)", directory_list()),
+    Setting("log.dir", str, "", "the directory this broker keeps its logs in, when log.dirs is not set",
             one_directory()),
+    Setting("replica.alter.log.dirs.io.max.bytes.per.second", int, INT64_MAX,
+            "how fast a partition moved between log directories (AlterReplicaLogDirs) is copied", at_least(1)),
     # Must exceed the session timeout (checked): a follower that stalls for less than the time it
     # takes to declare a broker dead should not leave the ISR.
     Setting("replica.lag.time.max.ms", int, 10000,

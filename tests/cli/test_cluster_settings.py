@@ -50,7 +50,9 @@ def test_replica_fetch_wait_must_stay_below_the_lag_limit() -> None:
     ("zookeeper.connect", "zk1:notaport", "host:port"),
     ("listeners", "PLAINTEXT://h:1,PLAINTEXT://h:2", "one listener"),
     ("listeners", "SSL://h:9093", "one listener"),
-    ("log.dirs", "/a,/b", "one directory"),
+    ("log.dirs", "/a,,/b", "none empty"),
+    ("log.dirs", "/a,/a", "twice"),
+    ("log.dir", "/a,/b", "one directory"),
     ("leader.imbalance.per.broker.percentage", 101, "between 0 and 100"),
     ("offsets.commit.required.acks", 0, "-1 or >= 1"),
     ("controlled.shutdown.enable", "sometimes", "expects bool"),
@@ -233,3 +235,18 @@ def test_plain_up_binds_listeners_and_keeps_data_in_log_dirs(tmp_path: Path) -> 
     assert proc.text().rstrip().endswith("roost: stopped")
     assert (tmp_path / "logs" / "meta").is_dir()
     assert (tmp_path / "node" / "keeper").is_dir() and not (tmp_path / "node" / "meta").exists()
+
+
+def test_the_data_directory_is_the_first_log_dir_or_log_dir(tmp_path: Path) -> None:
+    from roost.broker.log_dirs import configured_log_dirs
+    from roost.cli.node import log_directory
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    several = BrokerConfig.build([("f", {"log.dirs": f"{first}, {second}"})])
+    assert log_directory(several, None) == first
+    assert configured_log_dirs(several, first) == [first, second]
+    one = BrokerConfig.build([("f", {"log.dir": str(second)})])
+    assert log_directory(one, tmp_path / "default") == second
+    assert configured_log_dirs(one, second) == [second]
+    # roost up: --data-dir when neither is set.
+    assert log_directory(BrokerConfig.build([]), tmp_path / "default") == tmp_path / "default"

@@ -93,6 +93,8 @@ def test_describe_reports_offsets_and_trim_moves_the_log_start(bootstrap: str, a
     assert described["topic"] == "offsets"
     rows = {row["partition"]: row for row in described["partitions"]}
     assert {p: (r["log_start_offset"], r["log_end_offset"]) for p, r in rows.items()} == {0: (0, 7), 1: (0, 3)}
+    # The leader's log size (DescribeLogDirs): 7 records take more bytes than 3.
+    assert rows[0]["size"] > rows[1]["size"] > 0
     assert all(r["leader"] >= 0 and r["isr"] == r["replicas"] and r["health"] == "ok" for r in rows.values())
     assert {c["name"]: c["source"] for c in described["configs"]}["retention.ms"] == "default"
 
@@ -105,7 +107,7 @@ def test_describe_reports_offsets_and_trim_moves_the_log_start(bootstrap: str, a
     assert after == {0: 4, 1: 0}
 
     text = run_cli("topic", "describe", "offsets", "-b", bootstrap)
-    assert text.returncode == 0 and "LOG-END-OFFSET" in text.stdout and "retention.ms" in text.stdout
+    assert text.returncode == 0 and "LOG-END-OFFSET" in text.stdout and "SIZE" in text.stdout and "retention.ms" in text.stdout
 
 
 def test_health_filters_on_a_healthy_single_broker_show_nothing(bootstrap: str, admin: AdminClient) -> None:

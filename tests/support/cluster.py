@@ -91,7 +91,7 @@ class LocalCluster:
     @classmethod
     def start(cls, root: Path, brokers: int = 3, keepers: int = 1, zookeeper: str | None = None,
               settings: dict[str, Any] | None = None, proxied: bool = False,
-              keeper_tick_ms: int = 500) -> LocalCluster:
+              keeper_tick_ms: int = 500, log_dirs: int = 1) -> LocalCluster:
         cluster = cls(root)
         try:
             cluster.zookeeper = zookeeper if zookeeper else cluster._start_keepers(keepers, keeper_tick_ms)
@@ -112,7 +112,9 @@ class LocalCluster:
                     "broker.id": broker_id, "zookeeper.connect": connect,
                     "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                     "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.advertised_port}",
-                    "log.dirs": str(root / f"broker-{broker_id}"),
+                    # More than one: broker-ID, then broker-ID-disk2, ...
+                    "log.dirs": ",".join([str(root / f"broker-{broker_id}"), *(
+                        str(root / f"broker-{broker_id}-disk{n}") for n in range(2, log_dirs + 1))]),
                     # As `roost up --brokers N` does: internal and default topics replicated.
                     "offsets.topic.replication.factor": min(3, brokers),
                     "default.replication.factor": min(3, brokers),

@@ -32,6 +32,7 @@ from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.describe import DescribeProducersApi, DescribeTopicPartitionsApi
 from roost.broker.handlers.fetch import FetchApi
+from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
@@ -42,12 +43,19 @@ from roost.broker.peer import PeerError, PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
+from roost.broker.replica.log_move import LogMoves
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
 from roost.broker.zk.config_changes import ConfigChangeListener
-from roost.broker.zk.layout import BrokerRegistration, TopicAssignment
+from roost.broker.zk.layout import (
+    LOG_DIR_EVENT_PREFIX,
+    LOG_DIR_EVENTS,
+    BrokerRegistration,
+    TopicAssignment,
+    encode_log_dir_event,
+)
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
@@ -106,10 +114,15 @@ class Broker:
         self.metadata = MetadataCache()
         self.logs = LogManager(config, data_dir)
         self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
+        # A failed log directory takes its partitions offline (KAFKA_STORAGE_ERROR).
+        self.logs.dirs.offline_listeners.append(lambda log_dir: self._log_dir_failed(log_dir.logs))
+        self.log_moves = LogMoves(self.logs.dirs, int(config["replica.alter.log.dirs.io.max.bytes.per.second"]),
+                                  self.logs.storage_failed)
         self.producer_ids: ProducerIdAllocator | ZkProducerIdAllocator = \
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self.peers = PeerPool(f"roost-broker-{self.broker_id}")
         self._connections: set[KafkaConnection] = set()
+        self._background: set[asyncio.Future[None]] = set()
         self._server: asyncio.Server | None = None
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
@@ -178,6 +191,7 @@ class Broker:
         offsets = OffsetsApi(self.replicas)
         metadata = MetadataApi(self.metadata, self.metadata, self.cluster_id_now, auto_create)
         versions = ApiVersionsApi(self.advertised_versions)
+        log_dirs = LogDirsApi(self.replicas, self.logs.dirs, self.log_moves)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
                                        self.broker_configs)
         group_ctx = groups.GroupContext(
@@ -207,6 +221,8 @@ class Broker:
             ApiKey.OFFSET_DELETE: partial(groups.handle_offset_delete, group_ctx),
             ApiKey.ALTER_CONFIGS: partial(admin.handle_alter_configs, admin_ctx),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(admin.handle_incremental_alter_configs, admin_ctx),
+            ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter,
             ApiKey.DESCRIBE_PRODUCERS: DescribeProducersApi(self.replicas, self.metadata).handle,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsApi(self.metadata).handle,
         }
@@ -237,6 +253,23 @@ class Broker:
     def requests_in_flight(self) -> int:
         """Requests of every client connection not answered yet (Kafka's request queue size)."""
         return sum(connection.requests_in_flight for connection in self._connections)
+
+    def _log_dir_failed(self, logs_dir: Path) -> None:
+        gone = self.replicas.take_offline(logs_dir)
+        log.error("%d partitions went offline with log directory %s; the others keep serving", gone, logs_dir)
+        if self.zk is not None:
+            # Kafka's way: the controller hears of it, asks this broker which replicas are
+            # offline (LeaderAndIsr answers KAFKA_STORAGE_ERROR for them) and moves their leaders.
+            self._background.add(task := asyncio.ensure_future(self._notify_log_dir_failure()))
+            task.add_done_callback(self._background.discard)
+
+    async def _notify_log_dir_failure(self) -> None:
+        assert self.zk is not None
+        try:
+            await self.zk.create(f"{LOG_DIR_EVENTS}/{LOG_DIR_EVENT_PREFIX}", encode_log_dir_event(self.broker_id),
+                                 sequential=True, makepath=True)
+        except Exception:  # the controller learns it anyway at this broker's next LeaderAndIsr
+            log.exception("could not tell the controller of the failed log directory")
 
     def cluster_id_now(self) -> str:
         return self.cluster_id
@@ -364,6 +397,7 @@ class Broker:
             with contextlib.suppress(Exception):
                 await _bounded("the ZooKeeper session", self.zk.close())
         await _bounded("the log upkeep", self.logs.stop_upkeep())
+        await _bounded("the log directory moves", self.log_moves.close())
         await _bounded("the replica manager", self.replicas.close())
         self.logs.close()  # last, and never skipped: it flushes and closes the logs
         if self._server is not None:

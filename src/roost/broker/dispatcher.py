@@ -59,6 +59,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),        # 2 flexible
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # 1 flexible
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # 2 flexible (0: Kafka 4 dropped it)
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),    # 2+ flexible, 3 top error, 4 total/usable bytes
     ApiKey.CREATE_PARTITIONS: (0, 2),    # 2 flexible
     ApiKey.DELETE_GROUPS: (0, 2),        # 2 flexible
     ApiKey.OFFSET_DELETE: (0, 0),

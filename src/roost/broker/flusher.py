@@ -30,7 +30,7 @@ class _Round:
     loop: asyncio.AbstractEventLoop
     # Per partition log: the log, the end offset its fds cover, and the futures waiting for it.
     entries: list[tuple[PartitionLog, int, list[asyncio.Future[None]]]]
-    fds: list[int]
+    fds: list[list[int]]  # per entry: its fds, fsynced in order
 
 
 _STOP = None
@@ -68,12 +68,12 @@ class GroupCommitter:
         assert not self._in_flight and self._pending
         batch, self._pending = list(self._pending.values()), {}
         entries: list[tuple[PartitionLog, int, list[asyncio.Future[None]]]] = []
-        fds: list[int] = []
+        fds: list[list[int]] = []
         for plog, futures in batch:
             # Take the fds and end offsets now, on the loop thread: appends that land while the
             # fsync runs belong to the next round.
             log_fds, end_offset = plog.flush_handle()
-            fds.extend(log_fds)
+            fds.append(log_fds)
             entries.append((plog, end_offset, futures))
         if self._thread is None:
             self._thread = threading.Thread(target=self._flush_rounds, name="roost-flusher", daemon=True)
@@ -84,24 +84,29 @@ class GroupCommitter:
     def _flush_rounds(self) -> None:
         """The flusher's thread: fsync each round's files in order, then hand the round back."""
         while (work := self._rounds.get()) is not _STOP:
-            error: OSError | None = None
+            # Each log's own outcome: one failing disk does not fail the logs on the others.
+            errors: list[OSError | None] = []
+            for log_fds in work.fds:
+                error: OSError | None = None
+                try:
+                    for fd in log_fds:
+                        os.fsync(fd)
+                except OSError as failure:
+                    error = failure
+                errors.append(error)
             try:
-                for fd in work.fds:
-                    os.fsync(fd)
-            except OSError as failure:
-                error = failure
-            try:
-                work.loop.call_soon_threadsafe(self._finish_round, work, error)
+                work.loop.call_soon_threadsafe(self._finish_round, work, errors)
             except RuntimeError:
                 return  # the loop is closed: nobody waits any more
 
-    def _finish_round(self, work: _Round, error: OSError | None) -> None:
+    def _finish_round(self, work: _Round, errors: list[OSError | None]) -> None:
         self._in_flight = False
         self.rounds += 1
-        if error is not None:
-            log.error("fsync failed: %s", error)
-        for plog, end_offset, futures in work.entries:
-            if error is None:
+        for (plog, end_offset, futures), error, log_fds in zip(work.entries, errors, work.fds, strict=True):
+            if error is not None:
+                log.error("fsync of %s failed: %s", plog.directory, error)
+            else:
+                self.fsyncs += len(log_fds)
                 plog.mark_flushed(end_offset)
             for future in futures:
                 if future.done():
@@ -110,7 +115,5 @@ class GroupCommitter:
                     future.set_result(None)
                 else:
                     future.set_exception(error)
-        if error is None:
-            self.fsyncs += len(work.fds)
         if self._pending:
             self._start_round()

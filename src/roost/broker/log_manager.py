@@ -1,6 +1,7 @@
 """The log manager: the partition logs on this broker's disk and the work they need over time.
 
-It opens, creates and deletes partition logs (one directory per partition under `logs/`), applies
+It opens, creates and deletes partition logs (one directory per partition under a log directory's
+`logs/`; `roost.broker.log_dirs` says which directory), applies
 the flush policy after appends (group commit), and runs the upkeep loops: retention, periodic
 flush (`flush.ms`) and compaction. It knows logs and topic configs, not replication: the replica
 manager tells it which logs are hosted and their high watermarks (`HostedLog`).
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from roost.broker.flusher import GroupCommitter
+from roost.broker.log_dirs import LogDir, LogDirs, configured_log_dirs, partition_name
 from roost.config import BrokerConfig
 from roost.log import CleanStats, LogConfig, PartitionLog
 
@@ -70,10 +72,14 @@ class HostedLog(Protocol):
     def count_unflushed(self, batches: int) -> bool: ...
 
 
+class LogDirOffline(OSError):
+    """The partition's log directory has failed (Kafka's KafkaStorageException)."""
+
+
 class LogManager:
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
         self.config = config
-        self.logs_dir = data_dir / "logs"
+        self.dirs = LogDirs(configured_log_dirs(config, data_dir), int(config["broker.id"]))
         self.committer = GroupCommitter()
         self._hosted: Callable[[], Iterable[HostedLog]] = tuple
         self._upkeep: list[asyncio.Task[None]] = []
@@ -83,19 +89,50 @@ class LogManager:
         self._hosted = hosted
 
     # opening and deleting ---------------------------------------------------------------------
-    def partition_dir(self, topic: str, index: int) -> Path:
-        return self.logs_dir / f"{topic}-{index}"
-
-    def open_log(self, topic: str, index: int, configs: dict[str, Any]) -> PartitionLog:
-        """Open the partition's log, creating it or recovering it after a crash."""
-        return PartitionLog.open(self.partition_dir(topic, index), log_config_from_topic(configs), now_ms)
+    def open_log(self, topic: str, index: int, configs: dict[str, Any], may_create: bool = True) -> PartitionLog:
+        """Open the partition's log, creating it (in the directory with the fewest partitions)
+        or recovering it after a crash; LogDirOffline when its directory has failed (an I/O
+        error here takes the directory offline). Kafka's rule for a log not found while a
+        directory is offline: it may be on that directory, so it is created only when
+        `may_create` says it is new (LeaderAndIsr's IsNew)."""
+        offline = [str(d.path) for d in self.dirs.dirs if not d.online]
+        if offline and not may_create and self.dirs.dir_of(topic, index) is None:
+            raise LogDirOffline(f"{partition_name(topic, index)} is not in the online log directories "
+                                f"and may be in offline {', '.join(offline)}")
+        log_dir = self.dirs.place(topic, index)
+        if not log_dir.online:
+            raise LogDirOffline(f"{partition_name(topic, index)} is in offline log directory {log_dir.path}")
+        try:
+            return PartitionLog.open(log_dir.logs / partition_name(topic, index), log_config_from_topic(configs),
+                                     now_ms)
+        except OSError as error:
+            self.dirs.fail(log_dir, error)
+            raise LogDirOffline(f"{partition_name(topic, index)}: {error}") from error
 
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
         """Close (if open) and remove a partition's log and its directory."""
+        log_dir = self.dirs.dir_of(topic, index)
+        self.dirs.forget(topic, index)
         if partition_log is not None:
             partition_log.delete()
-        else:
-            shutil.rmtree(self.partition_dir(topic, index), ignore_errors=True)
+        elif log_dir is not None:
+            shutil.rmtree(log_dir.logs / partition_name(topic, index), ignore_errors=True)
+
+    def dir_of_log(self, partition_log: PartitionLog) -> LogDir:
+        found = self.dirs.dir_holding(partition_log.directory)
+        assert found is not None, f"{partition_log.directory} is in no log directory"
+        return found
+
+    def checkpoint_dirs(self) -> list[Path]:
+        """The `logs/` of every online log directory: where the HW checkpoints are."""
+        return [log_dir.logs for log_dir in self.dirs.dirs if log_dir.online]
+
+    def logs_dir_of(self, partition_log: PartitionLog) -> Path:
+        return partition_log.directory.parent
+
+    def storage_failed(self, partition_log: PartitionLog, error: OSError) -> None:
+        """An I/O error on `partition_log`: its directory goes offline."""
+        self.dirs.fail(self.dir_of_log(partition_log), error)
 
     # durability -------------------------------------------------------------------------------
     def flush_after_append(self, hosted: HostedLog, batches: int) -> asyncio.Future[None] | None:
@@ -104,8 +141,19 @@ class LogManager:
         wait for it (fsync before ack); None when the ack may go now."""
         if not hosted.count_unflushed(batches):
             return None
-        flushed = self.committer.request(hosted.log)
+        flushed = self._flush(hosted.log)
         return flushed if hosted.fsync_each_append else None
+
+    def _flush(self, partition_log: PartitionLog) -> asyncio.Future[None]:
+        """A group-commit fsync of `partition_log`; one that fails takes its directory offline."""
+        flushed = self.committer.request(partition_log)
+
+        def failed(done: asyncio.Future[None]) -> None:
+            error = None if done.cancelled() else done.exception()
+            if isinstance(error, OSError):
+                self.storage_failed(partition_log, error)
+        flushed.add_done_callback(failed)
+        return flushed
 
     # upkeep -----------------------------------------------------------------------------------
     def start_upkeep(self) -> None:
@@ -141,8 +189,9 @@ class LogManager:
                     now, delete_retention_ms=hosted.configs["delete.retention.ms"],
                     min_cleanable_ratio=hosted.configs["min.cleanable.dirty.ratio"],
                     high_watermark=hosted.high_watermark)
-            except OSError:
+            except OSError as error:
                 log.exception("cleaning %s-%d failed", hosted.topic, hosted.index)
+                self.storage_failed(hosted.log, error)
                 continue
             if stats.cleaned:
                 log.info("cleaned %s-%d: %d -> %d bytes, %d records and %d tombstones removed in %.3f s",
@@ -172,8 +221,9 @@ class LogManager:
             try:
                 hosted.log.roll_if_due()
                 deleted += hosted.log.apply_retention(high_watermark=hosted.high_watermark)
-            except OSError:
+            except OSError as error:
                 log.exception("retention failed for %s-%d", hosted.topic, hosted.index)
+                self.storage_failed(hosted.log, error)
         return deleted
 
     async def _periodic_flush_loop(self) -> None:
@@ -182,6 +232,6 @@ class LogManager:
             hosted = list(self._hosted())
             finite = [i for i in (h.configs["flush.ms"] for h in hosted) if i < 2**62]
             await asyncio.sleep(min([*finite, 1000]) / 1000)
-            due = [self.committer.request(h.log) for h in list(self._hosted()) if h.configs["flush.ms"] < 2**62]
+            due = [self._flush(h.log) for h in list(self._hosted()) if h.configs["flush.ms"] < 2**62]
             if due:
                 await asyncio.gather(*due, return_exceptions=True)

@@ -21,7 +21,7 @@ class TopicAdmin:
         self.replicas = replicas
         self._on_delete: list[Callable[[str], None]] = []
         for info in catalog:
-            replicas.host_partitions(info, range(info.partitions))
+            replicas.host_partitions(info, range(info.partitions), new=False)
 
     def on_delete(self, callback: Callable[[str], None]) -> None:
         """Call `callback(topic)` after a topic is deleted (its group offsets go too)."""

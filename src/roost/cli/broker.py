@@ -6,7 +6,7 @@ Kafka broker in ZooKeeper mode is (`broker.properties` becomes a TOML file with 
     listeners = "PLAINTEXT://10.0.0.1:9092"            # where it binds; port 0 picks a free one
     advertised.listeners = "PLAINTEXT://kafka1.example.com:9092"   # where clients are sent, if not there
     broker.rack = "eu-west-1a"
-    log.dirs = "/var/lib/roost/broker-1"                # required: one directory
+    log.dirs = "/var/lib/roost/broker-1"                # required: one directory or several, comma-separated
 
 Any setting can also be given as `--set NAME=VALUE` or as its own flag (`--broker.id 2`); flags
 win over --set, which wins over the file. Prints `roost: broker ID kafka listening on HOST:PORT`

@@ -184,8 +184,8 @@ def broker_api_keys(target: Target) -> set[int] | None:
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=target.timeout_s) as sock:
             sock.sendall(struct.pack(">i", len(header)) + header)
-            size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-            body = _read_exactly(sock, size)
+            size = struct.unpack(">i", read_exactly(sock, 4))[0]
+            body = read_exactly(sock, size)
     except (OSError, ValueError, struct.error):
         return None
     _correlation, error, count = struct.unpack_from(">ihi", body)
@@ -194,7 +194,7 @@ def broker_api_keys(target: Target) -> set[int] | None:
     return {struct.unpack_from(">h", body, 10 + 6 * i)[0] for i in range(count)}
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
+def read_exactly(sock: socket.socket, size: int) -> bytes:
     chunks, remaining = [], size
     while remaining > 0:
         chunk = sock.recv(min(remaining, 65536))

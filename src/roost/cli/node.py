@@ -78,10 +78,13 @@ def listen_address(config: BrokerConfig, default_host: str, default_port: int) -
 
 
 def log_directory(config: BrokerConfig, default: Path | None) -> Path:
-    """The broker's data directory: `log.dirs` when set, else `default`; raises ConfigError
-    when there is neither."""
+    """The broker's data directory: the first of `log.dirs` when set, else `log.dir`, else
+    `default`; raises ConfigError when there is none. (The other log directories are read from
+    `log.dirs` by the broker's log manager.)"""
     if config["log.dirs"]:
-        return Path(config["log.dirs"])
+        return Path(str(config["log.dirs"]).split(",")[0].strip())
+    if config["log.dir"]:
+        return Path(config["log.dir"])
     if default is None:
         raise ConfigError("setting 'log.dirs' is required: the directory where this broker keeps its logs")
     return default

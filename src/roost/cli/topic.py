@@ -50,6 +50,7 @@ from roost.cli.kafka_admin import (
     report_each,
     topic_partitions,
 )
+from roost.cli.log_dirs import replica_sizes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -211,7 +212,7 @@ def create_topics(target: Target, names: tuple[str, ...], partitions: int, repli
 @format_option
 def describe_topic(target: Target, name: str, health: tuple[str, ...], output_format: str) -> None:
     """Describe a topic: per partition its leader, replicas, ISR, log start and end offsets (the end
-    is the high watermark) and health; then the topic's configs.
+    is the high watermark), the size in bytes of the leader's log and health; then the topic's configs.
 
     \b
     roost topic describe orders
@@ -227,6 +228,8 @@ def describe_topic(target: Target, name: str, health: tuple[str, ...], output_fo
     # Not strict: an offline partition has no offsets to tell, and describe is how one finds it.
     starts = list_offsets(admin, target, partitions, OffsetSpec.earliest(), strict=False)
     ends = list_offsets(admin, target, partitions, OffsetSpec.latest(), strict=False)
+    brokers = [(b.id, b.host, b.port) for b in metadata.brokers.values()]
+    sizes = replica_sizes(target, brokers, name, [index for _, index in partitions])
     rows = []
     for topic, index in partitions:
         meta = metadata.topics[topic].partitions[index]
@@ -235,13 +238,14 @@ def describe_topic(target: Target, name: str, health: tuple[str, ...], output_fo
             continue
         rows.append({"partition": index, "leader": meta.leader, "replicas": list(meta.replicas),
                      "isr": list(meta.isrs), "log_start_offset": starts[(topic, index)],
-                     "log_end_offset": ends[(topic, index)], "health": ",".join(state.flags()) or "ok"})
+                     "log_end_offset": ends[(topic, index)], "size": sizes.get((meta.leader, index)),
+                     "health": ",".join(state.flags()) or "ok"})
     config_rows = [{"name": entry.name, "value": entry.value, "source": config_source(entry.source)}
                    for entry in sorted(configs.values(), key=lambda e: e.name)]
     document = {"topic": name, "partitions": rows, "configs": config_rows}
     emit_document(document, [
         ("partitions", f"{name}: partitions", ["partition", "leader", "replicas", "isr", "log_start_offset",
-                                                "log_end_offset", "health"]),
+                                                "log_end_offset", "size", "health"]),
         ("configs", f"{name}: configs", ["name", "value", "source"]),
     ], output_format)
 

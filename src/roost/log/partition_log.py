@@ -120,6 +120,9 @@ class PartitionLog:
         # Where compaction stands (only compacted topics ever write it); see roost.log.cleaner.
         self.cleaner_checkpoint = CleanerCheckpoint()
         self._cleaner_failed = False  # a pass broke off mid-swap: memory and disk may differ
+        # Times the log end went back (truncate_to, truncate_fully_and_start_at): a copy of the
+        # log being made elsewhere (a move between log directories) must start over.
+        self.truncations = 0
 
     # ------------------------------------------------------------------------------------------
     # opening and recovery
@@ -801,6 +804,7 @@ class PartitionLog:
             # UnifiedLog.truncateTo trims the cache here too).
             self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
+        self.truncations += 1
         now = self.clock_ms()
         old_end = self.log_end_offset
         if self._end_after_truncation(offset) < self.log_start_offset:
@@ -841,6 +845,7 @@ class PartitionLog:
         """Drop everything and start an empty log at `offset` (a follower whose log lies wholly
         before its leader's log start)."""
         self._check_open()
+        self.truncations += 1
         now = self.clock_ms()
         self._remove_segments(list(self.segments))
         self.segments = [Segment.create(self.directory, offset, now)]
@@ -1021,6 +1026,12 @@ class PartitionLog:
         snapshots.write_snapshot(self.directory, self.producer_state)
         atomic_write(self.directory / CLEAN_SHUTDOWN_FILE, b"")
         self._release_fds()
+
+    def abandon(self) -> None:
+        """Let go of the files without writing anything: the directory failed, so a flush or a
+        marker written now would fail too (the next start recovers the log as after a crash)."""
+        if not self._closed:
+            self._release_fds()
 
     def delete(self) -> None:
         """Remove the partition directory and everything in it (topic deletion)."""

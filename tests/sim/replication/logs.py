@@ -197,10 +197,19 @@ class SimLogManager:
     def partition_dir(self, topic: str, index: int) -> Path:
         return self.logs_dir / f"{topic}-{index}"
 
-    def open_log(self, topic: str, index: int, configs: dict[str, Any]) -> PartitionLog:
+    def open_log(self, topic: str, index: int, configs: dict[str, Any], may_create: bool = True) -> PartitionLog:
         plog = open_log(self.partition_dir(topic, index), configs, self.clock_ms)
         self.on_open(topic, index, plog)
         return plog
+
+    def checkpoint_dirs(self) -> list[Path]:
+        return [self.logs_dir]
+
+    def logs_dir_of(self, partition_log: PartitionLog) -> Path:
+        return self.logs_dir
+
+    def storage_failed(self, partition_log: PartitionLog, error: OSError) -> None:
+        raise error  # the simulation has one log directory, which never fails
 
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
         if partition_log is not None:

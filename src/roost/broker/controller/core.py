@@ -137,6 +137,9 @@ class ControllerCore:
         self.states: dict[TopicPartition, PartitionState] = {}
         self.topic_configs: dict[str, dict[str, str]] = dict(snapshot.topic_configs)
         self.shutting_down: set[int] = set()
+        # Replicas on a failed log directory (their brokers answered KAFKA_STORAGE_ERROR): they
+        # neither lead nor count in the ISR until their broker restarts.
+        self.offline_replicas: dict[TopicPartition, set[int]] = {}
         # topic -> (broker, partition) replicas that have not yet confirmed the deletion
         self.deleting: dict[str, set[tuple[int, int]]] = {}
         self._next_rebalance_ms = now_ms + min(5_000, settings.imbalance_check_interval_ms)
@@ -227,6 +230,10 @@ class ControllerCore:
     def _live(self, broker: int) -> bool:
         return broker in self.brokers
 
+    def _serves(self, tp: TopicPartition, broker: int) -> bool:
+        """`broker` is alive and its replica of `tp` is not on a failed log directory."""
+        return broker in self.brokers and broker not in self.offline_replicas.get(tp, ())
+
     def _unclean_allowed(self, topic: str) -> bool:
         raw = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
         return self.settings.unclean_leader_election if raw is None else raw.lower() == "true"
@@ -249,13 +256,13 @@ class ControllerCore:
         current = self.states[tp].state
         isr = set(current.isr)
         candidates = [b for b in self._replicas(tp)
-                      if b in isr and self._live(b) and b not in self.shutting_down]
+                      if b in isr and self._serves(tp, b) and b not in self.shutting_down]
         recovery = current.recovery_state
         if candidates:
             leader = candidates[0]
-            new_isr = tuple(b for b in current.isr if self._live(b)) or (leader,)
+            new_isr = tuple(b for b in current.isr if self._serves(tp, b)) or (leader,)
         elif self._unclean_allowed(tp[0]):
-            outside = [b for b in self._replicas(tp) if self._live(b) and b not in self.shutting_down]
+            outside = [b for b in self._replicas(tp) if self._serves(tp, b) and b not in self.shutting_down]
             if not outside:
                 return self._no_leader(tp)
             leader, new_isr, recovery = outside[0], (outside[0],), RECOVERING
@@ -299,7 +306,7 @@ class ControllerCore:
         preferred = self._replicas(tp)[0]
         if current.leader == preferred:
             return ErrorCode.ELECTION_NOT_NEEDED
-        if not self._live(preferred) or preferred in self.shutting_down or preferred not in current.isr:
+        if not self._serves(tp, preferred) or preferred in self.shutting_down or preferred not in current.isr:
             return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         self._set_state(tp, LeaderAndIsr(preferred, current.leader_epoch + 1, current.isr, self.epoch,
                                          current.recovery_state))
@@ -337,6 +344,9 @@ class ControllerCore:
                     self._remove_from_isr(tp, broker)
 
     def _on_brokers_started(self, arrived: set[int]) -> None:
+        # A restarted broker's failed directories may be back: its LeaderAndIsr answers say.
+        for offline in self.offline_replicas.values():
+            offline -= arrived
         self._metadata_full.update(arrived)
         for tp in self._partitions():
             if tp[0] in self.deleting:
@@ -355,6 +365,37 @@ class ControllerCore:
                     self._stop_replica.setdefault(broker, {})[(name, index)] = (DELETE_EPOCH, True)
 
     # ----------------------------------------------------------------------------------- topics
+    # ------------------------------------------------------------------ failed log directories
+    def log_dir_failed(self, broker: int) -> None:
+        """A broker's log directory failed (/log_dir_event_notification): ask it about every
+        partition it has a replica of; its LeaderAndIsr answer names the offline ones."""
+        if broker not in self.brokers:
+            return
+        log.warning("broker %d reports a failed log directory", broker)
+        for tp in self._partitions():
+            if tp[0] not in self.deleting and tp in self.states and broker in self._replicas(tp):
+                self._send_leader_and_isr(tp, [broker])
+
+    def replicas_offline(self, broker: int, partitions: Iterable[TopicPartition]) -> None:
+        """`broker` answered KAFKA_STORAGE_ERROR for these partitions: their replicas there are
+        on a failed directory. A leader there is replaced by another in-sync replica; the replica
+        leaves the ISR (Kafka's OfflineReplica state)."""
+        if broker not in self.brokers:
+            return
+        for tp in partitions:
+            if tp not in self.states or tp[0] in self.deleting or broker not in self._replicas(tp):
+                continue
+            offline = self.offline_replicas.setdefault(tp, set())
+            if broker in offline:
+                continue
+            offline.add(broker)
+            log.warning("partition %s-%d: the replica on broker %d is offline (failed log directory)", *tp, broker)
+            if self.states[tp].state.leader == broker:
+                self._elect_offline(tp)
+            if broker in self.states[tp].state.isr:
+                self._remove_from_isr(tp, broker)
+            self._metadata_changed.add(tp)
+
     def topics_changed(self, topics: dict[str, TopicAssignment]) -> None:
         """The topics in /brokers/topics (with their assignments) are now `topics`."""
         for name in sorted(set(self.topics) - set(topics)):
@@ -441,6 +482,7 @@ class ControllerCore:
             return
         for index in assignment.partitions:
             self.states.pop((name, index), None)
+            self.offline_replicas.pop((name, index), None)
             self._metadata_changed.add((name, index))
             for pending in self._leader_and_isr.values():
                 pending.pop((name, index), None)
@@ -814,7 +856,7 @@ class ControllerCore:
             by_topic.setdefault(name, []).append({
                 "partition_index": index, "controller_epoch": self.epoch, "leader": leader,
                 "leader_epoch": epoch, "isr": isr, "zk_version": version, "replicas": list(replicas),
-                "offline_replicas": [b for b in replicas if not self._live(b)]})
+                "offline_replicas": [b for b in replicas if not self._serves(tp, b)]})
         body = {
             "controller_id": self.broker_id, "controller_epoch": self.epoch,
             "broker_epoch": self.brokers[broker].epoch,

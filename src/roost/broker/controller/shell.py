@@ -259,6 +259,7 @@ class ControllerShell:
             self._channel(broker)
         await self._execute(self.core.ready())
         self._ticker = asyncio.ensure_future(self._tick_loop())
+        await self._log_dir_events()
 
     async def _resign(self, reason: str) -> None:
         if self.core is None:
@@ -398,6 +399,28 @@ class ControllerShell:
         names = await self.zk.get_children(layout.DELETE_TOPICS, watch=self._deletions_watch)
         await self._run(lambda core: core.delete_requested(names))
 
+    def _log_dir_events_watch(self, event: WatchedEvent) -> None:
+        self._post(self._log_dir_events)
+
+    async def _log_dir_events(self) -> None:
+        """Brokers' failed log directories: each notification is acted on, then deleted."""
+        if self.core is None:
+            return
+        try:
+            children = await self.zk.get_children(layout.LOG_DIR_EVENTS, watch=self._log_dir_events_watch)
+        except NoNodeError:
+            return
+        for child in sorted(children):
+            path = f"{layout.LOG_DIR_EVENTS}/{child}"
+            try:
+                data, _ = await self.zk.get(path)
+                broker = layout.decode_log_dir_event(data)
+            except (NoNodeError, LayoutError):
+                continue
+            await self._run(lambda core, b=broker: core.log_dir_failed(b))
+            with contextlib.suppress(NoNodeError):
+                await self.zk.delete(path)
+
     def _config_changes_watch(self, event: WatchedEvent) -> None:
         self._post(self._config_changes)
 
@@ -517,8 +540,16 @@ class ControllerShell:
         return core is not None and core.brokers.get(broker.broker_id) == broker
 
     def answered(self, broker: int, request: BrokerRequest, answer: dict[str, Any]) -> None:
-        """A broker answered a request: StopReplica answers drive topic deletion."""
-        if request.api_key == ApiKey.STOP_REPLICA:
+        """A broker answered a request: StopReplica answers drive topic deletion; LeaderAndIsr
+        answers name the replicas on failed log directories."""
+        if request.api_key == ApiKey.LEADER_AND_ISR and answer.get("error_code", 0) == ErrorCode.NONE:
+            by_id = {topic["topic_id"]: topic["topic_name"] for topic in request.body["topic_states"]}
+            offline = [(by_id[topic["topic_id"]], error["partition_index"])
+                       for topic in answer.get("topics", []) if topic.get("topic_id") in by_id
+                       for error in topic["partition_errors"] if error["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR]
+            if offline:
+                self._post(lambda: self._run(lambda core: core.replicas_offline(broker, offline)))
+        elif request.api_key == ApiKey.STOP_REPLICA:
             if answer.get("error_code", 0) != ErrorCode.NONE:
                 return
             results = [(e["topic_name"], e["partition_index"], e["error_code"])

@@ -77,6 +77,8 @@ class _FetchPlan:
 
     def _resolve(self, name: str | None, wanted: dict[str, Any]) -> Partition | ErrorCode:
         assert name is not None
+        if (name, wanted["partition"]) in self.replicas.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # its log directory failed
         partition = self.replicas.partition(name, wanted["partition"])
         if partition is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER

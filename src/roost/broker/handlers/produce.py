@@ -145,7 +145,7 @@ class ProduceApi:
 
     def _partition_for_write(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         partition, error = self._replicas.leader_partition(topic, index)
-        if partition is not None or error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        if partition is not None or error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
             return partition, error
         if topic_name_problem(topic) is not None:
             return None, ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -94,7 +94,11 @@ class ReplicaManager:
         self.on_become_follower: Callable[[Partition], None] = lambda partition: None
         self.on_stop_following: Callable[[Partition], None] = lambda partition: None
         self.on_follower_caught_up: Callable[[Partition, int], None] = lambda partition, replica: None
-        self._checkpointed_hws = read_hw_checkpoint(logs.logs_dir / HW_CHECKPOINT_FILE)
+        self._checkpointed_hws: dict[tuple[str, int], int] = {}
+        for logs_dir in logs.checkpoint_dirs():  # each log directory has the HWs of its partitions
+            self._checkpointed_hws.update(read_hw_checkpoint(logs_dir / HW_CHECKPOINT_FILE))
+        # Partitions whose log directory failed: they answer KAFKA_STORAGE_ERROR.
+        self.offline: set[tuple[str, int]] = set()
         self._checkpointer: asyncio.Task[None] | None = None
         # Each hosted topic's own overrides, so that its configs can be recomputed when the
         # dynamic broker defaults change.
@@ -107,13 +111,22 @@ class ReplicaManager:
         configs.update(overrides)
         return configs
 
-    def host_partitions(self, info: TopicInfo, indexes: Iterable[int]) -> None:
+    def host_partitions(self, info: TopicInfo, indexes: Iterable[int], new: bool = True) -> None:
         """Open (or create) the logs of `info`'s partitions `indexes` as their only replica (a
-        broker without a controller): it leads them."""
+        broker without a controller): it leads them. `new`: they did not exist before (else a
+        log not found while a log directory is offline is not created afresh)."""
         self._overrides[info.name] = dict(info.configs)
         configs = self.effective_configs(info.configs)
         for index in indexes:
-            partition_log = self.logs.open_log(info.name, index, configs)
+            try:
+                partition_log = self.logs.open_log(info.name, index, configs, may_create=new)
+            except OSError as error:
+                log.error("%s-%d is offline: %s", info.name, index, error)
+                self.offline.add((info.name, index))
+                self.metadata.set_partition(info.name, index, PartitionInfo(
+                    leader=self.broker_id, leader_epoch=0, replicas=(self.broker_id,), isr=(self.broker_id,)),
+                    info.topic_id)
+                continue
             state = PartitionState.sole_replica(self.broker_id, partition_log.log_end_offset)
             partition = Partition(info.name, index, partition_log, configs, state, info.topic_id)
             self.partitions[(info.name, index)] = partition
@@ -142,6 +155,7 @@ class ReplicaManager:
     def drop_partitions(self, topic: str, indexes: Iterable[int], delete: bool = True) -> None:
         """Stop hosting the partitions; with `delete`, their logs go too."""
         for index in indexes:
+            self.offline.discard((topic, index))
             partition = self.partitions.pop((topic, index), None)
             if partition is not None:
                 was_leader = partition.is_leader
@@ -156,6 +170,21 @@ class ReplicaManager:
         if not any(name == topic for name, _ in self.partitions):
             self._overrides.pop(topic, None)
 
+    def take_offline(self, logs_dir: Path) -> int:
+        """A log directory failed: its partitions stop serving (KAFKA_STORAGE_ERROR) and their
+        files are let go without writing (writes there fail). Returns how many went offline."""
+        gone = [p for p in self.partitions.values() if self.logs.logs_dir_of(p.log) == logs_dir]
+        for partition in gone:
+            del self.partitions[(partition.topic, partition.index)]
+            self.offline.add((partition.topic, partition.index))
+            was_leader = partition.is_leader
+            partition.close()
+            self.on_stop_following(partition)
+            if was_leader:
+                self._leadership_changed(partition, False)
+            partition.log.abandon()
+        return len(gone)
+
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
@@ -164,6 +193,8 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         """The partition if this broker leads it; else the error a client gets."""
+        if (topic, index) in self.offline:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
         partition = self.partitions.get((topic, index))
         if partition is not None and partition.is_leader:
             return partition, ErrorCode.NONE
@@ -217,7 +248,13 @@ class ReplicaManager:
                     if (name, index) in self.partitions:  # opened while we awaited the configs
                         partition = self.partitions[(name, index)]
                     else:
-                        partition = self._open(name, index, configs, topic_id)
+                        try:
+                            partition = self._open(name, index, configs, topic_id, wanted.get("is_new", True))
+                        except OSError as error:
+                            log.error("%s-%d is offline: %s", name, index, error)
+                            self.offline.add((name, index))
+                            errors.append({"partition_index": index, "error_code": ErrorCode.KAFKA_STORAGE_ERROR})
+                            continue
                         # Opening a log costs file creation and fsyncs: let the loop breathe
                         # between them (a request may open a thousand; heartbeats must go on).
                         await asyncio.sleep(0)
@@ -226,8 +263,9 @@ class ReplicaManager:
             topics_out.append({"topic_id": topic_id, "partition_errors": errors})
         return {"error_code": ErrorCode.NONE, "topics": topics_out}
 
-    def _open(self, name: str, index: int, configs: dict[str, Any], topic_id: uuid.UUID | None) -> Partition:
-        partition_log = self.logs.open_log(name, index, configs)
+    def _open(self, name: str, index: int, configs: dict[str, Any], topic_id: uuid.UUID | None,
+              is_new: bool = True) -> Partition:
+        partition_log = self.logs.open_log(name, index, configs, may_create=is_new)
         # Nothing known yet: a follower of nobody, with the high watermark it had last time.
         known_hw = min(self._checkpointed_hws.get((name, index), 0), partition_log.log_end_offset)
         state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1, max(0, known_hw))
@@ -328,6 +366,10 @@ class ReplicaManager:
         except RecordBatchTooLarge as error:
             # Kafka's answer when a batch cannot fit in any segment of this topic.
             return AppendOutcome(ErrorCode.RECORD_LIST_TOO_LARGE, str(error))
+        except OSError as error:
+            log.error("append to %s-%d failed: %s", partition.topic, partition.index, error)
+            self.logs.storage_failed(partition.log, error)
+            return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
         partition.appended()
         return AppendOutcome(base_offset=info.first_offset, log_append_time=info.log_append_time,
                              log_start_offset=partition.log_start_offset,
@@ -394,10 +436,22 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         """Kafka's replication-offset-checkpoint: where each partition's HW stood, so that a
         restarted replica does not start from 0 (a hint: an older value only delays consumers)."""
-        hws = {(p.topic, p.index): p.high_watermark for p in self.partitions.values() if not p.closed}
-        if hws != self._checkpointed_hws:
-            write_hw_checkpoint(self.logs.logs_dir / HW_CHECKPOINT_FILE, hws)
-            self._checkpointed_hws = hws
+        live = [p for p in self.partitions.values() if not p.closed]
+        hws = {(p.topic, p.index): p.high_watermark for p in live}
+        if hws == self._checkpointed_hws:
+            return
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.logs.checkpoint_dirs()}
+        for p in live:
+            by_dir.setdefault(self.logs.logs_dir_of(p.log), {})[(p.topic, p.index)] = p.high_watermark
+        for logs_dir, dir_hws in by_dir.items():
+            try:
+                write_hw_checkpoint(logs_dir / HW_CHECKPOINT_FILE, dir_hws)
+            except OSError as error:
+                failed = [p for p in live if self.logs.logs_dir_of(p.log) == logs_dir]
+                log.error("cannot write the HW checkpoint in %s: %s", logs_dir, error)
+                if failed:
+                    self.logs.storage_failed(failed[0].log, error)
+        self._checkpointed_hws = hws
 
     async def close(self) -> None:
         if self._checkpointer is not None:

@@ -40,7 +40,12 @@ PREFERRED_ELECTION = "/admin/preferred_replica_election"
 # The persistent paths every cluster has; created (if missing) by each broker at start.
 PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/changes",
                     "/config/brokers", "/admin/delete_topics", "/isr_change_notification",
-                    "/latest_producer_id_block")
+                    "/latest_producer_id_block", "/log_dir_event_notification")
+# A broker whose log directory failed says so here (Kafka's LogDirEventNotification): a
+# sequential child the controller reads, acts on and deletes.
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE = 1
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
@@ -146,6 +151,15 @@ def decode_controller_epoch(data: bytes | None) -> int:
         return int((data or b"").decode().strip())
     except (UnicodeDecodeError, ValueError):
         raise LayoutError(f"{CONTROLLER_EPOCH}: {data!r} is not an integer") from None
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE})
+
+
+def decode_log_dir_event(data: bytes | None) -> int:
+    """The broker a log directory event names."""
+    return _int(_load(data, LOG_DIR_EVENTS).get("broker"), f"{LOG_DIR_EVENTS} broker")
 
 
 # ---------------------------------------------------------------------------------- brokers
