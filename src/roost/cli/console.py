@@ -2,7 +2,7 @@
 
     roost console -b 10.0.0.5:9092 --zookeeper 10.0.0.5:2181 --port 8080 --read-only
 
-It listens on 127.0.0.1 unless --host says otherwise, prints `roost: console listening on URL`,
+It listens on 127.0.0.1 unless --host says otherwise, prints `roost: console listening on HOST:PORT`,
 and runs until SIGINT or SIGTERM. The web server is imported only when the command runs.
 """
 
@@ -13,6 +13,7 @@ import signal
 
 import click
 
+from roost.cli.up_console import announce
 from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings
 
 
@@ -39,7 +40,7 @@ async def serve(settings: ConsoleSettings) -> int:
     except OSError as error:
         click.echo(f"roost console: cannot listen on {settings.host}:{settings.port}: {error}", err=True)
         return 1
-    click.echo(f"roost: console listening on {running.url}" + (" (read-only)" if settings.read_only else ""))
+    announce(running.address, settings.read_only)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

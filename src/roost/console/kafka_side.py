@@ -14,14 +14,13 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ClusterMetadata,
     ConfigEntry,
     ConfigResource,
-    ConsumerGroupTopicPartitions,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -55,13 +54,20 @@ class KafkaSide:
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
         self.timeout = settings.request_timeout_s
-        self.admin = AdminClient(client_config(settings))
+        self._admin: AdminClient | None = None  # made at the first request: an idle console opens no connection
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         self._metadata: tuple[float, ClusterMetadata] | None = None
         self.seen_brokers: dict[int, str] = {}  # every broker ever seen up: id -> address
 
     # plumbing -----------------------------------------------------------------------------------
+    @property
+    def admin(self) -> AdminClient:
+        with self._lock:
+            if self._admin is None:
+                self._admin = AdminClient(client_config(self.settings))
+            return self._admin
+
     def result(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         try:
             return future.result(timeout=self.timeout)

@@ -130,18 +130,23 @@ class KeeperSide:
         change, until `stopped` is set (kazoo drops a watcher that returns False)."""
         path = checked_path(path)
         client = self.client()
+        # kazoo calls each watcher once at once with the current state: that is not a change.
+        first = {"data": True, "children": True}
+
+        def changed(kind: str) -> bool:
+            if stopped.is_set():
+                return False
+            if first[kind]:
+                first[kind] = False
+            else:
+                loop.call_soon_threadsafe(notify, kind)
+            return True
 
         def on_data(_data: bytes | None, _stat: ZnodeStat | None) -> bool:
-            if stopped.is_set():
-                return False
-            loop.call_soon_threadsafe(notify, "data")
-            return True
+            return changed("data")
 
         def on_children(_children: list[str]) -> bool:
-            if stopped.is_set():
-                return False
-            loop.call_soon_threadsafe(notify, "children")
-            return True
+            return changed("children")
 
         client.DataWatch(path, on_data)
         try:

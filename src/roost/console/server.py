@@ -14,7 +14,11 @@ from roost.console.settings import ConsoleSettings
 @dataclass
 class RunningConsole:
     runner: web.AppRunner
-    url: str
+    address: str  # HOST:PORT
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}/"
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -30,7 +34,5 @@ async def start_console(settings: ConsoleSettings) -> RunningConsole:
     except BaseException:
         await runner.cleanup()
         raise
-    sockets = [s for s in runner.addresses]
-    host, port = sockets[0][:2]
-    shown = f"[{host}]" if ":" in host else host
-    return RunningConsole(runner, f"http://{shown}:{port}/")
+    host, port = runner.addresses[0][:2]
+    return RunningConsole(runner, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")

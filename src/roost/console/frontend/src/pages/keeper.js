@@ -27,7 +27,7 @@ export default function keeper() {
       ? `showing ${data.children.length} of ${data.children_total} children` : "";
     const dataBox = document.getElementById("node-data");
     const shown = data.data;
-    dataBox.textContent = shown === null ? "(no data)" : shown.json !== undefined ? shown.json : shown.text;
+    dataBox.textContent = shown === null ? "(no data)" : shown.size === 0 ? "(empty)" : shown.json !== undefined ? shown.json : shown.text;
     if (shown && (shown.truncated || !shown.utf8)) dataBox.append(el("div", { class: "cut", text: `${shown.size} bytes${shown.truncated ? ", cut for display" : ""}${shown.utf8 ? "" : ", not valid UTF-8"}` }));
     if (flash) { dataBox.classList.remove("flash"); void dataBox.offsetWidth; dataBox.classList.add("flash"); }
     fill(document.querySelector("#node-stat tbody"), Object.entries(data.stat).map(([k, v]) =>
