@@ -141,7 +141,7 @@ class Browser:
         try:
             consumer.assign([TopicPartition(topic, i, begin[i]) for i in sorted(todo)])
             deadline = time.monotonic() + self.bounds.max_seconds
-            while todo:
+            while todo and not scan.bounds_hit:
                 bound = self.bound_reached(scan, deadline, keep_limit if needle else None)
                 if bound is not None:
                     scan.bounds_hit.append(bound)
@@ -156,6 +156,11 @@ class Browser:
                     if index not in todo or message.offset() >= end[index]:
                         todo.discard(index)
                         continue
+                    # Checked before each record, so a bound is never overshot by a batch.
+                    bound = self.bound_reached(scan, deadline, keep_limit if needle else None)
+                    if bound is not None:
+                        scan.bounds_hit.append(bound)
+                        break
                     scan.scanned += 1
                     scan.scanned_bytes += len(message.key() or b"") + len(message.value() or b"")
                     if message.offset() + 1 >= end[index]:

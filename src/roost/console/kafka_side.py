@@ -12,6 +12,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
@@ -38,7 +39,9 @@ _SILENT = logging.getLogger("roost.console.librdkafka")
 _SILENT.addHandler(logging.NullHandler())
 _SILENT.propagate = False
 
-METADATA_CACHE_S = 1.0  # the topic list at 10,000 topics reuses one Metadata answer for this long
+METADATA_CACHE_S = 1.0
+METADATA_SETTLE_S = 5.0
+METADATA_SETTLE_ANSWERS = 4  # the topic list at 10,000 topics reuses one Metadata answer for this long
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 
 Partition = tuple[str, int]
@@ -89,9 +92,17 @@ class KafkaSide:
             self._metadata = (time.monotonic(), answer)
         return answer
 
-    def forget_metadata(self) -> None:
-        with self._lock:
-            self._metadata = None
+    def await_metadata(self, shows: Callable[[ClusterMetadata], bool]) -> None:
+        """After a change the controller accepted, wait (bounded) until the Metadata the console
+        reads shows it: the next page then lists what was just created or deleted. Each answer
+        comes from whichever broker librdkafka asks, and brokers learn of a change one by one, so
+        several answers in a row must show it."""
+        deadline = time.monotonic() + METADATA_SETTLE_S
+        in_a_row = 0
+        while in_a_row < METADATA_SETTLE_ANSWERS and time.monotonic() < deadline:
+            in_a_row = in_a_row + 1 if shows(self.metadata(fresh=True)) else 0
+            if in_a_row < METADATA_SETTLE_ANSWERS:
+                time.sleep(0.05)
 
     def producer(self) -> Producer:
         with self._lock:
@@ -204,13 +215,13 @@ class KafkaSide:
         (future,) = self.admin.create_topics([new], request_timeout=self.timeout,
                                              operation_timeout=self.timeout).values()
         self.result(future, f"create topic {name}")
-        self.forget_metadata()
+        self.await_metadata(lambda found: name in found.topics and bool(found.topics[name].partitions))
 
     def add_partitions(self, name: str, total: int) -> None:
         (future,) = self.admin.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout,
                                                  operation_timeout=self.timeout).values()
         self.result(future, f"add partitions to {name}")
-        self.forget_metadata()
+        self.await_metadata(lambda found: name in found.topics and len(found.topics[name].partitions) >= total)
 
     def alter_configs(self, name: str, to_set: dict[str, str], to_delete: list[str]) -> None:
         entries = [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
@@ -226,7 +237,7 @@ class KafkaSide:
         (future,) = self.admin.delete_topics([name], request_timeout=self.timeout,
                                              operation_timeout=self.timeout).values()
         self.result(future, f"delete topic {name}")
-        self.forget_metadata()
+        self.await_metadata(lambda found: name not in found.topics)
 
     def produce(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
                 headers: list[tuple[str, bytes]]) -> dict[str, Any]:
