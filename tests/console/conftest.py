@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import referees
 from tests.support.cluster import LocalCluster
 from tests.support.procs import RoostProcess, start_roost
 
@@ -89,8 +90,8 @@ def read_only_console(console_cluster: LocalCluster) -> Iterator[ConsoleProcess]
 @pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (scripts/setup.sh test installs it)")
-    from playwright.sync_api import sync_playwright
+        referees.skip("Debian's chromium at /usr/bin/chromium (make test installs it)")
+    sync_playwright = referees.import_or_skip("playwright.sync_api", "Playwright").sync_playwright
 
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

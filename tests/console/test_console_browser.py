@@ -10,11 +10,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
-from playwright.sync_api import expect
 
 from tests.console.conftest import ConsoleProcess
+from tests.support import referees
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
+
+expect = referees.import_or_skip("playwright.sync_api", "Playwright").expect
 
 WAIT_MS = 30_000  # generous bound against hangs; no test asserts on how fast anything is
 
