@@ -11,7 +11,7 @@ function payloadCell(shown, mode) {
 }
 
 function headersCell(headers) {
-  return cell(headers.map((h) => `${h.key}=${h.value ? h.value.text : "null"}`).join("\n") || "—", { class: "mono" });
+  return cell(headers.map((h) => `${h.key}=${h.value ? h.value.text : "null"}`).join("\n") || "—", { class: "mono lines" });
 }
 
 function parseTime(text) {

@@ -7,8 +7,10 @@ export default function topic() {
   let configs = [];
 
   const showConfigs = () => {
-    fill(document.querySelector("#configs tbody"), configs.filter((c) => showDefaults.checked || !c.default).map((c) =>
-      el("tr", {}, cell(c.name, { class: "mono" }), cell(c.value, { class: "mono" }), cell(c.source))));
+    const rows = configs.filter((c) => showDefaults.checked || !c.default).map((c) =>
+      el("tr", {}, cell(c.name, { class: "mono" }), cell(c.value, { class: "mono" }), cell(c.source)));
+    fill(document.querySelector("#configs tbody"), rows.length ? rows
+      : [el("tr", {}, cell("no overrides: every config has its default (tick \"show defaults\")", { colspan: 3, class: "muted" }))]);
   };
   const load = async () => {
     const data = await attempt(() => api(path));
