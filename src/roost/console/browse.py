@@ -140,13 +140,17 @@ class Browser:
                              "max.partition.fetch.bytes": 1024 * 1024})
         try:
             consumer.assign([TopicPartition(topic, i, begin[i]) for i in sorted(todo)])
+            position = dict(begin)  # the next offset expected of each partition
             deadline = time.monotonic() + self.bounds.max_seconds
             while todo and not scan.bounds_hit:
                 bound = self.bound_reached(scan, deadline, keep_limit if needle else None)
                 if bound is not None:
                     scan.bounds_hit.append(bound)
                     break
-                for message in consumer.consume(POLL_BATCH, timeout=0.2):
+                # Ask for no more than is left (records plus one end-of-partition event each):
+                # librdkafka's consume waits out its timeout for a batch it cannot fill.
+                left = sum(end[i] - position[i] for i in todo) + len(todo)
+                for message in consumer.consume(max(1, min(POLL_BATCH, left)), timeout=0.2):
                     index = message.partition()
                     error = message.error()
                     if error is not None:
@@ -161,6 +165,7 @@ class Browser:
                     if bound is not None:
                         scan.bounds_hit.append(bound)
                         break
+                    position[index] = message.offset() + 1
                     scan.scanned += 1
                     scan.scanned_bytes += len(message.key() or b"") + len(message.value() or b"")
                     if message.offset() + 1 >= end[index]:

@@ -14,9 +14,11 @@ export default function topics() {
     page = data.page; pages = data.pages;
     document.getElementById("topic-total").textContent = `${data.total} topic${data.total === 1 ? "" : "s"}`;
     document.getElementById("page-label").textContent = ` page ${data.page} of ${data.pages} `;
-    fill(document.querySelector("#topics tbody"), data.topics.map((t) => el("tr", { class: t.offline || t.under_replicated ? "bad" : "" },
+    const rows = data.topics.map((t) => el("tr", { class: t.offline || t.under_replicated ? "bad" : "" },
       cell(el("a", { href: `/topics/${encodeURIComponent(t.name)}`, text: t.name, class: "mono" })),
-      cell(t.partitions), cell(t.replication), cell(t.under_replicated), cell(t.offline))));
+      cell(t.partitions), cell(t.replication), cell(t.under_replicated), cell(t.offline)));
+    fill(document.querySelector("#topics tbody"), rows.length ? rows
+      : [el("tr", { class: "empty" }, cell(search.value ? "no topic matches" : "no topics yet", { colspan: 5, class: "muted" }))]);
   };
   search.addEventListener("input", () => { clearTimeout(timer); page = 1; timer = setTimeout(load, 200); });
   internal.addEventListener("change", () => { page = 1; load(); });
