@@ -147,9 +147,10 @@ class Browser:
                 if bound is not None:
                     scan.bounds_hit.append(bound)
                     break
-                # Ask for no more than is left (records plus one end-of-partition event each):
-                # librdkafka's consume waits out its timeout for a batch it cannot fill.
-                left = sum(end[i] - position[i] for i in todo) + len(todo)
+                # Ask for no more records than are left: librdkafka's consume waits out its
+                # timeout for a batch it cannot fill (an end-of-partition event, too, comes only
+                # after a fetch at the log end has waited fetch.wait.max.ms).
+                left = sum(end[i] - position[i] for i in todo)
                 for message in consumer.consume(max(1, min(POLL_BATCH, left)), timeout=0.2):
                     index = message.partition()
                     error = message.error()
