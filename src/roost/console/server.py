@@ -10,6 +10,8 @@ from aiohttp import web
 from roost.console.app import create_app
 from roost.console.settings import ConsoleSettings
 
+SHUTDOWN_TIMEOUT_S = 2.0
+
 
 @dataclass
 class RunningConsole:
@@ -26,7 +28,10 @@ class RunningConsole:
 
 async def start_console(settings: ConsoleSettings) -> RunningConsole:
     """Listen on settings.host:settings.port (0: a free port); raises OSError if it cannot."""
-    runner = web.AppRunner(create_app(settings), access_log=None, handle_signals=False)
+    # A short shutdown: an open watch stream (server-sent events) would otherwise hold the stop
+    # of `roost up` for aiohttp's default 60 s.
+    runner = web.AppRunner(create_app(settings), access_log=None, handle_signals=False,
+                           shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port, reuse_address=True)
     try:
