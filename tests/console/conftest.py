@@ -61,7 +61,9 @@ class ConsoleProcess:
 
 @pytest.fixture(scope="package")
 def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster.start(tmp_path_factory.mktemp("console-cluster"), brokers=3, keepers=3)
+    # Each broker serves its Prometheus metrics on a free port ("broker N metrics" listener).
+    cluster = LocalCluster.start(tmp_path_factory.mktemp("console-cluster"), brokers=3, keepers=3,
+                                 settings={"metrics.port": 0})
     try:
         yield cluster
     finally:

@@ -5,6 +5,7 @@ cluster with a broker down."""
 from __future__ import annotations
 
 import re
+import urllib.request
 import uuid
 from typing import Any
 
@@ -206,3 +207,19 @@ def test_a_killed_broker_shows_down_and_its_partitions_under_replicated(page: An
     rows = page.locator("#unhealthy tbody tr", has_text=topic)
     wait_for(lambda: rows.count() == 3, 30, what=f"three partitions of {topic} under-replicated")
     assert re.search(r"under-replicated", rows.first.text_content() or "")
+    # The surviving brokers' /metrics say so too: they lead all three partitions now.
+    survivors = [node for node in console_cluster.brokers.values() if node.running]
+
+    def under_replicated_in_metrics() -> float:
+        total = 0.0
+        for node in survivors:
+            assert node.process is not None
+            address = node.process.address(f"broker {node.broker_id} metrics")
+            with urllib.request.urlopen(f"http://{address}/metrics", timeout=30) as response:
+                text = response.read().decode()
+            found = re.search(r"^kafka_server_replicamanager_underreplicatedpartitions (\S+)$", text, re.MULTILINE)
+            assert found is not None, "the series is missing"
+            total += float(found[1])
+        return total
+
+    wait_for(lambda: under_replicated_in_metrics() >= 3, 30, what="under-replicated partitions in /metrics")
