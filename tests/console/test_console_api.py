@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+import urllib.request
 import uuid
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
 from roost.console.browse import Browser, BrowseRequest
@@ -178,3 +179,49 @@ def test_writes_must_be_json_and_come_through_a_local_host_name(console: Console
     assert form.status == 415
     rebound = console.call("GET", "/api/overview", headers={"Host": "attacker.example:80"})
     assert rebound.status == 421
+
+
+def test_browse_from_a_timestamp_starts_at_the_first_record_at_or_after_it(console: ConsoleProcess,
+                                                                          console_cluster: LocalCluster) -> None:
+    topic = unique("timed")
+    assert console.call("POST", "/api/topics", {"name": topic, "partitions": 1}).status == 201
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap})
+    for index, stamp in enumerate((1_700_000_000_000, 1_700_000_001_000, 1_700_000_002_000)):
+        producer.produce(topic, value=f"at {index}".encode(), timestamp=stamp)
+    assert producer.flush(30) == 0
+    answer = console.get(f"/api/topics/{topic}/messages?start=timestamp&position=1700000000500")
+    assert [m["value"]["text"] for m in answer["messages"]] == ["at 1", "at 2"]
+    assert answer["messages"][0]["timestamp"] == 1_700_000_001_000
+
+
+def test_a_reset_is_refused_while_the_group_has_a_live_member(console: ConsoleProcess,
+                                                              console_cluster: LocalCluster) -> None:
+    topic, group = unique("live"), unique("live-group")
+    assert console.call("POST", "/api/topics", {"name": topic, "partitions": 1}).status == 201
+    consumer = Consumer({"bootstrap.servers": console_cluster.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([topic])
+
+        def assigned() -> bool:
+            consumer.poll(0.2)  # the group protocol runs inside poll
+            return bool(consumer.assignment())
+
+        wait_for(assigned, 30, what="an assignment")
+        described = console.get(f"/api/groups/{group}")
+        assert described["state"] == "stable" and len(described["members"]) == 1
+        assert described["members"][0]["assignment"] == [{"topic": topic, "partition": 0}]
+        for path in (f"/api/groups/{group}/reset-preview", f"/api/groups/{group}/reset"):
+            refused = console.call("POST", path, {"to": "start", "topics": [topic], "confirm": True})
+            assert refused.status == 409, refused
+            assert "live member" in refused.body["error"]
+    finally:
+        consumer.close()
+
+
+def test_answers_carry_a_content_security_policy_allowing_only_the_consoles_own_scripts(
+        console: ConsoleProcess) -> None:
+    with urllib.request.urlopen(console.url + "/", timeout=30) as response:
+        policy = response.headers["Content-Security-Policy"]
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert "script-src 'self';" in policy and "unsafe-inline" not in policy
