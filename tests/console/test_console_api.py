@@ -225,3 +225,17 @@ def test_answers_carry_a_content_security_policy_allowing_only_the_consoles_own_
         policy = response.headers["Content-Security-Policy"]
         assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert "script-src 'self';" in policy and "unsafe-inline" not in policy
+
+
+def test_a_search_from_the_newest_spends_its_bound_on_the_newest_records(console_cluster: LocalCluster) -> None:
+    topic = unique("newest-search")
+    kafka = KafkaSide(ConsoleSettings(bootstrap=console_cluster.bootstrap))
+    kafka.create_topic(topic, 1, 1, {})
+    produce(console_cluster.bootstrap, topic, [f"{i:04d}".encode() + b"." * 96 for i in range(999)] + [b"the needle"])
+    # 20 KB of scanning covers the newest 200 records, not the whole 100 KB topic.
+    browser = Browser(kafka, Bounds(max_scan_bytes=20_000))
+    found = browser.browse(BrowseRequest(topic, start="newest", search="needle"))
+    assert [m["offset"] for m in found["messages"]] == [999]
+    missing = browser.browse(BrowseRequest(topic, start="newest", search="0001"))
+    assert missing["messages"] == [] and missing["bounds_hit"] == ["max_scan_bytes"]
+    assert missing["scanned_bytes"] <= 20_000 + 100

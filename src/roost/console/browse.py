@@ -25,6 +25,7 @@ from roost.console.settings import Bounds
 STARTS = ("newest", "oldest", "offset", "timestamp")
 SEARCH_FIELDS = ("key", "value", "headers")
 POLL_BATCH = 500
+FIRST_SEARCH_CHUNK = 100  # records per partition read first by a search from the newest
 
 
 @dataclass(frozen=True)
@@ -93,12 +94,15 @@ class Browser:
         begin = self.start_offsets(request, marks, searching)
         newest = request.start == "newest"
         end = {i: marks[i][1] for i in begin}
-        if not searching and not newest:
-            # A forward read needs at most `limit` records of each partition for any merge.
-            end = {i: min(end[i], begin[i] + request.limit) for i in begin}
-        # A forward search stops at `limit` matches; a newest-first one reads its window whole.
-        scan = self.read(request.topic, begin, end, needle, request.search_in,
-                         None if newest else request.limit)
+        if newest and searching:
+            scan = self.search_backwards(request, marks, needle)
+        else:
+            if not newest:
+                # A forward read needs at most `limit` records of each partition for any merge.
+                end = {i: min(end[i], begin[i] + request.limit) for i in begin}
+            # A forward search stops at `limit` matches.
+            scan = self.read(request.topic, begin, end, needle, request.search_in,
+                             None if newest else request.limit)
         records = scan.records
         if request.start == "newest":
             records.sort(key=lambda r: (r.timestamp()[1], r.offset()), reverse=True)
@@ -121,16 +125,32 @@ class Browser:
             at = self.kafka.offsets([(request.topic, i) for i in marks], OffsetSpec.for_timestamp(request.position))
             return {i: hi if at[(request.topic, i)] in (None, -1) else max(at[(request.topic, i)], lo)
                     for i, (lo, hi) in marks.items()}
-        # newest: the last `limit` records of each partition (the merge keeps the newest of them);
-        # a search looks back over a window shared out among the partitions.
-        window = max(1, self.bounds.max_scan_messages // max(1, len(marks))) if searching else request.limit
-        return {i: max(lo, hi - window) for i, (lo, hi) in marks.items()}
+        # newest: the last `limit` records of each partition (the merge keeps the newest of them).
+        return {i: max(lo, hi - request.limit) for i, (lo, hi) in marks.items()}
+
+    def search_backwards(self, request: BrowseRequest, marks: dict[int, tuple[int, int]], needle: bytes) -> Scan:
+        """A search from the newest: read back from each partition's end in chunks that double,
+        until `limit` records matched, the log starts are reached, or a bound stops it; so the
+        scan bounds are spent on the newest records first."""
+        scan = Scan()
+        deadline = time.monotonic() + self.bounds.max_seconds
+        top = {i: hi for i, (_, hi) in marks.items()}
+        chunk = FIRST_SEARCH_CHUNK
+        while len(scan.records) < request.limit and not scan.bounds_hit:
+            begin = {i: max(marks[i][0], top[i] - chunk) for i in top}
+            if all(begin[i] >= top[i] for i in top):
+                break
+            self.read(request.topic, begin, top, needle, request.search_in, None, scan, deadline)
+            top, chunk = begin, chunk * 2
+        return scan
 
     def read(self, topic: str, begin: dict[int, int], end: dict[int, int], needle: bytes = b"",
-             search_in: tuple[str, ...] = SEARCH_FIELDS, keep_limit: int | None = None) -> Scan:
+             search_in: tuple[str, ...] = SEARCH_FIELDS, keep_limit: int | None = None,
+             scan: Scan | None = None, deadline: float | None = None) -> Scan:
         """Records of each partition i in [begin[i], end[i]), those containing `needle` (when
-        given) in `search_in`; a search stops once it kept `keep_limit`."""
-        scan = Scan()
+        given) in `search_in`; a search stops once it kept `keep_limit`. Adds to `scan` (and
+        counts against the bounds what it already read) when given."""
+        scan = Scan() if scan is None else scan
         todo = {i for i in begin if begin[i] < end[i]}
         if not todo:
             return scan
@@ -141,7 +161,8 @@ class Browser:
         try:
             consumer.assign([TopicPartition(topic, i, begin[i]) for i in sorted(todo)])
             position = dict(begin)  # the next offset expected of each partition
-            deadline = time.monotonic() + self.bounds.max_seconds
+            if deadline is None:
+                deadline = time.monotonic() + self.bounds.max_seconds
             while todo and not scan.bounds_hit:
                 bound = self.bound_reached(scan, deadline, keep_limit if needle else None)
                 if bound is not None:
