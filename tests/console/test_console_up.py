@@ -37,3 +37,16 @@ def test_a_taken_console_port_leaves_the_node_running_without_a_console(tmp_path
             assert node.popen.poll() is None
         finally:
             assert node.stop() == 0
+
+
+def test_roost_up_with_brokers_serves_the_console_once_the_cluster_is_ready(tmp_path: Path) -> None:
+    cluster = start_roost(["up", "--brokers", "1", "--data-dir", str(tmp_path / "c"), "--console-port", "0"],
+                          expect=("broker 1 kafka", "console"))
+    try:
+        with urllib.request.urlopen(f"http://{cluster.address('console')}/api/overview", timeout=30) as response:
+            overview = json.loads(response.read())
+        assert [(b["id"], b["address"], b["up"]) for b in overview["brokers"]] == [
+            (1, cluster.address("broker 1 kafka"), True)]
+        assert [m["role"] for m in overview["keepers"]] == ["standalone"]
+    finally:
+        assert cluster.stop() == 0
