@@ -30,7 +30,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata, TopicMetadata
+
+from roost.console.kafka_side import KafkaSide
+from roost.console.settings import ConsoleSettings
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LISTENING = re.compile(r"roost: (?P<name>[a-z ]+?) listening on (?P<address>\S+)$")
@@ -118,13 +121,42 @@ def report(label: str, median_ms: float, worst_ms: float, extra: str = "") -> No
     print(f"  {label:<58} {median_ms:8.1f} ms median  {worst_ms:8.1f} ms worst{extra}", flush=True)
 
 
+def synthetic_topic_list(topics: int, repeat: int) -> None:
+    """The console's own paging code (KafkaSide.topic_page) over a Metadata answer of `topics`
+    topics of 3 partitions built in memory: the CPU the console spends per page at a size the
+    one-node cluster here cannot be filled to in reasonable time. No cluster is involved."""
+    metadata = ClusterMetadata()
+    for index in range(topics):
+        topic = TopicMetadata()
+        topic.topic = f"service-{index:05d}.events"
+        for number in range(3):
+            partition = PartitionMetadata()
+            partition.id, partition.leader, partition.replicas, partition.isrs = number, 1, [1, 2, 3], [1, 2, 3]
+            topic.partitions[number] = partition
+        metadata.topics[topic.topic] = topic
+    kafka = KafkaSide(ConsoleSettings(bootstrap="127.0.0.1:9"))  # never connects: the metadata is given
+    kafka._metadata = (float("inf"), metadata)
+    print(f"\n== the console's topic paging over an in-memory Metadata answer of {topics:,} topics "
+          f"(3 partitions each; no cluster, no HTTP), median of {repeat} ==")
+    for label, call in (("first page of 50", lambda: kafka.topic_page("", 1, 50, False)),
+                        ("a search matching 11 topics", lambda: kafka.topic_page("0999", 1, 50, False)),
+                        ("last page", lambda: kafka.topic_page("", 10**9, 50, False))):
+        cpu = time.process_time()
+        median_ms, worst_ms = timed(call, repeat)
+        report(label, median_ms, worst_ms, f"   CPU {(time.process_time() - cpu) / (repeat + 1) * 1000:5.1f} ms per page")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--size-mib", type=int, default=256, help="size of the large topic (default 256 MiB)")
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--synthetic-topics", type=int, default=10_000,
+                        help="topics of the in-memory paging measurement (0: skip it)")
     args = parser.parse_args()
+    if args.synthetic_topics:
+        synthetic_topic_list(args.synthetic_topics, args.repeat)
     print(f"# console bench: Python {platform.python_version()}, {os.cpu_count()} CPUs (shared), "
           f"one broker + embedded keeper (`roost up`), `roost console` in its own process, loopback")
     with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
