@@ -199,7 +199,9 @@ def test_a_reset_is_refused_while_the_group_has_a_live_member(console: ConsolePr
     topic, group = unique("live"), unique("live-group")
     assert console.call("POST", "/api/topics", {"name": topic, "partitions": 1}).status == 201
     consumer = Consumer({"bootstrap.servers": console_cluster.bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                         # The broker it asks may not know the new topic yet: ask again soon, not in 5 min.
+                         "topic.metadata.refresh.interval.ms": 500})
     try:
         consumer.subscribe([topic])
 
@@ -208,8 +210,13 @@ def test_a_reset_is_refused_while_the_group_has_a_live_member(console: ConsolePr
             return bool(consumer.assignment())
 
         wait_for(assigned, 30, what="an assignment")
-        described = console.get(f"/api/groups/{group}")
-        assert described["state"] == "stable" and len(described["members"]) == 1
+
+        def stable() -> dict | None:
+            consumer.poll(0.1)  # a live member keeps polling (its heartbeats)
+            found = console.get(f"/api/groups/{group}")
+            return found if found["state"] == "stable" and len(found["members"]) == 1 else None
+
+        described = wait_for(stable, 30, what=f"{group} stable with one member, as the console tells it")
         assert described["members"][0]["assignment"] == [{"topic": topic, "partition": 0}]
         for path in (f"/api/groups/{group}/reset-preview", f"/api/groups/{group}/reset"):
             refused = console.call("POST", path, {"to": "start", "topics": [topic], "confirm": True})

@@ -96,7 +96,9 @@ def test_group_lag_shows_while_its_consumer_is_stopped_and_the_reset_preview_sho
         producer.produce(topic, value=f"first {index}".encode())
     assert producer.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": console_cluster.bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         # The broker it asks may not know the new topic yet: ask again soon, not in 5 min.
+                         "topic.metadata.refresh.interval.ms": 500})
     consumer.subscribe([topic])
     seen = 0
     for _ in range(60):  # bounded: at most 60 polls of 0.5 s

@@ -41,7 +41,9 @@ _SILENT.propagate = False
 
 METADATA_CACHE_S = 1.0
 METADATA_SETTLE_S = 5.0
-METADATA_SETTLE_ANSWERS = 4  # the topic list at 10,000 topics reuses one Metadata answer for this long
+METADATA_SETTLE_ANSWERS = 4
+CONTROLLER_ATTEMPTS = 5
+CONTROLLER_RETRY_S = 0.5  # the topic list at 10,000 topics reuses one Metadata answer for this long
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 
 Partition = tuple[str, int]
@@ -78,6 +80,24 @@ class KafkaSide:
             raise ConsoleError(504, f"{what}: no answer from the cluster within {self.timeout:g}s") from None
         except KafkaException as error:
             raise kafka_error(error, what) from None
+
+    def to_controller(self, send: Callable[[], concurrent.futures.Future[Any]], what: str) -> Any:
+        """A request only the controller takes (create, delete, add partitions), sent again a
+        bounded number of times when the broker librdkafka chose says it is not the controller
+        (the controller moved and the client's Metadata is behind)."""
+        for attempt in range(1, CONTROLLER_ATTEMPTS + 1):
+            try:
+                return send().result(timeout=self.timeout)
+            except concurrent.futures.TimeoutError:
+                raise ConsoleError(504, f"{what}: no answer from the cluster within {self.timeout:g}s") from None
+            except KafkaException as error:
+                inner = error.args[0] if error.args else None
+                if not (isinstance(inner, KafkaError) and inner.code() == KafkaError.NOT_CONTROLLER) \
+                        or attempt == CONTROLLER_ATTEMPTS:
+                    raise kafka_error(error, what) from None
+            self.metadata(fresh=True)  # learns the new controller
+            time.sleep(CONTROLLER_RETRY_S)
+        raise AssertionError("unreachable")
 
     def metadata(self, fresh: bool = False) -> ClusterMetadata:
         with self._lock:
@@ -212,15 +232,16 @@ class KafkaSide:
         if not name:
             raise bad_request("a topic needs a name")
         new = NewTopic(name, partitions, replication if replication else -1, config=configs)
-        (future,) = self.admin.create_topics([new], request_timeout=self.timeout,
-                                             operation_timeout=self.timeout).values()
-        self.result(future, f"create topic {name}")
+        self.to_controller(lambda: self.admin.create_topics([new], request_timeout=self.timeout,
+                                                           operation_timeout=self.timeout)[name],
+                           f"create topic {name}")
         self.await_metadata(lambda found: name in found.topics and bool(found.topics[name].partitions))
 
     def add_partitions(self, name: str, total: int) -> None:
-        (future,) = self.admin.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout,
-                                                 operation_timeout=self.timeout).values()
-        self.result(future, f"add partitions to {name}")
+        self.to_controller(lambda: self.admin.create_partitions([NewPartitions(name, total)],
+                                                               request_timeout=self.timeout,
+                                                               operation_timeout=self.timeout)[name],
+                           f"add partitions to {name}")
         self.await_metadata(lambda found: name in found.topics and len(found.topics[name].partitions) >= total)
 
     def alter_configs(self, name: str, to_set: dict[str, str], to_delete: list[str]) -> None:
@@ -234,9 +255,9 @@ class KafkaSide:
         self.result(future, f"alter configs of {name}")
 
     def delete_topic(self, name: str) -> None:
-        (future,) = self.admin.delete_topics([name], request_timeout=self.timeout,
-                                             operation_timeout=self.timeout).values()
-        self.result(future, f"delete topic {name}")
+        self.to_controller(lambda: self.admin.delete_topics([name], request_timeout=self.timeout,
+                                                           operation_timeout=self.timeout)[name],
+                           f"delete topic {name}")
         self.await_metadata(lambda found: name not in found.topics)
 
     def produce(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
