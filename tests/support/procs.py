@@ -105,6 +105,8 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     args = list(args)
     if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
         args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
+    if args and args[0] == "up" and "--console-port" not in args and "--no-console" not in args:
+        args += ["--no-console"]  # nor the web console's 8080: a test that wants it names a port
     full_env = dict(os.environ)
     full_env["PYTHONUNBUFFERED"] = "1"
     if env:

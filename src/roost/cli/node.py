@@ -9,7 +9,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_laye
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from roost.cli.up_console import Stoppable
     from roost.console.metrics_http import MetricsEndpoint
 
 log = logging.getLogger("roost.cli")
@@ -138,11 +139,13 @@ async def start_unless_stopped(broker: Broker, stop: asyncio.Event) -> tuple[str
 
 async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: int, command: str,
                        listening: str, stop: asyncio.Event,
-                       extra_metrics: Sequence[CollectorRegistry] = ()) -> int:
+                       extra_metrics: Sequence[CollectorRegistry] = (),
+                       after_start: Callable[[tuple[str, int]], Awaitable[Stoppable | None]] | None = None) -> int:
     """Run one broker until `stop` is set; 0 once it has stopped, 1 if it could not start.
     Prints `roost: {listening} listening on HOST:PORT` once it listens (`listening` names it:
     "kafka", "broker 3 kafka"); `command` prefixes error lines. With `metrics.port` >= 0 it also
-    serves the broker's Prometheus metrics, and `extra_metrics` beside them."""
+    serves the broker's Prometheus metrics, and `extra_metrics` beside them. `after_start(address)`
+    runs once the broker listens and may return something to stop before the broker (a console)."""
     try:
         broker = Broker(config, data_dir, host, port)
     except OSError as error:
@@ -174,8 +177,11 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
         if metrics is None:
             await broker.stop()
             return 1
+    companion = await after_start(bound) if after_start is not None else None
     await stop.wait()
     log.info("shutting down")
+    if companion is not None:
+        await companion.stop()
     if metrics is not None:
         await metrics.stop()
     await broker.stop()

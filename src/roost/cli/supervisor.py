@@ -20,12 +20,17 @@ import ctypes.util
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from roost.cli.cluster import ChildSpec, ClusterPlan, hostport
+from roost.cli.up_console import Stoppable
+
+# Starts a companion of the ready cluster (the web console) from its bootstrap servers and
+# zookeeper.connect; what it returns is stopped before the children.
+CompanionStarter = Callable[[str, str], Awaitable[Stoppable | None]]
 
 STARTUP_TIMEOUT_S = 60.0  # per group of children, for their listening lines
 QUORUM_TIMEOUT_S = 30.0
@@ -76,8 +81,9 @@ class Child:
 
 
 class Supervisor:
-    def __init__(self, plan: ClusterPlan) -> None:
+    def __init__(self, plan: ClusterPlan, companion: CompanionStarter | None = None) -> None:
         self.plan = plan
+        self.start_companion = companion
         self.children: list[Child] = []
         self.stop = asyncio.Event()
         self.force = asyncio.Event()  # a second signal: kill what is left at once
@@ -101,6 +107,7 @@ class Supervisor:
             what = f"{_count(len(plan.keepers), 'keeper')} and {brokers}"
         else:
             what = f"{brokers} (ZooKeeper at {plan.zookeeper_connect})"
+        companion: Stoppable | None = None
         say(f"roost: starting {what} in {plan.data_dir}; each one's log goes to {plan.data_dir}/<name>.log "
             f"({', '.join(names)})")
         try:
@@ -113,6 +120,8 @@ class Supervisor:
             self.running = True
             bootstrap = ",".join(hostport(*spec.address) for spec in plan.brokers)
             say(f"roost: cluster ready: bootstrap servers {bootstrap}; zookeeper.connect {plan.zookeeper_connect}")
+            if self.start_companion is not None:
+                companion = await self.start_companion(bootstrap, plan.zookeeper_connect)
             while not self.stop.is_set():
                 if all(child.exited.is_set() for child in self.children):
                     say("roost: every process has exited")
@@ -122,6 +131,8 @@ class Supervisor:
             return 0
         finally:
             self.running = False
+            if companion is not None:
+                await companion.stop()
             await self._stop_all()
             say("roost: stopped")
 
@@ -298,8 +309,8 @@ def _tail(path: Path, count: int) -> list[str]:
         return []
 
 
-async def supervise(plan: ClusterPlan) -> int:
-    supervisor = Supervisor(plan)
+async def supervise(plan: ClusterPlan, companion: CompanionStarter | None = None) -> int:
+    supervisor = Supervisor(plan, companion)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(signum, supervisor.on_signal)

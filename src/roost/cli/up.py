@@ -3,7 +3,8 @@
 Without --brokers: one broker and, beside it in the same process, a standalone keeper. It prints one
 line per listener once it listens (`roost: kafka listening on HOST:PORT`; with --metrics-port,
 `roost: metrics listening on HOST:PORT` for the broker's and keeper's Prometheus metrics), and on SIGTERM or SIGINT
-it stops accepting, flushes and closes every log, and exits 0.
+it stops accepting, flushes and closes every log, and exits 0. Beside it, the web console
+(roost.cli.up_console: http://127.0.0.1:8080/ unless --console-port or --no-console).
 
 With --brokers N: a cluster of child processes supervised by this one (roost.cli.cluster): a
 keeper ensemble (or an existing ZooKeeper ensemble given with --zookeeper) and N brokers.
@@ -29,6 +30,7 @@ from roost.cli.node import (
     serve_broker,
     stop_signals,
 )
+from roost.cli.up_console import Stoppable, add_console_arguments, start_up_console
 from roost.config import BrokerConfig, ConfigError
 from roost.keeper.config import ConfigError as KeeperConfigError
 from roost.keeper.embedded import KeeperHandle, start_embedded_keeper
@@ -85,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cluster_flags.add_argument("--zookeeper", metavar="HOST:PORT[,...]",
                                help="use this ZooKeeper ensemble (keepers or Apache ZooKeeper) and start no keeper")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_console_arguments(parser, port_number)
     add_settings_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -103,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.brokers is not None:
         # Plain asyncio: the supervisor does little I/O and needs Popen's process_group and preexec_fn.
-        return asyncio.run(supervisor.supervise(plan))
+        return asyncio.run(supervisor.supervise(
+            plan, lambda bootstrap, connect: start_up_console(args, bootstrap, connect)))
     return run_loop(serve(config, settings, args))
 
 
@@ -143,8 +147,13 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
         from roost.console.keeper_metrics import keeper_registry
 
         extra_metrics.append(keeper_registry(keeper.server))
+
+    async def console_beside(bound: tuple[str, int]) -> Stoppable | None:
+        local = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
+        return await start_up_console(args, cluster.hostport(local, bound[1]), config["zookeeper.connect"] or None)
+
     status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop,
-                                extra_metrics)
+                                extra_metrics, after_start=console_beside)
     if keeper is not None:
         await keeper.close()
     if status == 0:

@@ -44,7 +44,7 @@ class RoostNode(KafkaHelpers):
         listen. The server binds port 0 itself and prints the ports it got, so no port is chosen
         here and none can be lost to a concurrent test run (pytest-xdist) in between."""
         args = ["up", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--kafka-port", "0",
-                "--keeper-port", "0", *_set_flags({**NODE_TEST_SETTINGS, **(settings or {})})]
+                "--keeper-port", "0", "--no-console", *_set_flags({**NODE_TEST_SETTINGS, **(settings or {})})]
         process = ServerProcess.launch(args, data_dir / "roost.log")
         listeners = process.wait_listening(("kafka", "keeper"), timeout)
         kafka_host, kafka_port = listeners["kafka"]

@@ -1,0 +1,231 @@
+"""Web console load times against a real `roost up` node on loopback, with a `roost console`
+process of its own (so the console's CPU is measured apart from the broker's).
+
+Figures: the overview and the topic list (page shell, JSON API, and the page in headless
+chromium until its table is filled) at N topics; the first page of messages of a large topic
+(newest, oldest, and a search that finds nothing and so runs into its scan bound). Prints
+figures with their conditions and the CPU seconds of console and broker; never asserts.
+
+    .venv/bin/python bench/console_bench.py                       # 1,000 topics, 256 MiB topic
+    .venv/bin/python bench/console_bench.py --topics 10000 --size-mib 1024
+
+The machine is shared and noisy: medians of --repeat runs, compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata, TopicMetadata
+
+from roost.console.kafka_side import KafkaSide
+from roost.console.settings import ConsoleSettings
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+LISTENING = re.compile(r"roost: (?P<name>[a-z ]+?) listening on (?P<address>\S+)$")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def start(args: list[str], names: set[str], stack: ExitStack) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    process = subprocess.Popen([sys.executable, "-m", "roost.cli.main", *args], stdout=subprocess.PIPE, text=True)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+    stack.callback(stop)
+    found: dict[str, str] = {}
+    assert process.stdout is not None
+    deadline = time.monotonic() + 120
+    while not names <= found.keys() and time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if match := LISTENING.search(line.strip()):
+            found[match["name"]] = match["address"]
+    if not names <= found.keys():
+        raise SystemExit(f"roost {args[0]} did not start: {found}")
+    return process, found
+
+
+def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median and worst wall milliseconds of `repeat` calls (after one warm-up call)."""
+    call()
+    times = []
+    for _ in range(repeat):
+        begin = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - begin) * 1000)
+    return statistics.median(times), max(times)
+
+
+def fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return response.read()
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for begin in range(0, len(names), 200):
+        futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names[begin:begin + 200]],
+                                      operation_timeout=60, request_timeout=60)
+        for future in futures.values():
+            future.result(120)
+
+
+def fill_topic(bootstrap: str, topic: str, size_mib: int, record_bytes: int) -> int:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1024 * 1024,
+                         "queue.buffering.max.kbytes": 256 * 1024})
+    count = size_mib * 1024 * 1024 // record_bytes
+    value = os.urandom(record_bytes // 2).hex().encode()[:record_bytes]
+    for index in range(count):
+        while True:
+            try:
+                producer.produce(topic, key=str(index).encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if index % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(300) == 0
+    return count
+
+
+def report(label: str, median_ms: float, worst_ms: float, extra: str = "") -> None:
+    print(f"  {label:<58} {median_ms:8.1f} ms median  {worst_ms:8.1f} ms worst{extra}", flush=True)
+
+
+def synthetic_topic_list(topics: int, repeat: int) -> None:
+    """The console's own paging code (KafkaSide.topic_page) over a Metadata answer of `topics`
+    topics of 3 partitions built in memory: the CPU the console spends per page at a size the
+    one-node cluster here cannot be filled to in reasonable time. No cluster is involved."""
+    metadata = ClusterMetadata()
+    for index in range(topics):
+        topic = TopicMetadata()
+        topic.topic = f"service-{index:05d}.events"
+        for number in range(3):
+            partition = PartitionMetadata()
+            partition.id, partition.leader, partition.replicas, partition.isrs = number, 1, [1, 2, 3], [1, 2, 3]
+            topic.partitions[number] = partition
+        metadata.topics[topic.topic] = topic
+    kafka = KafkaSide(ConsoleSettings(bootstrap="127.0.0.1:9"))  # never connects: the metadata is given
+    kafka._metadata = (float("inf"), metadata)
+    print(f"\n== the console's topic paging over an in-memory Metadata answer of {topics:,} topics "
+          f"(3 partitions each; no cluster, no HTTP), median of {repeat} ==")
+    for label, call in (("first page of 50", lambda: kafka.topic_page("", 1, 50, False)),
+                        ("a search matching 11 topics", lambda: kafka.topic_page("0999", 1, 50, False)),
+                        ("last page", lambda: kafka.topic_page("", 10**9, 50, False))):
+        cpu = time.process_time()
+        median_ms, worst_ms = timed(call, repeat)
+        report(label, median_ms, worst_ms, f"   CPU {(time.process_time() - cpu) / (repeat + 1) * 1000:5.1f} ms per page")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--size-mib", type=int, default=256, help="size of the large topic (default 256 MiB)")
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--synthetic-topics", type=int, default=10_000,
+                        help="topics of the in-memory paging measurement (0: skip it)")
+    args = parser.parse_args()
+    if args.synthetic_topics:
+        synthetic_topic_list(args.synthetic_topics, args.repeat)
+    print(f"# console bench: Python {platform.python_version()}, {os.cpu_count()} CPUs (shared), "
+          f"one broker + embedded keeper (`roost up`), `roost console` in its own process, loopback")
+    with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
+        broker, listeners = start(["up", "--data-dir", str(Path(directory) / "data"), "--kafka-port", "0",
+                                   "--keeper-port", "0", "--no-console", "--log-level", "WARNING"],
+                                  {"kafka", "keeper"}, stack)
+        bootstrap, zookeeper = listeners["kafka"], listeners["keeper"]
+        console, found = start(["console", "-b", bootstrap, "--zookeeper", zookeeper, "--port", "0"], {"console"}, stack)
+        url = f"http://{found['console']}"
+
+        begin = time.monotonic()
+        create_topics(bootstrap, [f"bench-topic-{i:05d}" for i in range(args.topics)], 1)
+        print(f"# created {args.topics:,} topics of 1 partition in {time.monotonic() - begin:.1f} s")
+
+        print(f"\n== overview and topic list at {args.topics:,} topics: HTTP from this process, "
+              f"median of {args.repeat} after a warm-up ==")
+        for label, path in (("GET / (overview page shell)", "/"),
+                            ("GET /api/overview", "/api/overview"),
+                            ("GET /topics (topic list page shell)", "/topics"),
+                            ("GET /api/topics (first page of 50)", "/api/topics?page=1&size=50"),
+                            ("GET /api/topics?search=00999 (one match)", "/api/topics?search=00999"),
+                            ("GET /api/topics page 10 of 50", "/api/topics?page=10&size=50")):
+            console_cpu, broker_cpu = cpu_seconds(console.pid), cpu_seconds(broker.pid)
+            median_ms, worst_ms = timed(lambda p=path: fetch(url + p), args.repeat)
+            spent_console = (cpu_seconds(console.pid) - console_cpu) / (args.repeat + 1) * 1000
+            spent_broker = (cpu_seconds(broker.pid) - broker_cpu) / (args.repeat + 1) * 1000
+            report(label, median_ms, worst_ms,
+                   f"   CPU per request: console {spent_console:5.1f} ms, broker {spent_broker:5.1f} ms")
+
+        if os.path.exists(CHROMIUM):
+            from playwright.sync_api import sync_playwright
+
+            print(f"\n== the same pages in headless chromium: navigation until the table is filled, "
+                  f"median of {args.repeat} ==")
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page()
+                median_ms, worst_ms = timed(lambda: page.goto(url + "/static/console.css"), args.repeat)
+                report("baseline: navigation to a static file (the browser's own cost)", median_ms, worst_ms)
+                for label, path, ready in (("overview: brokers table filled", "/", "#brokers tbody tr"),
+                                           ("topics: first page of 50 rows", "/topics", "#topics tbody tr a")):
+                    def load(p: str = path, r: str = ready) -> None:
+                        page.goto(url + p)
+                        page.wait_for_selector(r, timeout=60_000)
+                    median_ms, worst_ms = timed(load, args.repeat)
+                    report(label, median_ms, worst_ms)
+                browser.close()
+
+        topic = "bench-large"
+        create_topics(bootstrap, [topic], 4)
+        begin = time.monotonic()
+        count = fill_topic(bootstrap, topic, args.size_mib, args.record_bytes)
+        print(f"\n# filled {topic}: {count:,} records of {args.record_bytes} B in 4 partitions "
+              f"({args.size_mib} MiB of values) in {time.monotonic() - begin:.1f} s")
+        print(f"== first page of messages of the {args.size_mib} MiB topic, median of {args.repeat} ==")
+        for label, path in (("newest 50, merged across 4 partitions", "?start=newest&limit=50"),
+                            ("oldest 50, merged across 4 partitions", "?start=oldest&limit=50"),
+                            ("newest 50 of partition 0", "?start=newest&limit=50&partition=0"),
+                            ("offset 30000 of partition 1, 50", "?start=offset&position=30000&partition=1&limit=50")):
+            console_cpu = cpu_seconds(console.pid)
+            median_ms, worst_ms = timed(lambda p=path: fetch(f"{url}/api/topics/{topic}/messages{p}"), args.repeat)
+            spent = (cpu_seconds(console.pid) - console_cpu) / (args.repeat + 1) * 1000
+            report(label, median_ms, worst_ms, f"   console CPU {spent:5.1f} ms per request")
+        begin = time.perf_counter()
+        answer = json.loads(fetch(f"{url}/api/topics/{topic}/messages?start=oldest&search=no-such-text"))
+        print(f"  a search that matches nothing (bounded scan): {(time.perf_counter() - begin) * 1000:8.1f} ms, "
+              f"read {answer['scanned']:,} records / {answer['scanned_bytes'] / 1048576:.1f} MiB, "
+              f"stopped by {answer['bounds_hit'] or 'the end of the topic'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+// The console's browser code: each page's shell names itself in <body data-page>, and its module
+// fills it from the JSON API.
+import { setupTimeZone } from "./util.js";
+import overview from "./pages/overview.js";
+import topics from "./pages/topics.js";
+import topic from "./pages/topic.js";
+import messages from "./pages/messages.js";
+import groups from "./pages/groups.js";
+import group from "./pages/group.js";
+import keeper from "./pages/keeper.js";
+
+const pages = { overview, topics, topic, messages, groups, group, keeper };
+
+document.addEventListener("DOMContentLoaded", () => {
+  const start = pages[document.body.dataset.page];
+  const rerender = start ? start() : undefined;
+  setupTimeZone(() => { if (typeof rerender === "function") rerender(); });
+});

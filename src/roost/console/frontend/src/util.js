@@ -1,0 +1,106 @@
+// Shared helpers of the console's pages. Data from the cluster (topic names, keys, values,
+// headers, znode data) is attacker-controlled: it reaches the page through textContent and
+// attribute setters only, never through innerHTML.
+
+export const readOnly = () => document.body.dataset.readOnly === "true";
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "text") node.textContent = String(value);
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+export function cell(value, attrs = {}) {
+  return el("td", attrs, value === null || value === undefined ? "—" : value);
+}
+
+export function status(message, kind = "") {
+  const box = document.getElementById("status");
+  box.className = `status ${kind}`;
+  box.textContent = message || "";
+}
+
+export class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+export async function api(path, options = {}) {
+  const init = { method: options.method || "GET", headers: { Accept: "application/json" } };
+  if (options.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(options.body);
+  }
+  const response = await fetch(path, init);
+  let answer = null;
+  try { answer = await response.json(); } catch { answer = null; }
+  if (!response.ok) throw new ApiError(response.status, (answer && answer.error) || `${response.status} ${response.statusText}`);
+  return answer;
+}
+
+// Runs `action`, showing its error (or `done`) in the status line.
+export async function attempt(action, done) {
+  try {
+    const result = await action();
+    if (done) status(typeof done === "function" ? done(result) : done, "ok");
+    return result;
+  } catch (error) {
+    status(error.message, "error");
+    return undefined;
+  }
+}
+
+// Polls `refresh` every `ms` while the page is visible; the first run is immediate.
+export function every(ms, refresh) {
+  let timer = null;
+  const tick = async () => {
+    try { await refresh(); } catch (error) { status(error.message, "error"); }
+    timer = setTimeout(tick, ms);
+  };
+  tick();
+  return () => clearTimeout(timer);
+}
+
+const zoneKey = "roost-console-timezone";
+export const timeZone = () => localStorage.getItem(zoneKey) || "utc";
+
+export function formatTime(ms) {
+  if (ms === null || ms === undefined || ms < 0) return "—";
+  const date = new Date(ms);
+  if (timeZone() === "utc") return date.toISOString().replace("T", " ").replace("Z", " UTC");
+  const pad = (n, w = 2) => String(n).padStart(w, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+    `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
+}
+
+export function setupTimeZone(onChange) {
+  const select = document.getElementById("timezone");
+  select.value = timeZone();
+  select.addEventListener("change", () => { localStorage.setItem(zoneKey, select.value); onChange(); });
+}
+
+export function confirmTyped(expected, message) {
+  const typed = window.prompt(`${message}\nType "${expected}" to confirm.`);
+  return typed === expected;
+}
+
+export function download(name, type, text) {
+  const link = el("a", { href: URL.createObjectURL(new Blob([text], { type })), download: name });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}

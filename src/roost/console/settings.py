@@ -1,0 +1,31 @@
+"""What a console runs with: the cluster it shows, where it listens, and the bounds that keep one
+request from stalling a broker (every browse and search stops at the first bound it reaches and
+says which)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_CONSOLE_PORT = 8080
+
+
+@dataclass(frozen=True)
+class Bounds:
+    max_messages: int = 500  # returned by one browse or search
+    max_scan_bytes: int = 64 * 1024 * 1024  # key + value bytes read by one browse or search
+    max_scan_messages: int = 200_000  # records read by one search
+    max_seconds: float = 5.0  # wall time of one browse or search
+    display_bytes: int = 4096  # of a key or value shown; the rest is cut (and said to be)
+    produce_bytes: int = 1024 * 1024  # of a value produced from the UI
+    page_size_limit: int = 500  # rows of one page of topics
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    bootstrap: str
+    zookeeper: str | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_CONSOLE_PORT
+    read_only: bool = False
+    request_timeout_s: float = 10.0
+    bounds: Bounds = Bounds()
