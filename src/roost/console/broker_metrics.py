@@ -113,9 +113,8 @@ class BrokerCollector(Collector):
                     under)
         yield gauge("underminisrpartitioncount", "Partitions led here whose ISR is below min.insync.replicas",
                     under_min)
-        # Kafka counts replicas on failed log directories; a Roost broker has one directory and
-        # stops when it fails, so while it answers this is 0.
-        yield gauge("offlinereplicacount", "Replicas on offline log directories", 0)
+        # Replicas on failed log directories (they answer KAFKA_STORAGE_ERROR until a restart).
+        yield gauge("offlinereplicacount", "Replicas on offline log directories", len(broker.replicas.offline))
         isr = broker.isr
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
                                   value=isr.shrinks if isr is not None else 0)
