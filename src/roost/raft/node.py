@@ -69,14 +69,17 @@ class RaftReplicator:
 
     `peers` maps every member id to its peer address (host, port); it may include this member,
     whose address is then where it listens. With no other members it is a standalone, durable
-    single member.
+    single member. `learners` (ZooKeeper's observers) are the members among them that replicate
+    and apply the log but never vote: the initial configuration, until the log holds another.
     """
 
     def __init__(self, node_id: int, peers: dict[int, Address], directory: str | os.PathLike[str],
-                 config: ReplicatorConfig | None = None) -> None:
+                 config: ReplicatorConfig | None = None, learners: frozenset[int] = frozenset()) -> None:
         self.node_id = node_id
         self.config = config or ReplicatorConfig()
         self.members = sorted(set(peers) | {node_id})
+        self.learners = frozenset(learners)
+        assert self.learners < set(self.members), "learners are members that do not vote"
         self.directory = Path(directory)
         listen = self.config.listen or peers.get(node_id) or ("127.0.0.1", 0)
         self._peer_addresses = {i: a for i, a in peers.items() if i != node_id}
@@ -125,6 +128,11 @@ class RaftReplicator:
         return None if self.core is None else self.core.leader
 
     @property
+    def is_observer(self) -> bool:
+        """True while this member is a learner (ZooKeeper's observer): it never votes."""
+        return self.core is not None and not self.core.is_voter
+
+    @property
     def last_applied(self) -> int:
         return self._last_applied
 
@@ -134,7 +142,7 @@ class RaftReplicator:
         core = self.core
         if core is None or not core.is_leader:
             return 0, 0
-        tracked = core.progress.values()
+        tracked = [pr for peer, pr in core.progress.items() if peer in core.voters]
         return len(tracked), sum(1 for pr in tracked if pr.state == ProgressState.REPLICATE)
 
     @property
@@ -162,9 +170,10 @@ class RaftReplicator:
         loop = asyncio.get_running_loop()
         recovered = await loop.run_in_executor(self._io, self.storage.load)
         seed = self.config.seed if self.config.seed is not None else int.from_bytes(os.urandom(8), "big")
-        self.core = RaftCore(self.node_id, self.members, self.config.raft_config(), random.Random(seed),
+        voters = [m for m in self.members if m not in self.learners]
+        self.core = RaftCore(self.node_id, voters, self.config.raft_config(), random.Random(seed),
                              hard_state=recovered.hard_state, snapshot=recovered.snapshot,
-                             entries=recovered.entries)
+                             entries=recovered.entries, learners=self.learners)
         if recovered.snapshot is not None:
             self._restore(recovered.snapshot.index, recovered.snapshot.data)
             self._last_applied = self._snapshot_index = recovered.snapshot.index
@@ -181,7 +190,7 @@ class RaftReplicator:
             await self.transport.start()
         self._tasks = [asyncio.create_task(self._ready_loop(), name=f"raft-ready-{self.node_id}"),
                        asyncio.create_task(self._tick_loop(), name=f"raft-tick-{self.node_id}")]
-        if len(self.members) == 1:
+        if len(self.members) == 1 and not self.learners:
             # Alone: become leader now and commit the durable tail before start() returns.
             last = self.core.log.last_index
             self.core.campaign()
@@ -541,7 +550,7 @@ class RaftReplicator:
         applied = self._last_applied
         term = core.log.term(applied)
         assert term is not None
-        snap = Snapshot(applied, term, self._snapshot())
+        snap = Snapshot(applied, term, self._snapshot(), core.membership_at(applied))
         compact_to = core.compaction_point(applied, self.config.keep_entries)
         kept_bytes = 0
         for index in range(applied, compact_to, -1):  # keep fewer entries if they are big
