@@ -173,7 +173,8 @@ def zookeeper_ensemble(directory: Path, size: int = 3, tick_ms: int = TICK_MS) -
 
 
 def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] | None = None,
-                  servers: dict[int, int] | None = None, myid: int = 1) -> Path:
+                  servers: dict[int, int] | None = None, myid: int = 1,
+                  observers: frozenset[int] = frozenset()) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
         "tickTime": TICK_MS,
@@ -195,7 +196,8 @@ def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] |
             rendered = str(value)
         lines.append(f'"{key}" = {rendered}')
     for sid, port in sorted((servers or {}).items()):
-        lines.append(f'server.{sid} = "127.0.0.1:{port}"')
+        role = ":observer" if sid in observers else ""
+        lines.append(f'server.{sid} = "127.0.0.1:{port}{role}"')
     path = directory / "keeper.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -213,9 +215,11 @@ def keeper_process(directory: Path, extra: dict[str, Any] | None = None) -> Iter
 
 @contextlib.contextmanager
 def keeper_ensemble(directory: Path, size: int = 3, extra: dict[str, Any] | None = None,
-                    fixed_client_ports: bool = False) -> Iterator[list[RoostProcess]]:
-    """Three (or `size`) keeper processes forming an ensemble. With `fixed_client_ports` each
-    member keeps its client port across restarts (`start_roost(proc.args, ...)`)."""
+                    fixed_client_ports: bool = False,
+                    observers: frozenset[int] = frozenset()) -> Iterator[list[RoostProcess]]:
+    """Three (or `size`) keeper processes forming an ensemble, members `observers` among them
+    being observers. With `fixed_client_ports` each member keeps its client port across restarts
+    (`start_roost(proc.args, ...)`)."""
     ports = free_ports(2 * size)  # all at once, so that none repeats
     peer_ports = {sid: ports[sid - 1] for sid in range(1, size + 1)}
     client_ports = {sid: ports[size + sid - 1] if fixed_client_ports else 0 for sid in peer_ports}
@@ -223,7 +227,7 @@ def keeper_ensemble(directory: Path, size: int = 3, extra: dict[str, Any] | None
     try:
         for sid in peer_ports:
             config = keeper_config(directory / f"keeper{sid}", servers=peer_ports, myid=sid, extra=extra,
-                                   client_port=client_ports[sid])
+                                   client_port=client_ports[sid], observers=observers)
             procs.append(start_roost(["keeper", "--config", str(config)], expect=("keeper",)))
         yield procs
     finally:

@@ -354,8 +354,8 @@ def test_crashes_in_the_middle_of_changes_keep_the_log_safe(seed: int) -> None:
         elif sim.down and rid % 37 == 30:
             sim.start(sim.down.pop())
         sim.tick(1, shuffle=True)
-        for i, core in sim.cores.items():
-            for entry in sim.applied[i]:
+        for applied in sim.applied.values():
+            for entry in applied:
                 if entry.kind is EntryKind.NORMAL and entry.data in proposed.values():
                     acknowledged.add(entry.data)
     while sim.down:

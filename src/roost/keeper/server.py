@@ -55,7 +55,8 @@ def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replic
 
         return LocalReplicator(config.data_dir / "raft", config=raft_config)
     peers = {sid: (peer.host, peer.port) for sid, peer in config.servers.items()}
-    return RaftReplicator(config.myid, peers, config.data_dir / "raft", raft_config)
+    return RaftReplicator(config.myid, peers, config.data_dir / "raft", raft_config,
+                          learners=config.observers)
 
 
 class _ClientProtocol(asyncio.Protocol):
@@ -382,7 +383,9 @@ class KeeperServer:
     def mode(self) -> str:
         if not self.config.is_ensemble:
             return "standalone"
-        return "leader" if self.is_leader() else "follower"
+        if self.is_leader():
+            return "leader"
+        return "observer" if getattr(self.replicator, "is_observer", False) else "follower"
 
     def facts(self) -> ServerFacts:
         core = self.core
