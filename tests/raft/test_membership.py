@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from roost.raft.core import RaftConfig, RaftCore, Role
+from roost.raft.core import ProposalResult, RaftConfig, RaftCore, Role
 from roost.raft.messages import Entry, EntryKind, HardState, Membership, Message
 
 CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_entries=4)
@@ -39,6 +39,7 @@ class Sim:
         self.disks: dict[int, Disk] = {}
         self.cores: dict[int, RaftCore] = {}
         self.applied: dict[int, list[Entry]] = {}
+        self._results: dict[int, list[ProposalResult]] = {}
         self.pending: list[Message] = []
         self.down: set[int] = set()
         self.cut: set[int] = set()
@@ -55,6 +56,9 @@ class Sim:
         self.applied[i] = [e for e in disk.entries if e.index <= disk.hard_state.commit]
         self.cores[i].log.applied_handed = len(self.applied[i])  # replayed on restart, like the shell
         self.down.discard(i)
+
+    def results(self, i: int) -> list[ProposalResult]:
+        return self._results.get(i, [])
 
     def crash(self, i: int) -> None:
         self.down.add(i)
@@ -79,6 +83,7 @@ class Sim:
                     if m.src not in self.cut and m.dst not in self.cut and m.dst in self.cores:
                         self.pending.append(m)
                 self.applied[i].extend(rd.committed_entries)
+                self._results.setdefault(i, []).extend(rd.proposal_results)
             if core.role is Role.LEADER:
                 self.leaders_by_term.setdefault(core.term, set()).add(i)
 
@@ -254,10 +259,34 @@ def test_one_voter_at_a_time_and_one_change_at_a_time() -> None:
     assert leader.propose_membership(Membership(frozenset({1})), 1) == "too-many"
     assert leader.propose_membership(Membership(frozenset({1, 2, 3}), frozenset({4})), 1) is None
     assert leader.propose_membership(Membership(frozenset({1, 2, 3}), frozenset({4, 5})), 2) == "in-progress"
-    assert sim.cores[2].propose_membership(Membership(frozenset({1, 2})), 3) == "not-leader"
+    # A follower forwards a change to the leader, which refuses it with its reason.
+    follower = next(c for c in sim.cores.values() if c is not leader)
+    assert follower.propose_membership(Membership(frozenset({1, 2, 3}), frozenset({4, 5})), 3) is None
     sim.deliver()
+    answer = next(r for r in sim.results(follower.id) if r.request_id == 3)
+    assert answer.refused and answer.reason == "in-progress"
     assert not leader.config_change_pending
     assert leader.propose_membership(Membership(frozenset({1, 2, 3}), frozenset({4, 5})), 2) is None
+
+
+def test_a_learner_is_promoted_only_once_caught_up_and_forwarded_changes_land() -> None:
+    sim = Sim([1, 2, 3])
+    leader = sim.settle()
+    for k in range(8):
+        leader.propose(b"w%d" % k, k)
+    sim.deliver()
+    sim.add_member(4)
+    sim.cut = {4}
+    follower = next(c for c in sim.cores.values() if c is not leader and c.id != 4)
+    assert follower.propose_membership(Membership(frozenset({1, 2, 3}), frozenset({4})), 20) is None
+    sim.deliver()
+    landed = next(r for r in sim.results(follower.id) if r.request_id == 20)
+    assert not landed.refused and leader.membership.learners == {4}
+    # 4 is unreachable, so its log is empty: promoting it would stall commits.
+    assert leader.propose_membership(Membership(frozenset({1, 2, 3, 4})), 21) == "catching-up"
+    sim.cut = set()
+    sim.tick(3)
+    assert leader.propose_membership(Membership(frozenset({1, 2, 3, 4})), 21) is None
 
 
 def test_a_config_entry_takes_effect_when_appended_and_reverts_when_truncated() -> None:

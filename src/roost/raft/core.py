@@ -51,6 +51,10 @@ from roost.raft.messages import (
 )
 
 
+# Why a leader refused a membership change; a PROPOSE_RESP carries the position in `context`.
+_REFUSALS = ("", "not-leader", "in-progress", "too-many", "no-voter", "catching-up")
+
+
 class Role(enum.Enum):
     FOLLOWER = "follower"
     PRE_CANDIDATE = "pre-candidate"
@@ -82,6 +86,7 @@ class ProposalResult:
     request_id: int
     term: int
     index: int
+    reason: str = ""  # a refused membership change: why (see `RaftCore.propose_membership`)
 
     @property
     def refused(self) -> bool:
@@ -308,21 +313,39 @@ class RaftCore:
         return bool(self._config_entries) and self._config_entries[-1][0] > self.log.commit
 
     def propose_membership(self, membership: Membership, request_id: int) -> str | None:
-        """Leader only: append a configuration that differs from the current one by at most one
-        voter (learners may come and go freely). Returns None when appended (its ProposalResult
-        comes in a later Ready) or why it was refused: 'not-leader', 'in-progress' (the previous
-        change, or this term's first entry, is not committed yet), 'too-many' (more than one voter
-        added or removed), 'no-voter'."""
+        """Append a configuration that differs from the current one by at most one voter
+        (learners may come and go freely). On the leader, returns None when appended (its
+        ProposalResult comes in a later Ready) or why it was refused: 'not-leader', 'in-progress'
+        (the previous change, or this term's first entry, is not committed yet), 'too-many' (more
+        than one voter added or removed), 'no-voter', 'catching-up' (a new voter's log is not yet
+        as far as the commit index). A follower forwards it to the leader (None: the answer,
+        refused with a reason or not, comes as a ProposalResult), or says 'not-leader'."""
         if self.role is not Role.LEADER:
-            return "not-leader"
+            if self.leader is None:
+                return "not-leader"
+            self._send(Message(MessageType.PROPOSE, self.id, self.leader, request_ids=(request_id,),
+                               entries=(Entry(0, 0, membership.encode(), EntryKind.CONFIG),)))
+            return None
+        refusal = self._membership_refusal(membership)
+        if refusal is not None:
+            return refusal
+        index = self._append_local([membership.encode()], kind=EntryKind.CONFIG)
+        self._proposal_results.append(ProposalResult(request_id, self.term, index))
+        return None
+
+    def _membership_refusal(self, membership: Membership) -> str | None:
         if self.config_change_pending or self.log.term(self.log.commit) != self.term:
             return "in-progress"
         if not membership.voters:
             return "no-voter"
         if len(membership.voters ^ self.voters) > 1:
             return "too-many"
-        index = self._append_local([membership.encode()], kind=EntryKind.CONFIG)
-        self._proposal_results.append(ProposalResult(request_id, self.term, index))
+        for new in membership.voters - self.voters:
+            # A new voter counts toward the commit quorum at once: if it were far behind, commits
+            # would stall until it caught up (thesis §4.2.1). It must have caught up as a learner.
+            pr = self.progress.get(new)
+            if new != self.id and (pr is None or pr.match < self.log.commit):
+                return "catching-up"
         return None
 
     # --- status ------------------------------------------------------------------------------
@@ -664,13 +687,17 @@ class RaftCore:
                 self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, reject=True,
                                    request_ids=m.request_ids))
                 return
+            if len(m.entries) == 1 and m.entries[0].kind is EntryKind.CONFIG:
+                self._step_forwarded_membership(m)
+                return
             first = self._append_local([e.data for e in m.entries])
             self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, index=first, log_term=self.term,
                                request_ids=m.request_ids))
         elif m.type is MessageType.PROPOSE_RESP:
             for k, request_id in enumerate(m.request_ids):
                 if m.reject:
-                    self._proposal_results.append(ProposalResult(request_id, 0, 0))
+                    reason = _REFUSALS[m.context] if 0 < m.context < len(_REFUSALS) else ""
+                    self._proposal_results.append(ProposalResult(request_id, 0, 0, reason))
                 else:
                     self._proposal_results.append(ProposalResult(request_id, m.log_term, m.index + k))
         elif m.type is MessageType.READ_INDEX:
@@ -680,6 +707,21 @@ class RaftCore:
                 self._send(Message(MessageType.READ_INDEX_RESP, self.id, m.src, context=m.context, reject=True))
         elif m.type is MessageType.READ_INDEX_RESP:
             self._read_states.append(ReadState(m.context, -1 if m.reject else m.index))
+
+    def _step_forwarded_membership(self, m: Message) -> None:
+        try:
+            membership = Membership.decode(m.entries[0].data)
+        except (ValueError, AssertionError):
+            refusal: str | None = "no-voter"
+        else:
+            refusal = self._membership_refusal(membership)
+        if refusal is not None:
+            self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, reject=True,
+                               request_ids=m.request_ids, context=_REFUSALS.index(refusal)))
+            return
+        index = self._append_local([m.entries[0].data], kind=EntryKind.CONFIG)
+        self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, index=index, log_term=self.term,
+                           request_ids=m.request_ids))
 
     # --- leader ------------------------------------------------------------------------------
 
