@@ -50,7 +50,6 @@ from roost.raft.messages import (
     Snapshot,
 )
 
-
 # Why a leader refused a membership change; a PROPOSE_RESP carries the position in `context`.
 _REFUSALS = ("", "not-leader", "in-progress", "too-many", "no-voter", "catching-up")
 

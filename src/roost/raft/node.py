@@ -17,12 +17,13 @@ import heapq
 import logging
 import os
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from roost.raft.core import ProgressState, RaftConfig, RaftCore, Ready
-from roost.raft.messages import EntryKind, Message, MessageType, Snapshot
+from roost.raft.messages import EntryKind, Membership, Message, MessageType, Snapshot
 from roost.raft.replicator import (
     AppliedFn,
     ApplyFn,
@@ -36,6 +37,36 @@ from roost.raft.storage import DiskStorage
 from roost.raft.transport import Address, PeerTransport, TransportConfig
 
 log = logging.getLogger(__name__)
+
+MembershipHandler = Callable[[int, Membership], None]
+
+
+class MembershipRefused(Exception):
+    """The leader refused a membership change; `reason` says why (see RaftCore.propose_membership)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def next_membership_step(current: Membership, target: Membership,
+                         leader: int | None = None) -> Membership | None:
+    """The next single-server step from `current` toward `target`, or None once there. The
+    context (the application's description) travels with the first step; `leader` leaves last."""
+    if current.voters == target.voters and current.learners == target.learners:
+        return None if current.context == target.context else target
+    joining = target.members - current.members
+    if joining:
+        return Membership(current.voters, current.learners | joining, target.context)
+    promote = sorted(target.voters - current.voters)
+    if promote:
+        return Membership(current.voters | {promote[0]}, current.learners - {promote[0]}, target.context)
+    leave = sorted(current.voters - target.voters, key=lambda member: (member == leader, member))
+    if leave:
+        gone = leave[0]
+        learners = current.learners | ({gone} & target.learners)
+        return Membership(current.voters - {gone}, learners, target.context)
+    return Membership(current.voters, target.learners, target.context)
 
 _REFUSED = object()  # a proposal or read the core refused (no leader): safe to retry
 
@@ -92,6 +123,7 @@ class RaftReplicator:
         self._restore: RestoreFn = lambda index, blob: None
         self._applied: AppliedFn | None = None
         self._leader_message_handler: LeaderMessageHandler | None = None
+        self._membership_handler: MembershipHandler | None = None
         self._leadership_handler: LeadershipHandler | None = None
         self._last_applied = 0
         self._snapshot_index = 0
@@ -164,6 +196,15 @@ class RaftReplicator:
     def set_peer_address(self, peer_id: int, address: Address) -> None:
         assert self.transport is not None
         self.transport.set_peer_address(peer_id, address)
+
+    def set_peers(self, addresses: dict[int, Address]) -> None:
+        """The members' peer addresses after a membership change: dial new ones, drop gone ones."""
+        if self.transport is None:
+            return
+        for peer_id, address in addresses.items():
+            self.transport.add_peer(peer_id, address)
+        for peer_id in [p for p in self.transport.peers if p not in addresses]:
+            self.transport.remove_peer(peer_id)
 
     async def start(self) -> None:
         assert self.core is None, "start() once"
@@ -278,6 +319,71 @@ class RaftReplicator:
         assert self.transport is not None
         self.transport.send(Message(MessageType.APP, self.node_id, core.leader, data=message))
         return True
+
+    @property
+    def membership(self) -> Membership | None:
+        """The configuration in force on this member (as far as its log goes)."""
+        return None if self.core is None else self.core.membership
+
+    def set_membership_handler(self, handler: MembershipHandler) -> None:
+        """`handler(index, membership)` runs when a CONFIG entry is applied (committed), on
+        every member in log order, between the state machine's entries."""
+        self._membership_handler = handler
+
+    async def change_membership(self, target: Membership, timeout: float = 30.0,
+                                force: bool = False) -> int:
+        """Move the ensemble to `target` one step at a time (Raft's single-server changes): new
+        members join as learners, each new voter is promoted once caught up, then voters leave
+        one by one (the leader last, since it hands over when its removal commits), then
+        learners. Each step is committed and applied here before the next. Works on any member
+        (a follower forwards each step to the leader). `force` appends `target` even if it is in
+        force already (to record the configuration in the log). Returns the log index of the
+        last step (0 if nothing changed). Raises MembershipRefused ('in-progress' if another
+        change was under way at the first step, 'catching-up' if a new voter did not catch up
+        in time) or NoQuorum."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last = 0
+        first = True
+        while True:
+            core = self._live_core()
+            step = next_membership_step(core.membership, target, core.leader)
+            if step is None and force and first:
+                step = target
+            if step is None:
+                return last
+            rid = self._next_request_id()
+            future: asyncio.Future[object] = loop.create_future()
+            self._requests[rid] = future
+            refusal = core.propose_membership(step, rid)
+            if refusal is None:
+                if not core.is_leader:
+                    self._forwarded[rid] = (core.leader, False)
+                self._wake()
+                try:
+                    result = await self._wait(future, deadline, "membership change")
+                finally:
+                    self._forget(rid)
+                if isinstance(result, int):
+                    last = result
+                    first = False
+                    continue
+                refusal = result if isinstance(result, str) else "not-leader"
+            else:
+                self._forget(rid)
+            if refusal == "in-progress" and first:
+                # Another change is under way (ours only ever starts once its previous step
+                # is applied here, which the leader committed first).
+                raise MembershipRefused("in-progress")
+            if refusal in ("too-many", "no-voter"):
+                raise MembershipRefused(refusal)
+            if loop.time() > deadline:
+                raise MembershipRefused(refusal) if refusal == "catching-up" else NoQuorum(
+                    f"membership change: {refusal} until the timeout")
+            if refusal == "not-leader":
+                await self._wait_for_leader(deadline, "membership change", changed=True)
+            else:
+                await asyncio.sleep(self.config.tick_interval)
 
     def transfer_leadership(self, to: int) -> bool:
         """Best effort: ask member `to` to take over (it must be up to date)."""
@@ -494,6 +600,8 @@ class RaftReplicator:
             assert entry.index == self._last_applied + 1, f"apply {entry.index} after {self._last_applied}"
             if entry.kind is EntryKind.NORMAL:
                 self._apply(entry.index, entry.data)
+            elif entry.kind is EntryKind.CONFIG:
+                self._on_membership_applied(entry.index, Membership.decode(entry.data))
             self._last_applied = entry.index
             self._bytes_since_snapshot += len(entry.data)
             for term, future in self._apply_waiters.pop(entry.index, ()):
@@ -509,7 +617,7 @@ class RaftReplicator:
             if future is None or future.done():
                 continue
             if result.refused:
-                _settle(future, _REFUSED)
+                _settle(future, result.reason or _REFUSED)
             elif result.index <= self._last_applied:
                 # Forwarded, and the commit overtook the leader's answer.
                 core = self.core
@@ -568,6 +676,10 @@ class RaftReplicator:
         self._bytes_since_snapshot = 0
         log.info("raft %d: snapshot at %d (%d bytes), log kept from %d", self.node_id, applied,
                  len(snap.data), compact_to + 1)
+
+    def _on_membership_applied(self, index: int, membership: Membership) -> None:
+        if self._membership_handler is not None:
+            self._membership_handler(index, membership)
 
     def _report_leadership(self) -> None:
         core = self.core
