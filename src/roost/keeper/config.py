@@ -71,6 +71,12 @@ class KeeperConfig:
     # Log entries (batches of writes) applied between two snapshots; a snapshot is also taken
     # after 64 MiB of entries, whichever comes first.
     snap_count: int = 20_000
+    # Dynamic reconfiguration (ZooKeeper 3.5+'s `reconfig`), allowed to a super user only: one
+    # authenticated with the digest `superDigest` ("super:<base64 sha1>", ZooKeeper's
+    # zookeeper.DigestAuthenticationProvider.superDigest), or anyone with `skipACL`.
+    reconfig_enabled: bool = False
+    super_digest: str = ""
+    skip_acl: bool = False
     # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -153,6 +159,9 @@ class KeeperConfig:
             force_sync=_bool(values, "forceSync", True),
             four_letter_whitelist=_whitelist(values),
             snap_count=_int(values, "snapCount", 20_000, 1, 2**31 - 1),
+            reconfig_enabled=_bool(values, "reconfigEnabled", False),
+            super_digest=_string(values, "superDigest", ""),
+            skip_acl=_bool(values, "skipACL", False),
             metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
         )
@@ -178,7 +187,7 @@ _KNOWN = frozenset({
     "tickTime", "minSessionTimeout", "maxSessionTimeout", "dataDir", "clientPort",
     "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
     "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
-    "snapCount",
+    "snapCount", "reconfigEnabled", "superDigest", "skipACL",
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",

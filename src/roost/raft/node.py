@@ -105,11 +105,13 @@ class RaftReplicator:
     """
 
     def __init__(self, node_id: int, peers: dict[int, Address], directory: str | os.PathLike[str],
-                 config: ReplicatorConfig | None = None, learners: frozenset[int] = frozenset()) -> None:
+                 config: ReplicatorConfig | None = None, learners: frozenset[int] = frozenset(),
+                 context: bytes = b"") -> None:
         self.node_id = node_id
         self.config = config or ReplicatorConfig()
         self.members = sorted(set(peers) | {node_id})
         self.learners = frozenset(learners)
+        self.context = context  # the application's description of the initial configuration
         assert self.learners < set(self.members), "learners are members that do not vote"
         self.directory = Path(directory)
         listen = self.config.listen or peers.get(node_id) or ("127.0.0.1", 0)
@@ -214,7 +216,7 @@ class RaftReplicator:
         voters = [m for m in self.members if m not in self.learners]
         self.core = RaftCore(self.node_id, voters, self.config.raft_config(), random.Random(seed),
                              hard_state=recovered.hard_state, snapshot=recovered.snapshot,
-                             entries=recovered.entries, learners=self.learners)
+                             entries=recovered.entries, learners=self.learners, context=self.context)
         if recovered.snapshot is not None:
             self._restore(recovered.snapshot.index, recovered.snapshot.data)
             self._last_applied = self._snapshot_index = recovered.snapshot.index
@@ -331,7 +333,7 @@ class RaftReplicator:
         self._membership_handler = handler
 
     async def change_membership(self, target: Membership, timeout: float = 30.0,
-                                force: bool = False) -> int:
+                                force: bool = False, catch_up_timeout: float | None = None) -> int:
         """Move the ensemble to `target` one step at a time (Raft's single-server changes): new
         members join as learners, each new voter is promoted once caught up, then voters leave
         one by one (the leader last, since it hands over when its removal commits), then
@@ -340,9 +342,10 @@ class RaftReplicator:
         force already (to record the configuration in the log). Returns the log index of the
         last step (0 if nothing changed). Raises MembershipRefused ('in-progress' if another
         change was under way at the first step, 'catching-up' if a new voter did not catch up
-        in time) or NoQuorum."""
+        in time: `catch_up_timeout`, default `timeout`) or NoQuorum."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        catch_up_since: float | None = None
         last = 0
         first = True
         while True:
@@ -377,6 +380,12 @@ class RaftReplicator:
                 raise MembershipRefused("in-progress")
             if refusal in ("too-many", "no-voter"):
                 raise MembershipRefused(refusal)
+            if refusal == "catching-up":
+                catch_up_since = catch_up_since or loop.time()
+                if catch_up_timeout is not None and loop.time() - catch_up_since > catch_up_timeout:
+                    raise MembershipRefused(refusal)
+            else:
+                catch_up_since = None
             if loop.time() > deadline:
                 raise MembershipRefused(refusal) if refusal == "catching-up" else NoQuorum(
                     f"membership change: {refusal} until the timeout")
