@@ -18,7 +18,15 @@ import logging
 from typing import TYPE_CHECKING
 
 from roost.keeper.config import KeeperConfig
-from roost.keeper.reconfig import Refusal, config_version, decode_context, plan, render
+from roost.keeper.reconfig import (
+    Refusal,
+    config_version,
+    decode_context,
+    is_complete,
+    plan,
+    render,
+    same_servers,
+)
 from roost.keeper.tree import CONFIG_PATH
 from roost.raft.messages import Membership
 from roost.wire.zk.constants import Err
@@ -46,12 +54,17 @@ class MembershipKeeper:
     # -- replicator callbacks
 
     def on_membership_applied(self, index: int, membership: Membership) -> None:
-        self.core.apply_config(lambda zxid: render(membership, zxid))
         specs = decode_context(membership.context)
+        node = self.core.tree.get(CONFIG_PATH)
+        unchanged = node is not None and same_servers(node.data, render(membership, 0))
+        if is_complete(membership, specs) and not unchanged:
+            # A reconfig's last step (or the initial record): one new version, as in ZooKeeper.
+            # Its intermediate steps (a joiner still a learner, a leaver still a voter) are not,
+            # nor is the way back from a failed one.
+            self.core.apply_config(lambda zxid: render(membership, zxid))
         addresses = {sid: (spec.host, spec.peer_port) for sid, spec in specs.items()
                      if sid in membership.members and sid != self.replicator.node_id}
-        if addresses or not membership.members - {self.replicator.node_id}:
-            self.replicator.set_peers(addresses)
+        self.replicator.set_peers(addresses, keep=membership.members)
 
     def on_leadership(self, is_leader: bool) -> None:
         if not (is_leader and self.config.reconfig_enabled):
@@ -117,7 +130,10 @@ class MembershipKeeper:
             log.info("keeper: reconfig refused (%s): %s", target.err.name, target.reason)
             return target.err, b""
         core = self.replicator.core
-        if self._busy or (core is not None and core.config_change_pending):
+        # A configuration between two steps (a joiner still a learner, say) means a change is
+        # under way somewhere; a whole new member list may take over from one that was abandoned.
+        midway = not is_complete(current, decode_context(current.context)) and not request.new_members
+        if self._busy or midway or (core is not None and core.config_change_pending):
             return Err.RECONFIG_IN_PROGRESS, b""
         self._busy = True
         try:

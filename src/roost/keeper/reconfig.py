@@ -44,6 +44,13 @@ def initial_membership(config: KeeperConfig) -> Membership:
     return Membership(voters, frozenset(config.observers), encode_context(specs))
 
 
+def is_complete(membership: Membership, specs: dict[int, ServerSpec]) -> bool:
+    """True if the context describes exactly these members in these roles: a configuration a
+    reconfig asked for, not a step on the way to one."""
+    return set(specs) == membership.members and all(
+        spec.observer == (sid in membership.learners) for sid, spec in specs.items())
+
+
 def render(membership: Membership, version: int) -> bytes:
     """`/zookeeper/config`'s data for `membership`, whose change had zxid `version`."""
     specs = decode_context(membership.context)
@@ -58,6 +65,13 @@ def render(membership: Membership, version: int) -> bytes:
         lines.append(f"server.{sid}={spec.zk_line()}")
     lines.append(f"version={version:x}")
     return "\n".join(lines).encode()
+
+
+def same_servers(a: bytes | None, b: bytes | None) -> bool:
+    """True if two renderings list the same members (whatever their versions)."""
+    def servers(data: bytes | None) -> list[bytes]:
+        return [line for line in (data or b"").splitlines() if line.startswith(b"server.")]
+    return servers(a) == servers(b)
 
 
 def config_version(data: bytes | None) -> int:
@@ -95,7 +109,8 @@ def plan(request: ReconfigRequest, current: Membership, version: int) -> Members
                 if sid not in wanted:
                     return Refusal(Err.BAD_ARGUMENTS, f"server {sid} is not a member")
                 del wanted[sid]
-            wanted.update(_parse_servers(request.joining or ""))
+            if request.joining:
+                wanted.update(_parse_servers(request.joining))
         else:
             return Refusal(Err.BAD_ARGUMENTS, "no joining, leaving or new members")
     except ValueError as exc:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from roost.keeper.config import KeeperConfig
 from roost.keeper.core import Client, CoreSettings, KeeperCore, Slot
 from roost.keeper.fourletter import ServerFacts, answer
+from roost.keeper.tree import CONFIG_PATH
 from roost.wire.zk.connection import FourLetterWord, ServerConnection
 from roost.wire.zk.constants import Err
 from roost.wire.zk.errors import ZkCodecError
@@ -409,6 +410,16 @@ class KeeperServer:
             return "leader"
         return "observer" if getattr(self.replicator, "is_observer", False) else "follower"
 
+    def _config_lines(self) -> list[str]:
+        """`conf`'s lines: the static settings, then (as ZooKeeper 3.5+) the dynamic membership
+        once `/zookeeper/config` holds one."""
+        lines = self.config.describe()
+        node = self.core.tree.get(CONFIG_PATH)
+        if node is None or not node.data:
+            return lines
+        static = [line for line in lines if not line.startswith("server.")]
+        return [*static, "membership: ", *node.data.decode(errors="replace").splitlines()]
+
     def facts(self) -> ServerFacts:
         core = self.core
         stats = core.stats
@@ -437,6 +448,6 @@ class KeeperServer:
             sessions=len(tree.sessions),
             uptime_ms=int((time.monotonic() - self._started_mono) * 1000),
             client_lines=client_lines,
-            config_lines=self.config.describe(),
+            config_lines=self._config_lines(),
             serving=core.serving(),
         )

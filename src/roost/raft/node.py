@@ -199,13 +199,14 @@ class RaftReplicator:
         assert self.transport is not None
         self.transport.set_peer_address(peer_id, address)
 
-    def set_peers(self, addresses: dict[int, Address]) -> None:
-        """The members' peer addresses after a membership change: dial new ones, drop gone ones."""
+    def set_peers(self, addresses: dict[int, Address], keep: frozenset[int]) -> None:
+        """After a membership change: dial the members in `addresses` (new ones, or at new
+        addresses), and drop the peers not in `keep` (the members)."""
         if self.transport is None:
             return
         for peer_id, address in addresses.items():
             self.transport.add_peer(peer_id, address)
-        for peer_id in [p for p in self.transport.peers if p not in addresses]:
+        for peer_id in [p for p in self.transport.peers if p not in keep]:
             self.transport.remove_peer(peer_id)
 
     async def start(self) -> None:
@@ -374,9 +375,10 @@ class RaftReplicator:
                 refusal = result if isinstance(result, str) else "not-leader"
             else:
                 self._forget(rid)
-            if refusal == "in-progress" and first:
+            if refusal == "in-progress" and first and core.config_change_pending:
                 # Another change is under way (ours only ever starts once its previous step
-                # is applied here, which the leader committed first).
+                # is applied here, which the leader committed first). Otherwise the leader has
+                # not yet committed an entry of its term: wait for that.
                 raise MembershipRefused("in-progress")
             if refusal in ("too-many", "no-voter"):
                 raise MembershipRefused(refusal)
