@@ -11,6 +11,7 @@ every member of the new ensemble.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from kazoo.exceptions import (
 
 from roost.keeper.acl import digest_id
 from tests.keeper.zkharness import four_letter, keeper_config, wait_until
-from tests.support.procs import RoostProcess, free_ports, start_roost
+from tests.support.procs import ROOST, RoostProcess, free_ports, start_roost
 
 pytestmark = pytest.mark.slow
 
@@ -256,3 +257,29 @@ def test_grow_to_five_and_remove_the_leader_while_clients_write(ensemble: Ensemb
         finally:
             client.stop()
             client.close()
+
+
+def roost_zk(server: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ROOST, "zk", "--server", server, *args], capture_output=True, text=True,
+                          timeout=90)
+
+
+def test_roost_zk_config_and_reconfig(ensemble: Ensemble) -> None:
+    """Last: the command line shows the configuration and changes it (removes member 5)."""
+    members = [sid for sid in (1, 2, 3, 4, 5) if ensemble.mode(sid) in ("leader", "follower")]
+    server = ensemble.address(members[0])
+    shown = roost_zk(server, "config", "-s")
+    assert shown.returncode == 0, shown.stderr
+    assert "server.5=" in shown.stdout and "version=" in shown.stdout and "mZxid = " in shown.stdout
+    refused = roost_zk(server, "reconfig", "-remove", "5")
+    assert refused.returncode == 1 and "Insufficient permission" in refused.stderr
+    bad = roost_zk(server, "--auth", f"digest:{SUPER}", "reconfig", "-add", "server.6=nowhere")
+    assert bad.returncode == 1 and "BadArguments" in bad.stderr
+    version = next(line for line in shown.stdout.splitlines() if line.startswith("version="))[8:]
+    done = roost_zk(server, "--auth", f"digest:{SUPER}", "reconfig", "-remove", "5", "-v", version)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Committed new configuration:") and "server.5=" not in done.stdout
+    after = roost_zk(server, "config")
+    assert "server.5=" not in after.stdout
+    conf = four_letter(ensemble.address(members[0]), "conf")
+    assert "membership: " in conf and "server.5=" not in conf
