@@ -83,7 +83,8 @@ class ZooKeeperProcess:
 
 
 def _zk_config(directory: Path, client_port: int, myid: int | None = None,
-               ensemble: dict[int, tuple[int, int]] | None = None, tick_ms: int = TICK_MS) -> Path:
+               ensemble: dict[int, tuple[int, int]] | None = None, tick_ms: int = TICK_MS,
+               extra_lines: tuple[str, ...] = ()) -> Path:
     conf = directory / "conf"
     data = directory / "data"
     conf.mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,7 @@ def _zk_config(directory: Path, client_port: int, myid: int | None = None,
         "initLimit=20",
         "syncLimit=10",
         "maxClientCnxns=0",
+        *extra_lines,
     ]
     if ensemble:
         assert myid is not None
@@ -115,10 +117,11 @@ def _zk_config(directory: Path, client_port: int, myid: int | None = None,
     return conf
 
 
-def _launch_zk(directory: Path, client_port: int, **kwargs: Any) -> ZooKeeperProcess:
+def _launch_zk(directory: Path, client_port: int, jvm_args: tuple[str, ...] = (),
+               **kwargs: Any) -> ZooKeeperProcess:
     conf = _zk_config(directory, client_port, **kwargs)
     classpath = ":".join([str(conf), *ZK_JARS])
-    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath,
+    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", *jvm_args, "-cp", classpath,
                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")]
     popen = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory)
     return ZooKeeperProcess(popen, f"127.0.0.1:{client_port}", directory / "zookeeper.log", command,
@@ -142,6 +145,22 @@ def wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
 def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
     (client_port,) = free_ports(1)
     process = _launch_zk(directory, client_port, tick_ms=tick_ms)
+    try:
+        wait_serving(process)
+        yield process
+    finally:
+        process.stop()
+
+
+@contextlib.contextmanager
+def zookeeper_reconfigurable(directory: Path, super_digest: str,
+                             tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper in quorum mode (`standaloneEnabled=false`: a one-member ensemble, the
+    smallest that takes `reconfig`) with `reconfigEnabled` and a super user's digest."""
+    quorum_port, election_port, client_port = free_ports(3)
+    process = _launch_zk(directory, client_port, myid=1, ensemble={1: (quorum_port, election_port)},
+                         tick_ms=tick_ms, extra_lines=("standaloneEnabled=false", "reconfigEnabled=true"),
+                         jvm_args=(f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}",))
     try:
         wait_serving(process)
         yield process

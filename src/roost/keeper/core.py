@@ -562,12 +562,12 @@ class KeeperCore:
                 self.stats.record_latency(now - slot.started_ms)
                 self._flush(waiter.client)
 
-    def apply_config(self, data_for_zxid: Callable[[int], bytes]) -> None:
+    def apply_config(self, data_for_zxid: Callable[[int], bytes], mtime_ms: int) -> None:
         """A membership change was applied (on every member, in log order): render it into
         `/zookeeper/config` (`data_for_zxid` gets the zxid it takes, its version) and fire the
         watches on it."""
         tree = self.tree
-        self._deliver(tree.set_config(data_for_zxid(tree.last_zxid + 1)))
+        self._deliver(tree.set_config(data_for_zxid(tree.last_zxid + 1), mtime_ms))
 
     def start_reconfig(self, client: Client, xid: int, request: Request) -> Slot:
         """A `reconfig` request: it waits in the client's queue while the server carries it out."""

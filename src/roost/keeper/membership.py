@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from roost.keeper.config import KeeperConfig
 from roost.keeper.reconfig import (
     Refusal,
     config_version,
+    context_mtime,
     decode_context,
     is_complete,
     plan,
@@ -56,12 +58,13 @@ class MembershipKeeper:
     def on_membership_applied(self, index: int, membership: Membership) -> None:
         specs = decode_context(membership.context)
         node = self.core.tree.get(CONFIG_PATH)
-        unchanged = node is not None and same_servers(node.data, render(membership, 0))
-        if is_complete(membership, specs) and not unchanged:
+        mtime = context_mtime(membership.context)
+        # The way back from a failed change restores the configuration before it, with its time.
+        restored = node is not None and node.mtime == mtime and same_servers(node.data, render(membership, 0))
+        if is_complete(membership, specs) and not restored:
             # A reconfig's last step (or the initial record): one new version, as in ZooKeeper.
-            # Its intermediate steps (a joiner still a learner, a leaver still a voter) are not,
-            # nor is the way back from a failed one.
-            self.core.apply_config(lambda zxid: render(membership, zxid))
+            # Its intermediate steps (a joiner still a learner, a leaver still a voter) are not.
+            self.core.apply_config(lambda zxid: render(membership, zxid), mtime)
         addresses = {sid: (spec.host, spec.peer_port) for sid, spec in specs.items()
                      if sid in membership.members and sid != self.replicator.node_id}
         self.replicator.set_peers(addresses, keep=membership.members)
@@ -119,22 +122,24 @@ class MembershipKeeper:
 
         if not self.config.reconfig_enabled or not self.config.is_ensemble:
             return Err.RECONFIG_DISABLED, b""
-        if not self.authorized(client):
-            return Err.NO_AUTH, b""
         assert isinstance(request, ReconfigRequest)
         current = self.replicator.membership
         assert current is not None
-        node = self.core.tree.get(CONFIG_PATH)
-        target = plan(request, current, config_version(node.data if node else None))
-        if isinstance(target, Refusal):
-            log.info("keeper: reconfig refused (%s): %s", target.err.name, target.reason)
-            return target.err, b""
         core = self.replicator.core
         # A configuration between two steps (a joiner still a learner, say) means a change is
         # under way somewhere; a whole new member list may take over from one that was abandoned.
         midway = not is_complete(current, decode_context(current.context)) and not request.new_members
         if self._busy or midway or (core is not None and core.config_change_pending):
             return Err.RECONFIG_IN_PROGRESS, b""
+        node = self.core.tree.get(CONFIG_PATH)
+        target = plan(request, current, config_version(node.data if node else None), int(time.time() * 1000))
+        if isinstance(target, Refusal):
+            log.info("keeper: reconfig refused (%s): %s", target.err.name, target.reason)
+            return target.err, b""
+        # ZooKeeper checks the caller's right last (after the new configuration's quorum, which
+        # here is known only by trying: a refused caller must not start anything).
+        if not self.authorized(client):
+            return Err.NO_AUTH, b""
         self._busy = True
         try:
             await self.replicator.change_membership(target, timeout=RECONFIG_TIMEOUT,

@@ -21,9 +21,11 @@ from roost.wire.zk.constants import Err
 from roost.wire.zk.records import ReconfigRequest
 
 
-def encode_context(specs: dict[int, ServerSpec]) -> bytes:
-    return json.dumps({str(sid): spec.zk_line() for sid, spec in sorted(specs.items())},
-                      sort_keys=True).encode()
+def encode_context(specs: dict[int, ServerSpec], mtime_ms: int) -> bytes:
+    """The members' specs, and when the change was asked for (`/zookeeper/config`'s mtime)."""
+    raw: dict[str, object] = {str(sid): spec.zk_line() for sid, spec in sorted(specs.items())}
+    raw["mtime"] = mtime_ms
+    return json.dumps(raw, sort_keys=True).encode()
 
 
 def decode_context(context: bytes) -> dict[int, ServerSpec]:
@@ -31,17 +33,21 @@ def decode_context(context: bytes) -> dict[int, ServerSpec]:
     if not context:
         return {}
     raw = json.loads(context)
-    return {int(sid): parse_server_spec(line) for sid, line in raw.items()}
+    return {int(sid): parse_server_spec(line) for sid, line in raw.items() if sid.isdigit()}
 
 
-def initial_membership(config: KeeperConfig) -> Membership:
+def context_mtime(context: bytes) -> int:
+    return int(json.loads(context).get("mtime", 0)) if context else 0
+
+
+def initial_membership(config: KeeperConfig, now_ms: int = 0) -> Membership:
     """The configuration a static config file describes."""
     specs = {}
     for sid, peer in config.servers.items():
         client = f"{config.client_port_address}:{config.client_port}" if sid == config.myid else None
         specs[sid] = ServerSpec(peer.host, peer.port, None, sid in config.observers, client)
     voters = frozenset(sid for sid in config.servers if sid not in config.observers)
-    return Membership(voters, frozenset(config.observers), encode_context(specs))
+    return Membership(voters, frozenset(config.observers), encode_context(specs, now_ms))
 
 
 def is_complete(membership: Membership, specs: dict[int, ServerSpec]) -> bool:
@@ -91,9 +97,11 @@ class Refusal:
     reason: str
 
 
-def plan(request: ReconfigRequest, current: Membership, version: int) -> Membership | Refusal:
-    """The configuration `request` asks for, or why not. Authorisation and whether reconfig is
-    enabled are the caller's checks (they come first, as in ZooKeeper)."""
+def plan(request: ReconfigRequest, current: Membership, version: int, now_ms: int) -> Membership | Refusal:
+    """The configuration `request` asks for, or why not (in ZooKeeper 3.8's order: the version,
+    then the spec). As in ZooKeeper, leaving ids that are no members are ignored, and a request
+    that changes nothing still makes a new version. Whether reconfig is enabled and in progress
+    are the caller's checks before this; authorisation its check after."""
     if request.config_id != -1 and request.config_id != version:
         return Refusal(Err.BAD_VERSION, f"config version is {version:x}, not {request.config_id:x}")
     specs = decode_context(current.context)
@@ -102,24 +110,20 @@ def plan(request: ReconfigRequest, current: Membership, version: int) -> Members
             if request.joining or request.leaving:
                 return Refusal(Err.BAD_ARGUMENTS, "new members with joining or leaving servers")
             wanted = _parse_servers(request.new_members)
-        elif request.joining or request.leaving:
+        else:
             wanted = {sid: _with_role(specs.get(sid), sid in current.learners)
                       for sid in current.members if sid in specs}
             for sid in _parse_ids(request.leaving or ""):
-                if sid not in wanted:
-                    return Refusal(Err.BAD_ARGUMENTS, f"server {sid} is not a member")
-                del wanted[sid]
+                wanted.pop(sid, None)
             if request.joining:
                 wanted.update(_parse_servers(request.joining))
-        else:
-            return Refusal(Err.BAD_ARGUMENTS, "no joining, leaving or new members")
     except ValueError as exc:
         return Refusal(Err.BAD_ARGUMENTS, str(exc))
     voters = frozenset(sid for sid, spec in wanted.items() if not spec.observer)
     if not voters:
         return Refusal(Err.BAD_ARGUMENTS, "the new configuration has no participant")
     learners = frozenset(wanted) - voters
-    return Membership(voters, learners, encode_context(wanted))
+    return Membership(voters, learners, encode_context(wanted, now_ms))
 
 
 def _with_role(spec: ServerSpec | None, observer: bool) -> ServerSpec:

@@ -61,7 +61,8 @@ def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replic
 
     peers = {sid: (peer.host, peer.port) for sid, peer in config.servers.items()}
     return RaftReplicator(config.myid, peers, config.data_dir / "raft", raft_config,
-                          learners=config.observers, context=initial_membership(config).context)
+                          learners=config.observers,
+                          context=initial_membership(config, int(time.time() * 1000)).context)
 
 
 class _ClientProtocol(asyncio.Protocol):

@@ -265,14 +265,15 @@ class DataTree:
         self.origins[origin_node] = (incarnation, epoch)
         return True
 
-    def set_config(self, data: bytes) -> list[tuple[int, str]]:
+    def set_config(self, data: bytes, mtime_ms: int) -> list[tuple[int, str]]:
         """A membership change was applied: `/zookeeper/config` gets its rendering (whose
         version line names the zxid this consumes, `last_zxid + 1`). Returns the watch triggers."""
         self.last_zxid += 1
         node = self.nodes[CONFIG_PATH]
         node.data = data
         node.mzxid = self.last_zxid
-        node.version += 1
+        node.mtime = mtime_ms
+        node.version = -1  # as ZooKeeper 3.8 shows it once reconfigured (mzxid is what moves)
         return [(EventType.NODE_DATA_CHANGED, CONFIG_PATH)]
 
     def apply(self, command: Command, time_ms: int) -> ApplyResult:
