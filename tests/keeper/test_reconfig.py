@@ -11,6 +11,7 @@ every member of the new ensemble.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -30,7 +31,14 @@ from kazoo.exceptions import (
 )
 
 from roost.keeper.acl import digest_id
-from tests.keeper.zkharness import four_letter, keeper_config, wait_until
+from tests.keeper.zkharness import (
+    four_letter,
+    keeper_config,
+    wait_until,
+    zookeeper_available,
+    zookeeper_reconfigurable,
+)
+from tests.support import referees
 from tests.support.procs import ROOST, RoostProcess, free_ports, start_roost
 
 pytestmark = pytest.mark.slow
@@ -117,13 +125,73 @@ def test_config_node_shows_the_members_and_a_version(ensemble: Ensemble) -> None
         lines, _ = config_lines(client)
         assert sorted(k for k in lines if k.startswith("server.")) == ["server.1", "server.2", "server.3"]
         assert lines["server.1"].startswith(f"127.0.0.1:{ensemble.peer_ports[1]}:")
-        assert lines["server.1"].split(";")[0].endswith(":participant")
+        assert lines["server.1"].endswith(":participant")
         int(lines["version"], 16)
         conf = four_letter(ensemble.address(2), "conf")
         assert "server.3=" in conf and "version=" in conf
     finally:
         client.stop()
         client.close()
+
+
+def normalised_config(data: bytes) -> list[str]:
+    """`/zookeeper/config`'s lines with ports, ids and the version's digits masked."""
+    out = []
+    for line in data.decode().splitlines():
+        line = re.sub(r"^server\.\d+=", "server.N=", line)
+        line = re.sub(r":\d+", ":<port>", line)
+        out.append(re.sub(r"^version=[0-9a-f]+$", "version=<hex>", line))
+    return sorted(set(out))
+
+
+def reconfig_scenario(address: str) -> list[tuple[str, object]]:
+    """What a plain and a super client see of the configuration and of refused and no-op
+    reconfigs; the same on a one-member ZooKeeper and on the keeper ensemble."""
+    plain = connect(address)
+    superuser = connect(address, auth=True)
+    records: list[tuple[str, object]] = []
+
+    def attempt(name: str, client: KazooClient, **kwargs: object) -> None:
+        try:
+            data, _ = client.reconfig(**{"leaving": None, "joining": None, "new_members": None, **kwargs})
+            records.append((name, normalised_config(data)))
+        except KazooException as exc:
+            records.append((name, type(exc).__name__))
+
+    try:
+        wait_until(lambda: b"version=" in plain.get("/zookeeper/config")[0], 30, "a configuration")
+        data, stat = plain.get("/zookeeper/config")
+        records.append(("config", normalised_config(data)))
+        records.append(("stat", (stat.czxid, stat.ctime, stat.version, stat.aversion, stat.ephemeralOwner,
+                                 stat.numChildren, stat.dataLength == len(data))))
+        records.append(("acl", [(acl.perms, acl.id.scheme, acl.id.id) for acl in plain.get_acls("/zookeeper/config")[0]]))
+        p1, p2, p3 = free_ports(3)
+        observer = f"server.9=127.0.0.1:{p1}:{p2}:observer;127.0.0.1:{p3}"
+        attempt("unauthenticated", plain, joining=observer)
+        attempt("bad address", superuser, joining="server.9=not-an-address")
+        attempt("stale version", superuser, joining=observer, from_config=0x1234)
+        attempt("no participant left", superuser, leaving="1,2,3")
+        fired = threading.Event()
+        superuser.get("/zookeeper/config", watch=lambda event: fired.set())
+        before = superuser.get("/zookeeper/config")[1].mzxid
+        attempt("leave a non-member", superuser, leaving="99")
+        records.append(("watch fired", fired.wait(10)))
+        records.append(("new version", superuser.get("/zookeeper/config")[1].mzxid > before))
+        return records
+    finally:
+        for client in (plain, superuser):
+            client.stop()
+            client.close()
+
+
+def test_the_same_as_zookeeper(ensemble: Ensemble, tmp_path_factory: pytest.TempPathFactory) -> None:
+    if not zookeeper_available():
+        referees.skip(referees.ZOOKEEPER)
+    with zookeeper_reconfigurable(tmp_path_factory.mktemp("zk-reconfig"), SETTINGS["superDigest"]) as zk:
+        expected = reconfig_scenario(zk.address)
+    actual = reconfig_scenario(ensemble.address(1))
+    assert actual == expected
+    assert dict(expected)["unauthenticated"] == "NoAuthError"
 
 
 def test_refusals(ensemble: Ensemble) -> None:

@@ -42,10 +42,9 @@ def context_mtime(context: bytes) -> int:
 
 def initial_membership(config: KeeperConfig, now_ms: int = 0) -> Membership:
     """The configuration a static config file describes."""
-    specs = {}
-    for sid, peer in config.servers.items():
-        client = f"{config.client_port_address}:{config.client_port}" if sid == config.myid else None
-        specs[sid] = ServerSpec(peer.host, peer.port, None, sid in config.observers, client)
+    # Like ZooKeeper's from a static zoo.cfg, without client addresses (a member knows only its own).
+    specs = {sid: ServerSpec(peer.host, peer.port, None, sid in config.observers)
+             for sid, peer in config.servers.items()}
     voters = frozenset(sid for sid in config.servers if sid not in config.observers)
     return Membership(voters, frozenset(config.observers), encode_context(specs, now_ms))
 
