@@ -7,6 +7,7 @@ Message delivery is scripted, or shuffled by a seeded random generator.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from roost.raft.core import ProposalResult, RaftConfig, RaftCore, Role
-from roost.raft.messages import Entry, EntryKind, HardState, Membership, Message
+from roost.raft.messages import Entry, EntryKind, HardState, Membership, Message, Snapshot
 
 CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_entries=4)
 
@@ -23,8 +24,12 @@ CONFIG = RaftConfig(election_ticks=10, heartbeat_ticks=1, max_append_entries=4)
 class Disk:
     hard_state: HardState = field(default_factory=HardState)
     entries: list[Entry] = field(default_factory=list)
+    snapshot: Snapshot | None = None
 
-    def save(self, entries: list[Entry], hard_state: HardState | None) -> None:
+    def save(self, entries: list[Entry], hard_state: HardState | None, snapshot: Snapshot | None = None) -> None:
+        if snapshot is not None:
+            self.snapshot = snapshot
+            self.entries = []
         if entries:
             first = entries[0].index
             self.entries = [e for e in self.entries if e.index < first] + list(entries)
@@ -52,13 +57,24 @@ class Sim:
         disk = self.disks[i]
         self.cores[i] = RaftCore(i, self.voters, CONFIG, random.Random(self.rng.random()),
                                  hard_state=disk.hard_state, entries=list(disk.entries),
-                                 learners=self.learners)
-        self.applied[i] = [e for e in disk.entries if e.index <= disk.hard_state.commit]
+                                 learners=self.learners, snapshot=disk.snapshot)
+        restored = unpack(disk.snapshot.data) if disk.snapshot is not None else []
+        self.applied[i] = restored + [e for e in disk.entries if e.index <= disk.hard_state.commit]
         self.cores[i].log.applied_handed = len(self.applied[i])  # replayed on restart, like the shell
         self.down.discard(i)
 
     def results(self, i: int) -> list[ProposalResult]:
         return self._results.get(i, [])
+
+    def compact(self, i: int) -> None:
+        """Member i snapshots what it applied and forgets its log up to there."""
+        core = self.cores[i]
+        applied = self.applied[i]
+        index = applied[-1].index
+        snapshot = Snapshot(index, applied[-1].term, pack(applied), core.membership_at(index))
+        core.compact(snapshot, index)
+        self.disks[i].snapshot = snapshot
+        self.disks[i].entries = [e for e in self.disks[i].entries if e.index > index]
 
     def crash(self, i: int) -> None:
         self.down.add(i)
@@ -77,8 +93,10 @@ class Sim:
                 if not core.has_ready():
                     break
                 rd = core.ready()
-                self.disks[i].save(rd.entries, rd.hard_state)
+                self.disks[i].save(rd.entries, rd.hard_state, rd.snapshot)
                 core.advance(rd)
+                if rd.snapshot is not None:
+                    self.applied[i] = unpack(rd.snapshot.data)
                 for m in [*rd.early_messages, *rd.messages]:
                     if m.src not in self.cut and m.dst not in self.cut and m.dst in self.cores:
                         self.pending.append(m)
@@ -128,6 +146,14 @@ class Sim:
             for b in logs:
                 n = min(len(a), len(b))
                 assert a[:n] == b[:n], "two members applied different entries at one index"
+
+
+def pack(entries: list[Entry]) -> bytes:
+    return json.dumps([[e.term, e.index, e.data.hex(), e.kind.value] for e in entries]).encode()
+
+
+def unpack(blob: bytes) -> list[Entry]:
+    return [Entry(term, index, bytes.fromhex(data), EntryKind(kind)) for term, index, data, kind in json.loads(blob)]
 
 
 def data_of(entries: list[Entry]) -> list[bytes]:
@@ -340,6 +366,34 @@ def test_the_leader_removes_itself_and_steps_down_after_the_commit() -> None:
     # The removed member never campaigns again.
     sim.tick(CONFIG.election_ticks * 5)
     assert sim.leader() is new and sim.cores[old].role is Role.FOLLOWER
+    sim.check_safety()
+
+
+def test_a_member_added_after_compaction_learns_the_configuration_from_the_snapshot() -> None:
+    sim = Sim([1, 2, 3])
+    leader = sim.settle()
+    change(sim, Membership(frozenset({1, 2, 3}), frozenset({5}), b"with-5"))  # 5 never started
+    for k in range(6):
+        leader.propose(b"w%d" % k, k)
+    sim.deliver()
+    change(sim, Membership(frozenset({1, 2, 3}), frozenset(), b"without-5"))
+    sim.deliver()
+    sim.compact(leader.id)
+    assert leader.log.offset == leader.commit and leader.snapshot is not None
+    assert leader.snapshot.membership == leader.membership
+    # 4 starts knowing only the initial configuration (voters 1-3, itself not among them); the
+    # leader's snapshot, then its log, tell it the truth.
+    sim.add_member(4)
+    assert sim.cores[4].voters == {1, 2, 3}
+    change(sim, Membership(frozenset({1, 2, 3}), frozenset({4}), b"with-4"))
+    sim.tick(5)
+    learner = sim.cores[4]
+    assert learner.membership == leader.membership and not learner.is_voter
+    assert data_of(sim.applied[4]) == data_of(sim.applied[leader.id])
+    # And restarted from its own disk (the snapshot, then the log), it still knows it.
+    sim.crash(4)
+    sim.start(4)
+    assert sim.cores[4].membership.learners == {4}
     sim.check_safety()
 
 
