@@ -352,3 +352,28 @@ def test_roost_zk_config_and_reconfig(ensemble: Ensemble) -> None:
     assert "server.5=" not in after.stdout
     conf = four_letter(ensemble.address(members[0]), "conf")
     assert "membership: " in conf and "server.5=" not in conf
+
+
+def test_a_whole_new_member_list_brings_a_removed_member_back_as_an_observer(ensemble: Ensemble) -> None:
+    """Last: non-incremental reconfig. Member 5, removed by the previous test (its process still
+    running), comes back as an observer: it learns that from the log, and serves as one."""
+    members = [sid for sid in (1, 2, 3, 4, 5) if ensemble.mode(sid) in ("leader", "follower")]
+    admin = connect(ensemble.address(members[0]), auth=True)
+    try:
+        lines, _ = config_lines(admin)
+        servers = [f"{key}={value}" for key, value in lines.items() if key.startswith("server.")]
+        observer = ensemble.spec(5).replace(":participant;", ":observer;")
+        data, _ = admin.reconfig(joining=None, leaving=None, new_members=",".join([*servers, observer]))
+        assert observer in data.decode()
+        wait_until(lambda: ensemble.mode(5) == "observer", 30, "member 5 serving as an observer")
+        on_observer = connect(ensemble.address(5))
+        try:
+            on_observer.create("/back-as-observer", b"hello")  # forwarded to the leader
+            admin.sync("/back-as-observer")
+            assert admin.get("/back-as-observer")[0] == b"hello"
+        finally:
+            on_observer.stop()
+            on_observer.close()
+    finally:
+        admin.stop()
+        admin.close()
