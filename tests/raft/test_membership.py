@@ -344,6 +344,31 @@ def test_a_config_entry_takes_effect_when_appended_and_reverts_when_truncated() 
     sim.check_safety()
 
 
+def test_a_config_entry_overwritten_by_one_of_the_same_length_reverts() -> None:
+    """The new leader's entry takes the CONFIG entry's place without changing the log's length."""
+    sim = Sim([1, 2, 3])
+    sim.cores[1].campaign()
+    sim.deliver()
+    leader = sim.settle()
+    assert leader.id == 1
+    sim.cut = {2, 3}
+    assert leader.propose_membership(Membership(frozenset({1, 2})), 1) is None
+    sim.deliver()
+    config_index = leader.log.last_index
+    sim.crash(1)
+    sim.cut = set()
+    new = sim.settle()
+    assert new.log.last_index == config_index  # its no-op sits where 1's CONFIG entry is
+    sim.cut = set()
+    sim.start(1)
+    assert sim.cores[1].voters == {1, 2}
+    sim.tick(3)
+    assert sim.cores[1].log.last_index == config_index
+    assert sim.cores[1].log.entry(config_index).kind is EntryKind.NOOP
+    assert sim.cores[1].voters == {1, 2, 3}
+    sim.check_safety()
+
+
 def test_the_leader_removes_itself_and_steps_down_after_the_commit() -> None:
     sim = Sim([1, 2, 3])
     leader = sim.settle()

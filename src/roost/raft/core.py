@@ -639,13 +639,12 @@ class RaftCore:
             self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=log.commit))
             return
         if log.match_term(m.index, m.log_term):
-            last_before = log.last_index
             log.append_from_leader(m.index, m.entries)
             last_new = m.index + len(m.entries)
-            # A CONFIG entry appended, or one truncated away, changes the configuration now.
-            if log.last_index != last_before and (
-                    any(e.kind is EntryKind.CONFIG for e in m.entries)
-                    or (self._config_entries and self._config_entries[-1][0] > m.index)):
+            # A CONFIG entry appended, or one replaced or truncated away (even by as many entries,
+            # leaving the length as it was), changes the configuration now.
+            if m.entries and (any(e.kind is EntryKind.CONFIG for e in m.entries)
+                              or (self._config_entries and self._config_entries[-1][0] > m.index)):
                 self._config_rescan(m.index)
             log.commit_to(min(m.commit, last_new))
             if not (m.quiet and not m.entries):
