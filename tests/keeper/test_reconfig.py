@@ -377,3 +377,23 @@ def test_a_whole_new_member_list_brings_a_removed_member_back_as_an_observer(ens
     finally:
         admin.stop()
         admin.close()
+
+
+def test_a_restarted_original_member_follows_the_new_configuration(ensemble: Ensemble) -> None:
+    """Last: a member whose config file still lists only servers 1-3 is restarted; it takes the
+    configuration from its log (members 4 and 5 included, reachable) and serves the latest data."""
+    members = [sid for sid in (1, 2, 3) if ensemble.mode(sid) == "follower"]
+    assert members, "no original member left as a follower"
+    sid = members[0]
+    ensemble.procs[sid].stop()
+    ensemble.procs[sid] = start_roost(ensemble.procs[sid].args, expect=("keeper",))
+    wait_until(lambda: ensemble.mode(sid) == "follower", 60, f"member {sid} following again")
+    conf = four_letter(ensemble.address(sid), "conf")
+    assert "server.4=" in conf and "server.5=" in conf and ":observer" in conf
+    client = connect(ensemble.address(sid))
+    try:
+        client.sync("/back-as-observer")
+        assert client.get("/back-as-observer")[0] == b"hello"
+    finally:
+        client.stop()
+        client.close()

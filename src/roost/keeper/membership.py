@@ -65,9 +65,12 @@ class MembershipKeeper:
             # A reconfig's last step (or the initial record): one new version, as in ZooKeeper.
             # Its intermediate steps (a joiner still a learner, a leaver still a voter) are not.
             self.core.apply_config(lambda zxid: render(membership, zxid), mtime)
-        addresses = {sid: (spec.host, spec.peer_port) for sid, spec in specs.items()
-                     if sid in membership.members and sid != self.replicator.node_id}
-        self.replicator.set_peers(addresses, keep=membership.members)
+
+
+    def addresses(self, membership: Membership) -> dict[int, tuple[str, int]]:
+        """The other members' peer addresses, from the configuration's context."""
+        return {sid: (spec.host, spec.peer_port) for sid, spec in decode_context(membership.context).items()
+                if sid in membership.members and sid != self.replicator.node_id}
 
     def on_leadership(self, is_leader: bool) -> None:
         if not (is_leader and self.config.reconfig_enabled):

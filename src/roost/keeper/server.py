@@ -219,6 +219,7 @@ class KeeperServer:
 
             self.membership = MembershipKeeper(config, self.core, replicator)
             replicator.set_membership_handler(self.membership.on_membership_applied)
+            replicator.set_address_resolver(self.membership.addresses)
         await replicator.start()
         self._last_leader = replicator.leader_id
         loop = asyncio.get_running_loop()

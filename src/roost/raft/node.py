@@ -39,6 +39,7 @@ from roost.raft.transport import Address, PeerTransport, TransportConfig
 log = logging.getLogger(__name__)
 
 MembershipHandler = Callable[[int, Membership], None]
+AddressResolver = Callable[[Membership], dict[int, "Address"]]
 
 
 class MembershipRefused(Exception):
@@ -126,6 +127,8 @@ class RaftReplicator:
         self._applied: AppliedFn | None = None
         self._leader_message_handler: LeaderMessageHandler | None = None
         self._membership_handler: MembershipHandler | None = None
+        self._address_resolver: AddressResolver | None = None
+        self._followed: Membership | None = None  # the configuration the transport was given
         self._leadership_handler: LeadershipHandler | None = None
         self._last_applied = 0
         self._snapshot_index = 0
@@ -227,6 +230,7 @@ class RaftReplicator:
             assert not rd.messages and not rd.early_messages and not rd.entries
             self.core.advance(rd)
             self._apply_ready(rd)
+        self._follow_membership()
         log.info("raft %d: recovered snapshot %d, log to %d, commit %d, term %d", self.node_id,
                  self._snapshot_index, self.core.log.last_index, self.core.commit, self.core.term)
         self._running = True
@@ -327,6 +331,19 @@ class RaftReplicator:
     def membership(self) -> Membership | None:
         """The configuration in force on this member (as far as its log goes)."""
         return None if self.core is None else self.core.membership
+
+    def set_address_resolver(self, resolver: AddressResolver) -> None:
+        """`resolver(membership)` gives the other members' peer addresses (from the membership's
+        context): the transport follows every configuration in force on this member, from its
+        log (appended entries, not only committed ones) or a snapshot, at start-up too."""
+        self._address_resolver = resolver
+
+    def _follow_membership(self) -> None:
+        core = self.core
+        if core is None or self._address_resolver is None or core.membership is self._followed:
+            return
+        self._followed = core.membership
+        self.set_peers(self._address_resolver(core.membership), keep=core.membership.members)
 
     def set_membership_handler(self, handler: MembershipHandler) -> None:
         """`handler(index, membership)` runs when a CONFIG entry is applied (committed), on
@@ -548,6 +565,7 @@ class RaftReplicator:
     async def _save_on_thread(self, rd: Ready) -> None:
         """Make `rd` durable on the I/O thread. The appends leave first (early messages); the loop
         keeps taking requests during the fsync, and they form the next batch."""
+        self._follow_membership()
         self._send_all(rd.early_messages)
         rd.early_messages = []
         await asyncio.get_running_loop().run_in_executor(self._io, self.storage.save, rd)
@@ -585,6 +603,7 @@ class RaftReplicator:
                 self._apply_ready(rd)
             self._report_leadership()
             return
+        self._follow_membership()  # a CONFIG entry in force once appended: its members reachable
         self._send_all(rd.early_messages)
         if not saved:
             self.storage.save(rd)
