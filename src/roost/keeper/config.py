@@ -16,6 +16,8 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     server.3 = "10.0.0.3:2888"
     server.4 = "10.0.0.4:2888:observer"  # an observer: replicates and serves, never votes
     snapCount = 20000                # applied log entries between two snapshots of the tree
+    reconfigEnabled = false          # ZooKeeper's dynamic reconfiguration (`reconfig`), for...
+    superDigest = "super:<b64 sha1>" # ...a client authenticated as this digest (or skipACL = true)
 
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,

@@ -1,7 +1,8 @@
 """The keeper's side of the ensemble's membership: `/zookeeper/config`, peers, and `reconfig`.
 
-- Every applied raft CONFIG entry is rendered into `/zookeeper/config` (a zxid of its own, a
-  data-changed watch), and the peer transport learns the members' addresses from it.
+- Every applied raft CONFIG entry that completes a change is rendered into `/zookeeper/config`
+  (a zxid of its own, a data-changed watch); the peer transport learns the members' addresses
+  from each configuration's context (`addresses`) as soon as it is in force.
 - A new leader of an ensemble with `reconfigEnabled` whose `/zookeeper/config` is still empty
   records the static configuration in the log, so that members joining later learn the real
   configuration from the log rather than from their own config file.
@@ -65,7 +66,6 @@ class MembershipKeeper:
             # A reconfig's last step (or the initial record): one new version, as in ZooKeeper.
             # Its intermediate steps (a joiner still a learner, a leaver still a voter) are not.
             self.core.apply_config(lambda zxid: render(membership, zxid), mtime)
-
 
     def addresses(self, membership: Membership) -> dict[int, tuple[str, int]]:
         """The other members' peer addresses, from the configuration's context."""
