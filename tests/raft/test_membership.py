@@ -377,11 +377,16 @@ def test_the_leader_removes_itself_and_steps_down_after_the_commit() -> None:
     sim.deliver()
     remaining = frozenset({1, 2, 3} - {old})
     assert leader.propose_membership(Membership(remaining), 2) is None
-    # Until the change commits the old leader leads (without counting itself).
+    # Until the change commits the old leader leads (without counting itself); the members that
+    # have the change still answer it, so it commits the change itself and then hands over, at
+    # once (not after losing its lease).
     assert leader.role is Role.LEADER and not leader.is_voter
+    config_index = leader.log.last_index
     sim.deliver()
-    sim.tick(5)
+    assert sim.cores[old].commit >= config_index
+    assert any(e.kind is EntryKind.CONFIG and e.index == config_index for e in sim.applied[old])
     assert sim.cores[old].role is not Role.LEADER
+    sim.tick(5)
     new = sim.settle()
     assert new.id in remaining and new.voters == remaining
     new.propose(b"after", 3)

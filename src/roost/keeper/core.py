@@ -576,7 +576,7 @@ class KeeperCore:
         return slot
 
     def finish_reconfig(self, client: Client, slot: Slot, err: int, body: bytes = b"") -> None:
-        if client.closed:
+        if client.closed or slot.state == DONE:
             return
         slot.reply = encode_reply(slot.xid, self.tree.last_zxid, err, body)
         slot.state = DONE

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 from roost.keeper.config import KeeperConfig
+from roost.keeper.core import DONE
 from roost.keeper.reconfig import (
     Refusal,
     config_version,
@@ -52,6 +53,9 @@ class MembershipKeeper:
         self.core = core
         self.replicator = replicator
         self._busy = False  # a reconfig of ours is under way
+        # Its caller and target: answered the moment the target is applied here (a leader that
+        # removed itself stops serving right after, in the same turn of the loop).
+        self._awaiting: tuple[Client, Slot, Membership] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- replicator callbacks
@@ -66,6 +70,17 @@ class MembershipKeeper:
             # A reconfig's last step (or the initial record): one new version, as in ZooKeeper.
             # Its intermediate steps (a joiner still a learner, a leaver still a voter) are not.
             self.core.apply_config(lambda zxid: render(membership, zxid), mtime)
+        awaiting = self._awaiting
+        if awaiting is not None and membership == awaiting[2]:
+            self._awaiting = None
+            self._answer(awaiting[0], awaiting[1])
+
+    def _answer(self, client: Client, slot: Slot) -> None:
+        """The reconfig succeeded: its answer is the new configuration's data and Stat."""
+        node = self.core.tree.get(CONFIG_PATH)
+        assert node is not None
+        body = JuteWriter().buffer(node.data).getvalue() + STAT.pack(*node.stat())
+        self.core.finish_reconfig(client, slot, Err.OK, body)
 
     def addresses(self, membership: Membership) -> dict[int, tuple[str, int]]:
         """The other members' peer addresses, from the configuration's context."""
@@ -116,15 +131,18 @@ class MembershipKeeper:
         return False
 
     async def _reconfig(self, client: Client, slot: Slot) -> None:
-        err, body = await self._carry_out(client, slot.request)
-        self.core.finish_reconfig(client, slot, err, body)
+        err = await self._carry_out(client, slot)
+        if err is not None:
+            self.core.finish_reconfig(client, slot, err)
 
-    async def _carry_out(self, client: Client, request: object) -> tuple[int, bytes]:
+    async def _carry_out(self, client: Client, slot: Slot) -> int | None:
+        """Check and carry out a reconfig; its error, or None once answered with success."""
         from roost.raft.node import MembershipRefused
         from roost.raft.replicator import NoQuorum
 
         if not self.config.reconfig_enabled or not self.config.is_ensemble:
-            return Err.RECONFIG_DISABLED, b""
+            return Err.RECONFIG_DISABLED
+        request = slot.request
         assert isinstance(request, ReconfigRequest)
         current = self.replicator.membership
         assert current is not None
@@ -133,36 +151,38 @@ class MembershipKeeper:
         # under way somewhere; a whole new member list may take over from one that was abandoned.
         midway = not is_complete(current, decode_context(current.context)) and not request.new_members
         if self._busy or midway or (core is not None and core.config_change_pending):
-            return Err.RECONFIG_IN_PROGRESS, b""
+            return Err.RECONFIG_IN_PROGRESS
         node = self.core.tree.get(CONFIG_PATH)
         target = plan(request, current, config_version(node.data if node else None), int(time.time() * 1000))
         if isinstance(target, Refusal):
             log.info("keeper: reconfig refused (%s): %s", target.err.name, target.reason)
-            return target.err, b""
+            return target.err
         # ZooKeeper checks the caller's right last (after the new configuration's quorum, which
         # here is known only by trying: a refused caller must not start anything).
         if not self.authorized(client):
-            return Err.NO_AUTH, b""
+            return Err.NO_AUTH
         self._busy = True
+        self._awaiting = (client, slot, target)
         try:
             await self.replicator.change_membership(target, timeout=RECONFIG_TIMEOUT,
                                                     catch_up_timeout=CATCH_UP_TIMEOUT)
         except MembershipRefused as exc:
             if exc.reason == "in-progress":
-                return Err.RECONFIG_IN_PROGRESS, b""
+                return Err.RECONFIG_IN_PROGRESS
             log.info("keeper: reconfig to %s failed: %s; going back", target, exc.reason)
             await self._roll_back(current)
             if exc.reason == "catching-up":
-                return Err.NEW_CONFIG_NO_QUORUM, b""
-            return Err.BAD_ARGUMENTS, b""
+                return Err.NEW_CONFIG_NO_QUORUM
+            return Err.BAD_ARGUMENTS
         except NoQuorum as exc:
             log.info("keeper: reconfig failed: %s", exc)
-            return Err.CONNECTION_LOSS, b""
+            return Err.CONNECTION_LOSS
         finally:
             self._busy = False
-        node = self.core.tree.get(CONFIG_PATH)
-        assert node is not None
-        return Err.OK, JuteWriter().buffer(node.data).getvalue() + STAT.pack(*node.stat())
+            self._awaiting = None
+        if slot.state != DONE:  # the target was in force already (a no-op): nothing was applied
+            self._answer(client, slot)
+        return None
 
     async def _roll_back(self, before: Membership) -> None:
         """Undo the steps of a failed change (learners added for it, say), best effort."""

@@ -54,6 +54,12 @@ from roost.raft.messages import (
 _REFUSALS = ("", "not-leader", "in-progress", "too-many", "no-voter", "catching-up")
 
 
+# A leader's messages count whether or not our configuration lists it (Raft thesis §4.1): a
+# leader that removed itself keeps leading until the change commits, and a member may not yet
+# have the entry that added a new leader. Anything else from a stranger is ignored.
+_FROM_ANY_LEADER = frozenset({MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT})
+
+
 class Role(enum.Enum):
     FOLLOWER = "follower"
     PRE_CANDIDATE = "pre-candidate"
@@ -428,8 +434,8 @@ class RaftCore:
 
     def step(self, m: Message) -> None:
         assert m.dst == self.id, f"message for {m.dst} stepped into {self.id}"
-        if m.src not in self.peers:
-            return  # not a member of this ensemble
+        if m.src not in self.peers and m.type not in _FROM_ANY_LEADER:
+            return  # not a member of this ensemble (as far as our log goes)
         if m.type in TERMLESS:
             self._step_termless(m)
             return

@@ -202,15 +202,14 @@ class RaftReplicator:
         assert self.transport is not None
         self.transport.set_peer_address(peer_id, address)
 
-    def set_peers(self, addresses: dict[int, Address], keep: frozenset[int]) -> None:
+    def set_peers(self, addresses: dict[int, Address]) -> None:
         """After a membership change: dial the members in `addresses` (new ones, or at new
-        addresses), and drop the peers not in `keep` (the members)."""
+        addresses). Peers that left stay dialable: a leader that removed itself leads until its
+        removal commits, and must hear the members' answers (the core sends them nothing else)."""
         if self.transport is None:
             return
         for peer_id, address in addresses.items():
             self.transport.add_peer(peer_id, address)
-        for peer_id in [p for p in self.transport.peers if p not in keep]:
-            self.transport.remove_peer(peer_id)
 
     async def start(self) -> None:
         assert self.core is None, "start() once"
@@ -343,7 +342,7 @@ class RaftReplicator:
         if core is None or self._address_resolver is None or core.membership is self._followed:
             return
         self._followed = core.membership
-        self.set_peers(self._address_resolver(core.membership), keep=core.membership.members)
+        self.set_peers(self._address_resolver(core.membership))
 
     def set_membership_handler(self, handler: MembershipHandler) -> None:
         """`handler(index, membership)` runs when a CONFIG entry is applied (committed), on
@@ -526,6 +525,10 @@ class RaftReplicator:
             assert self.core is not None
             self.core.tick()
             self._wake()
+            if not self._ready_busy:
+                # A leader that lost its lease steps down in tick() with nothing to send or save,
+                # so no Ready follows: tell the handlers now.
+                self._report_leadership()
 
     async def _ready_loop(self) -> None:
         """Handles what `_wake` left over: all Readies when fsyncs run on the I/O thread, and

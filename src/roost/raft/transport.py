@@ -219,13 +219,6 @@ class PeerTransport:
         if self._server is not None:
             link.task = asyncio.create_task(link.run(), name=f"raft-link-{self.node_id}-{peer_id}")
 
-    def remove_peer(self, peer_id: int) -> None:
-        """A member that left the ensemble: stop dialing it."""
-        link = self._links.pop(peer_id, None)
-        self.peers.pop(peer_id, None)
-        if link is not None:
-            link.close()
-
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _InboundProtocol(self), self.listen[0], self.listen[1],
