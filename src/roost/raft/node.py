@@ -174,13 +174,14 @@ class RaftReplicator:
         return self._last_applied
 
     def follower_counts(self) -> tuple[int, int]:
-        """(followers tracked, followers replicating in step) while leader, else (0, 0): what
-        ZooKeeper's `learners` and `synced_followers` metrics report."""
+        """(members tracked, voting followers replicating in step) while leader, else (0, 0): what
+        ZooKeeper's `learners` (followers and observers) and `synced_followers` metrics report."""
         core = self.core
         if core is None or not core.is_leader:
             return 0, 0
-        tracked = [pr for peer, pr in core.progress.items() if peer in core.voters]
-        return len(tracked), sum(1 for pr in tracked if pr.state == ProgressState.REPLICATE)
+        synced = sum(1 for peer, pr in core.progress.items()
+                     if peer in core.voters and pr.state == ProgressState.REPLICATE)
+        return len(core.progress), synced
 
     @property
     def peer_address(self) -> Address | None:
