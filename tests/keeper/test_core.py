@@ -69,6 +69,9 @@ class FakeEnv:
     def wake_proposer(self) -> None:
         pass
 
+    def start_reconfig(self, client: Client, slot: Slot) -> None:
+        raise AssertionError("no reconfig in these tests")
+
     def start_sync(self, client: Client, slot: Slot) -> None:
         pass
 

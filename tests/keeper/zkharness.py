@@ -83,7 +83,8 @@ class ZooKeeperProcess:
 
 
 def _zk_config(directory: Path, client_port: int, myid: int | None = None,
-               ensemble: dict[int, tuple[int, int]] | None = None, tick_ms: int = TICK_MS) -> Path:
+               ensemble: dict[int, tuple[int, int]] | None = None, tick_ms: int = TICK_MS,
+               extra_lines: tuple[str, ...] = ()) -> Path:
     conf = directory / "conf"
     data = directory / "data"
     conf.mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,7 @@ def _zk_config(directory: Path, client_port: int, myid: int | None = None,
         "initLimit=20",
         "syncLimit=10",
         "maxClientCnxns=0",
+        *extra_lines,
     ]
     if ensemble:
         assert myid is not None
@@ -115,10 +117,11 @@ def _zk_config(directory: Path, client_port: int, myid: int | None = None,
     return conf
 
 
-def _launch_zk(directory: Path, client_port: int, **kwargs: Any) -> ZooKeeperProcess:
+def _launch_zk(directory: Path, client_port: int, jvm_args: tuple[str, ...] = (),
+               **kwargs: Any) -> ZooKeeperProcess:
     conf = _zk_config(directory, client_port, **kwargs)
     classpath = ":".join([str(conf), *ZK_JARS])
-    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath,
+    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", *jvm_args, "-cp", classpath,
                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")]
     popen = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory)
     return ZooKeeperProcess(popen, f"127.0.0.1:{client_port}", directory / "zookeeper.log", command,
@@ -150,6 +153,22 @@ def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS) -> Iterator[Zo
 
 
 @contextlib.contextmanager
+def zookeeper_reconfigurable(directory: Path, super_digest: str,
+                             tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper in quorum mode (`standaloneEnabled=false`: a one-member ensemble, the
+    smallest that takes `reconfig`) with `reconfigEnabled` and a super user's digest."""
+    quorum_port, election_port, client_port = free_ports(3)
+    process = _launch_zk(directory, client_port, myid=1, ensemble={1: (quorum_port, election_port)},
+                         tick_ms=tick_ms, extra_lines=("standaloneEnabled=false", "reconfigEnabled=true"),
+                         jvm_args=(f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}",))
+    try:
+        wait_serving(process)
+        yield process
+    finally:
+        process.stop()
+
+
+@contextlib.contextmanager
 def zookeeper_ensemble(directory: Path, size: int = 3, tick_ms: int = TICK_MS) -> Iterator[list[ZooKeeperProcess]]:
     # Every port at once: ports picked one at a time can repeat (each is free when picked).
     ports = free_ports(3 * size)
@@ -173,7 +192,8 @@ def zookeeper_ensemble(directory: Path, size: int = 3, tick_ms: int = TICK_MS) -
 
 
 def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] | None = None,
-                  servers: dict[int, int] | None = None, myid: int = 1) -> Path:
+                  servers: dict[int, int] | None = None, myid: int = 1,
+                  observers: frozenset[int] = frozenset()) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     settings: dict[str, Any] = {
         "tickTime": TICK_MS,
@@ -195,7 +215,8 @@ def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] |
             rendered = str(value)
         lines.append(f'"{key}" = {rendered}')
     for sid, port in sorted((servers or {}).items()):
-        lines.append(f'server.{sid} = "127.0.0.1:{port}"')
+        role = ":observer" if sid in observers else ""
+        lines.append(f'server.{sid} = "127.0.0.1:{port}{role}"')
     path = directory / "keeper.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -213,9 +234,11 @@ def keeper_process(directory: Path, extra: dict[str, Any] | None = None) -> Iter
 
 @contextlib.contextmanager
 def keeper_ensemble(directory: Path, size: int = 3, extra: dict[str, Any] | None = None,
-                    fixed_client_ports: bool = False) -> Iterator[list[RoostProcess]]:
-    """Three (or `size`) keeper processes forming an ensemble. With `fixed_client_ports` each
-    member keeps its client port across restarts (`start_roost(proc.args, ...)`)."""
+                    fixed_client_ports: bool = False,
+                    observers: frozenset[int] = frozenset()) -> Iterator[list[RoostProcess]]:
+    """Three (or `size`) keeper processes forming an ensemble, members `observers` among them
+    being observers. With `fixed_client_ports` each member keeps its client port across restarts
+    (`start_roost(proc.args, ...)`)."""
     ports = free_ports(2 * size)  # all at once, so that none repeats
     peer_ports = {sid: ports[sid - 1] for sid in range(1, size + 1)}
     client_ports = {sid: ports[size + sid - 1] if fixed_client_ports else 0 for sid in peer_ports}
@@ -223,7 +246,7 @@ def keeper_ensemble(directory: Path, size: int = 3, extra: dict[str, Any] | None
     try:
         for sid in peer_ports:
             config = keeper_config(directory / f"keeper{sid}", servers=peer_ports, myid=sid, extra=extra,
-                                   client_port=client_ports[sid])
+                                   client_port=client_ports[sid], observers=observers)
             procs.append(start_roost(["keeper", "--config", str(config)], expect=("keeper",)))
         yield procs
     finally:

@@ -15,12 +15,16 @@ from roost.raft.codec import (
     encode_hello,
     encode_message,
 )
-from roost.raft.messages import Entry, EntryKind, Message, MessageType, Snapshot
+from roost.raft.messages import Entry, EntryKind, Membership, Message, MessageType, Snapshot
 
 u64 = st.integers(0, 2**64 - 1)
 u32 = st.integers(0, 2**32 - 1)
 entries = st.builds(Entry, u64, u64, st.binary(max_size=64), st.sampled_from(list(EntryKind)))
-snapshots = st.none() | st.builds(Snapshot, u64, u64, st.binary(max_size=128))
+member_ids = st.frozensets(st.integers(1, 2**32 - 1), max_size=5)
+memberships = st.builds(
+    lambda voters, learners, context: Membership(voters, learners - voters, context),
+    member_ids, member_ids, st.binary(max_size=32))
+snapshots = st.none() | st.builds(Snapshot, u64, u64, st.binary(max_size=128), st.none() | memberships)
 messages = st.builds(
     Message, st.sampled_from(list(MessageType)), u32, u32, term=u64, log_term=u64, index=u64, commit=u64,
     entries=st.lists(entries, max_size=5).map(tuple), reject=st.booleans(), quiet=st.booleans(), hint_index=u64, hint_term=u64,

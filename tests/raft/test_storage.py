@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from roost.raft.core import Ready
-from roost.raft.messages import Entry, HardState, Snapshot
+from roost.raft.messages import Entry, EntryKind, HardState, Membership, Snapshot
 from roost.raft.storage import LOG_NAME, DiskStorage
 
 
@@ -81,6 +81,20 @@ def test_compaction_keeps_trailing_entries(tmp_path: Path) -> None:
     assert got.hard_state == HardState(2, 1, 12)
     storage.compact(Snapshot(12, 2, b"state@12"), 12, 2, [])
     assert [p.name for p in tmp_path.glob("*.snap")] == [f"snapshot-{12:020d}.snap"]
+
+
+def test_a_snapshot_keeps_its_configuration_and_config_entries_their_kind(tmp_path: Path) -> None:
+    storage = DiskStorage(tmp_path)
+    storage.load()
+    membership = Membership(frozenset({1, 2, 3}), frozenset({4}), b'{"1": "a"}')
+    config_entry = Entry(1, 11, Membership(frozenset({1, 2, 3, 4})).encode(), EntryKind.CONFIG)
+    save(storage, [*entries(1, 10, 1), config_entry], HardState(1, 1, 11))
+    snap = Snapshot(10, 1, b"state@10", membership)
+    storage.compact(snap, base_index=10, base_term=1, entries=[config_entry])
+    storage.close()
+    _, got = reopen(tmp_path)
+    assert got.snapshot == snap and got.snapshot.membership == membership
+    assert got.entries == [config_entry]
 
 
 def test_snapshot_from_leader_replaces_the_log(tmp_path: Path) -> None:

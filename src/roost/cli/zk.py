@@ -8,6 +8,8 @@ keeper or Apache ZooKeeper), one-shot or in an interactive shell.
     roost zk setAcl /app world:anyone:r,digest:bob:<hash>:cdrwa
     roost zk --auth digest:bob:secret whoami
     roost zk --timeout 60 addWatch -m PERSISTENT_RECURSIVE /app --events 5
+    roost zk config -s                          # the ensemble's members (/zookeeper/config)
+    roost zk --auth digest:super:pw reconfig -add "server.4=10.0.0.4:2888:3888;2181" -remove 2
     roost zk export /app > app.json && roost zk import app.json /copy
     roost zk                                    # the shell (also `roost zk shell`)
 
@@ -333,6 +335,61 @@ def watch(session: ZkSession, path: str, events: int, watch_timeout: float) -> N
     from roost.cli.zk_follow import follow
 
     follow(session, path, events, watch_timeout)
+
+
+@command.command("config")
+@click.option("-s", "with_stat", is_flag=True, help="print the Stat too")
+@click.option("-w", "watch", is_flag=True, help="watch the configuration")
+@pass_session
+def config(session: ZkSession, with_stat: bool, watch: bool) -> None:
+    """Print the ensemble's configuration (/zookeeper/config: server.N lines and its version)."""
+    path = "/zookeeper/config"
+    data, stat = session.wait(session.client.get_async(path, session.watcher() if watch else None), path)
+    click.echo("" if data is None else data.decode("utf-8", errors="replace"))
+    if with_stat:
+        _print_stat(stat)
+    _await_watch(session, watch)
+
+
+@command.command("reconfig")
+@click.option("-add", "--add", "joining", multiple=True, metavar="server.N=HOST:PORT:PORT[:ROLE][;CLIENT]",
+              help="a member to add (repeatable, or comma-separated)")
+@click.option("-remove", "--remove", "leaving", multiple=True, metavar="ID[,ID...]",
+              help="members to remove (repeatable, or comma-separated)")
+@click.option("-members", "--members", "members", metavar="server.N=...[,...]",
+              help="the whole new member list (instead of -add/-remove)")
+@click.option("-file", "--file", "members_file", type=click.Path(dir_okay=False, allow_dash=True),
+              help="read the whole new member list from a file of server.N= lines")
+@click.option("-v", "version", type=str, default="-1", metavar="HEX",
+              help="only if the configuration's version is still this (hex, as `config` prints)")
+@click.option("-s", "with_stat", is_flag=True, help="print the Stat too")
+@pass_session
+def reconfig(session: ZkSession, joining: tuple[str, ...], leaving: tuple[str, ...], members: str | None,
+             members_file: str | None, version: str, with_stat: bool) -> None:
+    """Change the ensemble's members (ZooKeeper 3.5+'s dynamic reconfiguration; a super user's
+    right), as zkCli: incrementally with -add/-remove, or a whole new list with -members/-file."""
+    if members_file is not None:
+        try:
+            text = sys.stdin.read() if members_file == "-" else Path(members_file).read_text(encoding="utf-8")
+        except OSError as error:
+            raise CliError(f"cannot read {members_file}: {error.strerror}") from None
+        members = ",".join(line.strip() for line in text.splitlines()
+                           if line.strip().startswith("server."))
+    if members is not None and (joining or leaving):
+        raise CliError("reconfig: give -members (or -file), or -add/-remove, not both")
+    if members is None and not joining and not leaving:
+        raise CliError("reconfig: nothing to change (give -add, -remove, -members or -file)")
+    try:
+        from_config = -1 if version == "-1" else int(version.removeprefix("0x"), 16)
+    except ValueError:
+        raise CliError(f"reconfig: -v {version!r} is not a hexadecimal version") from None
+    path = "/zookeeper/config"
+    data, stat = session.wait(session.client.reconfig_async(
+        ",".join(joining) or None, ",".join(leaving) or None, members, from_config), path)
+    click.echo("Committed new configuration:")
+    click.echo("" if data is None else data.decode("utf-8", errors="replace"))
+    if with_stat:
+        _print_stat(stat)
 
 
 @command.command("shell")

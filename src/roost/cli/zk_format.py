@@ -99,6 +99,10 @@ _MESSAGES: list[tuple[type[BaseException], str]] = [
     (kz.NoChildrenForEphemeralsError, "Ephemerals cannot have children: {path}"),
     (kz.UnimplementedError, "KeeperErrorCode = Unimplemented for {path} (not supported by this server)"),
     (kz.BadArgumentsError, "KeeperErrorCode = BadArguments for {path}"),
+    (kz.NewConfigNoQuorumError, "KeeperErrorCode = NewConfigNoQuorum for {path} (the new members "
+                                "could not form a quorum; nothing changed)"),
+    (kz.ReconfigInProcessError, "KeeperErrorCode = ReconfigInProgress for {path} (another change is under way)"),
+    (kz.ReconfigDisabledError, "KeeperErrorCode = ReconfigDisabled for {path} (the server's reconfigEnabled is off)"),
     (kz.AuthFailedError, "Authentication failed (the session is unusable): {path}"),
     (kz.SessionExpiredError, "Session expired: {path}"),
     (kz.ConnectionLoss, "Connection lost: {path}"),

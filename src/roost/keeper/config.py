@@ -14,7 +14,10 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     server.1 = "10.0.0.1:2888"       # the ensemble: member id -> "host:peerPort"
     server.2 = "10.0.0.2:2888"       #   (TOML reads `server.N` as the table [server] with key N)
     server.3 = "10.0.0.3:2888"
+    server.4 = "10.0.0.4:2888:observer"  # an observer: replicates and serves, never votes
     snapCount = 20000                # applied log entries between two snapshots of the tree
+    reconfigEnabled = false          # ZooKeeper's dynamic reconfiguration (`reconfig`), for...
+    superDigest = "super:<b64 sha1>" # ...a client authenticated as this digest (or skipACL = true)
 
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
@@ -59,6 +62,9 @@ class KeeperConfig:
     jute_max_buffer: int = DEFAULT_MAX_BUFFER
     myid: int = 1
     servers: dict[int, PeerAddress] = field(default_factory=dict)
+    # Members marked `:observer` (ZooKeeper's syntax): they replicate the log and serve clients
+    # but never vote or count toward a quorum.
+    observers: frozenset[int] = frozenset()
     max_outstanding_requests: int = 1000
     max_watches_per_session: int = 100_000
     extended_types_enabled: bool = False
@@ -67,6 +73,12 @@ class KeeperConfig:
     # Log entries (batches of writes) applied between two snapshots; a snapshot is also taken
     # after 64 MiB of entries, whichever comes first.
     snap_count: int = 20_000
+    # Dynamic reconfiguration (ZooKeeper 3.5+'s `reconfig`), allowed to a super user only: one
+    # authenticated with the digest `superDigest` ("super:<base64 sha1>", ZooKeeper's
+    # zookeeper.DigestAuthenticationProvider.superDigest), or anyone with `skipACL`.
+    reconfig_enabled: bool = False
+    super_digest: str = ""
+    skip_acl: bool = False
     # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -94,7 +106,8 @@ class KeeperConfig:
             f"jute.maxbuffer={self.jute_max_buffer}",
             f"serverId={self.myid}",
         ]
-        lines += [f"server.{sid}={peer.host}:{peer.port}" for sid, peer in sorted(self.servers.items())]
+        lines += [f"server.{sid}={peer.host}:{peer.port}" + (":observer" if sid in self.observers else "")
+                  for sid, peer in sorted(self.servers.items())]
         return lines
 
     @classmethod
@@ -148,6 +161,9 @@ class KeeperConfig:
             force_sync=_bool(values, "forceSync", True),
             four_letter_whitelist=_whitelist(values),
             snap_count=_int(values, "snapCount", 20_000, 1, 2**31 - 1),
+            reconfig_enabled=_bool(values, "reconfigEnabled", False),
+            super_digest=_string(values, "superDigest", ""),
+            skip_acl=_bool(values, "skipACL", False),
             metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
         )
@@ -159,12 +175,13 @@ class KeeperConfig:
         if not config.client_port_address:
             raise ConfigError("setting 'clientPortAddress': must not be empty")
         if servers_raw is not None:
-            config.servers = _servers(servers_raw)
+            config.servers, config.observers = _servers(servers_raw)
             if config.servers and config.myid not in config.servers:
                 raise ConfigError(f"setting 'myid': {config.myid} is not one of the server.N entries")
-            if len(config.servers) not in (1, 3, 5, 7):
-                raise ConfigError(f"setting 'server': an ensemble has 1, 3, 5 or 7 members, "
-                                  f"not {len(config.servers)}")
+            voters = len(config.servers) - len(config.observers)
+            if voters not in (1, 3, 5, 7):
+                raise ConfigError(f"setting 'server': an ensemble has 1, 3, 5 or 7 voting members "
+                                  f"(observers aside), not {voters}")
         return config
 
 
@@ -172,7 +189,7 @@ _KNOWN = frozenset({
     "tickTime", "minSessionTimeout", "maxSessionTimeout", "dataDir", "clientPort",
     "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
     "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
-    "snapCount",
+    "snapCount", "reconfigEnabled", "superDigest", "skipACL",
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
@@ -230,10 +247,11 @@ def _whitelist(values: Mapping[str, Any]) -> frozenset[str] | None:
     return frozenset(words)
 
 
-def _servers(raw: Any) -> dict[int, PeerAddress]:
+def _servers(raw: Any) -> tuple[dict[int, PeerAddress], frozenset[int]]:
     if not isinstance(raw, dict):
         raise ConfigError("setting 'server': write members as server.N = \"host:peerPort\"")
     servers: dict[int, PeerAddress] = {}
+    observers: set[int] = set()
     for key, value in raw.items():
         name = f"server.{key}"
         try:
@@ -244,12 +262,57 @@ def _servers(raw: Any) -> dict[int, PeerAddress]:
             raise ConfigError(f"setting {name!r}: the member id must be in [1, 127]")
         if not isinstance(value, str):
             raise ConfigError(f"setting {name!r}: must be a \"host:peerPort\" string")
-        # ZooKeeper's own "host:quorumPort:electionPort;clientPort" is accepted: the first port
-        # is the peer port and the rest is ignored.
-        address = value.split(";", 1)[0]
-        host, _, rest = address.partition(":")
-        port_text = rest.split(":", 1)[0]
-        if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ConfigError(f"setting {name!r}: {value!r} is not \"host:peerPort\"")
-        servers[sid] = PeerAddress(host, int(port_text))
-    return servers
+        try:
+            spec = parse_server_spec(value)
+        except ValueError as exc:
+            raise ConfigError(f"setting {name!r}: {exc}") from None
+        servers[sid] = PeerAddress(spec.host, spec.peer_port)
+        if spec.observer:
+            observers.add(sid)
+    return servers, frozenset(observers)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    """One member as ZooKeeper writes it: "host:quorumPort[:electionPort][:role][;[clientHost:]clientPort]".
+    Roost uses one peer port (the first); an election port is accepted and ignored."""
+
+    host: str
+    peer_port: int
+    election_port: int | None = None
+    observer: bool = False
+    client: str | None = None  # "host:port" or "port", as written
+
+    def zk_line(self) -> str:
+        """The spec in ZooKeeper's `/zookeeper/config` form."""
+        election = self.election_port if self.election_port is not None else self.peer_port
+        role = "observer" if self.observer else "participant"
+        line = f"{self.host}:{self.peer_port}:{election}:{role}"
+        if self.client is not None:
+            client = self.client if ":" in self.client else f"0.0.0.0:{self.client}"
+            line += f";{client}"
+        return line
+
+
+def parse_server_spec(value: str) -> ServerSpec:
+    """Parse a member spec (ValueError names what is wrong)."""
+    address, _, client = value.partition(";")
+    parts = address.split(":")
+    role = "participant"
+    if parts and parts[-1] in ("observer", "participant"):
+        role = parts.pop()
+    if len(parts) not in (2, 3) or not parts[0]:
+        raise ValueError(f"{value!r} is not \"host:peerPort[:electionPort][:observer]\"")
+    ports = []
+    for text in parts[1:]:
+        if not text.isdigit() or not 0 < int(text) < 65536:
+            raise ValueError(f"{value!r}: {text!r} is not a port")
+        ports.append(int(text))
+    client_spec: str | None = None
+    if client:
+        client_spec = client.strip()
+        client_port = client_spec.rsplit(":", 1)[-1]
+        if not client_port.isdigit() or not 0 < int(client_port) < 65536:
+            raise ValueError(f"{value!r}: client address {client_spec!r} has no valid port")
+    return ServerSpec(parts[0], ports[0], ports[1] if len(ports) > 1 else None, role == "observer",
+                      client_spec)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -105,6 +106,7 @@ class CoreEnv(Protocol):
     def secret(self, size: int) -> bytes: ...
     def wake_proposer(self) -> None: ...
     def start_sync(self, client: Client, slot: Slot) -> None: ...
+    def start_reconfig(self, client: Client, slot: Slot) -> None: ...
     def send_to_leader(self, message: bytes) -> bool: ...
     def is_leader(self) -> bool: ...
     def leader_id(self) -> int | None: ...
@@ -360,7 +362,10 @@ class KeeperCore:
         if opcode == OpCode.AUTH:
             self._on_auth(client, event)
             return
-        if opcode in WRITE_OPS:
+        if opcode == OpCode.RECONFIG:
+            slot = self.start_reconfig(client, event.xid, event.request)
+            self.env.start_reconfig(client, slot)
+        elif opcode in WRITE_OPS:
             slot = Slot(event.xid, opcode, event.request, WAIT, self.env.mono_ms())
             client.queue.append(slot)
             kind = CommandKind.CLOSE_SESSION if opcode == OpCode.CLOSE_SESSION else CommandKind.REQUEST
@@ -556,6 +561,26 @@ class KeeperCore:
                 slot.state = DONE
                 self.stats.record_latency(now - slot.started_ms)
                 self._flush(waiter.client)
+
+    def apply_config(self, data_for_zxid: Callable[[int], bytes], mtime_ms: int) -> None:
+        """A membership change was applied (on every member, in log order): render it into
+        `/zookeeper/config` (`data_for_zxid` gets the zxid it takes, its version) and fire the
+        watches on it."""
+        tree = self.tree
+        self._deliver(tree.set_config(data_for_zxid(tree.last_zxid + 1), mtime_ms))
+
+    def start_reconfig(self, client: Client, xid: int, request: Request) -> Slot:
+        """A `reconfig` request: it waits in the client's queue while the server carries it out."""
+        slot = Slot(xid, OpCode.RECONFIG, request, WAIT, self.env.mono_ms())
+        client.queue.append(slot)
+        return slot
+
+    def finish_reconfig(self, client: Client, slot: Slot, err: int, body: bytes = b"") -> None:
+        if client.closed or slot.state == DONE:
+            return
+        slot.reply = encode_reply(slot.xid, self.tree.last_zxid, err, body)
+        slot.state = DONE
+        self._flush(client)
 
     def _deliver(self, triggers: list[tuple[int, str]]) -> None:
         watches = self.watches

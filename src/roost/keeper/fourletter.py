@@ -26,7 +26,7 @@ _NEED_SERVING = frozenset({"srvr", "stat", "mntr", "conf", "cons", "wchs", "srst
 class ServerFacts:
     """A snapshot of the numbers the four-letter words report."""
 
-    mode: str  # standalone, leader, follower
+    mode: str  # standalone, leader, follower, observer
     zxid: int
     node_count: int
     connections: int

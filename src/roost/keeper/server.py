@@ -26,10 +26,13 @@ from typing import TYPE_CHECKING
 from roost.keeper.config import KeeperConfig
 from roost.keeper.core import Client, CoreSettings, KeeperCore, Slot
 from roost.keeper.fourletter import ServerFacts, answer
+from roost.keeper.tree import CONFIG_PATH
 from roost.wire.zk.connection import FourLetterWord, ServerConnection
+from roost.wire.zk.constants import Err
 from roost.wire.zk.errors import ZkCodecError
 
 if TYPE_CHECKING:
+    from roost.keeper.membership import MembershipKeeper
     from roost.raft.replicator import Replicator
 
 log = logging.getLogger("roost.keeper")
@@ -54,8 +57,12 @@ def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replic
         from roost.raft.local import LocalReplicator
 
         return LocalReplicator(config.data_dir / "raft", config=raft_config)
+    from roost.keeper.reconfig import initial_membership
+
     peers = {sid: (peer.host, peer.port) for sid, peer in config.servers.items()}
-    return RaftReplicator(config.myid, peers, config.data_dir / "raft", raft_config)
+    return RaftReplicator(config.myid, peers, config.data_dir / "raft", raft_config,
+                          learners=config.observers,
+                          context=initial_membership(config, int(time.time() * 1000)).context)
 
 
 class _ClientProtocol(asyncio.Protocol):
@@ -182,6 +189,7 @@ class KeeperServer:
         self._abandoned: set[asyncio.Future[int]] = set()
         self._started_mono = time.monotonic()
         self._address: tuple[str, int] | None = None
+        self.membership: MembershipKeeper | None = None  # ensembles only
 
     # -- lifecycle
 
@@ -204,6 +212,14 @@ class KeeperServer:
         replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
         replicator.set_leader_message_handler(self.core.on_leader_message)
         replicator.set_leadership_handler(self._on_leadership)
+        from roost.raft.node import RaftReplicator
+
+        if isinstance(replicator, RaftReplicator) and config.is_ensemble:
+            from roost.keeper.membership import MembershipKeeper
+
+            self.membership = MembershipKeeper(config, self.core, replicator)
+            replicator.set_membership_handler(self.membership.on_membership_applied)
+            replicator.set_address_resolver(self.membership.addresses)
         await replicator.start()
         self._last_leader = replicator.leader_id
         loop = asyncio.get_running_loop()
@@ -235,6 +251,8 @@ class KeeperServer:
         for task in [*self._sync_tasks, *self._abandoned]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._sync_tasks, *self._abandoned, return_exceptions=True)
+        if self.membership is not None:
+            await self.membership.stop()
         if hasattr(self, "core"):
             for client in list(self.core.clients):
                 self.core.close_client(client)
@@ -270,6 +288,8 @@ class KeeperServer:
             self._leader_changed.set()
         self._last_leader = leader_id
         self.core.leadership_changed(is_leader)
+        if self.membership is not None:
+            self.membership.on_leadership(is_leader)
 
     # -- tasks
 
@@ -365,6 +385,12 @@ class KeeperServer:
         self._sync_tasks.add(task)
         task.add_done_callback(self._sync_tasks.discard)
 
+    def start_reconfig(self, client: Client, slot: Slot) -> None:
+        if self.membership is None:
+            self.core.finish_reconfig(client, slot, Err.RECONFIG_DISABLED)
+            return
+        self.membership.start(client, slot)
+
     def send_to_leader(self, message: bytes) -> bool:
         assert self.replicator is not None
         return self.replicator.send_to_leader(message)
@@ -382,7 +408,19 @@ class KeeperServer:
     def mode(self) -> str:
         if not self.config.is_ensemble:
             return "standalone"
-        return "leader" if self.is_leader() else "follower"
+        if self.is_leader():
+            return "leader"
+        return "observer" if getattr(self.replicator, "is_observer", False) else "follower"
+
+    def _config_lines(self) -> list[str]:
+        """`conf`'s lines: the static settings, then (as ZooKeeper 3.5+) the dynamic membership
+        once `/zookeeper/config` holds one."""
+        lines = self.config.describe()
+        node = self.core.tree.get(CONFIG_PATH)
+        if node is None or not node.data:
+            return lines
+        static = [line for line in lines if not line.startswith("server.")]
+        return [*static, "membership: ", *node.data.decode(errors="replace").splitlines()]
 
     def facts(self) -> ServerFacts:
         core = self.core
@@ -412,6 +450,6 @@ class KeeperServer:
             sessions=len(tree.sessions),
             uptime_ms=int((time.monotonic() - self._started_mono) * 1000),
             client_lines=client_lines,
-            config_lines=self.config.describe(),
+            config_lines=self._config_lines(),
             serving=core.serving(),
         )

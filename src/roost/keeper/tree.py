@@ -58,7 +58,8 @@ CONTAINER_OWNER = -(2**63)
 TTL_MASK = -(2**56)  # 0xFF00000000000000 as a signed long
 MAX_TTL = (1 << 40) - 1
 
-SPECIAL_PATHS = frozenset({"/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"})
+CONFIG_PATH = "/zookeeper/config"  # the ensemble's dynamic configuration, as ZooKeeper 3.5+
+SPECIAL_PATHS = frozenset({"/", "/zookeeper", "/zookeeper/quota", CONFIG_PATH})
 
 SNAPSHOT_MAGIC = 0x524B5453  # "RKTS"
 SNAPSHOT_VERSION = 2
@@ -263,6 +264,17 @@ class DataTree:
             return False
         self.origins[origin_node] = (incarnation, epoch)
         return True
+
+    def set_config(self, data: bytes, mtime_ms: int) -> list[tuple[int, str]]:
+        """A membership change was applied: `/zookeeper/config` gets its rendering (whose
+        version line names the zxid this consumes, `last_zxid + 1`). Returns the watch triggers."""
+        self.last_zxid += 1
+        node = self.nodes[CONFIG_PATH]
+        node.data = data
+        node.mzxid = self.last_zxid
+        node.mtime = mtime_ms
+        node.version = -1  # as ZooKeeper 3.8 shows it once reconfigured (mzxid is what moves)
+        return [(EventType.NODE_DATA_CHANGED, CONFIG_PATH)]
 
     def apply(self, command: Command, time_ms: int) -> ApplyResult:
         """Apply one command; consumes exactly one zxid whatever the outcome."""

@@ -15,7 +15,7 @@ import struct
 
 import crc32c
 
-from roost.raft.messages import Entry, EntryKind, Message, MessageType, Snapshot
+from roost.raft.messages import Entry, EntryKind, Membership, Message, MessageType, Snapshot
 
 VERSION = 1
 MAGIC = b"RRFT"
@@ -70,9 +70,14 @@ def encode_message(m: Message) -> bytes:
         parts.append(b"\x00")
     else:
         s = m.snapshot
-        parts.append(b"\x01")
+        # Flag 1: a snapshot of the initial configuration; 2: one that carries its configuration.
+        parts.append(b"\x01" if s.membership is None else b"\x02")
         parts.append(_SNAP_HEAD.pack(s.index, s.term, len(s.data)))
         parts.append(s.data)
+        if s.membership is not None:
+            membership = s.membership.encode()
+            parts.append(_COUNT.pack(len(membership)))
+            parts.append(membership)
     parts.append(_COUNT.pack(len(m.data)))
     parts.append(m.data)
     body = b"".join(parts)
@@ -123,17 +128,31 @@ def decode_body(body: bytes | memoryview) -> Message:
     flag = view[pos]
     pos += 1
     snapshot = None
-    if flag == 1:
+    if flag in (1, 2):
         if pos + _SNAP_HEAD.size > end:
             raise CodecError("snapshot header truncated")
         s_index, s_term, size = _SNAP_HEAD.unpack_from(view, pos)
         pos += _SNAP_HEAD.size
         if size > end - pos:
             raise CodecError("snapshot data exceeds the frame")
-        snapshot = Snapshot(s_index, s_term, bytes(view[pos:pos + size]))
+        data = bytes(view[pos:pos + size])
         pos += size
+        membership = None
+        if flag == 2:
+            if pos + _COUNT.size > end:
+                raise CodecError("snapshot membership length truncated")
+            (size,) = _COUNT.unpack_from(view, pos)
+            pos += _COUNT.size
+            if size > end - pos:
+                raise CodecError("snapshot membership exceeds the frame")
+            try:
+                membership = Membership.decode(bytes(view[pos:pos + size]))
+            except (ValueError, AssertionError) as exc:
+                raise CodecError(f"snapshot membership is invalid: {exc}") from None
+            pos += size
+        snapshot = Snapshot(s_index, s_term, data, membership)
     elif flag != 0:
-        raise CodecError("snapshot flag is not a boolean")
+        raise CodecError("snapshot flag is not 0, 1 or 2")
     if pos + _COUNT.size > end:
         raise CodecError("payload length truncated")
     (size,) = _COUNT.unpack_from(view, pos)

@@ -18,7 +18,16 @@ Features: pre-vote, randomised election timeouts, check-quorum with a leader lea
 heard from a leader recently ignore vote requests), fast log back-off with (index, term) hints,
 commit by counting only entries of the current term with a no-op entry opening each term,
 snapshots (InstallSnapshot) for members behind the compaction point, ReadIndex read barriers, and
-forwarding of proposals and reads from followers to the leader. Membership is static.
+forwarding of proposals and reads from followers to the leader.
+
+Membership: voters and learners (ZooKeeper's observers: they replicate and apply the log but never
+vote, campaign or count toward a quorum). It changes one member at a time (Raft thesis §4.1,
+single-server change) through CONFIG entries, each taking effect on a member as soon as it is in
+its log (committed or not); a truncated CONFIG entry reverts to the one before it. Any two
+majorities of configurations that differ by one voter overlap, so no joint consensus is needed.
+A leader starts a change only once its previous one is committed and an entry of its own term is
+(the fix to the thesis' single-server algorithm, raft-dev, 2015); a leader that removes itself
+keeps leading until the change commits, not counting itself, and then steps down.
 """
 
 from __future__ import annotations
@@ -35,10 +44,20 @@ from roost.raft.messages import (
     Entry,
     EntryKind,
     HardState,
+    Membership,
     Message,
     MessageType,
     Snapshot,
 )
+
+# Why a leader refused a membership change; a PROPOSE_RESP carries the position in `context`.
+_REFUSALS = ("", "not-leader", "in-progress", "too-many", "no-voter", "catching-up")
+
+
+# A leader's messages count whether or not our configuration lists it (Raft thesis §4.1): a
+# leader that removed itself keeps leading until the change commits, and a member may not yet
+# have the entry that added a new leader. Anything else from a stranger is ignored.
+_FROM_ANY_LEADER = frozenset({MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT})
 
 
 class Role(enum.Enum):
@@ -72,6 +91,7 @@ class ProposalResult:
     request_id: int
     term: int
     index: int
+    reason: str = ""  # a refused membership change: why (see `RaftCore.propose_membership`)
 
     @property
     def refused(self) -> bool:
@@ -197,13 +217,25 @@ class RaftCore:
         hard_state: HardState | None = None,
         snapshot: Snapshot | None = None,
         entries: Sequence[Entry] = (),
+        learners: Iterable[int] = (),
+        context: bytes = b"",
     ) -> None:
+        """`members` are the initial voters and `learners` the initial learners (with `context`,
+        the application's description of them): the configuration until the log or a snapshot
+        holds another."""
+        assert node_id > 0
         self.id = node_id
-        self.members: tuple[int, ...] = tuple(sorted(set(members)))
-        assert node_id in self.members and node_id > 0
-        assert len(self.members) % 2 == 1, "an ensemble has an odd number of members"
-        self.peers: tuple[int, ...] = tuple(m for m in self.members if m != node_id)
-        self.quorum = len(self.members) // 2 + 1
+        self._initial = Membership(frozenset(members), frozenset(learners), context)
+        assert self._initial.voters, "an ensemble needs a voter"
+        # The configuration as of the log's first entry, and the CONFIG entries after it.
+        self._base = snapshot.membership if snapshot is not None and snapshot.membership else self._initial
+        self._config_entries: list[tuple[int, Membership]] = []
+        self.membership = self._base
+        self.members: tuple[int, ...] = ()
+        self.voters: frozenset[int] = frozenset()
+        self.peers: tuple[int, ...] = ()
+        self.voter_peers: tuple[int, ...] = ()
+        self.quorum = 1
         self.config = config
         self.rng = rng
         hard_state = hard_state or HardState()
@@ -233,6 +265,93 @@ class RaftCore:
         self._read_round_sent = 0
         self._pending_reads: deque[_PendingRead] = deque()
         self._deferred_reads: list[_PendingRead] = []  # until a current-term entry commits
+        self._step_down_removed = False  # a leader whose removal just committed
+        self._config_rescan(self.log.offset)
+
+    # --- membership --------------------------------------------------------------------------
+
+    def _set_membership(self, membership: Membership) -> None:
+        self.membership = membership
+        self.members = tuple(sorted(membership.members))
+        self.voters = membership.voters
+        self.peers = tuple(m for m in self.members if m != self.id)
+        self.voter_peers = tuple(m for m in sorted(self.voters) if m != self.id)
+        self.quorum = membership.quorum
+        if self.role is Role.LEADER:
+            for peer in self.peers:
+                if peer not in self.progress:
+                    pr = Progress(next=self.log.last_index + 1)
+                    pr.recent_active = True  # a full election timeout to answer
+                    self.progress[peer] = pr
+                    self._broadcast_needed = True
+            for gone in [p for p in self.progress if p not in self.peers]:
+                del self.progress[gone]
+
+    def _config_rescan(self, after: int) -> None:
+        """Re-read the CONFIG entries after index `after` (entries there were appended or
+        replaced) and take the newest configuration."""
+        self._config_entries = [(i, m) for i, m in self._config_entries if i <= after]
+        lo = max(after, self.log.offset) + 1
+        for index in range(lo, self.log.last_index + 1):
+            entry = self.log.entry(index)
+            if entry.kind is EntryKind.CONFIG:
+                self._config_entries.append((index, Membership.decode(entry.data)))
+        self._set_membership(self._config_entries[-1][1] if self._config_entries else self._base)
+
+    def membership_at(self, index: int) -> Membership:
+        """The configuration in force at log index `index` (for a snapshot taken there)."""
+        assert index >= self.log.offset
+        newest = self._base
+        for at, membership in self._config_entries:
+            if at > index:
+                break
+            newest = membership
+        return newest
+
+    @property
+    def is_voter(self) -> bool:
+        return self.id in self.voters
+
+    @property
+    def config_change_pending(self) -> bool:
+        """True while the newest CONFIG entry is not committed: no other change may start."""
+        return bool(self._config_entries) and self._config_entries[-1][0] > self.log.commit
+
+    def propose_membership(self, membership: Membership, request_id: int) -> str | None:
+        """Append a configuration that differs from the current one by at most one voter
+        (learners may come and go freely). On the leader, returns None when appended (its
+        ProposalResult comes in a later Ready) or why it was refused: 'not-leader', 'in-progress'
+        (the previous change, or this term's first entry, is not committed yet), 'too-many' (more
+        than one voter added or removed), 'no-voter', 'catching-up' (a new voter's log is not yet
+        as far as the commit index). A follower forwards it to the leader (None: the answer,
+        refused with a reason or not, comes as a ProposalResult), or says 'not-leader'."""
+        if self.role is not Role.LEADER:
+            if self.leader is None:
+                return "not-leader"
+            self._send(Message(MessageType.PROPOSE, self.id, self.leader, request_ids=(request_id,),
+                               entries=(Entry(0, 0, membership.encode(), EntryKind.CONFIG),)))
+            return None
+        refusal = self._membership_refusal(membership)
+        if refusal is not None:
+            return refusal
+        index = self._append_local([membership.encode()], kind=EntryKind.CONFIG)
+        self._proposal_results.append(ProposalResult(request_id, self.term, index))
+        return None
+
+    def _membership_refusal(self, membership: Membership) -> str | None:
+        if self.config_change_pending or self.log.term(self.log.commit) != self.term:
+            return "in-progress"
+        if not membership.voters:
+            return "no-voter"
+        if len(membership.voters ^ self.voters) > 1:
+            return "too-many"
+        for new in membership.voters - self.voters:
+            # A new voter counts toward the commit quorum at once: if it were far behind, commits
+            # would stall until it caught up (thesis §4.2.1). It must have caught up as a learner.
+            pr = self.progress.get(new)
+            if new != self.id and (pr is None or pr.match < self.log.commit):
+                return "catching-up"
+        return None
 
     # --- status ------------------------------------------------------------------------------
 
@@ -254,6 +373,8 @@ class RaftCore:
             self._tick_leader()
         else:
             self.election_elapsed += 1
+            if not self.is_voter:
+                return  # a learner never campaigns (it still counts the time since the leader spoke)
             if self.election_elapsed >= self.randomized_election_timeout:
                 self.election_elapsed = 0
                 self.campaign()
@@ -261,7 +382,7 @@ class RaftCore:
     def campaign(self, transfer: bool = False) -> None:
         """Start an election: a pre-vote round first, unless this is a leader transfer (which
         also asks voters to ignore their lease)."""
-        if self.role is Role.LEADER:
+        if self.role is Role.LEADER or not self.is_voter:
             return
         self._start_election(pre=self.config.pre_vote and not transfer, transfer=transfer)
 
@@ -275,7 +396,7 @@ class RaftCore:
         if self._tally(self.id, True) is True:
             self._win_round()
             return
-        for peer in self.peers:
+        for peer in self.voter_peers:
             self._send(Message(vote_type, self.id, peer, term=term, index=self.log.last_index,
                                log_term=self.log.last_term, context=1 if transfer else 0))
 
@@ -303,7 +424,7 @@ class RaftCore:
 
     def transfer_leadership(self, to: int) -> bool:
         """Ask an up-to-date follower to campaign at once (it skips pre-vote and the lease)."""
-        if self.role is not Role.LEADER or to not in self.peers:
+        if self.role is not Role.LEADER or to not in self.voter_peers:
             return False
         if self.progress[to].match != self.log.last_index:
             self._send_append(to)
@@ -313,8 +434,8 @@ class RaftCore:
 
     def step(self, m: Message) -> None:
         assert m.dst == self.id, f"message for {m.dst} stepped into {self.id}"
-        if m.src not in self.peers:
-            return  # not a member of this ensemble
+        if m.src not in self.peers and m.type not in _FROM_ANY_LEADER:
+            return  # not a member of this ensemble (as far as our log goes)
         if m.type in TERMLESS:
             self._step_termless(m)
             return
@@ -357,7 +478,11 @@ class RaftCore:
         if self.snapshot is not None and snapshot.index <= self.snapshot.index:
             return
         self.snapshot = snapshot
-        self.log.compact(max(0, min(compact_to, self.log.persisted)))
+        cut = max(0, min(compact_to, self.log.persisted))
+        if cut > self.log.offset:
+            self._base = self.membership_at(cut)
+            self._config_entries = [(i, m) for i, m in self._config_entries if i > cut]
+        self.log.compact(cut)
 
     def compaction_point(self, snapshot_index: int, keep_entries: int) -> int:
         """Where to cut the log for a snapshot at `snapshot_index`, keeping `keep_entries`."""
@@ -457,6 +582,8 @@ class RaftCore:
 
     def _tally(self, voter: int, granted: bool) -> bool | None:
         """Record a vote; True once won, False once lost, None while undecided."""
+        if voter not in self.voters:
+            return None  # only voters of our configuration count
         self.votes.setdefault(voter, granted)
         yes = sum(1 for v in self.votes.values() if v)
         if yes >= self.quorum:
@@ -520,6 +647,11 @@ class RaftCore:
         if log.match_term(m.index, m.log_term):
             log.append_from_leader(m.index, m.entries)
             last_new = m.index + len(m.entries)
+            # A CONFIG entry appended, or one replaced or truncated away (even by as many entries,
+            # leaving the length as it was), changes the configuration now.
+            if m.entries and (any(e.kind is EntryKind.CONFIG for e in m.entries)
+                              or (self._config_entries and self._config_entries[-1][0] > m.index)):
+                self._config_rescan(m.index)
             log.commit_to(min(m.commit, last_new))
             if not (m.quiet and not m.entries):
                 self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=last_new))
@@ -548,6 +680,8 @@ class RaftCore:
             return
         log.restore(snap)
         self.snapshot = snap
+        self._base = snap.membership or self._initial
+        self._config_rescan(snap.index)
         self._pending_snapshot = snap
         self._send(Message(MessageType.APPEND_RESP, self.id, m.src, term=self.term, index=snap.index))
 
@@ -557,13 +691,17 @@ class RaftCore:
                 self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, reject=True,
                                    request_ids=m.request_ids))
                 return
+            if len(m.entries) == 1 and m.entries[0].kind is EntryKind.CONFIG:
+                self._step_forwarded_membership(m)
+                return
             first = self._append_local([e.data for e in m.entries])
             self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, index=first, log_term=self.term,
                                request_ids=m.request_ids))
         elif m.type is MessageType.PROPOSE_RESP:
             for k, request_id in enumerate(m.request_ids):
                 if m.reject:
-                    self._proposal_results.append(ProposalResult(request_id, 0, 0))
+                    reason = _REFUSALS[m.context] if 0 < m.context < len(_REFUSALS) else ""
+                    self._proposal_results.append(ProposalResult(request_id, 0, 0, reason))
                 else:
                     self._proposal_results.append(ProposalResult(request_id, m.log_term, m.index + k))
         elif m.type is MessageType.READ_INDEX:
@@ -574,6 +712,21 @@ class RaftCore:
         elif m.type is MessageType.READ_INDEX_RESP:
             self._read_states.append(ReadState(m.context, -1 if m.reject else m.index))
 
+    def _step_forwarded_membership(self, m: Message) -> None:
+        try:
+            membership = Membership.decode(m.entries[0].data)
+        except (ValueError, AssertionError):
+            refusal: str | None = "no-voter"
+        else:
+            refusal = self._membership_refusal(membership)
+        if refusal is not None:
+            self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, reject=True,
+                               request_ids=m.request_ids, context=_REFUSALS.index(refusal)))
+            return
+        index = self._append_local([m.entries[0].data], kind=EntryKind.CONFIG)
+        self._send(Message(MessageType.PROPOSE_RESP, self.id, m.src, index=index, log_term=self.term,
+                           request_ids=m.request_ids))
+
     # --- leader ------------------------------------------------------------------------------
 
     def _append_local(self, datas: Sequence[bytes], kind: EntryKind = EntryKind.NORMAL) -> int:
@@ -582,6 +735,8 @@ class RaftCore:
         first = self.log.last_index + 1
         self.log.append(Entry(self.term, first + k, data, kind) for k, data in enumerate(datas))
         self._broadcast_needed = True
+        if kind is EntryKind.CONFIG:
+            self._config_rescan(first - 1)
         if not self.peers:
             pass  # a lone member commits on advance(), once the entries are durable
         return first
@@ -592,7 +747,8 @@ class RaftCore:
         if self.election_elapsed >= self.config.election_ticks:
             self.election_elapsed = 0
             if self.config.check_quorum:
-                active = 1 + sum(1 for pr in self.progress.values() if pr.recent_active)
+                active = (self.is_voter) + sum(
+                    1 for peer, pr in self.progress.items() if pr.recent_active and peer in self.voters)
                 for pr in self.progress.values():
                     pr.recent_active = False
                 if active < self.quorum:
@@ -691,12 +847,21 @@ class RaftCore:
                 self._release_reads()
 
     def _maybe_commit(self) -> bool:
-        matches = sorted([self.log.persisted, *(pr.match for pr in self.progress.values())], reverse=True)
+        # Only voters count; a leader that removed itself does not count its own log.
+        matches = [pr.match for peer, pr in self.progress.items() if peer in self.voters]
+        if self.is_voter:
+            matches.append(self.log.persisted)
+        matches.sort(reverse=True)
         candidate = matches[self.quorum - 1]
         # Raft §5.4.2: only an entry of the current term commits by counting replicas.
         if candidate > self.log.commit and self.log.term(candidate) == self.term:
             self.log.commit_to(candidate)
             self._on_commit_advanced()
+            if not self.is_voter and not self.config_change_pending:
+                # We removed ourselves and the change is committed: hand over (thesis §4.2.2).
+                # Followers learn the commit index from the next appends of whoever leads next.
+                self._commit_broadcast_needed = True
+                self._step_down_removed = True
             return True
         return False
 
@@ -712,7 +877,7 @@ class RaftCore:
             # Our commit index may lag the true one until an entry of our term commits (§6.4).
             self._deferred_reads.append(read)
             return
-        if not self.peers:
+        if not self.voter_peers and self.is_voter:
             self._answer_read(read)
             return
         self._read_round += 1
@@ -722,7 +887,8 @@ class RaftCore:
     def _release_reads(self) -> None:
         while self._pending_reads:
             read = self._pending_reads[0]
-            acks = 1 + sum(1 for pr in self.progress.values() if pr.read_ack >= read.round)
+            acks = self.is_voter + sum(1 for peer, pr in self.progress.items()
+                                       if pr.read_ack >= read.round and peer in self.voters)
             if acks < self.quorum:
                 return
             self._pending_reads.popleft()
@@ -804,3 +970,15 @@ class RaftCore:
             self._broadcast_heartbeat()
         elif self.role is not Role.LEADER:
             self._read_round_sent = self._read_round
+        if self._step_down_removed:
+            self._step_down_removed = False
+            if self.role is Role.LEADER:
+                self._hand_over()
+
+    def _hand_over(self) -> None:
+        """A leader whose own removal committed: the commit notices are out; ask the most
+        up-to-date voter to campaign at once, and stop leading."""
+        best = max(self.voter_peers, key=lambda p: self.progress[p].match, default=None)
+        if best is not None and self.progress[best].match == self.log.last_index:
+            self._send(Message(MessageType.TIMEOUT_NOW, self.id, best, term=self.term))
+        self._become_follower(self.term, None)

@@ -7,12 +7,14 @@ needs and leaves the rest at their defaults, which keeps the codec and the simul
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass, field
 
 
 class EntryKind(enum.IntEnum):
     NORMAL = 0
     NOOP = 1  # appended by every new leader so that it can commit entries of its term (Raft §5.4.2)
+    CONFIG = 2  # a membership change: takes effect on every member as soon as it is appended
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,46 @@ class Entry:
     index: int
     data: bytes = b""
     kind: EntryKind = EntryKind.NORMAL
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Who is in the ensemble: voters elect leaders and count toward every quorum; learners
+    (ZooKeeper's observers) receive and apply the log, and never vote or campaign. `context` is
+    the application's own description of the configuration (addresses, say), opaque here."""
+
+    voters: frozenset[int]
+    learners: frozenset[int] = frozenset()
+    context: bytes = b""
+
+    def __post_init__(self) -> None:
+        assert not self.voters & self.learners, "a member is a voter or a learner, not both"
+        assert all(0 < m < 2**32 for m in self.voters | self.learners)
+
+    @property
+    def members(self) -> frozenset[int]:
+        return self.voters | self.learners
+
+    @property
+    def quorum(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def encode(self) -> bytes:
+        head = struct.pack(">HH", len(self.voters), len(self.learners))
+        ids = struct.pack(f">{len(self.voters) + len(self.learners)}I",
+                          *sorted(self.voters), *sorted(self.learners))
+        return head + ids + self.context
+
+    @classmethod
+    def decode(cls, data: bytes) -> Membership:
+        if len(data) < 4:
+            raise ValueError("membership record truncated")
+        n_voters, n_learners = struct.unpack_from(">HH", data, 0)
+        end = 4 + 4 * (n_voters + n_learners)
+        if len(data) < end:
+            raise ValueError("membership record truncated")
+        ids = struct.unpack_from(f">{n_voters + n_learners}I", data, 4)
+        return cls(frozenset(ids[:n_voters]), frozenset(ids[n_voters:]), bytes(data[end:]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +81,7 @@ class Snapshot:
     index: int
     term: int
     data: bytes
+    membership: Membership | None = None  # the configuration as of `index` (None: the initial one)
 
 
 class MessageType(enum.IntEnum):

@@ -17,12 +17,13 @@ import heapq
 import logging
 import os
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from roost.raft.core import ProgressState, RaftConfig, RaftCore, Ready
-from roost.raft.messages import EntryKind, Message, MessageType, Snapshot
+from roost.raft.messages import EntryKind, Membership, Message, MessageType, Snapshot
 from roost.raft.replicator import (
     AppliedFn,
     ApplyFn,
@@ -36,6 +37,37 @@ from roost.raft.storage import DiskStorage
 from roost.raft.transport import Address, PeerTransport, TransportConfig
 
 log = logging.getLogger(__name__)
+
+MembershipHandler = Callable[[int, Membership], None]
+AddressResolver = Callable[[Membership], dict[int, "Address"]]
+
+
+class MembershipRefused(Exception):
+    """The leader refused a membership change; `reason` says why (see RaftCore.propose_membership)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def next_membership_step(current: Membership, target: Membership,
+                         leader: int | None = None) -> Membership | None:
+    """The next single-server step from `current` toward `target`, or None once there. The
+    context (the application's description) travels with the first step; `leader` leaves last."""
+    if current.voters == target.voters and current.learners == target.learners:
+        return None if current.context == target.context else target
+    joining = target.members - current.members
+    if joining:
+        return Membership(current.voters, current.learners | joining, target.context)
+    promote = sorted(target.voters - current.voters)
+    if promote:
+        return Membership(current.voters | {promote[0]}, current.learners - {promote[0]}, target.context)
+    leave = sorted(current.voters - target.voters, key=lambda member: (member == leader, member))
+    if leave:
+        gone = leave[0]
+        learners = current.learners | ({gone} & target.learners)
+        return Membership(current.voters - {gone}, learners, target.context)
+    return Membership(current.voters, target.learners, target.context)
 
 _REFUSED = object()  # a proposal or read the core refused (no leader): safe to retry
 
@@ -69,14 +101,19 @@ class RaftReplicator:
 
     `peers` maps every member id to its peer address (host, port); it may include this member,
     whose address is then where it listens. With no other members it is a standalone, durable
-    single member.
+    single member. `learners` (ZooKeeper's observers) are the members among them that replicate
+    and apply the log but never vote: the initial configuration, until the log holds another.
     """
 
     def __init__(self, node_id: int, peers: dict[int, Address], directory: str | os.PathLike[str],
-                 config: ReplicatorConfig | None = None) -> None:
+                 config: ReplicatorConfig | None = None, learners: frozenset[int] = frozenset(),
+                 context: bytes = b"") -> None:
         self.node_id = node_id
         self.config = config or ReplicatorConfig()
         self.members = sorted(set(peers) | {node_id})
+        self.learners = frozenset(learners)
+        self.context = context  # the application's description of the initial configuration
+        assert self.learners < set(self.members), "learners are members that do not vote"
         self.directory = Path(directory)
         listen = self.config.listen or peers.get(node_id) or ("127.0.0.1", 0)
         self._peer_addresses = {i: a for i, a in peers.items() if i != node_id}
@@ -89,6 +126,9 @@ class RaftReplicator:
         self._restore: RestoreFn = lambda index, blob: None
         self._applied: AppliedFn | None = None
         self._leader_message_handler: LeaderMessageHandler | None = None
+        self._membership_handler: MembershipHandler | None = None
+        self._address_resolver: AddressResolver | None = None
+        self._followed: Membership | None = None  # the configuration the transport was given
         self._leadership_handler: LeadershipHandler | None = None
         self._last_applied = 0
         self._snapshot_index = 0
@@ -125,17 +165,23 @@ class RaftReplicator:
         return None if self.core is None else self.core.leader
 
     @property
+    def is_observer(self) -> bool:
+        """True while this member is a learner (ZooKeeper's observer): it never votes."""
+        return self.core is not None and not self.core.is_voter
+
+    @property
     def last_applied(self) -> int:
         return self._last_applied
 
     def follower_counts(self) -> tuple[int, int]:
-        """(followers tracked, followers replicating in step) while leader, else (0, 0): what
-        ZooKeeper's `learners` and `synced_followers` metrics report."""
+        """(members tracked, voting followers replicating in step) while leader, else (0, 0): what
+        ZooKeeper's `learners` (followers and observers) and `synced_followers` metrics report."""
         core = self.core
         if core is None or not core.is_leader:
             return 0, 0
-        tracked = core.progress.values()
-        return len(tracked), sum(1 for pr in tracked if pr.state == ProgressState.REPLICATE)
+        synced = sum(1 for peer, pr in core.progress.items()
+                     if peer in core.voters and pr.state == ProgressState.REPLICATE)
+        return len(core.progress), synced
 
     @property
     def peer_address(self) -> Address | None:
@@ -157,14 +203,24 @@ class RaftReplicator:
         assert self.transport is not None
         self.transport.set_peer_address(peer_id, address)
 
+    def set_peers(self, addresses: dict[int, Address]) -> None:
+        """After a membership change: dial the members in `addresses` (new ones, or at new
+        addresses). Peers that left stay dialable: a leader that removed itself leads until its
+        removal commits, and must hear the members' answers (the core sends them nothing else)."""
+        if self.transport is None:
+            return
+        for peer_id, address in addresses.items():
+            self.transport.add_peer(peer_id, address)
+
     async def start(self) -> None:
         assert self.core is None, "start() once"
         loop = asyncio.get_running_loop()
         recovered = await loop.run_in_executor(self._io, self.storage.load)
         seed = self.config.seed if self.config.seed is not None else int.from_bytes(os.urandom(8), "big")
-        self.core = RaftCore(self.node_id, self.members, self.config.raft_config(), random.Random(seed),
+        voters = [m for m in self.members if m not in self.learners]
+        self.core = RaftCore(self.node_id, voters, self.config.raft_config(), random.Random(seed),
                              hard_state=recovered.hard_state, snapshot=recovered.snapshot,
-                             entries=recovered.entries)
+                             entries=recovered.entries, learners=self.learners, context=self.context)
         if recovered.snapshot is not None:
             self._restore(recovered.snapshot.index, recovered.snapshot.data)
             self._last_applied = self._snapshot_index = recovered.snapshot.index
@@ -174,6 +230,7 @@ class RaftReplicator:
             assert not rd.messages and not rd.early_messages and not rd.entries
             self.core.advance(rd)
             self._apply_ready(rd)
+        self._follow_membership()
         log.info("raft %d: recovered snapshot %d, log to %d, commit %d, term %d", self.node_id,
                  self._snapshot_index, self.core.log.last_index, self.core.commit, self.core.term)
         self._running = True
@@ -181,7 +238,7 @@ class RaftReplicator:
             await self.transport.start()
         self._tasks = [asyncio.create_task(self._ready_loop(), name=f"raft-ready-{self.node_id}"),
                        asyncio.create_task(self._tick_loop(), name=f"raft-tick-{self.node_id}")]
-        if len(self.members) == 1:
+        if len(self.members) == 1 and not self.learners:
             # Alone: become leader now and commit the durable tail before start() returns.
             last = self.core.log.last_index
             self.core.campaign()
@@ -269,6 +326,92 @@ class RaftReplicator:
         assert self.transport is not None
         self.transport.send(Message(MessageType.APP, self.node_id, core.leader, data=message))
         return True
+
+    @property
+    def membership(self) -> Membership | None:
+        """The configuration in force on this member (as far as its log goes)."""
+        return None if self.core is None else self.core.membership
+
+    def set_address_resolver(self, resolver: AddressResolver) -> None:
+        """`resolver(membership)` gives the other members' peer addresses (from the membership's
+        context): the transport follows every configuration in force on this member, from its
+        log (appended entries, not only committed ones) or a snapshot, at start-up too."""
+        self._address_resolver = resolver
+
+    def _follow_membership(self) -> None:
+        core = self.core
+        if core is None or self._address_resolver is None or core.membership is self._followed:
+            return
+        self._followed = core.membership
+        self.set_peers(self._address_resolver(core.membership))
+
+    def set_membership_handler(self, handler: MembershipHandler) -> None:
+        """`handler(index, membership)` runs when a CONFIG entry is applied (committed), on
+        every member in log order, between the state machine's entries."""
+        self._membership_handler = handler
+
+    async def change_membership(self, target: Membership, timeout: float = 30.0,
+                                force: bool = False, catch_up_timeout: float | None = None) -> int:
+        """Move the ensemble to `target` one step at a time (Raft's single-server changes): new
+        members join as learners, each new voter is promoted once caught up, then voters leave
+        one by one (the leader last, since it hands over when its removal commits), then
+        learners. Each step is committed and applied here before the next. Works on any member
+        (a follower forwards each step to the leader). `force` appends `target` even if it is in
+        force already (to record the configuration in the log). Returns the log index of the
+        last step (0 if nothing changed). Raises MembershipRefused ('in-progress' if another
+        change was under way at the first step, 'catching-up' if a new voter did not catch up
+        in time: `catch_up_timeout`, default `timeout`) or NoQuorum."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        catch_up_since: float | None = None
+        last = 0
+        first = True
+        while True:
+            core = self._live_core()
+            step = next_membership_step(core.membership, target, core.leader)
+            if step is None and force and first:
+                step = target
+            if step is None:
+                return last
+            rid = self._next_request_id()
+            future: asyncio.Future[object] = loop.create_future()
+            self._requests[rid] = future
+            refusal = core.propose_membership(step, rid)
+            if refusal is None:
+                if not core.is_leader:
+                    self._forwarded[rid] = (core.leader, False)
+                self._wake()
+                try:
+                    result = await self._wait(future, deadline, "membership change")
+                finally:
+                    self._forget(rid)
+                if isinstance(result, int):
+                    last = result
+                    first = False
+                    continue
+                refusal = result if isinstance(result, str) else "not-leader"
+            else:
+                self._forget(rid)
+            if refusal == "in-progress" and first and core.config_change_pending:
+                # Another change is under way (ours only ever starts once its previous step
+                # is applied here, which the leader committed first). Otherwise the leader has
+                # not yet committed an entry of its term: wait for that.
+                raise MembershipRefused("in-progress")
+            if refusal in ("too-many", "no-voter"):
+                raise MembershipRefused(refusal)
+            if refusal == "catching-up":
+                catch_up_since = catch_up_since or loop.time()
+                if catch_up_timeout is not None and loop.time() - catch_up_since > catch_up_timeout:
+                    raise MembershipRefused(refusal)
+            else:
+                catch_up_since = None
+            if loop.time() > deadline:
+                raise MembershipRefused(refusal) if refusal == "catching-up" else NoQuorum(
+                    f"membership change: {refusal} until the timeout")
+            if refusal == "not-leader":
+                await self._wait_for_leader(deadline, "membership change", changed=True)
+            else:
+                await asyncio.sleep(self.config.tick_interval)
 
     def transfer_leadership(self, to: int) -> bool:
         """Best effort: ask member `to` to take over (it must be up to date)."""
@@ -383,6 +526,10 @@ class RaftReplicator:
             assert self.core is not None
             self.core.tick()
             self._wake()
+            if not self._ready_busy:
+                # A leader that lost its lease steps down in tick() with nothing to send or save,
+                # so no Ready follows: tell the handlers now.
+                self._report_leadership()
 
     async def _ready_loop(self) -> None:
         """Handles what `_wake` left over: all Readies when fsyncs run on the I/O thread, and
@@ -422,6 +569,7 @@ class RaftReplicator:
     async def _save_on_thread(self, rd: Ready) -> None:
         """Make `rd` durable on the I/O thread. The appends leave first (early messages); the loop
         keeps taking requests during the fsync, and they form the next batch."""
+        self._follow_membership()
         self._send_all(rd.early_messages)
         rd.early_messages = []
         await asyncio.get_running_loop().run_in_executor(self._io, self.storage.save, rd)
@@ -459,6 +607,7 @@ class RaftReplicator:
                 self._apply_ready(rd)
             self._report_leadership()
             return
+        self._follow_membership()  # a CONFIG entry in force once appended: its members reachable
         self._send_all(rd.early_messages)
         if not saved:
             self.storage.save(rd)
@@ -485,6 +634,8 @@ class RaftReplicator:
             assert entry.index == self._last_applied + 1, f"apply {entry.index} after {self._last_applied}"
             if entry.kind is EntryKind.NORMAL:
                 self._apply(entry.index, entry.data)
+            elif entry.kind is EntryKind.CONFIG:
+                self._on_membership_applied(entry.index, Membership.decode(entry.data))
             self._last_applied = entry.index
             self._bytes_since_snapshot += len(entry.data)
             for term, future in self._apply_waiters.pop(entry.index, ()):
@@ -500,7 +651,7 @@ class RaftReplicator:
             if future is None or future.done():
                 continue
             if result.refused:
-                _settle(future, _REFUSED)
+                _settle(future, result.reason or _REFUSED)
             elif result.index <= self._last_applied:
                 # Forwarded, and the commit overtook the leader's answer.
                 core = self.core
@@ -541,7 +692,7 @@ class RaftReplicator:
         applied = self._last_applied
         term = core.log.term(applied)
         assert term is not None
-        snap = Snapshot(applied, term, self._snapshot())
+        snap = Snapshot(applied, term, self._snapshot(), core.membership_at(applied))
         compact_to = core.compaction_point(applied, self.config.keep_entries)
         kept_bytes = 0
         for index in range(applied, compact_to, -1):  # keep fewer entries if they are big
@@ -559,6 +710,10 @@ class RaftReplicator:
         self._bytes_since_snapshot = 0
         log.info("raft %d: snapshot at %d (%d bytes), log kept from %d", self.node_id, applied,
                  len(snap.data), compact_to + 1)
+
+    def _on_membership_applied(self, index: int, membership: Membership) -> None:
+        if self._membership_handler is not None:
+            self._membership_handler(index, membership)
 
     def _report_leadership(self) -> None:
         core = self.core

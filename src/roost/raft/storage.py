@@ -26,7 +26,7 @@ from pathlib import Path
 import crc32c
 
 from roost.raft.core import Ready
-from roost.raft.messages import Entry, EntryKind, HardState, Snapshot
+from roost.raft.messages import Entry, EntryKind, HardState, Membership, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +190,28 @@ class DiskStorage:
         if len(data) < _SNAP_HEAD.size + _CRC.size:
             return None
         magic, version, index, term, length = _SNAP_HEAD.unpack_from(data, 0)
-        if magic != SNAP_MAGIC or version != 1 or _SNAP_HEAD.size + length + _CRC.size != len(data):
+        # Version 1: the state machine only; 2: then a u32-length-prefixed configuration.
+        if magic != SNAP_MAGIC or version not in (1, 2) or _SNAP_HEAD.size + length + _CRC.size > len(data):
             return None
         (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
         if crc32c.crc32c(data[:-_CRC.size]) != crc:
             return None
-        return Snapshot(index, term, data[_SNAP_HEAD.size:-_CRC.size])
+        end = _SNAP_HEAD.size + length
+        membership = None
+        if version == 1:
+            if end + _CRC.size != len(data):
+                return None
+        else:
+            if end + 4 + _CRC.size > len(data):
+                return None
+            (size,) = struct.unpack_from(">I", data, end)
+            if end + 4 + size + _CRC.size != len(data):
+                return None
+            try:
+                membership = Membership.decode(data[end + 4:end + 4 + size])
+            except (ValueError, AssertionError):
+                return None
+        return Snapshot(index, term, data[_SNAP_HEAD.size:end], membership)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -232,11 +248,17 @@ class DiskStorage:
     def save_snapshot(self, snap: Snapshot) -> None:
         path = self.directory / f"snapshot-{snap.index:020d}.snap"
         temp = path.with_suffix(".tmp")
-        head = _SNAP_HEAD.pack(SNAP_MAGIC, 1, snap.index, snap.term, len(snap.data))
-        crc = crc32c.crc32c(snap.data, crc32c.crc32c(head))
+        version = 1 if snap.membership is None else 2
+        head = _SNAP_HEAD.pack(SNAP_MAGIC, version, snap.index, snap.term, len(snap.data))
+        tail = b""
+        if snap.membership is not None:
+            membership = snap.membership.encode()
+            tail = struct.pack(">I", len(membership)) + membership
+        crc = crc32c.crc32c(tail, crc32c.crc32c(snap.data, crc32c.crc32c(head)))
         with temp.open("wb") as handle:
             handle.write(head)
             handle.write(snap.data)
+            handle.write(tail)
             handle.write(_CRC.pack(crc))
             handle.flush()
             if self.fsync:

@@ -205,6 +205,20 @@ class PeerTransport:
         if link.transport is not None:
             link.transport.abort()
 
+    def add_peer(self, peer_id: int, address: Address) -> None:
+        """A member that joined the ensemble: dial it (and accept its connections) from now on."""
+        if peer_id == self.node_id:
+            return
+        if peer_id in self.peers:
+            if self.peers[peer_id] != address:
+                self.set_peer_address(peer_id, address)
+            return
+        self.peers[peer_id] = address
+        link = _Link(self, peer_id)
+        self._links[peer_id] = link
+        if self._server is not None:
+            link.task = asyncio.create_task(link.run(), name=f"raft-link-{self.node_id}-{peer_id}")
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _InboundProtocol(self), self.listen[0], self.listen[1],
