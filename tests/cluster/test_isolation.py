@@ -120,4 +120,4 @@ def test_a_cut_off_leader_acknowledges_no_acks_all_write_and_truncates_after_hea
     assert [v for v in values if v.startswith(b"after-")] == [f"after-{n}".encode() for n in range(100)]
     appended = {ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND} & set(answers)
     if appended:  # it wrote them (and never acknowledged them): it must have cut them away
-        assert "truncat" in cluster.broker_output(leader), "the isolated leader never truncated"
+        cluster.wait_for_output(leader, "truncat")  # it did truncate

@@ -91,7 +91,7 @@ def test_a_failed_directory_moves_its_leaders_and_loses_no_acknowledged_record(c
     assert leader in cluster.partitions(TOPIC)[other_partition][2]
     metadata = cluster.metadata(TOPIC).topics[TOPIC].partitions[target]
     assert leader in list(metadata.replicas)
-    assert "failed and is now offline" in cluster.broker_output(leader)
+    cluster.wait_for_output(leader, "failed and is now offline")
     # The controller learned it from the broker's LeaderAndIsr answer.
     assert any(f"the replica on broker {leader} is offline" in cluster.broker_output(b) for b in cluster.brokers)
 

@@ -179,6 +179,12 @@ class LocalCluster:
         process = self.brokers[broker_id].process
         return process.text() if process else ""
 
+    def wait_for_output(self, broker_id: int, *texts: str, timeout: float = 30.0) -> str:
+        """The broker's output once it holds every one of `texts` (its lines reach us through a
+        pipe a moment after the broker writes them); fails the test after `timeout` seconds."""
+        return wait_for(lambda: (out := self.broker_output(broker_id)) if all(t in out for t in texts) else "",
+                        timeout, interval=0.1, what=f"broker {broker_id} to log {texts!r}")
+
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{n.advertised_port}" for n in self.brokers.values())
