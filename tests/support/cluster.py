@@ -182,8 +182,10 @@ class LocalCluster:
     def wait_for_output(self, broker_id: int, *texts: str, timeout: float = 30.0) -> str:
         """The broker's output once it holds every one of `texts` (its lines reach us through a
         pipe a moment after the broker writes them); fails the test after `timeout` seconds."""
-        return wait_for(lambda: (out := self.broker_output(broker_id)) if all(t in out for t in texts) else "",
-                        timeout, interval=0.1, what=f"broker {broker_id} to log {texts!r}")
+        def output_with_texts() -> str:
+            output = self.broker_output(broker_id)
+            return output if all(text in output for text in texts) else ""
+        return wait_for(output_with_texts, timeout, interval=0.1, what=f"broker {broker_id} to log {texts!r}")
 
     @property
     def bootstrap(self) -> str:
