@@ -1,7 +1,12 @@
-// Small time-series charts through uPlot (bundled from npm; no CDN).
+// Small time-series charts through uPlot (bundled from npm; no CDN). Times are Unix seconds.
 import uPlot from "uplot";
+import { clockTime } from "./util.js";
 
-export function lineChart(container, label) {
+// Whole seconds and up: uPlot's own time ticks go down to milliseconds, which over a short span
+// read as ":12.700 :12.800".
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+
+export function lineChart(container, label, format = (v) => String(Math.round(v * 10) / 10)) {
   let plot = null;
   return (series) => {
     const data = [series.t || [], series.v || []];
@@ -9,8 +14,12 @@ export function lineChart(container, label) {
     if (plot === null) {
       plot = new uPlot({
         width, height: 180,
-        series: [{}, { label, stroke: "#2563eb", width: 2, fill: "rgba(37,99,235,0.08)" }],
-        axes: [{ stroke: "#888" }, { stroke: "#888" }],
+        series: [{ value: (u, t) => (t === null ? "—" : clockTime(t * 1000)) },
+          { label, stroke: "#2563eb", width: 2, fill: "rgba(37,99,235,0.08)",
+            value: (u, v) => (v === null ? "—" : format(v)) }],
+        scales: { y: { range: (u, low, high) => [0, Math.max(1, high * 1.1)] } },
+        axes: [{ stroke: "#888", incrs: TIME_STEPS, space: 70, values: (u, ticks) => ticks.map((t) => clockTime(t * 1000)) },
+          { stroke: "#888", size: 70, values: (u, ticks) => ticks.map(format) }],
         legend: { show: true },
       }, data, container);
     } else {

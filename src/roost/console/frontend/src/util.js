@@ -86,6 +86,30 @@ export function formatTime(ms) {
     `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
 }
 
+// HH:MM:SS in the chosen zone (the charts' time ticks).
+export function clockTime(ms) {
+  const date = new Date(ms);
+  const pad = (n) => String(n).padStart(2, "0");
+  return timeZone() === "utc"
+    ? `${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}`
+    : `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+// 1536 -> "1.5 KiB"; null (unknown, e.g. a cluster without DescribeLogDirs) -> "—".
+export function formatBytes(bytes) {
+  if (bytes === null || bytes === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return unit === 0 ? `${Math.round(value)} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+export function formatRate(perSecond, unit = "") {
+  if (perSecond === null || perSecond === undefined) return "—";
+  return unit === "B" ? `${formatBytes(perSecond)}/s` : `${perSecond < 10 ? perSecond.toFixed(1) : Math.round(perSecond)}/s`;
+}
+
 export function setupTimeZone(onChange) {
   const select = document.getElementById("timezone");
   select.value = timeZone();
