@@ -119,6 +119,8 @@ def test_a_topics_size_grows_by_what_was_produced_and_its_rates_show_it(console:
 
     row = wait_for(grown, 30, interval=0.2, what=f"{topic} {RECORDS * VALUE_BYTES} bytes bigger, bytes/s above 0")
     assert row["messages_per_second"] is not None and row["messages_per_second"] > 0, row
+    partitions = console.get(f"/api/topics/{topic}")["partitions"]
+    assert sum(p["size"] for p in partitions) >= before + RECORDS * VALUE_BYTES, partitions
 
     def cluster_grown() -> dict | None:
         overview = console.get("/api/overview")

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from roost.console.app import Console, console_of, json_body
 from roost.console.errors import bad_request
-from roost.console.sampling import sample_topics
+from roost.console.sampling import leader_sizes, sample_topics
 
 routes = web.RouteTableDef()
 DEFAULT_PAGE_SIZE = 50
@@ -46,6 +46,15 @@ def topic_list_page(console: Console, search: str, page: int, size: int, interna
     for row in found["topics"]:
         row.update(console.topic_rates.figures(row["name"]))
     found["sizes_known"] = console.topic_rates.sizes_known is not False
+    return found
+
+
+def topic_with_sizes(console: Console, name: str) -> dict[str, Any]:
+    """One topic, each partition with its leader replica's size (one DescribeLogDirs per leader)."""
+    found = console.kafka.topic(name)
+    sizes = leader_sizes(console.kafka.metadata(), [name], console.settings.request_timeout_s)
+    for partition in found["partitions"]:
+        partition["size"] = None if sizes is None else sizes.get((name, partition["partition"]))
     return found
 
 
@@ -87,7 +96,7 @@ async def create_topic_api(request: web.Request) -> web.Response:
 @routes.get("/api/topics/{name}")
 async def topic_api(request: web.Request) -> web.Response:
     console = console_of(request)
-    return web.json_response(await console.run(console.kafka.topic, request.match_info["name"]))
+    return web.json_response(await console.run(topic_with_sizes, console, request.match_info["name"]))
 
 
 @routes.post("/api/topics/{name}/partitions")

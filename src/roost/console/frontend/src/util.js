@@ -102,12 +102,13 @@ export function formatBytes(bytes) {
   let value = bytes;
   let unit = 0;
   while (Math.abs(value) >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
-  return unit === 0 ? `${Math.round(value)} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+  return `${unit > 0 && value < 10 ? Number(value.toFixed(1)) : Math.round(value)} ${units[unit]}`;
 }
 
 export function formatRate(perSecond, unit = "") {
   if (perSecond === null || perSecond === undefined) return "—";
-  return unit === "B" ? `${formatBytes(perSecond)}/s` : `${perSecond < 10 ? perSecond.toFixed(1) : Math.round(perSecond)}/s`;
+  if (unit === "B") return `${formatBytes(perSecond)}/s`;
+  return `${perSecond === 0 || perSecond >= 10 ? Math.round(perSecond) : perSecond.toFixed(1)}/s`;
 }
 
 export function setupTimeZone(onChange) {

@@ -1,12 +1,12 @@
 import { cell, el, every, fill, formatBytes } from "../util.js";
-import { lineChart } from "../charts.js";
+import { BYTE_STEPS, lineChart } from "../charts.js";
 import { showKeepers } from "./members.js";
 
 const text = (id, value) => { document.getElementById(id).textContent = value; };
 
 export default function overview() {
   const chart = lineChart(document.getElementById("rate-chart"), "messages/s");
-  const bytesChart = lineChart(document.getElementById("bytes-chart"), "bytes/s", (v) => `${formatBytes(v)}/s`);
+  const bytesChart = lineChart(document.getElementById("bytes-chart"), "bytes/s", (v) => `${formatBytes(v)}/s`, BYTE_STEPS);
   every(2000, async () => {
     const response = await fetch("/api/overview");
     const data = await response.json();
