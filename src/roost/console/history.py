@@ -42,17 +42,23 @@ class Series:
 class History:
     def __init__(self) -> None:
         self.sampled_at = 0.0
+        self._lock = threading.Lock()
         self.end_offsets = Series()  # sum of end offsets: its slope is messages per second
         self.sizes = Series()  # sum of leader log sizes: its slope is bytes per second
         self.last_size: int | None = None
         self.lag: dict[str, Series] = {}
 
-    def due(self, now: float | None = None) -> bool:
-        return (time.time() if now is None else now) - self.sampled_at >= MIN_INTERVAL_S
+    def claim(self, now: float) -> bool:
+        """Whether a whole-cluster sample is due; if so the caller takes it (and concurrent
+        requests do not: each reads the last one)."""
+        with self._lock:
+            if now - self.sampled_at < MIN_INTERVAL_S:
+                return False
+            self.sampled_at = now
+            return True
 
     def record_cluster(self, now: float, end_offsets: int | None, size: int | None) -> None:
         """One sample; None where a partition could not answer (a gap would read as a fall)."""
-        self.sampled_at = now
         if end_offsets is not None:
             self.end_offsets.add(end_offsets, now)
         if size is not None:

@@ -2,14 +2,16 @@
 leader log sizes (DescribeLogDirs, one request per broker per sample, through roost.cli.log_dirs).
 
 Two callers, both bounded: the overview samples the whole cluster (every partition's end offset,
-and every broker's whole DescribeLogDirs answer) at most once per history.MIN_INTERVAL_S; the
-topic list samples only the topics of the page it shows whose latest point is older than that,
-so at 10,000 topics a page costs one ListOffsets batch and one DescribeLogDirs per broker naming
-at most a page of topics, and the overview's sample serves every page in between.
+and every broker's whole DescribeLogDirs answer) at most once per history.MIN_INTERVAL_S, in the
+background; the topic list samples only the topics of the page it shows whose latest point is
+older than that, so at 10,000 topics a page costs one ListOffsets batch and one DescribeLogDirs
+per broker naming at most a page of topics, and the overview's sample serves every page in
+between.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +25,7 @@ Partition = tuple[str, int]
 MAX_RATE_PARTITIONS = 20_000  # past this, sampling every end offset costs more than the figure is worth
 MAX_ASKING_THREADS = 8
 CLIENT_ID = "roost-console"
+log = logging.getLogger("roost.console")
 
 
 def leader_sizes(metadata: ClusterMetadata, topics: list[str] | None,
@@ -84,15 +87,29 @@ def record_topics(console: Console, metadata: ClusterMetadata, names: list[str],
 
 
 def sample_cluster(console: Console, metadata: ClusterMetadata) -> bool:
-    """One whole-cluster sample when due; False when the cluster is too big to sample."""
+    """Starts a whole-cluster sample in the console's thread pool when one is due: the overview
+    answers from the last finished sample, so its answer never waits on one (at 1,000 partitions
+    a sample is a few hundred ms of ListOffsets). False when the cluster is too big to sample."""
     partitions = [(name, index) for name, topic in metadata.topics.items() for index in topic.partitions]
     if len(partitions) > MAX_RATE_PARTITIONS:
         return False
     now = time.time()
-    if not console.history.due(now):
-        return True
-    ends = console.kafka.offsets(partitions, OffsetSpec.latest())
-    sizes = leader_sizes(metadata, None, console.settings.request_timeout_s)
+    if console.history.claim(now):
+        try:
+            console.pool.submit(take_cluster_sample, console, metadata, partitions, now)
+        except RuntimeError:  # the console is closing: its pool takes no more work
+            pass
+    return True
+
+
+def take_cluster_sample(console: Console, metadata: ClusterMetadata, partitions: list[Partition],
+                        now: float) -> None:
+    try:
+        ends = console.kafka.offsets(partitions, OffsetSpec.latest())
+        sizes = leader_sizes(metadata, None, console.settings.request_timeout_s)
+    except Exception:  # a background task has no one to answer: the log has the why, the next sample retries
+        log.exception("sampling the cluster's end offsets and sizes failed")
+        return
     complete_ends = all(ends.get(p) is not None for p in partitions)
     complete_sizes = sizes is not None and all(p in sizes for p in partitions)
     console.history.record_cluster(now, sum(v for v in ends.values() if v is not None) if complete_ends else None,
@@ -100,7 +117,6 @@ def sample_cluster(console: Console, metadata: ClusterMetadata) -> bool:
     names = list(metadata.topics)
     console.topic_rates.keep_only(set(names))
     record_topics(console, metadata, names, now, ends, sizes)
-    return True
 
 
 def sample_topics(console: Console, names: list[str]) -> None:
