@@ -32,7 +32,9 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata, TopicMetadata
 
+from roost.console.history import MIN_INTERVAL_S
 from roost.console.kafka_side import KafkaSide
+from roost.console.sampling import leader_sizes
 from roost.console.settings import ConsoleSettings
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -83,6 +85,18 @@ def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
         call()
         times.append((time.perf_counter() - begin) * 1000)
     return statistics.median(times), max(times)
+
+
+def timed_due(call: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """As `timed`, but each call waits out the console's sampling interval first, so every call
+    takes a fresh sample (end offsets and DescribeLogDirs) instead of reusing the last."""
+    times = []
+    for _ in range(repeat + 1):
+        time.sleep(MIN_INTERVAL_S + 0.05)
+        begin = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - begin) * 1000)
+    return statistics.median(times[1:]), max(times[1:])
 
 
 def fetch(url: str) -> bytes:
@@ -149,7 +163,7 @@ def synthetic_topic_list(topics: int, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", type=int, default=1000)
-    parser.add_argument("--size-mib", type=int, default=256, help="size of the large topic (default 256 MiB)")
+    parser.add_argument("--size-mib", type=int, default=256, help="size of the large topic (default 256 MiB; 0: skip it)")
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--synthetic-topics", type=int, default=10_000,
@@ -186,6 +200,25 @@ def main() -> None:
             report(label, median_ms, worst_ms,
                    f"   CPU per request: console {spent_console:5.1f} ms, broker {spent_broker:5.1f} ms")
 
+        print(f"\n== the same, each request with a sample due (waits {MIN_INTERVAL_S:g} s first: fresh end offsets "
+              f"and DescribeLogDirs), median of {args.repeat} ==")
+        for label, path in (("GET /api/overview (all partitions, DescribeLogDirs of all)", "/api/overview"),
+                            ("GET /api/topics (first page of 50: those 50 sampled)", "/api/topics?page=1&size=50")):
+            console_cpu, broker_cpu = cpu_seconds(console.pid), cpu_seconds(broker.pid)
+            median_ms, worst_ms = timed_due(lambda p=path: fetch(url + p), args.repeat)
+            spent_console = (cpu_seconds(console.pid) - console_cpu) / (args.repeat + 1) * 1000
+            spent_broker = (cpu_seconds(broker.pid) - broker_cpu) / (args.repeat + 1) * 1000
+            report(label, median_ms, worst_ms,
+                   f"   CPU per request: console {spent_console:5.1f} ms, broker {spent_broker:5.1f} ms")
+        kafka = KafkaSide(ConsoleSettings(bootstrap=bootstrap))
+        metadata = kafka.metadata(fresh=True)
+        some = sorted(metadata.topics)[:50]
+        for label, topics in ((f"DescribeLogDirs of every partition ({len(metadata.topics):,} topics), in-process",
+                               None), ("DescribeLogDirs of 50 topics, in-process", some)):
+            cpu = time.process_time()
+            median_ms, worst_ms = timed(lambda t=topics: leader_sizes(metadata, t, 60.0), args.repeat)
+            report(label, median_ms, worst_ms, f"   CPU {(time.process_time() - cpu) / (args.repeat + 1) * 1000:5.1f} ms")
+
         if os.path.exists(CHROMIUM):
             from playwright.sync_api import sync_playwright
 
@@ -205,6 +238,8 @@ def main() -> None:
                     report(label, median_ms, worst_ms)
                 browser.close()
 
+        if not args.size_mib:
+            return
         topic = "bench-large"
         create_topics(bootstrap, [topic], 4)
         begin = time.monotonic()

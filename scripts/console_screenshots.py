@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +79,20 @@ def seed(bootstrap: str) -> None:
     consumer.close()
 
 
+def keep_producing(bootstrap: str, stop: threading.Event) -> None:
+    """A steady trickle (about 40 messages/s of 300 bytes to two topics), so that the rates and the
+    charts in the screenshots have something to show."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    number = 0
+    while not stop.wait(0.05):
+        payment = {"payment": number, "amount": round(5 + number % 97 * 0.75, 2), "note": "x" * 240}
+        producer.produce("payments", key=f"p-{number % 11}", value=json.dumps(payment))
+        producer.produce("service-03.events", value=json.dumps({"event": number, "kind": "tick"}))
+        producer.poll(0)
+        number += 1
+    producer.flush(10)
+
+
 def main() -> int:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/screenshots")
     out.mkdir(parents=True, exist_ok=True)
@@ -85,10 +100,13 @@ def main() -> int:
         process, bootstrap, console = start_cluster(Path(directory))
         try:
             seed(bootstrap)
+            stop = threading.Event()
+            trickle = threading.Thread(target=keep_producing, args=(bootstrap, stop), daemon=True)
+            trickle.start()
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 1000})
-                shots = [("overview", "/", 6000), ("topics", "/topics", 1500), ("topic", "/topics/orders", 1500),
+                shots = [("overview", "/", 15000), ("topics", "/topics", 4000), ("topic", "/topics/orders", 1500),
                          ("messages", "/topics/orders/messages", 2000), ("group", "/groups/billing", 6000),
                          ("keeper", "/keeper?path=/brokers/ids/1", 2000)]
                 for name, path, settle_ms in shots:
@@ -104,6 +122,8 @@ def main() -> int:
                     page.screenshot(path=str(out / f"console-{name}.png"))
                     print(f"wrote {out / f'console-{name}.png'}")
                 browser.close()
+            stop.set()
+            trickle.join(30)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(120)

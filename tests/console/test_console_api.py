@@ -97,6 +97,41 @@ def test_topic_list_pages_on_the_server(console: ConsoleProcess) -> None:
     assert [t["name"] for t in last["topics"]] == [f"{prefix}-4"]
 
 
+RECORDS, VALUE_BYTES = 200, 1000
+
+
+def test_a_topics_size_grows_by_what_was_produced_and_its_rates_show_it(console: ConsoleProcess,
+                                                                       console_cluster: LocalCluster) -> None:
+    topic = unique("sized")
+    assert console.call("POST", "/api/topics", {"name": topic, "partitions": 2, "replication": 3}).status == 201
+    wait_for(lambda: console.get(f"/api/topics?search={topic}")["topics"][0]["size"] is not None, 30,
+             what="the new topic's first size sample")
+    before = console.get(f"/api/topics?search={topic}")["topics"][0]["size"]
+    # A list, never empty, so that a cluster of 0 bytes counts as answered.
+    (cluster_before,) = wait_for(lambda: [size for size in [console.get("/api/overview")["size"]] if size is not None],
+                                 30, what="the cluster's size")
+
+    produce(console_cluster.bootstrap, topic, [bytes([index % 256]) * VALUE_BYTES for index in range(RECORDS)])
+
+    def grown() -> dict | None:
+        (row,) = console.get(f"/api/topics?search={topic}")["topics"]
+        return row if row["size"] >= before + RECORDS * VALUE_BYTES and (row["bytes_per_second"] or 0) > 0 else None
+
+    row = wait_for(grown, 30, interval=0.2, what=f"{topic} {RECORDS * VALUE_BYTES} bytes bigger, bytes/s above 0")
+    assert row["messages_per_second"] is not None and row["messages_per_second"] > 0, row
+    partitions = console.get(f"/api/topics/{topic}")["partitions"]
+    assert sum(p["size"] for p in partitions) >= before + RECORDS * VALUE_BYTES, partitions
+
+    def cluster_grown() -> dict | None:
+        overview = console.get("/api/overview")
+        return overview if overview["size"] is not None and overview["size"] >= cluster_before + RECORDS * VALUE_BYTES \
+            and (overview["bytes_per_second"] or 0) > 0 else None
+
+    overview = wait_for(cluster_grown, 30, interval=0.2, what="the cluster's size grown and bytes/s above 0")
+    assert overview["sizes_known"] and overview["bytes_history"]["v"], overview
+    assert console.call("DELETE", f"/api/topics/{topic}", {"confirm": topic}).status == 200
+
+
 def test_tail_returns_what_came_after_the_positions_it_gave(console: ConsoleProcess,
                                                            console_cluster: LocalCluster) -> None:
     topic = unique("tail")

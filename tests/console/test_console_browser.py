@@ -74,6 +74,25 @@ def test_create_a_topic_produce_from_the_ui_and_find_it_by_searching(page: Any, 
     expect(rows.first).to_contain_text("source=console-test")
 
 
+def test_the_topic_list_shows_a_topics_size_and_byte_rate_grow_as_records_are_produced(
+        page: Any, console: ConsoleProcess, console_cluster: LocalCluster) -> None:
+    topic = unique("sized-ui")
+    assert console.call("POST", "/api/topics", {"name": topic, "partitions": 1, "replication": 3}).status == 201
+    page.goto(console.url + "/topics")
+    page.locator("#topic-search").fill(topic)
+    row = page.locator("#topics tbody tr", has_text=topic)
+    size, _messages_rate, bytes_rate = (row.locator("td").nth(index) for index in (5, 6, 7))
+    expect(size).to_have_text("0 B", timeout=WAIT_MS)  # sampled empty, before anything is produced
+
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap})
+    for index in range(200):  # 200 x 1000 bytes: 195.3 KiB of values, and a little framing
+        producer.produce(topic, value=bytes([index % 256]) * 1000)
+    assert producer.flush(30) == 0
+    # The page refreshes itself; the rate between the empty sample and the next is above zero.
+    expect(size).to_have_text(re.compile(r"^(19[5-9]|2\d\d) KiB$"), timeout=WAIT_MS)
+    expect(bytes_rate).to_have_text(re.compile(r"^[1-9][\d.]* (B|KiB|MiB)/s$"), timeout=WAIT_MS)
+
+
 def test_live_tail_shows_a_message_produced_by_confluent_kafka(page: Any, console: ConsoleProcess,
                                                                console_cluster: LocalCluster) -> None:
     topic = unique("tail")

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from roost.console.browse import Browser
 from roost.console.errors import ConsoleError
-from roost.console.history import History
+from roost.console.history import History, TopicRates
 from roost.console.kafka_side import KafkaSide
 from roost.console.keeper_side import KeeperSide
 from roost.console.settings import ConsoleSettings
@@ -50,6 +50,7 @@ class Console:
         self.keeper = keeper if keeper is not None else (KeeperSide(settings) if settings.zookeeper else None)
         self.browser = Browser(self.kafka, settings.bounds)
         self.history = History()
+        self.topic_rates = TopicRates()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="roost-console")
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                                             autoescape=True, undefined=jinja2.StrictUndefined)

@@ -1,5 +1,6 @@
 """The overview: brokers (up or down, partitions led), the controller, keeper members and roles,
-under-replicated and offline partitions, and the cluster's message rate."""
+under-replicated and offline partitions, the cluster's size on disk and its message and byte
+rates."""
 
 from __future__ import annotations
 
@@ -7,32 +8,25 @@ import asyncio
 from typing import Any
 
 from aiohttp import web
-from confluent_kafka.admin import OffsetSpec
 
 from roost.console.app import Console, console_of
+from roost.console.sampling import sample_cluster
 
 routes = web.RouteTableDef()
-
-MAX_RATE_PARTITIONS = 20_000  # past this, sampling every end offset costs more than the figure is worth
-
-
-def sample_end_offsets(console: Console, partitions: list[tuple[str, int]]) -> None:
-    if not console.history.due() or len(partitions) > MAX_RATE_PARTITIONS:
-        return
-    ends = console.kafka.offsets(partitions, OffsetSpec.latest())
-    if all(end is not None for end in ends.values()):  # a gap would read as a drop in the rate
-        console.history.record_offsets(sum(end for end in ends.values() if end is not None))
 
 
 def overview(console: Console) -> dict[str, Any]:
     found = console.kafka.overview()
-    metadata = console.kafka.metadata()
-    partitions = [(name, index) for name, topic in metadata.topics.items() for index in topic.partitions]
-    sample_end_offsets(console, partitions)
-    rates = console.history.messages_per_second()
-    found["messages_per_second"] = rates["v"][-1] if rates["v"] else None
-    found["rate_history"] = rates
-    found["rate_sampled"] = len(partitions) <= MAX_RATE_PARTITIONS
+    sampled = sample_cluster(console, console.kafka.metadata())
+    messages, sizes = console.history.messages_per_second(), console.history.bytes_per_second()
+    found["messages_per_second"] = messages["v"][-1] if messages["v"] else None
+    found["bytes_per_second"] = sizes["v"][-1] if sizes["v"] else None
+    found["rate_history"] = messages
+    found["bytes_history"] = sizes
+    found["rate_sampled"] = sampled
+    # False when no broker answers DescribeLogDirs (a non-Roost cluster without it): sizes are "—".
+    found["sizes_known"] = console.topic_rates.sizes_known is not False
+    found["size"] = console.history.last_size
     return found
 
 

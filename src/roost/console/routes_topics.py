@@ -1,4 +1,4 @@
-"""Topics: the list (search, server-side paging), one topic's partitions and configs; create,
+"""Topics: the list (search, server-side paging; each shown topic's size and rates), one topic's partitions and configs; create,
 add partitions, edit configs, delete (the API, like the page, wants the name typed again)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.console.app import console_of, json_body
+from roost.console.app import Console, console_of, json_body
 from roost.console.errors import bad_request
+from roost.console.sampling import leader_sizes, sample_topics
 
 routes = web.RouteTableDef()
 DEFAULT_PAGE_SIZE = 50
@@ -38,6 +39,25 @@ def string_map(value: Any, name: str) -> dict[str, str]:
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
+def topic_list_page(console: Console, search: str, page: int, size: int, internal: bool) -> dict[str, Any]:
+    """The page first (from the cached Metadata), then sizes and rates for its topics only."""
+    found = console.kafka.topic_page(search, page, size, internal)
+    sample_topics(console, [row["name"] for row in found["topics"]])
+    for row in found["topics"]:
+        row.update(console.topic_rates.figures(row["name"]))
+    found["sizes_known"] = console.topic_rates.sizes_known is not False
+    return found
+
+
+def topic_with_sizes(console: Console, name: str) -> dict[str, Any]:
+    """One topic, each partition with its leader replica's size (one DescribeLogDirs per leader)."""
+    found = console.kafka.topic(name)
+    sizes = leader_sizes(console.kafka.metadata(), [name], console.settings.request_timeout_s)
+    for partition in found["partitions"]:
+        partition["size"] = None if sizes is None else sizes.get((name, partition["partition"]))
+    return found
+
+
 @routes.get("/topics")
 async def topics_page(request: web.Request) -> web.Response:
     return console_of(request).page("topics.html", "Topics")
@@ -56,7 +76,7 @@ async def topics_api(request: web.Request) -> web.Response:
     size = int_param(query.get("size"), "size", DEFAULT_PAGE_SIZE, 1, console.settings.bounds.page_size_limit)
     page = int_param(query.get("page"), "page", 1, 1)
     internal = query.get("internal", "false").lower() in ("1", "true", "yes")
-    return web.json_response(await console.run(console.kafka.topic_page, query.get("search", ""), page, size, internal))
+    return web.json_response(await console.run(topic_list_page, console, query.get("search", ""), page, size, internal))
 
 
 @routes.post("/api/topics")
@@ -76,7 +96,7 @@ async def create_topic_api(request: web.Request) -> web.Response:
 @routes.get("/api/topics/{name}")
 async def topic_api(request: web.Request) -> web.Response:
     console = console_of(request)
-    return web.json_response(await console.run(console.kafka.topic, request.match_info["name"]))
+    return web.json_response(await console.run(topic_with_sizes, console, request.match_info["name"]))
 
 
 @routes.post("/api/topics/{name}/partitions")

@@ -86,6 +86,31 @@ export function formatTime(ms) {
     `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
 }
 
+// HH:MM:SS in the chosen zone (the charts' time ticks).
+export function clockTime(ms) {
+  const date = new Date(ms);
+  const pad = (n) => String(n).padStart(2, "0");
+  return timeZone() === "utc"
+    ? `${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}`
+    : `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}
+
+// 1536 -> "1.5 KiB"; null (unknown, e.g. a cluster without DescribeLogDirs) -> "—".
+export function formatBytes(bytes) {
+  if (bytes === null || bytes === undefined) return "—";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+  return `${unit > 0 && value < 10 ? Number(value.toFixed(1)) : Math.round(value)} ${units[unit]}`;
+}
+
+export function formatRate(perSecond, unit = "") {
+  if (perSecond === null || perSecond === undefined) return "—";
+  if (unit === "B") return `${formatBytes(perSecond)}/s`;
+  return `${perSecond === 0 || perSecond >= 10 ? Math.round(perSecond) : perSecond.toFixed(1)}/s`;
+}
+
 export function setupTimeZone(onChange) {
   const select = document.getElementById("timezone");
   select.value = timeZone();

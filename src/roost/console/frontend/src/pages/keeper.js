@@ -1,4 +1,4 @@
-import { api, attempt, cell, el, fill, status } from "../util.js";
+import { api, attempt, cell, el, fill, formatTime, status } from "../util.js";
 import { showKeepers } from "./members.js";
 
 export default function keeper() {
@@ -31,7 +31,7 @@ export default function keeper() {
     if (shown && (shown.truncated || !shown.utf8)) dataBox.append(el("div", { class: "cut", text: `${shown.size} bytes${shown.truncated ? ", cut for display" : ""}${shown.utf8 ? "" : ", not valid UTF-8"}` }));
     if (flash) { dataBox.classList.remove("flash"); void dataBox.offsetWidth; dataBox.classList.add("flash"); }
     fill(document.querySelector("#node-stat tbody"), Object.entries(data.stat).map(([k, v]) =>
-      el("tr", {}, cell(k), cell(k.endsWith("time") ? new Date(v).toISOString() : v, { class: "mono", "data-stat": k }))));
+      el("tr", {}, cell(k), cell(k.endsWith("time") ? formatTime(v) : v, { class: "mono", "data-stat": k }))));
     fill(document.querySelector("#node-acl tbody"), data.acl.map((a) => el("tr", {}, cell(a.scheme), cell(a.id), cell(a.perms.join(", ")))));
     const setForm = document.getElementById("set-data");
     if (setForm && !flash) setForm.elements.data.value = shown ? shown.text : "";

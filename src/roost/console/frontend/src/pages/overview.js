@@ -1,11 +1,12 @@
-import { cell, el, every, fill } from "../util.js";
-import { lineChart } from "../charts.js";
+import { cell, el, every, fill, formatBytes } from "../util.js";
+import { BYTE_STEPS, lineChart } from "../charts.js";
 import { showKeepers } from "./members.js";
 
 const text = (id, value) => { document.getElementById(id).textContent = value; };
 
 export default function overview() {
   const chart = lineChart(document.getElementById("rate-chart"), "messages/s");
+  const bytesChart = lineChart(document.getElementById("bytes-chart"), "bytes/s", (v) => `${formatBytes(v)}/s`, BYTE_STEPS);
   every(2000, async () => {
     const response = await fetch("/api/overview");
     const data = await response.json();
@@ -17,6 +18,9 @@ export default function overview() {
     text("urp-count", String(data.under_replicated.length));
     text("offline-count", String(data.offline.length));
     text("rate", data.messages_per_second === null ? "…" : data.messages_per_second.toFixed(1));
+    // "—": no broker answers DescribeLogDirs; "…": waiting for a second sample.
+    text("byte-rate", !data.sizes_known ? "—" : data.bytes_per_second === null ? "…" : `${formatBytes(data.bytes_per_second)}/s`);
+    text("cluster-size", !data.sizes_known ? "—" : data.size === null ? "…" : formatBytes(data.size));
     document.getElementById("urp-count").className = `figure ${data.under_replicated.length ? "bad" : ""}`;
     document.getElementById("offline-count").className = `figure ${data.offline.length ? "bad" : ""}`;
     fill(document.querySelector("#brokers tbody"), data.brokers.map((b) => el("tr", { class: b.up ? "" : "bad", "data-broker": b.id },
@@ -29,5 +33,6 @@ export default function overview() {
       cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(p.problem)))
       : [el("tr", {}, cell("none: every partition has a leader and all its replicas in sync", { colspan: 6, class: "up" }))]);
     chart(data.rate_history);
+    bytesChart(data.bytes_history);
   });
 }

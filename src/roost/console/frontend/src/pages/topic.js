@@ -1,4 +1,4 @@
-import { api, attempt, cell, el, fill, status } from "../util.js";
+import { api, attempt, cell, el, fill, formatBytes, status } from "../util.js";
 
 export default function topic() {
   const name = document.body.dataset.topic;
@@ -17,7 +17,7 @@ export default function topic() {
     if (!data) return;
     fill(document.querySelector("#partitions tbody"), data.partitions.map((p) => el("tr", { class: p.offline || p.under_replicated ? "bad" : "" },
       cell(p.partition), cell(p.leader < 0 ? "none" : p.leader), cell(p.replicas.join(", ")), cell(p.isr.join(", ")),
-      cell(p.start_offset), cell(p.end_offset), cell(p.messages),
+      cell(p.start_offset), cell(p.end_offset), cell(p.messages), cell(formatBytes(p.size), { class: "num" }),
       cell(p.offline ? "offline" : p.under_replicated ? "under-replicated" : "ok"))));
     configs = data.configs;
     showConfigs();

@@ -1,4 +1,4 @@
-import { api, attempt, cell, el, fill, status } from "../util.js";
+import { api, attempt, cell, el, every, fill, formatBytes, formatRate, status } from "../util.js";
 
 export default function topics() {
   const search = document.getElementById("topic-search");
@@ -16,9 +16,11 @@ export default function topics() {
     document.getElementById("page-label").textContent = ` page ${data.page} of ${data.pages} `;
     const rows = data.topics.map((t) => el("tr", { class: t.offline || t.under_replicated ? "bad" : "" },
       cell(el("a", { href: `/topics/${encodeURIComponent(t.name)}`, text: t.name, class: "mono" })),
-      cell(t.partitions), cell(t.replication), cell(t.under_replicated), cell(t.offline)));
+      cell(t.partitions), cell(t.replication), cell(t.under_replicated), cell(t.offline),
+      cell(formatBytes(t.size), { class: "num" }), cell(formatRate(t.messages_per_second), { class: "num" }),
+      cell(formatRate(t.bytes_per_second, "B"), { class: "num" })));
     fill(document.querySelector("#topics tbody"), rows.length ? rows
-      : [el("tr", { class: "empty" }, cell(search.value ? "no topic matches" : "no topics yet", { colspan: 5, class: "muted" }))]);
+      : [el("tr", { class: "empty" }, cell(search.value ? "no topic matches" : "no topics yet", { colspan: 8, class: "muted" }))]);
   };
   search.addEventListener("input", () => { clearTimeout(timer); page = 1; timer = setTimeout(load, 200); });
   internal.addEventListener("change", () => { page = 1; load(); });
@@ -43,5 +45,6 @@ export default function topics() {
       if (done) { form.reset(); load(); }
     });
   }
-  load();
+  // Refreshed while shown, so sizes and rates stay live (the server samples at most once a second).
+  every(3000, load);
 }
