@@ -98,7 +98,7 @@ def create_batch(admin: AdminClient, names: list[str], partitions: int, replicat
     for future in futures.values():
         try:
             future.result(timeout + 30)
-        except Exception as error:  # noqa: BLE001 - counted and shown, the run goes on
+        except Exception as error:  # counted and shown; the run goes on
             failed += 1
             if failed == 1:
                 print(f"    first failure: {error}", flush=True)
@@ -118,6 +118,14 @@ def metadata_all(admin: AdminClient, rounds: int) -> tuple[list[float], int, int
     partitions = sum(len(t.partitions) for t in ours)
     leaderless = sum(1 for t in ours for p in t.partitions.values() if p.leader < 0)
     return times, len(ours), partitions, leaderless
+
+
+def show_trouble(who: str, output: str, shown: int = 5) -> None:
+    """How many warnings and errors a process logged, and the first few."""
+    lines = [line for line in output.splitlines() if " WARNING " in line or " ERROR " in line]
+    print(f"  {who}: {len(lines)} warnings and errors logged", flush=True)
+    for line in lines[:shown]:
+        print(f"    {line[:300]}", flush=True)
 
 
 def run_shape(brokers: int, args: argparse.Namespace) -> None:
@@ -161,6 +169,9 @@ def run_shape(brokers: int, args: argparse.Namespace) -> None:
                   f"partitions, {leaderless} without a leader", flush=True)
             print("  RSS: " + ", ".join(f"broker {b} {rss_mb(p):.0f} MB" for b, p in sorted(broker_pids.items()))
                   + f", keeper {rss_mb(keeper_pid):.0f} MB", flush=True)
+            for broker, node in sorted(cluster.brokers.items()):
+                show_trouble(f"broker {broker}", node.process.text() if node.process else "")
+            del admin  # closed before the cluster, so that it does not log the brokers going away
         finally:
             stop_profilers(profilers)
             cluster.close()
