@@ -35,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.cluster import LocalCluster
+from tests.support.kafka_wire import WireClient
+
+from roost.wire.kafka import ApiKey
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # As bench/cluster_bench.py runs a cluster of processes: failures noticed within seconds.
@@ -128,6 +131,23 @@ def show_trouble(who: str, output: str, shown: int = 5) -> None:
         print(f"    {line[:300]}", flush=True)
 
 
+def metadata_wire(address: str, rounds: int) -> tuple[list[float], int]:
+    """Times of `rounds` raw Metadata v12 requests for all topics, from sending the request to
+    the last byte of the answer (the broker's share, without a client's parsing); answer bytes."""
+    client = WireClient(address, timeout=120)
+    times, size = [], 0
+    try:
+        for _ in range(rounds):
+            started = time.monotonic()
+            client.send(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})
+            size = len(client.read_frame())
+            times.append(time.monotonic() - started)
+    finally:
+        client.close()
+    return times, size
+
+
 def run_shape(brokers: int, args: argparse.Namespace) -> None:
     replication = args.replication if args.replication else min(3, brokers)
     print(f"\n== {brokers} broker(s) + 1 keeper: {args.topics} topics, {args.partitions} partition(s) each, "
@@ -167,6 +187,10 @@ def run_shape(brokers: int, args: argparse.Namespace) -> None:
             print(f"  Metadata (all topics): median {1000 * statistics.median(times):.0f} ms over {len(times)} "
                   f"requests (min {1000 * min(times):.0f} ms); it named {topics} of our topics, {partitions} "
                   f"partitions, {leaderless} without a leader", flush=True)
+            wire_times, size = metadata_wire(cluster.brokers[min(cluster.brokers)].address, args.metadata_rounds)
+            print(f"  Metadata v12 (all topics) over a raw socket, the broker's share: median "
+                  f"{1000 * statistics.median(wire_times):.0f} ms (min {1000 * min(wire_times):.0f} ms), "
+                  f"{size / 1e6:.2f} MB answer", flush=True)
             print("  RSS: " + ", ".join(f"broker {b} {rss_mb(p):.0f} MB" for b, p in sorted(broker_pids.items()))
                   + f", keeper {rss_mb(keeper_pid):.0f} MB", flush=True)
             for broker, node in sorted(cluster.brokers.items()):

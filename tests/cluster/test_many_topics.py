@@ -40,7 +40,7 @@ def test_a_cluster_creates_and_lists_hundreds_of_topics_in_batches(cluster: Loca
     for first in range(0, TOPICS, BATCH):
         futures = admin.create_topics([NewTopic(name, 1, REPLICATION) for name in names(first, BATCH)],
                                       operation_timeout=120, request_timeout=150)
-        for name, future in futures.items():
+        for future in futures.values():
             future.result(180)  # raises if this topic's creation failed or timed out
     wanted = set(names(0, TOPICS))
     # Every broker's metadata cache learns each topic (the controller tells them all).
