@@ -73,8 +73,11 @@ def test_a_topic_that_cannot_be_created_fails_alone_in_its_batch(cluster: LocalC
     with pytest.raises(KafkaException) as exists:
         futures["many-0000"].result(90)
     assert exists.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
-    listed = cluster.metadata().topics
+    # The broker that answered had the leaders; the others learn them from the controller soon after.
+    listed = wait_for(lambda: (found := cluster.metadata().topics) and all(name in found for name in good)
+                      and found, 60, interval=0.2, what="the new topics listed")
     for name in good:
         assert sorted(listed[name].partitions) == [0, 1]
-        assert all(p.leader >= 0 for p in listed[name].partitions.values()), listed[name].partitions
+    wait_for(lambda: all(p.leader >= 0 for name in good for p in cluster.metadata().topics[name].partitions.values()),
+             60, interval=0.2, what="a leader for every partition of the new topics")
     assert "batch-too-wide" not in listed

@@ -220,12 +220,6 @@ class ReplicaManager:
                         body["controller_id"], body["controller_epoch"], self.controller_epoch)
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "topics": []}
         self.controller_epoch = body["controller_epoch"]
-        # The configs of the topics new here, read side by side: one after the other, a request
-        # that creates 200 topics waited for 200 ZooKeeper reads in a row.
-        new_topics = sorted({topic["topic_name"] for topic in body["topic_states"] for wanted in topic["partition_states"]
-                             if self.broker_id in wanted["replicas"]
-                             and (topic["topic_name"], wanted["partition_index"]) not in self.partitions})
-        read = dict(zip(new_topics, await asyncio.gather(*(configs_for(name) for name in new_topics)), strict=True))
         now = now_ms()
         for topic in body["topic_states"]:
             name, topic_id = topic["topic_name"], topic.get("topic_id")
@@ -248,7 +242,7 @@ class ReplicaManager:
                     continue
                 if partition is None:
                     if configs is None:
-                        overrides = read[name] if name in read else await configs_for(name)
+                        overrides = await configs_for(name)
                         self._overrides[name] = dict(overrides)
                         configs = self.effective_configs(overrides)
                     if (name, index) in self.partitions:  # opened while we awaited the configs
