@@ -315,16 +315,22 @@ def test_a_learner_is_promoted_only_once_caught_up_and_forwarded_changes_land() 
     assert leader.propose_membership(Membership(frozenset({1, 2, 3, 4})), 21) is None
 
 
-def test_a_config_entry_takes_effect_when_appended_and_reverts_when_truncated() -> None:
-    sim = Sim([1, 2, 3])
+def leader_with_an_unreplicated_change(sim: Sim) -> RaftCore:
+    """Member 1 leads; it appends a CONFIG entry for {1, 2} that reaches nobody (2 and 3 are cut
+    off), so the change is in force on the leader alone and not committed."""
     sim.cores[1].campaign()
     sim.deliver()
     leader = sim.settle()
     assert leader.id == 1
-    # The change reaches nobody, and the leader crashes before it commits.
     sim.cut = {2, 3}
     assert leader.propose_membership(Membership(frozenset({1, 2})), 1) is None
     sim.deliver()
+    return leader
+
+
+def test_a_config_entry_takes_effect_when_appended_and_reverts_when_truncated() -> None:
+    sim = Sim([1, 2, 3])
+    leader = leader_with_an_unreplicated_change(sim)  # then the leader crashes before it commits
     assert leader.voters == {1, 2}, "a CONFIG entry takes effect when appended, not when committed"
     assert sim.cores[2].voters == sim.cores[3].voters == {1, 2, 3}
     assert leader.commit < leader.log.last_index
@@ -347,13 +353,7 @@ def test_a_config_entry_takes_effect_when_appended_and_reverts_when_truncated() 
 def test_a_config_entry_overwritten_by_one_of_the_same_length_reverts() -> None:
     """The new leader's entry takes the CONFIG entry's place without changing the log's length."""
     sim = Sim([1, 2, 3])
-    sim.cores[1].campaign()
-    sim.deliver()
-    leader = sim.settle()
-    assert leader.id == 1
-    sim.cut = {2, 3}
-    assert leader.propose_membership(Membership(frozenset({1, 2})), 1) is None
-    sim.deliver()
+    leader = leader_with_an_unreplicated_change(sim)
     config_index = leader.log.last_index
     sim.crash(1)
     sim.cut = set()

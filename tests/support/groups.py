@@ -11,8 +11,10 @@ owner neither re-delivers nor skips, however the joins and the polls interleave.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +83,12 @@ class Member(threading.Thread):
                     self.errors.append(f"close: {error!r}")
 
 
+def stack_of(thread: threading.Thread) -> str:
+    """Where a thread is now (to say where a stuck consumer waits: poll, commit or close)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(gone)"
+
+
 def run_group(ops: ClientOps, stop_at: int, members: int = 3, timeout: float = 120.0) -> list[Member]:
     """Start `members` consumers, wait until together they received `stop_at` records, stop them."""
     counter = Counter(stop_at)
@@ -90,7 +98,7 @@ def run_group(ops: ClientOps, stop_at: int, members: int = 3, timeout: float = 1
         thread.start()
     for thread in threads:
         thread.join(timeout + 60)
-        assert not thread.is_alive(), "a consumer did not stop"
+        assert not thread.is_alive(), f"a consumer did not stop; it is at:\n{stack_of(thread)}"
     for thread in threads:
         assert not thread.errors, thread.errors
     return threads

@@ -87,6 +87,9 @@ class LogDirs:
         assert self.dirs, "at least one log directory"
         self.broker_id = broker_id
         self._where: dict[tuple[str, int], LogDir] = {}
+        # Partitions per directory, kept with _where (counting them per placement made creating
+        # N partitions cost N^2).
+        self._counts: dict[Path, int] = {log_dir.path: 0 for log_dir in self.dirs}
         self._preferred: dict[tuple[str, int], LogDir] = {}
         self.offline_listeners: list[Callable[[LogDir], None]] = []
         for log_dir in self.dirs:
@@ -143,7 +146,7 @@ class LogDirs:
                 if key in self._where:
                     raise LogDirError(f"partition {partition_name(*key)} is in two log directories: "
                                       f"{self._where[key].path} and {log_dir.path}")
-                self._where[key] = log_dir
+                self._put(key, log_dir)
         futures = [((t, i), d, p) for d, found in scans for t, i, kind, p in found.moving if kind == "future"]
         deletes = [((t, i), d, p) for d, found in scans for t, i, kind, p in found.moving if kind == "delete"]
         being_deleted = {key for key, _dir, _path in deletes}
@@ -155,7 +158,7 @@ class LogDirs:
             elif key in being_deleted:
                 # Copied and closed before the current copy was renamed to -delete: it is whole.
                 _rename(path, partition_name(*key))
-                self._where[key] = log_dir
+                self._put(key, log_dir)
                 log.info("finished the move of %s: %s is now its copy", partition_name(*key), path)
             else:
                 log.info("discarding %s: its partition is gone", path)
@@ -166,7 +169,7 @@ class LogDirs:
             else:
                 # Never lose the only copy: a -delete copy alone is put back.
                 _rename(path, partition_name(*key))
-                self._where[key] = log_dir
+                self._put(key, log_dir)
                 log.warning("restored %s: no other copy of %s was found", path, partition_name(*key))
 
     # placement ----------------------------------------------------------------------------------
@@ -182,7 +185,18 @@ class LogDirs:
         return self._where.get((topic, index))
 
     def partition_count(self, log_dir: LogDir) -> int:
-        return sum(1 for placed in self._where.values() if placed is log_dir)
+        return self._counts[log_dir.path]
+
+    def _put(self, key: tuple[str, int], log_dir: LogDir) -> None:
+        self._pop(key)
+        self._where[key] = log_dir
+        self._counts[log_dir.path] += 1
+
+    def _pop(self, key: tuple[str, int]) -> None:
+        placed = self._where.pop(key, None)
+        if placed is not None:
+            self._counts[placed.path] -= 1
+            assert self._counts[placed.path] >= 0, placed.path
 
     def place(self, topic: str, index: int) -> LogDir:
         """Where the partition's log is, or (a new one) the online directory asked for by an
@@ -197,7 +211,7 @@ class LogDirs:
             raise OSError(f"no log directory is online for {partition_name(topic, index)}")
         chosen = preferred if preferred is not None and preferred.online else \
             min(online, key=self.partition_count)  # ties: the first listed
-        self._where[key] = chosen
+        self._put(key, chosen)
         return chosen
 
     def prefer(self, topic: str, index: int, log_dir: LogDir) -> None:
@@ -206,10 +220,10 @@ class LogDirs:
 
     def moved(self, topic: str, index: int, log_dir: LogDir) -> None:
         assert (topic, index) in self._where
-        self._where[(topic, index)] = log_dir
+        self._put((topic, index), log_dir)
 
     def forget(self, topic: str, index: int) -> None:
-        self._where.pop((topic, index), None)
+        self._pop((topic, index))
 
     # failures -----------------------------------------------------------------------------------
     def dir_holding(self, path: Path) -> LogDir | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
 import shutil
 import time
@@ -76,6 +77,15 @@ class LogDirOffline(OSError):
     """The partition's log directory has failed (Kafka's KafkaStorageException)."""
 
 
+class LogUnavailable(OSError):
+    """This one log could not be opened for a reason of the process, not of its directory
+    (answered as KAFKA_STORAGE_ERROR for the partition; the directory stays online)."""
+
+
+# Errors that say the process hit a limit, not that the disk failed.
+PROCESS_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
 class LogManager:
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
         self.config = config
@@ -106,6 +116,13 @@ class LogManager:
             return PartitionLog.open(log_dir.logs / partition_name(topic, index), log_config_from_topic(configs),
                                      now_ms)
         except OSError as error:
+            if error.errno in PROCESS_LIMITS:
+                # The process ran out of file descriptors (or memory), not the disk: this log
+                # cannot open now, the directory and its other logs are fine. (Kafka takes the
+                # whole directory offline here, a known way to lose a broker's partitions.)
+                log.error("cannot open %s: %s; raise the open-files limit (ulimit -n)",
+                          partition_name(topic, index), error)
+                raise LogUnavailable(f"{partition_name(topic, index)}: {error}") from error
             self.dirs.fail(log_dir, error)
             raise LogDirOffline(f"{partition_name(topic, index)}: {error}") from error
 

@@ -120,8 +120,14 @@ def ls(session: ZkSession, recursive: bool, with_stat: bool, watch: bool, path: 
 @pass_session
 def get(session: ZkSession, with_stat: bool, watch: bool, path: str) -> None:
     """Print the data of PATH (as UTF-8; `null` for none)."""
+    _print_data(session, path, with_stat, watch, none_as="null")
+
+
+def _print_data(session: ZkSession, path: str, with_stat: bool, watch: bool, none_as: str) -> None:
+    """`get` and `config`: the znode's data as UTF-8 (`none_as` for null data), its Stat when
+    asked, then wait for the watch when one was set."""
     data, stat = session.wait(session.client.get_async(path, session.watcher() if watch else None), path)
-    click.echo("null" if data is None else data.decode("utf-8", errors="replace"))
+    click.echo(none_as if data is None else data.decode("utf-8", errors="replace"))
     if with_stat:
         _print_stat(stat)
     _await_watch(session, watch)
@@ -343,12 +349,7 @@ def watch(session: ZkSession, path: str, events: int, watch_timeout: float) -> N
 @pass_session
 def config(session: ZkSession, with_stat: bool, watch: bool) -> None:
     """Print the ensemble's configuration (/zookeeper/config: server.N lines and its version)."""
-    path = "/zookeeper/config"
-    data, stat = session.wait(session.client.get_async(path, session.watcher() if watch else None), path)
-    click.echo("" if data is None else data.decode("utf-8", errors="replace"))
-    if with_stat:
-        _print_stat(stat)
-    _await_watch(session, watch)
+    _print_data(session, "/zookeeper/config", with_stat, watch, none_as="")
 
 
 @command.command("reconfig")

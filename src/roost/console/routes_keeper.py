@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from typing import Any
 
 from aiohttp import web
 
@@ -18,6 +19,17 @@ from roost.console.routes_topics import int_param
 routes = web.RouteTableDef()
 WATCH_KEEPALIVE_S = 15.0
 MAX_WATCH_S = 3600.0  # a watch stream ends after this; the page opens another
+
+
+def _znode_path(body: dict[str, Any]) -> str:
+    path = body.get("path")
+    if not isinstance(path, str):
+        raise bad_request("path is required")
+    return path
+
+
+def _znode_data(body: dict[str, Any]) -> bytes:
+    return payload(body.get("data") or "", body.get("encoding", "text"), "data") or b""
 
 
 @routes.get("/keeper")
@@ -44,10 +56,7 @@ async def create_api(request: web.Request) -> web.Response:
     console = console_of(request)
     keeper = console.need_keeper()
     body = await json_body(request)
-    path = body.get("path")
-    if not isinstance(path, str):
-        raise bad_request("path is required")
-    data = payload(body.get("data") or "", body.get("encoding", "text"), "data") or b""
+    path, data = _znode_path(body), _znode_data(body)
     created = await console.run(keeper.create, path, data, bool(body.get("ephemeral")), bool(body.get("sequential")))
     return web.json_response({"created": created}, status=201)
 
@@ -57,11 +66,8 @@ async def set_api(request: web.Request) -> web.Response:
     console = console_of(request)
     keeper = console.need_keeper()
     body = await json_body(request)
-    path = body.get("path")
-    if not isinstance(path, str):
-        raise bad_request("path is required")
+    path, data = _znode_path(body), _znode_data(body)
     version = int_param(body.get("version"), "version", None, -1)
-    data = payload(body.get("data") or "", body.get("encoding", "text"), "data") or b""
     return web.json_response({"stat": await console.run(keeper.set, path, data, version)})
 
 
@@ -70,9 +76,7 @@ async def delete_api(request: web.Request) -> web.Response:
     console = console_of(request)
     keeper = console.need_keeper()
     body = await json_body(request)
-    path = body.get("path")
-    if not isinstance(path, str):
-        raise bad_request("path is required")
+    path = _znode_path(body)
     if body.get("confirm") is not True:
         raise bad_request(f"deleting {path} needs \"confirm\": true")
     version = int_param(body.get("version"), "version", None, -1)

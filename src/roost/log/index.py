@@ -42,10 +42,14 @@ class _IndexFile:
     @classmethod
     def open(cls, path: Path, base_offset: int, *, load: bool) -> Self:
         index = cls(path, base_offset, os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
-        if load:
-            index._load()
-        else:
-            os.ftruncate(index.fd, 0)
+        try:
+            if load:
+                index._load()
+            else:
+                os.ftruncate(index.fd, 0)
+        except BaseException:
+            index.close()
+            raise
         return index
 
     def _load(self) -> None:

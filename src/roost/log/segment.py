@@ -152,8 +152,18 @@ class Segment:
         # Index files that were not there when the segment was opened (a swap interrupted by a
         # crash removes them on purpose): such a segment is never trusted, its indexes are rebuilt.
         self.indexes_were_missing = False
-        self.offset_index = OffsetIndex.open(self.index_path, base_offset, load=True)
-        self.time_index = TimeIndex.open(self.time_index_path, base_offset, load=True)
+        # The segment owns `log_fd` from here on: when an index cannot open (out of descriptors,
+        # say), what did open is closed again, so a failed open leaks nothing.
+        try:
+            self.offset_index = OffsetIndex.open(self.index_path, base_offset, load=True)
+            try:
+                self.time_index = TimeIndex.open(self.time_index_path, base_offset, load=True)
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:
+            os.close(log_fd)
+            raise
         self.size = 0
         self.next_offset = base_offset  # one past the last offset held; base_offset when empty
         self.max_timestamp = -1
@@ -194,8 +204,7 @@ class Segment:
         path = directory / offset_file_name(base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         segment = cls(directory, base_offset, fd, now_ms)
-        segment.offset_index.reset()
-        segment.time_index.reset()
+        segment.reset_indexes()
         return segment
 
     @classmethod
@@ -206,9 +215,17 @@ class Segment:
         path = directory / (offset_file_name(base_offset, LOG_SUFFIX) + name_suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         segment = cls(directory, base_offset, fd, now_ms, name_suffix)
-        segment.offset_index.reset()
-        segment.time_index.reset()
+        segment.reset_indexes()
         return segment
+
+    def reset_indexes(self) -> None:
+        """Empty both indexes of a new segment; on failure the segment's files are closed."""
+        try:
+            self.offset_index.reset()
+            self.time_index.reset()
+        except BaseException:
+            self.close()
+            raise
 
     def promote(self) -> None:
         """Give a temporary segment its real file names, replacing any files of that name: the

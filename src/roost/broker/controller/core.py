@@ -402,6 +402,8 @@ class ControllerCore:
             self._forget_topic(name)
         for name, assignment in sorted(topics.items()):
             known = self.topics.get(name)
+            if known is assignment:
+                continue  # the shell passes what it has not re-read as it is: nothing to do
             if known is None:
                 self.topics[name] = assignment
                 log.info("new topic %s: %d partitions", name, len(assignment.partitions))
