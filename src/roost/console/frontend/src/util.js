@@ -86,6 +86,25 @@ export function formatTime(ms) {
     `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
 }
 
+// The chart module (uPlot: most of the console's script) is a chunk of its own, loaded once per
+// page and only when a page first draws, which it does after its tables are filled, so the first
+// figures never wait on it. A failed load is forgotten and the next refresh tries again.
+let chartModule = null;
+function loadCharts() {
+  if (chartModule === null) chartModule = import("./charts.js").catch((error) => { chartModule = null; throw error; });
+  return chartModule;
+}
+
+// `make(chartModule)` sets a page's charts up and returns the function that draws an answer into
+// them; the returned function waits for the module the first time.
+export function lazyCharts(make) {
+  let draw = null;
+  return async (data) => {
+    if (draw === null) draw = make(await loadCharts());
+    draw(data);
+  };
+}
+
 // HH:MM:SS in the chosen zone (the charts' time ticks).
 export function clockTime(ms) {
   const date = new Date(ms);
