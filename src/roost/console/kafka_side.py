@@ -148,7 +148,9 @@ class KafkaSide:
     # overview -----------------------------------------------------------------------------------
     def brokers(self) -> tuple[list[dict[str, Any]], int | None, ClusterMetadata]:
         described = self.result(self.admin.describe_cluster(request_timeout=self.timeout), "describe cluster")
-        metadata = self.metadata(fresh=True)
+        # Up to METADATA_CACHE_S old, as the topic list's: at 1,000 topics a Metadata answer costs
+        # the broker and the console about as much as the rest of the overview together.
+        metadata = self.metadata()
         led: dict[int, int] = {}
         replicas: dict[int, int] = {}
         named: set[int] = set()
