@@ -4,12 +4,19 @@ executor; each waits at most the settings' request timeout.
 
 Broker up/down: the brokers DescribeCluster names are up; a broker seen before (or named as a
 replica) that it no longer names is down.
+
+Metadata (every topic and partition: at 1,000 topics about 20 ms of the broker's and the console's
+time, at 10,000 ten times that) is kept for METADATA_CACHE_S. The list pages (the overview, the
+topic list), which refresh themselves every few seconds, take one up to METADATA_STALE_S old and
+have a fresher one asked for in the background, so their answers do not wait on it; every other
+caller waits for a fresh one, and a change made through the console waits until Metadata shows it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +47,7 @@ _SILENT.addHandler(logging.NullHandler())
 _SILENT.propagate = False
 
 METADATA_CACHE_S = 1.0
+METADATA_STALE_S = 5.0
 METADATA_SETTLE_S = 5.0
 METADATA_SETTLE_ANSWERS = 4
 CONTROLLER_ATTEMPTS = 5
@@ -60,9 +68,11 @@ class KafkaSide:
         self.settings = settings
         self.timeout = settings.request_timeout_s
         self._admin: AdminClient | None = None  # made at the first request: an idle console opens no connection
+        self._background_admin: AdminClient | None = None
         self._producer: Producer | None = None
         self._lock = threading.Lock()
-        self._metadata: tuple[float, ClusterMetadata] | None = None
+        self._metadata: tuple[float, ClusterMetadata] | None = None  # (when it was asked for, the answer)
+        self._refreshing = False  # a background Metadata request is under way (one at a time)
         self.seen_brokers: dict[int, str] = {}  # every broker ever seen up: id -> address
 
     # plumbing -----------------------------------------------------------------------------------
@@ -72,6 +82,17 @@ class KafkaSide:
             if self._admin is None:
                 self._admin = AdminClient(client_config(self.settings))
             return self._admin
+
+    @property
+    def background_admin(self) -> AdminClient:
+        """A second client (its own connections) for the work no page waits on: the samples'
+        ListOffsets of every partition and Metadata refreshes. A broker answers one connection's
+        requests in order, so on the pages' connection a page's DescribeCluster waited behind them
+        (up to 50 ms at 1,000 partitions)."""
+        with self._lock:
+            if self._background_admin is None:
+                self._background_admin = AdminClient(client_config(self.settings))
+            return self._background_admin
 
     def result(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         try:
@@ -99,18 +120,40 @@ class KafkaSide:
             time.sleep(CONTROLLER_RETRY_S)
         raise AssertionError("unreachable")
 
-    def metadata(self, fresh: bool = False) -> ClusterMetadata:
+    def metadata(self, fresh: bool = False, stale_ok: bool = False) -> ClusterMetadata:
+        """The cluster's Metadata: asked for now when `fresh`, else up to METADATA_CACHE_S old; with
+        `stale_ok` (a list page), up to METADATA_STALE_S old while a fresher one is asked for."""
         with self._lock:
             cached = self._metadata
-        if not fresh and cached is not None and time.monotonic() - cached[0] < METADATA_CACHE_S:
-            return cached[1]
+            age = math.inf if cached is None else time.monotonic() - cached[0]
+            if cached is not None and not fresh and age < METADATA_CACHE_S:
+                return cached[1]
+            if cached is not None and not fresh and stale_ok and age < METADATA_STALE_S:
+                if not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh_metadata, name="roost-console-metadata", daemon=True).start()
+                return cached[1]
+        return self._ask_metadata()
+
+    def _ask_metadata(self, background: bool = False) -> ClusterMetadata:
+        asked = time.monotonic()
         try:
-            answer = self.admin.list_topics(timeout=self.timeout)
+            answer = (self.background_admin if background else self.admin).list_topics(timeout=self.timeout)
         except KafkaException as error:
             raise kafka_error(error, "metadata") from None
-        with self._lock:
-            self._metadata = (time.monotonic(), answer)
+        with self._lock:  # an answer never replaces one to a later question (it could miss a change)
+            if self._metadata is None or self._metadata[0] < asked:
+                self._metadata = (asked, answer)
         return answer
+
+    def _refresh_metadata(self) -> None:
+        try:
+            self._ask_metadata(background=True)
+        except ConsoleError:  # the list pages ask themselves once theirs is METADATA_STALE_S old, and show why
+            pass
+        finally:
+            with self._lock:
+                self._refreshing = False
 
     def await_metadata(self, shows: Callable[[ClusterMetadata], bool]) -> None:
         """After a change the controller accepted, wait (bounded) until the Metadata the console
@@ -131,12 +174,14 @@ class KafkaSide:
                                            "message.timeout.ms": int(self.timeout * 1000)})
             return self._producer
 
-    def offsets(self, partitions: list[Partition], spec: OffsetSpec) -> dict[Partition, int | None]:
-        """The offset `spec` names for each partition; None where a partition cannot answer."""
+    def offsets(self, partitions: list[Partition], spec: OffsetSpec,
+                background: bool = False) -> dict[Partition, int | None]:
+        """The offset `spec` names for each partition; None where a partition cannot answer.
+        `background`: asked on background_admin's connections (a sample)."""
         if not partitions:
             return {}
-        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions},
-                                          request_timeout=self.timeout)
+        client = self.background_admin if background else self.admin
+        futures = client.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=self.timeout)
         found: dict[Partition, int | None] = {}
         for tp, future in futures.items():
             try:
@@ -148,9 +193,7 @@ class KafkaSide:
     # overview -----------------------------------------------------------------------------------
     def brokers(self) -> tuple[list[dict[str, Any]], int | None, ClusterMetadata]:
         described = self.result(self.admin.describe_cluster(request_timeout=self.timeout), "describe cluster")
-        # Up to METADATA_CACHE_S old, as the topic list's: at 1,000 topics a Metadata answer costs
-        # the broker and the console about as much as the rest of the overview together.
-        metadata = self.metadata()
+        metadata = self.metadata(stale_ok=True)
         led: dict[int, int] = {}
         replicas: dict[int, int] = {}
         named: set[int] = set()
@@ -185,7 +228,7 @@ class KafkaSide:
     # topics -------------------------------------------------------------------------------------
     def topic_page(self, search: str, page: int, size: int, internal: bool) -> dict[str, Any]:
         """One page of the topic list, sorted by name; `search` is a case-insensitive substring."""
-        metadata = self.metadata()
+        metadata = self.metadata(stale_ok=True)
         needle = search.lower()
         names = sorted(name for name in metadata.topics
                        if (internal or not is_internal(name)) and needle in name.lower())

@@ -17,7 +17,7 @@ routes = web.RouteTableDef()
 
 def overview(console: Console) -> dict[str, Any]:
     found = console.kafka.overview()
-    sampled = sample_cluster(console, console.kafka.metadata())
+    sampled = sample_cluster(console, console.kafka.metadata(stale_ok=True))
     messages, sizes = console.history.messages_per_second(), console.history.bytes_per_second()
     found["messages_per_second"] = messages["v"][-1] if messages["v"] else None
     found["bytes_per_second"] = sizes["v"][-1] if sizes["v"] else None
