@@ -3,7 +3,8 @@ process of its own (so the console's CPU is measured apart from the broker's).
 
 Figures: the overview and the topic list (page shell, JSON API, and the page in headless
 chromium until its table is filled) at N topics; the first page of messages of a large topic
-(newest, oldest, and a search that finds nothing and so runs into its scan bound). Prints
+(newest, oldest, and a search that finds nothing and so runs into its scan bound); where a page
+load's time goes, from the page's own clocks and the console's Server-Timing. Prints
 figures with their conditions and the CPU seconds of console and broker; never asserts.
 
     .venv/bin/python bench/console_bench.py                       # 1,000 topics, 256 MiB topic
@@ -33,7 +34,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata, TopicMetadata
 
 from roost.console.history import MIN_INTERVAL_S
-from roost.console.kafka_side import KafkaSide
+from roost.console.kafka_side import METADATA_CACHE_S, KafkaSide
 from roost.console.sampling import leader_sizes
 from roost.console.settings import ConsoleSettings
 
@@ -220,10 +221,11 @@ def main() -> None:
             report(label, median_ms, worst_ms,
                    f"   CPU per request: console {spent_console:5.1f} ms, broker {spent_broker:5.1f} ms")
 
-        print(f"\n== the same, each request with a sample due (waits {MIN_INTERVAL_S:g} s first: fresh end offsets "
-              f"and DescribeLogDirs), median of {args.repeat} ==")
-        for label, path in (("GET /api/overview (all partitions, DescribeLogDirs of all)", "/api/overview"),
-                            ("GET /api/topics (first page of 50: those 50 sampled)", "/api/topics?page=1&size=50")):
+        print(f"\n== the same, each request with a sample due (waits {MIN_INTERVAL_S:g} s first: end offsets and "
+              f"DescribeLogDirs, taken in the console's thread pool while the answer uses the last sample; and "
+              f"Metadata over {METADATA_CACHE_S:g} s old, refreshed likewise), median of {args.repeat} ==")
+        for label, path in (("GET /api/overview (sample of all partitions started)", "/api/overview"),
+                            ("GET /api/topics (first page of 50: their sample started)", "/api/topics?page=1&size=50")):
             console_cpu, broker_cpu = cpu_seconds(console.pid), cpu_seconds(broker.pid)
             median_ms, worst_ms = timed_due(lambda p=path: fetch(url + p), args.repeat)
             spent_console = (cpu_seconds(console.pid) - console_cpu) / (args.repeat + 1) * 1000
