@@ -12,6 +12,7 @@ from email.message import Message
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
+from roost.console.app import Console
 from roost.console.browse import Browser, BrowseRequest
 from roost.console.kafka_side import KafkaSide
 from roost.console.settings import Bounds, ConsoleSettings
@@ -292,6 +293,19 @@ def test_static_files_named_by_their_content_are_kept_for_good_and_others_revali
             chunk_body, chunk_headers = headers_of(f"{console.url}/static/{chunk}")
             assert chunk_headers["Cache-Control"] == "public, max-age=31536000, immutable"
             assert b"lineChart" in chunk_body and chunk_headers["Content-Type"].endswith("/javascript")
+
+
+def test_the_first_answer_a_shell_carries_is_escaped_json() -> None:
+    console = Console(ConsoleSettings(bootstrap="127.0.0.1:9"))  # never connects: the answer is given
+    hostile = {"detail": "</script><script>alert(1)</script> & 'quoted' <!--"}
+    try:
+        html = console.page("overview.html", "Overview", {"path": "/api/overview", "answer": hostile}).text
+    finally:
+        console.pool.shutdown()
+    assert html is not None
+    (block,) = re.findall(r'<script type="application/json" id="first-answer">(.*?)</script>', html, re.DOTALL)
+    assert "<" not in block and ">" not in block
+    assert json.loads(block) == {"path": "/api/overview", "answer": hostile}
 
 
 def test_a_search_from_the_newest_spends_its_bound_on_the_newest_records(console_cluster: LocalCluster) -> None:

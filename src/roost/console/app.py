@@ -8,6 +8,12 @@ JSON, so a cross-site form cannot post to it (a browser preflights a cross-site 
 the console answers no CORS); in read-only mode every write is refused with 403; every answer
 carries a Content-Security-Policy that allows the console's own scripts only.
 
+A list page's shell (the overview, the topic list) carries the answer to the page's first API
+request, when it is ready within FIRST_ANSWER_WAIT_S, as a JSON data block (not a script: the
+policy has nothing to allow; Jinja's tojson escapes <, > and & in it), so the page fills its table
+as soon as its script runs: asking for it from the script, even preloaded, took the browser 15 to
+25 ms more to hand over. A page without it (too slow, an error) asks the API, and shows the error.
+
 Every answer the console makes (not the static files) says how long the console took over it in
 a Server-Timing header, which the browser's network panel and its Resource Timing API show: a slow
 page load splits into the console's share and the browser's.
@@ -44,6 +50,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 READS = ("GET", "HEAD")
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+FIRST_ANSWER_WAIT_S = 0.5
 
 
 class Console:
@@ -70,11 +77,22 @@ class Console:
             raise ConsoleError(404, "no keeper configured: start the console with --zookeeper HOST:PORT")
         return self.keeper
 
-    def page(self, template: str, title: str, **context: Any) -> web.Response:
+    def page(self, template: str, title: str, first_answer: dict[str, Any] | None = None,
+             **context: Any) -> web.Response:
         html = self.templates.get_template(template).render(
             title=title, read_only=self.settings.read_only, bootstrap=self.settings.bootstrap,
-            has_keeper=self.keeper is not None, static=self.assets.url, **context)
+            has_keeper=self.keeper is not None, static=self.assets.url, first_answer=first_answer, **context)
         return web.Response(text=html, content_type="text/html")
+
+    async def first_answer(self, path: str, answer: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:
+        """What a shell carries for its page's first GET of `path`: {"path", "answer"}, or None
+        when the answer failed or is not ready within FIRST_ANSWER_WAIT_S (the page then asks)."""
+        task = asyncio.ensure_future(answer)
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())  # a late failure is nobody's
+        try:
+            return {"path": path, "answer": await asyncio.wait_for(asyncio.shield(task), FIRST_ANSWER_WAIT_S)}
+        except (TimeoutError, ConsoleError):
+            return None
 
     async def close(self) -> None:
         await self.run(self.kafka.close)

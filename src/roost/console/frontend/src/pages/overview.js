@@ -1,4 +1,4 @@
-import { cell, clockTime, el, every, fill, formatBytes, lazyCharts } from "../util.js";
+import { api, cell, clockTime, el, every, fill, formatBytes, lazyCharts } from "../util.js";
 import { showKeepers } from "./members.js";
 
 const text = (id, value) => { document.getElementById(id).textContent = value; };
@@ -10,9 +10,7 @@ export default function overview() {
     return (data) => { rates(data.rate_history); bytes(data.bytes_history); };
   });
   every(2000, async () => {
-    const response = await fetch("/api/overview");
-    const data = await response.json();
-    if (!response.ok) throw new Error(data.error);
+    const data = await api("/api/overview");
     const up = data.brokers.filter((b) => b.up).length;
     text("brokers-up", `${up} / ${data.brokers.length}`);
     text("controller", data.controller === null ? "none" : `broker ${data.controller}`);
