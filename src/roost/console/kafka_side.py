@@ -68,7 +68,6 @@ class KafkaSide:
         self.settings = settings
         self.timeout = settings.request_timeout_s
         self._admin: AdminClient | None = None  # made at the first request: an idle console opens no connection
-        self._background_admin: AdminClient | None = None
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         self._metadata: tuple[float, ClusterMetadata] | None = None  # (when it was asked for, the answer)
@@ -82,17 +81,6 @@ class KafkaSide:
             if self._admin is None:
                 self._admin = AdminClient(client_config(self.settings))
             return self._admin
-
-    @property
-    def background_admin(self) -> AdminClient:
-        """A second client (its own connections) for the work no page waits on: the samples'
-        ListOffsets of every partition and Metadata refreshes. A broker answers one connection's
-        requests in order, so on the pages' connection a page's DescribeCluster waited behind them
-        (up to 50 ms at 1,000 partitions)."""
-        with self._lock:
-            if self._background_admin is None:
-                self._background_admin = AdminClient(client_config(self.settings))
-            return self._background_admin
 
     def result(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         try:
@@ -135,10 +123,10 @@ class KafkaSide:
                 return cached[1]
         return self._ask_metadata()
 
-    def _ask_metadata(self, background: bool = False) -> ClusterMetadata:
+    def _ask_metadata(self) -> ClusterMetadata:
         asked = time.monotonic()
         try:
-            answer = (self.background_admin if background else self.admin).list_topics(timeout=self.timeout)
+            answer = self.admin.list_topics(timeout=self.timeout)
         except KafkaException as error:
             raise kafka_error(error, "metadata") from None
         with self._lock:  # an answer never replaces one to a later question (it could miss a change)
@@ -148,7 +136,7 @@ class KafkaSide:
 
     def _refresh_metadata(self) -> None:
         try:
-            self._ask_metadata(background=True)
+            self._ask_metadata()
         except ConsoleError:  # the list pages ask themselves once theirs is METADATA_STALE_S old, and show why
             pass
         finally:
@@ -174,14 +162,11 @@ class KafkaSide:
                                            "message.timeout.ms": int(self.timeout * 1000)})
             return self._producer
 
-    def offsets(self, partitions: list[Partition], spec: OffsetSpec,
-                background: bool = False) -> dict[Partition, int | None]:
-        """The offset `spec` names for each partition; None where a partition cannot answer.
-        `background`: asked on background_admin's connections (a sample)."""
+    def offsets(self, partitions: list[Partition], spec: OffsetSpec) -> dict[Partition, int | None]:
+        """The offset `spec` names for each partition; None where a partition cannot answer."""
         if not partitions:
             return {}
-        client = self.background_admin if background else self.admin
-        futures = client.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=self.timeout)
+        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=self.timeout)
         found: dict[Partition, int | None] = {}
         for tp, future in futures.items():
             try:

@@ -107,7 +107,7 @@ def sample_cluster(console: Console, metadata: ClusterMetadata) -> bool:
 def take_cluster_sample(console: Console, metadata: ClusterMetadata, partitions: list[Partition],
                         now: float) -> None:
     try:
-        ends = console.kafka.offsets(partitions, OffsetSpec.latest(), background=True)
+        ends = console.kafka.offsets(partitions, OffsetSpec.latest())
         sizes = leader_sizes(metadata, None, console.settings.request_timeout_s)
     except Exception:  # a background task has no one to answer: the log has the why, the next sample retries
         log.exception("sampling the cluster's end offsets and sizes failed")
@@ -140,7 +140,7 @@ def take_topic_sample(console: Console, names: list[str]) -> None:
     names = [name for name in names if name in metadata.topics]
     now = time.time()
     ends = console.kafka.offsets([(name, index) for name in names for index in metadata.topics[name].partitions],
-                                 OffsetSpec.latest(), background=True)
+                                 OffsetSpec.latest())
     sizes = leader_sizes(metadata, names, console.settings.request_timeout_s)
     record_topics(console, metadata, names, now, ends, sizes)
 
