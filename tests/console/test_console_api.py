@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 import urllib.request
 import uuid
+from email.message import Message
 
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
+from roost.console.app import Console
 from roost.console.browse import Browser, BrowseRequest
 from roost.console.kafka_side import KafkaSide
 from roost.console.settings import Bounds, ConsoleSettings
@@ -267,6 +270,42 @@ def test_answers_carry_a_content_security_policy_allowing_only_the_consoles_own_
         policy = response.headers["Content-Security-Policy"]
         assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert "script-src 'self';" in policy and "unsafe-inline" not in policy
+
+
+def headers_of(url: str) -> tuple[bytes, Message]:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read(), response.headers
+
+
+def test_static_files_named_by_their_content_are_kept_for_good_and_others_revalidated(console: ConsoleProcess) -> None:
+    shell, headers = headers_of(console.url + "/")
+    assert headers["Server-Timing"].startswith("app;dur="), headers  # the console's share of the answer
+    named = re.findall(r'(?:href|src)="(/static/[^"?]+)\?v=([^"]+)"', shell.decode())
+    assert {path for path, _ in named} == {"/static/console.css", "/static/uplot.min.css", "/static/console.js"}
+    for path, version in named:
+        body, headers = headers_of(f"{console.url}{path}?v={version}")
+        assert headers["Cache-Control"] == "public, max-age=31536000, immutable", path
+        assert headers["Content-Security-Policy"] and "Server-Timing" not in headers
+        for other in (path, f"{path}?v=not-its-hash"):  # an old page's URL: the browser asks again
+            assert headers_of(console.url + other)[1]["Cache-Control"] == "no-cache", other
+        if path.endswith(".js"):  # the chart chunk, loaded by the script, is named by esbuild's content hash
+            (chunk,) = re.findall(r'import\("\./(chunks/charts-[A-Z0-9]+\.js)"\)', body.decode())
+            chunk_body, chunk_headers = headers_of(f"{console.url}/static/{chunk}")
+            assert chunk_headers["Cache-Control"] == "public, max-age=31536000, immutable"
+            assert b"lineChart" in chunk_body and chunk_headers["Content-Type"].endswith("/javascript")
+
+
+def test_the_first_answer_a_shell_carries_is_escaped_json() -> None:
+    console = Console(ConsoleSettings(bootstrap="127.0.0.1:9"))  # never connects: the answer is given
+    hostile = {"detail": "</script><script>alert(1)</script> & 'quoted' <!--"}
+    try:
+        html = console.page("overview.html", "Overview", {"path": "/api/overview", "answer": hostile}).text
+    finally:
+        console.pool.shutdown()
+    assert html is not None
+    (block,) = re.findall(r'<script type="application/json" id="first-answer">(.*?)</script>', html, re.DOTALL)
+    assert "<" not in block and ">" not in block
+    assert json.loads(block) == {"path": "/api/overview", "answer": hostile}
 
 
 def test_a_search_from_the_newest_spends_its_bound_on_the_newest_records(console_cluster: LocalCluster) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata
 
-from roost.console.history import TopicPoint, TopicRates
+from roost.console.history import Due, TopicPoint, TopicRates
 from roost.console.sampling import leader_sizes
 from tests.support.procs import free_ports
 
@@ -70,3 +70,15 @@ def test_a_topic_with_unknown_sizes_has_no_size_and_no_byte_rate() -> None:
     rates.record("orders", TopicPoint(100.0, 10, None))
     rates.record("orders", TopicPoint(102.0, 30, None))
     assert rates.figures("orders") == {"size": None, "messages_per_second": 10.0, "bytes_per_second": None}
+
+
+def test_a_stale_topic_is_claimed_by_one_caller_until_sampled_or_the_claim_lapses() -> None:
+    rates = TopicRates()
+    assert rates.due(["orders", "users"], now=100.0) == Due(unseen=["orders", "users"], stale=[])
+    rates.record("orders", TopicPoint(100.0, 10, 1000))
+    assert rates.due(["orders"], now=100.5) == Due([], [])  # fresh
+    assert rates.due(["orders"], now=101.0) == Due([], ["orders"])  # stale: this caller samples it
+    assert rates.due(["orders"], now=101.2) == Due([], [])  # claimed: the next caller answers from the point
+    rates.record("orders", TopicPoint(101.3, 20, 1100))
+    assert rates.due(["orders"], now=102.3) == Due([], ["orders"])  # sampled, and stale again
+    assert rates.due(["orders"], now=103.3) == Due([], ["orders"])  # that sample failed: the claim lapsed

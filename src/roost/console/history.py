@@ -7,6 +7,7 @@ cluster nothing and any number of open pages cost it one sample per interval."""
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections import deque
@@ -95,6 +96,15 @@ def rate(earlier: TopicPoint | None, later: TopicPoint, figure: str) -> float | 
     return max(0.0, (after - before) / (later.at - earlier.at))
 
 
+@dataclass(frozen=True)
+class Due:
+    """The topics of a page that need a sample: `unseen` were never sampled (the page waits for
+    them), `stale` have a point older than MIN_INTERVAL_S (claimed by the caller, who samples them
+    while the page answers from that point)."""
+    unseen: list[str]
+    stale: list[str]
+
+
 class TopicRates:
     """Each topic's last two samples, from which its size and rates are read. Shared by every
     request (pages sample only topics whose latest point is older than MIN_INTERVAL_S); written
@@ -104,17 +114,32 @@ class TopicRates:
         assert max_topics > 0
         self.max_topics = max_topics
         self._points: dict[str, tuple[TopicPoint | None, TopicPoint]] = {}
+        self._claimed: dict[str, float] = {}  # stale topics a sample is under way for: when it was claimed
         self._lock = threading.Lock()
         self.sizes_known: bool | None = None  # None: never asked; False: no broker answers DescribeLogDirs
 
-    def stale(self, names: list[str], now: float | None = None) -> list[str]:
+    def due(self, names: list[str], now: float | None = None) -> Due:
+        """Which of `names` need a sample. A stale topic is claimed, so the requests that come
+        while its sample is under way do not start another; a claim lapses after MIN_INTERVAL_S
+        (a sample that failed is tried again)."""
         now = time.time() if now is None else now
+        unseen: list[str] = []
+        stale: list[str] = []
         with self._lock:
-            return [name for name in names
-                    if name not in self._points or now - self._points[name][1].at >= MIN_INTERVAL_S]
+            if len(self._claimed) >= self.max_topics:  # claims only save work: dropping them is safe
+                self._claimed.clear()
+            for name in names:
+                held = self._points.get(name)
+                if held is None:
+                    unseen.append(name)
+                elif now - held[1].at >= MIN_INTERVAL_S and now - self._claimed.get(name, -math.inf) >= MIN_INTERVAL_S:
+                    self._claimed[name] = now
+                    stale.append(name)
+        return Due(unseen, stale)
 
     def record(self, name: str, point: TopicPoint) -> None:
         with self._lock:
+            self._claimed.pop(name, None)
             held = self._points.get(name)
             if held is not None and point.at - held[1].at < MIN_INTERVAL_S:
                 return
@@ -127,6 +152,7 @@ class TopicRates:
         with self._lock:
             for name in [n for n in self._points if n not in names]:
                 del self._points[name]
+                self._claimed.pop(name, None)
 
     def figures(self, name: str) -> dict[str, Any]:
         with self._lock:

@@ -4,12 +4,19 @@ executor; each waits at most the settings' request timeout.
 
 Broker up/down: the brokers DescribeCluster names are up; a broker seen before (or named as a
 replica) that it no longer names is down.
+
+Metadata (every topic and partition: at 1,000 topics about 20 ms of the broker's and the console's
+time, at 10,000 ten times that) is kept for METADATA_CACHE_S. The list pages (the overview, the
+topic list), which refresh themselves every few seconds, take one up to METADATA_STALE_S old and
+have a fresher one asked for in the background, so their answers do not wait on it; every other
+caller waits for a fresh one, and a change made through the console waits until Metadata shows it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +47,7 @@ _SILENT.addHandler(logging.NullHandler())
 _SILENT.propagate = False
 
 METADATA_CACHE_S = 1.0
+METADATA_STALE_S = 5.0
 METADATA_SETTLE_S = 5.0
 METADATA_SETTLE_ANSWERS = 4
 CONTROLLER_ATTEMPTS = 5
@@ -62,7 +70,8 @@ class KafkaSide:
         self._admin: AdminClient | None = None  # made at the first request: an idle console opens no connection
         self._producer: Producer | None = None
         self._lock = threading.Lock()
-        self._metadata: tuple[float, ClusterMetadata] | None = None
+        self._metadata: tuple[float, ClusterMetadata] | None = None  # (when it was asked for, the answer)
+        self._refreshing = False  # a background Metadata request is under way (one at a time)
         self.seen_brokers: dict[int, str] = {}  # every broker ever seen up: id -> address
 
     # plumbing -----------------------------------------------------------------------------------
@@ -99,18 +108,40 @@ class KafkaSide:
             time.sleep(CONTROLLER_RETRY_S)
         raise AssertionError("unreachable")
 
-    def metadata(self, fresh: bool = False) -> ClusterMetadata:
+    def metadata(self, fresh: bool = False, stale_ok: bool = False) -> ClusterMetadata:
+        """The cluster's Metadata: asked for now when `fresh`, else up to METADATA_CACHE_S old; with
+        `stale_ok` (a list page), up to METADATA_STALE_S old while a fresher one is asked for."""
         with self._lock:
             cached = self._metadata
-        if not fresh and cached is not None and time.monotonic() - cached[0] < METADATA_CACHE_S:
-            return cached[1]
+            age = math.inf if cached is None else time.monotonic() - cached[0]
+            if cached is not None and not fresh and age < METADATA_CACHE_S:
+                return cached[1]
+            if cached is not None and not fresh and stale_ok and age < METADATA_STALE_S:
+                if not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh_metadata, name="roost-console-metadata", daemon=True).start()
+                return cached[1]
+        return self._ask_metadata()
+
+    def _ask_metadata(self) -> ClusterMetadata:
+        asked = time.monotonic()
         try:
             answer = self.admin.list_topics(timeout=self.timeout)
         except KafkaException as error:
             raise kafka_error(error, "metadata") from None
-        with self._lock:
-            self._metadata = (time.monotonic(), answer)
+        with self._lock:  # an answer never replaces one to a later question (it could miss a change)
+            if self._metadata is None or self._metadata[0] < asked:
+                self._metadata = (asked, answer)
         return answer
+
+    def _refresh_metadata(self) -> None:
+        try:
+            self._ask_metadata()
+        except ConsoleError:  # the list pages ask themselves once theirs is METADATA_STALE_S old, and show why
+            pass
+        finally:
+            with self._lock:
+                self._refreshing = False
 
     def await_metadata(self, shows: Callable[[ClusterMetadata], bool]) -> None:
         """After a change the controller accepted, wait (bounded) until the Metadata the console
@@ -135,8 +166,7 @@ class KafkaSide:
         """The offset `spec` names for each partition; None where a partition cannot answer."""
         if not partitions:
             return {}
-        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions},
-                                          request_timeout=self.timeout)
+        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=self.timeout)
         found: dict[Partition, int | None] = {}
         for tp, future in futures.items():
             try:
@@ -148,7 +178,7 @@ class KafkaSide:
     # overview -----------------------------------------------------------------------------------
     def brokers(self) -> tuple[list[dict[str, Any]], int | None, ClusterMetadata]:
         described = self.result(self.admin.describe_cluster(request_timeout=self.timeout), "describe cluster")
-        metadata = self.metadata(fresh=True)
+        metadata = self.metadata(stale_ok=True)
         led: dict[int, int] = {}
         replicas: dict[int, int] = {}
         named: set[int] = set()
@@ -183,7 +213,7 @@ class KafkaSide:
     # topics -------------------------------------------------------------------------------------
     def topic_page(self, search: str, page: int, size: int, internal: bool) -> dict[str, Any]:
         """One page of the topic list, sorted by name; `search` is a case-insensitive substring."""
-        metadata = self.metadata()
+        metadata = self.metadata(stale_ok=True)
         needle = search.lower()
         names = sorted(name for name in metadata.topics
                        if (internal or not is_internal(name)) and needle in name.lower())

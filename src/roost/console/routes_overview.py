@@ -17,7 +17,7 @@ routes = web.RouteTableDef()
 
 def overview(console: Console) -> dict[str, Any]:
     found = console.kafka.overview()
-    sampled = sample_cluster(console, console.kafka.metadata())
+    sampled = sample_cluster(console, console.kafka.metadata(stale_ok=True))
     messages, sizes = console.history.messages_per_second(), console.history.bytes_per_second()
     found["messages_per_second"] = messages["v"][-1] if messages["v"] else None
     found["bytes_per_second"] = sizes["v"][-1] if sizes["v"] else None
@@ -30,14 +30,7 @@ def overview(console: Console) -> dict[str, Any]:
     return found
 
 
-@routes.get("/")
-async def overview_page(request: web.Request) -> web.Response:
-    return console_of(request).page("overview.html", "Overview")
-
-
-@routes.get("/api/overview")
-async def overview_api(request: web.Request) -> web.Response:
-    console = console_of(request)
+async def overview_answer(console: Console) -> dict[str, Any]:
     kafka = console.run(overview, console)
     if console.keeper is not None:
         found, members = await asyncio.gather(kafka, console.run(console.keeper.members))
@@ -45,7 +38,19 @@ async def overview_api(request: web.Request) -> web.Response:
         found, members = await kafka, []
     found["keepers"] = members
     found["read_only"] = console.settings.read_only
-    return web.json_response(found)
+    return found
+
+
+@routes.get("/")
+async def overview_page(request: web.Request) -> web.Response:
+    console = console_of(request)
+    first = await console.first_answer("/api/overview", overview_answer(console))
+    return console.page("overview.html", "Overview", first)
+
+
+@routes.get("/api/overview")
+async def overview_api(request: web.Request) -> web.Response:
+    return web.json_response(await overview_answer(console_of(request)))
 
 
 @routes.get("/api/config")

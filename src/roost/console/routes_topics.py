@@ -60,7 +60,11 @@ def topic_with_sizes(console: Console, name: str) -> dict[str, Any]:
 
 @routes.get("/topics")
 async def topics_page(request: web.Request) -> web.Response:
-    return console_of(request).page("topics.html", "Topics")
+    console = console_of(request)
+    # The query pages/topics.js asks first: the first page, no search, no internal topics.
+    path = f"/api/topics?search=&page=1&size={DEFAULT_PAGE_SIZE}&internal=false"
+    first = await console.first_answer(path, console.run(topic_list_page, console, "", 1, DEFAULT_PAGE_SIZE, False))
+    return console.page("topics.html", "Topics", first)
 
 
 @routes.get("/topics/{name}")

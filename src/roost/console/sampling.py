@@ -6,7 +6,9 @@ and every broker's whole DescribeLogDirs answer) at most once per history.MIN_IN
 background; the topic list samples only the topics of the page it shows whose latest point is
 older than that, so at 10,000 topics a page costs one ListOffsets batch and one DescribeLogDirs
 per broker naming at most a page of topics, and the overview's sample serves every page in
-between.
+between. Neither answer waits on a sample when it has a point to show: the sample runs in the
+console's thread pool and the next answer shows it (a page refreshes every few seconds). Only a
+topic never sampled is sampled inside the request, so a page's first answer has its sizes.
 """
 
 from __future__ import annotations
@@ -120,14 +122,31 @@ def take_cluster_sample(console: Console, metadata: ClusterMetadata, partitions:
 
 
 def sample_topics(console: Console, names: list[str]) -> None:
-    """A sample of the named topics (a page of the list) whose latest point is not fresh."""
-    stale = console.topic_rates.stale(names)
-    if not stale:
-        return
-    metadata = console.kafka.metadata()
-    stale = [name for name in stale if name in metadata.topics]
+    """Samples the named topics (a page of the list) that are due: inside this call when one was
+    never sampled (the stale ones with it, one sample for all), else in the console's thread pool
+    while the caller answers from the points it has."""
+    due = console.topic_rates.due(names)
+    if due.unseen:
+        take_topic_sample(console, due.unseen + due.stale)
+    elif due.stale:
+        try:
+            console.pool.submit(take_topic_sample_logged, console, due.stale)
+        except RuntimeError:  # the console is closing: its pool takes no more work
+            pass
+
+
+def take_topic_sample(console: Console, names: list[str]) -> None:
+    metadata = console.kafka.metadata(stale_ok=True)  # the one the topic list's page was made from
+    names = [name for name in names if name in metadata.topics]
     now = time.time()
-    ends = console.kafka.offsets([(name, index) for name in stale for index in metadata.topics[name].partitions],
+    ends = console.kafka.offsets([(name, index) for name in names for index in metadata.topics[name].partitions],
                                  OffsetSpec.latest())
-    sizes = leader_sizes(metadata, stale, console.settings.request_timeout_s)
-    record_topics(console, metadata, stale, now, ends, sizes)
+    sizes = leader_sizes(metadata, names, console.settings.request_timeout_s)
+    record_topics(console, metadata, names, now, ends, sizes)
+
+
+def take_topic_sample_logged(console: Console, names: list[str]) -> None:
+    try:
+        take_topic_sample(console, names)
+    except Exception:  # a background task has no one to answer: the log has the why, the claim lapses
+        log.exception("sampling the end offsets and sizes of %d topics failed", len(names))

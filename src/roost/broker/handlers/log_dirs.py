@@ -47,7 +47,12 @@ class LogDirsApi:
                     "total_bytes": -1, "usable_bytes": -1}
         # (topic) -> [(index, size, lag, future?)]
         found: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
-        for partition in self._replicas.hosted():
+        # Only the partitions asked about: the console asks about a page of 50 topics, and looking
+        # at every hosted partition cost 15 ms at 1,000 partitions.
+        asked_for = self._replicas.hosted() if wanted is None else (
+            partition for topic, indexes in wanted.items() for index in indexes
+            if (partition := self._replicas.partition(topic, index)) is not None)
+        for partition in asked_for:
             if self._dirs.dir_holding(partition.log.directory) is log_dir:
                 found[partition.topic].append((partition.index, partition.log.size_bytes, 0, False))
         for move in self._moves.futures():

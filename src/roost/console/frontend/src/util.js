@@ -38,7 +38,22 @@ export class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
+// A list page's shell carries the answer to its first API request (a JSON data block the console
+// writes with the path it answers), so its first figures need no request of their own. It is
+// taken by the page's first GET, and used only if that GET is for the same path.
+function shellAnswer(path) {
+  const block = document.getElementById("first-answer");
+  if (block === null) return undefined;
+  block.remove();
+  const carried = JSON.parse(block.textContent);
+  return carried.path === path ? carried.answer : undefined;
+}
+
 export async function api(path, options = {}) {
+  if (options.method === undefined) {
+    const carried = shellAnswer(path);
+    if (carried !== undefined) return carried;
+  }
   const init = { method: options.method || "GET", headers: { Accept: "application/json" } };
   if (options.body !== undefined) {
     init.headers["Content-Type"] = "application/json";
@@ -84,6 +99,25 @@ export function formatTime(ms) {
   const pad = (n, w = 2) => String(n).padStart(w, "0");
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
     `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
+}
+
+// The chart module (uPlot: most of the console's script) is a chunk of its own, loaded once per
+// page and only when a page first draws, which it does after its tables are filled, so the first
+// figures never wait on it. A failed load is forgotten and the next refresh tries again.
+let chartModule = null;
+function loadCharts() {
+  if (chartModule === null) chartModule = import("./charts.js").catch((error) => { chartModule = null; throw error; });
+  return chartModule;
+}
+
+// `make(chartModule)` sets a page's charts up and returns the function that draws an answer into
+// them; the returned function waits for the module the first time.
+export function lazyCharts(make) {
+  let draw = null;
+  return async (data) => {
+    if (draw === null) draw = make(await loadCharts());
+    draw(data);
+  };
 }
 
 // HH:MM:SS in the chosen zone (the charts' time ticks).

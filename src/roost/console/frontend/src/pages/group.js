@@ -1,10 +1,12 @@
-import { api, attempt, cell, el, every, fill, readOnly, status } from "../util.js";
-import { lineChart } from "../charts.js";
+import { api, attempt, cell, clockTime, el, every, fill, lazyCharts, readOnly, status } from "../util.js";
 
 export default function group() {
   const name = document.body.dataset.group;
   const path = `/api/groups/${encodeURIComponent(name)}`;
-  const chart = lineChart(document.getElementById("lag-chart"), "total lag");
+  const drawChart = lazyCharts(({ lineChart }) => {
+    const lag = lineChart(document.getElementById("lag-chart"), "total lag", clockTime);
+    return (data) => lag(data.lag_history);
+  });
   every(2000, async () => {
     const data = await api(path);
     document.getElementById("group-state").textContent = data.state;
@@ -16,7 +18,7 @@ export default function group() {
     fill(document.querySelector("#members tbody"), data.members.map((m) => el("tr", {},
       cell(m.client_id), cell(m.host), cell(m.member_id, { class: "mono" }),
       cell(m.assignment.map((a) => `${a.topic}[${a.partition}]`).join(" ")))));
-    chart(data.lag_history);
+    await drawChart(data);
   });
 
   const form = document.getElementById("reset");

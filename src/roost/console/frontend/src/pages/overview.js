@@ -1,16 +1,16 @@
-import { cell, el, every, fill, formatBytes } from "../util.js";
-import { BYTE_STEPS, lineChart } from "../charts.js";
+import { api, cell, clockTime, el, every, fill, formatBytes, lazyCharts } from "../util.js";
 import { showKeepers } from "./members.js";
 
 const text = (id, value) => { document.getElementById(id).textContent = value; };
 
 export default function overview() {
-  const chart = lineChart(document.getElementById("rate-chart"), "messages/s");
-  const bytesChart = lineChart(document.getElementById("bytes-chart"), "bytes/s", (v) => `${formatBytes(v)}/s`, BYTE_STEPS);
+  const drawCharts = lazyCharts(({ BYTE_STEPS, lineChart }) => {
+    const rates = lineChart(document.getElementById("rate-chart"), "messages/s", clockTime);
+    const bytes = lineChart(document.getElementById("bytes-chart"), "bytes/s", clockTime, (v) => `${formatBytes(v)}/s`, BYTE_STEPS);
+    return (data) => { rates(data.rate_history); bytes(data.bytes_history); };
+  });
   every(2000, async () => {
-    const response = await fetch("/api/overview");
-    const data = await response.json();
-    if (!response.ok) throw new Error(data.error);
+    const data = await api("/api/overview");
     const up = data.brokers.filter((b) => b.up).length;
     text("brokers-up", `${up} / ${data.brokers.length}`);
     text("controller", data.controller === null ? "none" : `broker ${data.controller}`);
@@ -32,7 +32,6 @@ export default function overview() {
       cell(el("a", { href: `/topics/${encodeURIComponent(p.topic)}`, text: p.topic })), cell(p.partition), cell(p.leader),
       cell(p.replicas.join(", ")), cell(p.isr.join(", ")), cell(p.problem)))
       : [el("tr", {}, cell("none: every partition has a leader and all its replicas in sync", { colspan: 6, class: "up" }))]);
-    chart(data.rate_history);
-    bytesChart(data.bytes_history);
+    await drawCharts(data);
   });
 }
