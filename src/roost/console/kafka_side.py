@@ -162,17 +162,23 @@ class KafkaSide:
                                            "message.timeout.ms": int(self.timeout * 1000)})
             return self._producer
 
-    def offsets(self, partitions: list[Partition], spec: OffsetSpec) -> dict[Partition, int | None]:
-        """The offset `spec` names for each partition; None where a partition cannot answer."""
-        if not partitions:
-            return {}
-        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=self.timeout)
+    def offsets(self, partitions: list[Partition], spec: OffsetSpec,
+                batch: int | None = None) -> dict[Partition, int | None]:
+        """The offset `spec` names for each partition; None where a partition cannot answer.
+        `batch`: ask for at most this many partitions at a time. A broker answers one
+        connection's requests in order, so the pages' requests on the same client wait behind
+        one batch, not behind the whole cluster's ListOffsets (100 ms at 1,000 partitions)."""
+        assert batch is None or batch > 0
         found: dict[Partition, int | None] = {}
-        for tp, future in futures.items():
-            try:
-                found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout).offset
-            except (KafkaException, concurrent.futures.TimeoutError):
-                found[(tp.topic, tp.partition)] = None
+        step = batch or max(1, len(partitions))
+        for begin in range(0, len(partitions), step):
+            futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions[begin:begin + step]},
+                                              request_timeout=self.timeout)
+            for tp, future in futures.items():
+                try:
+                    found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout).offset
+                except (KafkaException, concurrent.futures.TimeoutError):
+                    found[(tp.topic, tp.partition)] = None
         return found
 
     # overview -----------------------------------------------------------------------------------

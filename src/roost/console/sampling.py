@@ -26,6 +26,7 @@ from roost.console.history import TopicPoint
 Partition = tuple[str, int]
 MAX_RATE_PARTITIONS = 20_000  # past this, sampling every end offset costs more than the figure is worth
 MAX_ASKING_THREADS = 8
+SAMPLE_BATCH = 200  # partitions per ListOffsets of a whole-cluster sample (see KafkaSide.offsets)
 CLIENT_ID = "roost-console"
 log = logging.getLogger("roost.console")
 
@@ -107,7 +108,7 @@ def sample_cluster(console: Console, metadata: ClusterMetadata) -> bool:
 def take_cluster_sample(console: Console, metadata: ClusterMetadata, partitions: list[Partition],
                         now: float) -> None:
     try:
-        ends = console.kafka.offsets(partitions, OffsetSpec.latest())
+        ends = console.kafka.offsets(partitions, OffsetSpec.latest(), SAMPLE_BATCH)
         sizes = leader_sizes(metadata, None, console.settings.request_timeout_s)
     except Exception:  # a background task has no one to answer: the log has the why, the next sample retries
         log.exception("sampling the cluster's end offsets and sizes failed")
