@@ -32,7 +32,7 @@ CONSOLE_STOP_TIMEOUT_S = 10.0
 
 def announce(address: str, read_only: bool) -> None:
     """The listening line, in the form of the other listeners' (`roost: NAME listening on HOST:PORT`)."""
-    print(f"roost: console listening on {address}", flush=True)
+    print(f"{LISTENING}{address}", flush=True)
     if read_only:
         print("roost: console is read-only: it refuses every change", flush=True)
 
