@@ -67,7 +67,7 @@ def running_broker(*flags: str, source: str | None = None) -> Iterator[Broker]:
         env["PYTHONPATH"] = str(Path(source, "src"))
     with tempfile.TemporaryDirectory(prefix="roost-bench-") as data:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0",
+            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console",
              "--log-level", "WARNING", "--no-keeper", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         assert popen.stdout is not None

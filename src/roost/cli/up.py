@@ -30,7 +30,7 @@ from roost.cli.node import (
     serve_broker,
     stop_signals,
 )
-from roost.cli.up_console import Stoppable, add_console_arguments, start_up_console
+from roost.cli.up_console import Stoppable, add_console_arguments, start_console_process, start_up_console
 from roost.config import BrokerConfig, ConfigError
 from roost.keeper.config import ConfigError as KeeperConfigError
 from roost.keeper.embedded import KeeperHandle, start_embedded_keeper
@@ -150,7 +150,7 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
 
     async def console_beside(bound: tuple[str, int]) -> Stoppable | None:
         local = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
-        return await start_up_console(args, cluster.hostport(local, bound[1]), config["zookeeper.connect"] or None)
+        return await start_console_process(args, cluster.hostport(local, bound[1]), config["zookeeper.connect"] or None)
 
     status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop,
                                 extra_metrics, after_start=console_beside)

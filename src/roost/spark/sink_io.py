@@ -18,6 +18,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from roost.spark.exactly_once import RECORD_NAME_HEADER, Marker
 from roost.spark.kafka_io import REQUEST_TIMEOUT_SECONDS, consumer_config, retry
 
+# What a broker restart or a controller move looks like to an admin call: worth another try.
+TRANSIENT_ADMIN_ERRORS = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                                    KafkaError.NOT_CONTROLLER, KafkaError.REQUEST_TIMED_OUT})
+
 log = logging.getLogger("roost.spark")
 
 # How long one read of the commit log or one name scan may wait for a record that should be there.
@@ -92,13 +96,23 @@ class SinkClient:
             raise RuntimeError(f"roost sink: {len(errors)} records failed, first: {errors[0]}")
 
     def ensure_log_topic(self, topic: str) -> None:
+        """Create `topic` unless it exists; retried like the other calls, since a broker that
+        restarts under this task leaves the admin client waiting out its reconnect backoff."""
         admin = AdminClient(self.settings)
-        futures = admin.create_topics([NewTopic(topic, num_partitions=1)], request_timeout=REQUEST_TIMEOUT_SECONDS)
-        try:
-            futures[topic].result(timeout=REQUEST_TIMEOUT_SECONDS * 3)
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+
+        def create() -> None:
+            futures = admin.create_topics([NewTopic(topic, num_partitions=1)], request_timeout=REQUEST_TIMEOUT_SECONDS)
+            try:
+                futures[topic].result(timeout=REQUEST_TIMEOUT_SECONDS * 3)
+            except KafkaException as error:
+                code = error.args[0].code()
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    return
+                if error.args[0].retriable() or code in TRANSIENT_ADMIN_ERRORS:
+                    raise
+                raise RuntimeError(f"roost sink: creating {topic} failed: {error}") from error
+
+        retry(f"creating {topic}", create)
 
     def append_marker(self, topic: str, marker: Marker) -> None:
         """Append a marker and wait for its acknowledgement (it must precede what it announces)."""

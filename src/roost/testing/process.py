@@ -12,17 +12,17 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from roost.cli.launch import child_command
+
 # `name` is what listens: "kafka" and "keeper" (roost up), "keeper" (roost keeper),
 # "broker 1 kafka" (roost broker).
 LISTEN_LINE = re.compile(r"^roost: (?P<name>[a-z][a-z0-9 -]*?) listening on (?P<host>\S+):(?P<port>\d+)$",
                          re.MULTILINE)
-ROOST_COMMAND = (sys.executable, "-m", "roost.cli.main")
 POLL_INTERVAL_S = 0.01
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -34,30 +34,6 @@ class RoostStartError(RuntimeError):
     def __init__(self, message: str, log_tail: str, port_taken: bool) -> None:
         super().__init__(f"{message}\n--- last lines of its log ---\n{log_tail}")
         self.port_taken = port_taken  # it could not bind a port chosen for it: try other ports
-
-
-# Runs first in every child (Linux), then becomes the server by exec (same pid): it asks the
-# kernel for SIGTERM when the pytest process dies, even by SIGKILL, so that no orphan keeps its
-# ports and directory; and should pytest already be gone, it exits. A launcher rather than
-# Popen's preexec_fn, which may deadlock in a process with threads (librdkafka's, in a test run).
-# The death signal survives exec; it comes when the thread that started the child ends (pytest
-# runs fixtures in its main thread).
-LAUNCHER = """\
-import ctypes, os, sys
-parent = int(sys.argv[1])
-ctypes.CDLL(None).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM (libc's symbols are the interpreter's)
-if os.getppid() != parent:
-    sys.exit(1)
-os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
-"""
-
-
-def server_command(args: Sequence[str]) -> list[str]:
-    """The command line that runs `roost <args>` (through the launcher on Linux)."""
-    roost = [*ROOST_COMMAND, *args]
-    if not sys.platform.startswith("linux"):
-        return roost
-    return [sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), *roost[1:]]
 
 
 @dataclass
@@ -74,7 +50,7 @@ class ServerProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with log_path.open("ab") as log_file:
-            popen = subprocess.Popen(server_command(args), stdin=subprocess.DEVNULL, stdout=log_file,
+            popen = subprocess.Popen(child_command(args), stdin=subprocess.DEVNULL, stdout=log_file,
                                      stderr=subprocess.STDOUT, env=env)
         return cls(list(args), popen, log_path)
 

@@ -1,0 +1,34 @@
+"""The command line of a `roost` child process that ends with its parent.
+
+On Linux the child runs a launcher first, which asks the kernel for SIGTERM when the parent dies,
+even by SIGKILL, so that no orphan keeps its ports and directory (and exits at once should the
+parent already be gone), then becomes the server by exec (same pid). A launcher rather than
+Popen's preexec_fn, which may deadlock in a process with threads (librdkafka's in a test run, a
+broker's I/O threads). The death signal survives exec; it comes when the thread that started the
+child ends (callers start children from their main thread).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+ROOST_COMMAND = (sys.executable, "-m", "roost.cli.main")
+
+LAUNCHER = """\
+import ctypes, os, sys
+parent = int(sys.argv[1])
+ctypes.CDLL(None).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM (libc's symbols are the interpreter's)
+if os.getppid() != parent:
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def child_command(args: Sequence[str]) -> list[str]:
+    """The command line that runs `roost <args>` (through the launcher on Linux)."""
+    roost = [*ROOST_COMMAND, *args]
+    if not sys.platform.startswith("linux"):
+        return roost
+    return [sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), *roost[1:]]
