@@ -93,11 +93,11 @@ def sample_cluster(console: Console, metadata: ClusterMetadata) -> bool:
     """Starts a whole-cluster sample in the console's thread pool when one is due: the overview
     answers from the last finished sample, so its answer never waits on one (at 1,000 partitions
     a sample is a few hundred ms of ListOffsets). False when the cluster is too big to sample."""
-    partitions = [(name, index) for name, topic in metadata.topics.items() for index in topic.partitions]
-    if len(partitions) > MAX_RATE_PARTITIONS:
+    if console.kafka.partition_counts(metadata).partitions > MAX_RATE_PARTITIONS:
         return False
     now = time.time()
     if console.history.claim(now):
+        partitions = [(name, index) for name, topic in metadata.topics.items() for index in topic.partitions]
         try:
             console.pool.submit(take_cluster_sample, console, metadata, partitions, now)
         except RuntimeError:  # the console is closing: its pool takes no more work
