@@ -320,3 +320,22 @@ def test_a_search_from_the_newest_spends_its_bound_on_the_newest_records(console
     missing = browser.browse(BrowseRequest(topic, start="newest", search="0001"))
     assert missing["messages"] == [] and missing["bounds_hit"] == ["max_scan_bytes"]
     assert missing["scanned_bytes"] <= 20_000 + 100
+
+
+def test_a_search_from_the_oldest_reads_past_the_first_page_to_the_log_end(console_cluster: LocalCluster) -> None:
+    topic = unique("oldest-search")
+    kafka = KafkaSide(ConsoleSettings(bootstrap=console_cluster.bootstrap))
+    kafka.create_topic(topic, 2, 1, {})
+    produce(console_cluster.bootstrap, topic, [f"record {i}".encode() for i in range(30)] + [b"the needle"],
+            partition=0)
+    produce(console_cluster.bootstrap, topic, [f"other {i}".encode() for i in range(12)], partition=1)
+    browser = Browser(kafka, Bounds())
+    # The match lies beyond the first `limit` records of its partition.
+    found = browser.browse(BrowseRequest(topic, start="oldest", search="needle", limit=5))
+    assert [(m["partition"], m["offset"]) for m in found["messages"]] == [(0, 30)]
+    # A search that matches nothing reads every record and says no bound stopped it.
+    missing = browser.browse(BrowseRequest(topic, start="oldest", search="no such text", limit=5))
+    assert (missing["messages"], missing["scanned"], missing["bounds_hit"]) == ([], 43, [])
+    # A forward search stops once it has `limit` matches and says so.
+    several = browser.browse(BrowseRequest(topic, start="oldest", search="record", limit=5))
+    assert [m["offset"] for m in several["messages"]] == [0, 1, 2, 3, 4]

@@ -97,10 +97,10 @@ class Browser:
         if newest and searching:
             scan = self.search_backwards(request, marks, needle)
         else:
-            if not newest:
-                # A forward read needs at most `limit` records of each partition for any merge.
+            if not newest and not searching:
+                # A forward read needs at most `limit` records of each partition for any merge;
+                # a forward search reads on to the log end, stopped by `limit` matches or a bound.
                 end = {i: min(end[i], begin[i] + request.limit) for i in begin}
-            # A forward search stops at `limit` matches.
             scan = self.read(request.topic, begin, end, needle, request.search_in,
                              None if newest else request.limit)
         records = scan.records
