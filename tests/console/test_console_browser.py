@@ -55,10 +55,19 @@ FIRST_REQUESTS = """(path) => {
 LOADS_TO_CARRY = 5  # a shell carries the answer only when it is ready in time (app.FIRST_ANSWER_WAIT_S)
 
 
-def test_the_overview_and_the_topic_list_fill_their_first_table_from_the_shell_without_a_request(
-        page: Any, console: ConsoleProcess) -> None:
+def test_the_overview_topic_list_and_messages_fill_their_first_table_from_the_shell_without_a_request(
+        page: Any, console: ConsoleProcess, console_cluster: LocalCluster) -> None:
+    topic = unique("carried")
+    assert console.call("POST", "/api/topics", {"name": topic, "partitions": 3}).status == 201
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap})
+    for index in range(6):
+        producer.produce(topic, value=f"carried {index}".encode(), partition=index % 3)
+    assert producer.flush(30) == 0
     for shell, api, filled in (("/", "/api/overview", "#brokers tbody tr"),
-                               ("/topics", "/api/topics?search=&page=1&size=50&internal=false", "#topics tbody tr")):
+                               ("/topics", "/api/topics?search=&page=1&size=50&internal=false", "#topics tbody tr"),
+                               (f"/topics/{topic}/messages",
+                                f"/api/topics/{topic}/messages?partition=all&start=newest&limit=50&search=",
+                                "#messages tbody tr")):
         for _ in range(LOADS_TO_CARRY):
             carried = 'id="first-answer"' in (page.goto(console.url + shell).text() or "")
             if carried:
@@ -68,6 +77,10 @@ def test_the_overview_and_the_topic_list_fill_their_first_table_from_the_shell_w
         page.wait_for_timeout(1000)  # past the window in which the page's own first request would start
         assert page.evaluate(FIRST_REQUESTS, api) == 0, shell
         assert page.locator("#first-answer").count() == 0  # taken by the page
+    # The messages page lists the partitions to choose from out of that answer, asking nothing else.
+    expect(page.locator("#messages tbody tr")).to_have_count(6)
+    expect(page.locator("#partition option")).to_have_text(["all (by time)", "0", "1", "2"])
+    assert page.evaluate(FIRST_REQUESTS, f"/api/topics/{topic}") == 0
 
 
 def test_create_a_topic_produce_from_the_ui_and_find_it_by_searching(page: Any, console: ConsoleProcess) -> None:

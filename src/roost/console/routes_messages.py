@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import urllib.parse
 from typing import Any
 
 from aiohttp import web
@@ -17,12 +18,19 @@ from roost.console.routes_topics import int_param
 
 routes = web.RouteTableDef()
 TAIL_LIMIT = 200
+DEFAULT_LIMIT = 50  # messages a browse returns unless asked otherwise; the page's form starts with it
 
 
 @routes.get("/topics/{name}/messages")
 async def messages_page(request: web.Request) -> web.Response:
+    console = console_of(request)
     name = request.match_info["name"]
-    return console_of(request).page("messages.html", f"Messages of {name}", topic=name)
+    # The browse pages/messages.js asks first, as its form starts: the newest, all partitions.
+    path = (f"/api/topics/{urllib.parse.quote(name, safe='')}/messages?"
+            + urllib.parse.urlencode({"partition": "all", "start": "newest", "limit": DEFAULT_LIMIT, "search": ""}))
+    browse = BrowseRequest(topic=name, partition=None, start="newest", limit=DEFAULT_LIMIT)
+    first = await console.first_answer(path, console.run(console.browser.browse, browse))
+    return console.page("messages.html", f"Messages of {name}", first, topic=name, limit=DEFAULT_LIMIT)
 
 
 def optional_partition(value: str | None) -> int | None:
@@ -38,7 +46,7 @@ async def browse_api(request: web.Request) -> web.Response:
     browse = BrowseRequest(
         topic=request.match_info["name"], partition=optional_partition(query.get("partition")),
         start=query.get("start", "newest"), position=int_param(query.get("position"), "position", 0),
-        limit=int_param(query.get("limit"), "limit", 50, 1, bounds.max_messages),
+        limit=int_param(query.get("limit"), "limit", DEFAULT_LIMIT, 1, bounds.max_messages),
         search=query.get("search", ""), search_in=fields or SEARCH_FIELDS)
     return web.json_response(await console.run(console.browser.browse, browse))
 

@@ -43,6 +43,16 @@ export default function messages() {
     bounds.textContent = hit.length ? `partial result: stopped at ${hit.join(", ")} after reading ${data.scanned} records (${data.scanned_bytes ?? 0} bytes)` : "";
   };
 
+  // The partitions to choose from, from the first browse of all of them (its answer names each
+  // partition with its offsets), so the page asks nothing else before its first messages.
+  const partitionSelect = document.getElementById("partition");
+  const listPartitions = (partitions) => {
+    if (partitionSelect.options.length > 1 || new FormData(form).get("partition") !== "all") return;
+    for (const p of Object.keys(partitions).map(Number).sort((a, b) => a - b)) {
+      partitionSelect.append(el("option", { value: p, text: `${p}` }));
+    }
+  };
+
   const browse = async () => {
     const fields = new FormData(form);
     const start = String(fields.get("start"));
@@ -58,13 +68,10 @@ export default function messages() {
     shown = data.messages;
     render();
     showBounds(data);
+    listPartitions(data.partitions);
     status(`${shown.length} message(s); read ${data.scanned} record(s)`);
   };
 
-  const partitionSelect = document.getElementById("partition");
-  api(base).then((data) => {
-    for (const p of data.partitions) partitionSelect.append(el("option", { value: p.partition, text: `${p.partition}` }));
-  }).catch((error) => status(error.message, "error"));
 
   form.addEventListener("submit", (event) => { event.preventDefault(); stopTail(); browse(); });
   decode.addEventListener("change", render);
