@@ -226,6 +226,27 @@ def page_clock_rows(browser: Any, url: str, name: str, repeat: int) -> None:
             f"{key} {statistics.median(load[key] for load in loads):.1f}" for key in loads[0]), flush=True)
 
 
+DOCUMENT_READY = """() => performance.getEntriesByType("navigation")[0].domContentLoadedEventStart"""
+
+
+def browser_floor_rows(browser: Any, url: str, repeat: int) -> None:
+    """The browser's own part of the rows above: a plain text file (chromium shows it in a <pre>:
+    no script, no style sheet) until its document is ready, by the page's clock."""
+    for label, first_visit in (("first visit", True), ("returning visit", False)):
+        ready = []
+        tab = None
+        for _ in range(repeat + 1):
+            if first_visit or tab is None:
+                tab = browser.new_context().new_page()
+            tab.goto(url + "/static/console.css")
+            ready.append(tab.evaluate(DOCUMENT_READY))
+            if first_visit:
+                tab.context.close()
+        if tab is not None and not first_visit:
+            tab.context.close()
+        report(f"floor: a plain text file, its document ready, {label}", statistics.median(ready[1:]), max(ready[1:]))
+
+
 def harness_rows(browser: Any, url: str, repeat: int) -> None:
     page = browser.new_page()
     median_ms, worst_ms = timed(lambda: page.goto(url + "/static/console.css"), repeat)
@@ -312,6 +333,7 @@ def main() -> None:
                   "what a person at the browser waits):")
             for name, path in (("overview", "/"), ("topics", "/topics")):
                 page_clock_rows(browser, url + path, name, args.repeat)
+            browser_floor_rows(browser, url, args.repeat)
             print("  Playwright's wall clock around the same loads (goto, which waits for the load event, then "
                   "wait_for_selector; includes the harness's round trips to the browser):")
             harness_rows(browser, url, args.repeat)
@@ -339,8 +361,8 @@ def main() -> None:
               f"read {answer['scanned']:,} records / {answer['scanned_bytes'] / 1048576:.1f} MiB, "
               f"stopped by {answer['bounds_hit'] or 'the end of the topic'}")
         if browser is not None:
-            print(f"  the messages page in headless chromium (newest 50 merged, asked by the page's script), "
-                  f"navigation start until its first rows show, by the page's own clock, {args.repeat} loads:")
+            print(f"  the messages page in headless chromium (the newest 50 of all partitions, carried by the shell), "
+                  f"navigation start until its first rows show, by the page's own clock, {args.repeat} loads each:")
             page_clock_rows(browser, f"{url}/topics/{topic}/messages", "messages", args.repeat)
 
 
