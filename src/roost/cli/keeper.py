@@ -12,9 +12,9 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable, Coroutine
 from typing import Any
 
+from roost.cli.server_process import run_on_fast_loop, settle_heap
 from roost.keeper.config import ConfigError, KeeperConfig
 
 
@@ -73,20 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # uvloop for standalone keepers and ensemble members alike: the client protocol and the raft
     # peer transport only use the transport methods that uvloop's transports share with asyncio's.
-    return _run_loop(_serve(config))
-
-
-def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
-    """Run on uvloop where it is installed (cheaper per request), else on asyncio's own loop."""
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    try:
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    except ImportError:
-        pass
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(coro)
+    return run_on_fast_loop(_serve(config))
 
 
 async def _serve(config: KeeperConfig) -> int:
@@ -107,6 +94,7 @@ async def _serve(config: KeeperConfig) -> int:
         await server.stop()
         return 1
     print(f"roost: keeper listening on {host}:{port}", flush=True)
+    settle_heap()
     metrics = None
     if config.metrics_port >= 0:
         # "keeper metrics": under roost up --brokers the supervisor relays it as "keeper 2 metrics".

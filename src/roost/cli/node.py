@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.broker.broker import Broker
 from roost.cli.metrics import start_metrics
+from roost.cli.server_process import run_on_fast_loop, settle_heap
 from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_layer, load_toml, parse_listener
 
 if TYPE_CHECKING:
@@ -121,20 +122,12 @@ def raise_open_files_limit() -> int:
 
 
 def run_loop(coro: Coroutine[Any, Any, int]) -> int:
-    """Run on uvloop where it is installed (cheaper per request), else on asyncio's own loop;
-    with the open-files limit raised first (see raise_open_files_limit)."""
+    """Run a broker's `coro` on the fast loop (roost.cli.server_process), with the open-files limit raised
+    first (see raise_open_files_limit)."""
     limit = raise_open_files_limit()
     logging.getLogger("roost").info("open files limit %d: about %d partitions per broker at three files each",
                                     limit, limit // 3)
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    try:
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    except ImportError:
-        pass
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(coro)
+    return run_on_fast_loop(coro)
 
 
 def stop_signals() -> asyncio.Event:
@@ -194,6 +187,7 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
         await broker.stop()
         return 0
     print(f"roost: {listening} listening on {bound[0]}:{bound[1]}", flush=True)
+    settle_heap()
     metrics: MetricsEndpoint | None = None
     if config["metrics.port"] >= 0:
         from roost.console.broker_metrics import broker_registry
