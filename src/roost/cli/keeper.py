@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from roost.cli.server_process import run_on_fast_loop, settle_heap
+from roost.cli.server_process import run_on_fast_loop
 from roost.keeper.config import ConfigError, KeeperConfig
 
 
@@ -94,7 +94,6 @@ async def _serve(config: KeeperConfig) -> int:
         await server.stop()
         return 1
     print(f"roost: keeper listening on {host}:{port}", flush=True)
-    settle_heap()
     metrics = None
     if config.metrics_port >= 0:
         # "keeper metrics": under roost up --brokers the supervisor relays it as "keeper 2 metrics".

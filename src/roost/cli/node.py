@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost.broker.broker import Broker
 from roost.cli.metrics import start_metrics
-from roost.cli.server_process import run_on_fast_loop, settle_heap
+from roost.cli.server_process import run_on_fast_loop
 from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_layer, load_toml, parse_listener
 
 if TYPE_CHECKING:
@@ -187,7 +187,6 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
         await broker.stop()
         return 0
     print(f"roost: {listening} listening on {bound[0]}:{bound[1]}", flush=True)
-    settle_heap()
     metrics: MetricsEndpoint | None = None
     if config["metrics.port"] >= 0:
         from roost.console.broker_metrics import broker_registry
