@@ -34,12 +34,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from process_cpu import cpu_seconds
 
 from roost.wire.kafka import RequestHeader, decode_response, encode_request
 from roost.wire.kafka.framing import FRAME_SIZE
 from roost.wire.kafka.records import iter_batch_headers
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -50,9 +49,7 @@ class Broker:
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the broker process has used so far."""
-        with open(f"/proc/{self.popen.pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return cpu_seconds(self.popen.pid)
 
 
 # The Roost trees whose brokers are measured: this one, and with --compare another checkout (say

@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from process_cpu import cpu_seconds
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import itertools
@@ -35,19 +37,12 @@ from confluent_kafka.admin import NewTopic
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 KEEPER_TICK_MS = [500]  # --keeper-tick-ms: the keepers' tickTime (sessions from 2 ticks)
 CLIENT_EXTRA: dict[str, object] = {}  # --client NAME=VALUE: librdkafka settings for the failover rows
 # The README's fast-failover settings, as a cluster of processes uses them (--session-ms changes the
 # session timeout; the keepers tick every 500 ms, so they grant sessions from 1000 ms).
 FAST = {"zookeeper.session.timeout.ms": 2000, "replica.lag.time.max.ms": 10000,
         "replica.fetch.wait.max.ms": 500, "leader.imbalance.check.interval.seconds": 30}
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def brokers_cpu(cluster: LocalCluster) -> float:

@@ -33,13 +33,13 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, PartitionMetadata, TopicMetadata
+from process_cpu import cpu_seconds
 
 from roost.console.history import MIN_INTERVAL_S
 from roost.console.kafka_side import METADATA_CACHE_S, KafkaSide
 from roost.console.sampling import leader_sizes
 from roost.console.settings import ConsoleSettings
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LISTENING = re.compile(r"roost: (?P<name>[a-z ]+?) listening on (?P<address>\S+)$")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -66,12 +66,6 @@ PAGE_TIMES = """() => {
            "script ran": nav.domContentLoadedEventStart, "table filled": window.roostFilled,
            "API requests before it": asked.filter((e) => e.startTime < window.roostFilled).length };
 }"""
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def start(args: list[str], names: set[str], stack: ExitStack) -> tuple[subprocess.Popen[str], dict[str, str]]:

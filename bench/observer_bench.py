@@ -38,6 +38,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from process_cpu import cpu_seconds
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,12 +56,6 @@ def _mode(proc: RoostProcess) -> str:
     except OSError:
         return ""
     return next((line[6:] for line in text.splitlines() if line.startswith("Mode: ")), "")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of a process from /proc (Linux), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 LAYOUTS = ("3 voters", "3 voters + 2 observers", "3 voters + 2 observers paused")
@@ -89,17 +85,17 @@ def _started(stack: contextlib.ExitStack, work: Path, observers: int) -> tuple[l
 
 
 def measure_reads(procs: list[RoostProcess], args: argparse.Namespace, tag: str) -> dict[str, float]:
-    cpu_before = sum(_cpu_seconds(p.popen.pid) for p in procs)
+    cpu_before = sum(cpu_seconds(p.popen.pid) for p in procs)
     reads = raw_throughput([p.address("keeper") for p in procs], "get", args.reads, args.window, tag)
-    return {"reads/s": reads, "read server CPU s": sum(_cpu_seconds(p.popen.pid) for p in procs) - cpu_before}
+    return {"reads/s": reads, "read server CPU s": sum(cpu_seconds(p.popen.pid) for p in procs) - cpu_before}
 
 
 def measure_writes(procs: list[RoostProcess], follower: RoostProcess, args: argparse.Namespace,
                    tag: str) -> dict[str, float]:
     """Sync creates on the voting follower; the CPU the members spent per create."""
-    cpu_before = {p.popen.pid: _cpu_seconds(p.popen.pid) for p in procs}
+    cpu_before = {p.popen.pid: cpu_seconds(p.popen.pid) for p in procs}
     creates = sync_latency(follower.address("keeper"), args.writes, tag)["create"][0]
-    spent = {pid: _cpu_seconds(pid) - before for pid, before in cpu_before.items()}
+    spent = {pid: cpu_seconds(pid) - before for pid, before in cpu_before.items()}
     observer_pids = {p.popen.pid for p in procs[3:]}
     return {
         "create p50 ms": percentile(creates, 0.50),

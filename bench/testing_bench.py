@@ -18,19 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from process_cpu import cpu_seconds
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from roost.testing.cluster import RoostCluster
 from roost.testing.node import RoostNode
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU time of a running process."""
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def summary(name: str, values: list[float], unit: str = "s") -> str:
