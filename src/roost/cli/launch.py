@@ -1,4 +1,4 @@
-"""The command line of a `roost` child process that ends with its parent.
+"""A `roost` child process that ends with its parent: its command line, and its output's lines.
 
 On Linux the child runs a launcher first, which asks the kernel for SIGTERM when the parent dies,
 even by SIGKILL, so that no orphan keeps its ports and directory (and exits at once should the
@@ -10,9 +10,10 @@ child ends (callers start children from their main thread).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 ROOST_COMMAND = (sys.executable, "-m", "roost.cli.main")
 
@@ -32,3 +33,17 @@ def child_command(args: Sequence[str]) -> list[str]:
     if not sys.platform.startswith("linux"):
         return roost
     return [sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), *roost[1:]]
+
+
+async def child_lines(stream: asyncio.StreamReader) -> AsyncIterator[str]:
+    """The lines a child writes to `stream`, decoded, until it closes. A line past the stream's
+    limit is skipped (what was read of it is dropped), so the pipe is still read: a child whose
+    pipe fills up blocks on its next write."""
+    while True:
+        try:
+            raw = await stream.readline()
+        except ValueError:
+            continue
+        if not raw:
+            return
+        yield raw.decode(errors="replace").rstrip("\n")

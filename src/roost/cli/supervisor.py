@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from roost.cli.cluster import ChildSpec, ClusterPlan, hostport
+from roost.cli.launch import child_lines
 from roost.cli.up_console import Stoppable
 
 # Starts a companion of the ready cluster (the web console) from its bootstrap servers and
@@ -192,14 +193,7 @@ class Supervisor:
         """Relay the child's stdout until it closes, then note its exit."""
         stream = child.process.stdout
         assert stream is not None
-        while True:
-            try:
-                raw = await stream.readline()
-            except ValueError:  # a line past the stream's limit: skip what was read of it
-                continue
-            if not raw:
-                break
-            line = raw.decode(errors="replace").rstrip("\n")
+        async for line in child_lines(stream):
             say(relabel(line, child.spec.kind, child.spec.ident))
             if " listening on " in line:
                 child.listening.set()

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Protocol, TextIO
 
-from roost.cli.launch import child_command
+from roost.cli.launch import child_command, child_lines
 from roost.console.settings import DEFAULT_CONSOLE_PORT
 
 LISTENING = "roost: console listening on "
@@ -96,8 +96,8 @@ class ConsoleProcess:
 
 
 async def _relay(stream: asyncio.StreamReader, out: TextIO) -> None:
-    while line := await stream.readline():
-        print(line.decode(errors="replace").rstrip("\n"), file=out, flush=True)
+    async for line in child_lines(stream):
+        print(line, file=out, flush=True)
 
 
 async def start_console_process(args: argparse.Namespace, bootstrap: str, zookeeper: str | None) -> Stoppable | None:
