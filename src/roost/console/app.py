@@ -8,10 +8,10 @@ JSON, so a cross-site form cannot post to it (a browser preflights a cross-site 
 the console answers no CORS); in read-only mode every write is refused with 403; every answer
 carries a Content-Security-Policy that allows the console's own scripts only.
 
-A list page's shell (the overview, the topic list) carries the answer to the page's first API
-request, when it is ready within FIRST_ANSWER_WAIT_S, as a JSON data block (not a script: the
-policy has nothing to allow; Jinja's tojson escapes <, > and & in it), so the page fills its table
-as soon as its script runs: asking for it from the script, even preloaded, took the browser 15 to
+The shells of the overview, the topic list and a topic's messages carry the answer to the page's
+first API request, when it is ready within FIRST_ANSWER_WAIT_S, as a JSON data block (not a
+script: the policy has nothing to allow; Jinja's tojson escapes <, > and & in it), so the page
+fills its table as soon as its script runs: asking for it from the script, even preloaded, took the browser 15 to
 25 ms more to hand over. A page without it (too slow, an error) asks the API, and shows the error.
 
 Every answer the console makes (not the static files) says how long the console took over it in

@@ -38,9 +38,10 @@ export class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-// A list page's shell carries the answer to its first API request (a JSON data block the console
-// writes with the path it answers), so its first figures need no request of their own. It is
-// taken by the page's first GET, and used only if that GET is for the same path.
+// A page's shell (the overview, the topic list, a topic's messages) carries the answer to its
+// first API request (a JSON data block the console writes with the path it answers), so its first
+// figures need no request of their own. It is taken by the page's first GET, and used only if
+// that GET is for the same path.
 function shellAnswer(path) {
   const block = document.getElementById("first-answer");
   if (block === null) return undefined;

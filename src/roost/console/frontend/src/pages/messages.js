@@ -72,7 +72,6 @@ export default function messages() {
     status(`${shown.length} message(s); read ${data.scanned} record(s)`);
   };
 
-
   form.addEventListener("submit", (event) => { event.preventDefault(); stopTail(); browse(); });
   decode.addEventListener("change", render);
 
