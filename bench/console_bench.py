@@ -191,29 +191,35 @@ def launch_browser(stack: ExitStack) -> Any:
     return browser
 
 
-def page_clock_loads(browser: Any, url: str, name: str, loads: int, first_visit: bool) -> list[dict[str, float]]:
-    """The page's own clocks of `loads` loads of `url`: each in a new browser context (an empty
-    cache: a first visit) or all in one tab (its scripts cached: a returning visit)."""
-    times = []
+# A first visit loads each time in a new browser context (nothing cached, a new renderer); a
+# returning one reloads in the same tab (the statics cached: they are immutable).
+VISITS = (("first visit, empty cache", True), ("returning visit, statics cached", False))
+
+
+def visit_measures(browser: Any, url: str, loads: int, first_visit: bool, measure: str,
+                   ready: str | None = None) -> list[Any]:
+    """The page function `measure` evaluated after each of `loads` loads of `url` (once the
+    selector `ready` matches, when given), as a first or a returning visit (VISITS)."""
+    measures = []
     tab = None
     for _ in range(loads):
         if first_visit or tab is None:
-            context = browser.new_context()
-            tab = context.new_page()
+            tab = browser.new_context().new_page()
             tab.add_init_script(MARK_FILLED)
         tab.goto(url)
-        tab.wait_for_selector(PAGE_READY[name], timeout=60_000)
-        times.append(tab.evaluate(PAGE_TIMES))
+        if ready is not None:
+            tab.wait_for_selector(ready, timeout=60_000)
+        measures.append(tab.evaluate(measure))
         if first_visit:
             tab.context.close()
     if tab is not None and not first_visit:
         tab.context.close()
-    return times
+    return measures
 
 
 def page_clock_rows(browser: Any, url: str, name: str, repeat: int) -> None:
-    for label, first_visit in (("first visit, empty cache", True), ("returning visit, statics cached", False)):
-        loads = page_clock_loads(browser, url, name, repeat + 1, first_visit)[1:]
+    for label, first_visit in VISITS:
+        loads = visit_measures(browser, url, repeat + 1, first_visit, PAGE_TIMES, PAGE_READY[name])[1:]
         filled = [load["table filled"] for load in loads]
         report(f"{name}: {label}", statistics.median(filled), max(filled))
         print("      median ms after navigation start: " + ", ".join(
@@ -226,19 +232,9 @@ DOCUMENT_READY = """() => performance.getEntriesByType("navigation")[0].domConte
 def browser_floor_rows(browser: Any, url: str, repeat: int) -> None:
     """The browser's own part of the rows above: a plain text file (chromium shows it in a <pre>:
     no script, no style sheet) until its document is ready, by the page's clock."""
-    for label, first_visit in (("first visit", True), ("returning visit", False)):
-        ready = []
-        tab = None
-        for _ in range(repeat + 1):
-            if first_visit or tab is None:
-                tab = browser.new_context().new_page()
-            tab.goto(url + "/static/console.css")
-            ready.append(tab.evaluate(DOCUMENT_READY))
-            if first_visit:
-                tab.context.close()
-        if tab is not None and not first_visit:
-            tab.context.close()
-        report(f"floor: a plain text file, its document ready, {label}", statistics.median(ready[1:]), max(ready[1:]))
+    for label, first_visit in VISITS:
+        ready = visit_measures(browser, url + "/static/console.css", repeat + 1, first_visit, DOCUMENT_READY)[1:]
+        report(f"floor: a plain text file, its document ready, {label}", statistics.median(ready), max(ready))
 
 
 def harness_rows(browser: Any, url: str, repeat: int) -> None:
