@@ -9,7 +9,7 @@ import socket
 import urllib.request
 from pathlib import Path
 
-from tests.support.procs import RoostProcess, start_roost, wait_for
+from tests.support.procs import RoostProcess, process_alive, start_roost, wait_for
 
 
 def console_children(node: RoostProcess) -> list[int]:
@@ -18,13 +18,6 @@ def console_children(node: RoostProcess) -> list[int]:
     children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
                 for c in (t / "children").read_text().split()]
     return [c for c in children if b"console" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")]
-
-
-def running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_roost_up_serves_the_console_beside_its_node(tmp_path: Path) -> None:
@@ -41,7 +34,7 @@ def test_roost_up_serves_the_console_beside_its_node(tmp_path: Path) -> None:
         [console] = console_children(node)
     finally:
         assert node.stop() == 0
-    wait_for(lambda: not running(console), 30, what="the console to stop with its node")
+    wait_for(lambda: not process_alive(console), 30, what="the console to stop with its node")
 
 
 def test_the_console_process_ends_when_its_node_is_killed(tmp_path: Path) -> None:
@@ -50,7 +43,7 @@ def test_the_console_process_ends_when_its_node_is_killed(tmp_path: Path) -> Non
     try:
         [console] = console_children(node)
         node.kill9()
-        wait_for(lambda: not running(console), 30, what="the orphaned console to stop")
+        wait_for(lambda: not process_alive(console), 30, what="the orphaned console to stop")
         with socket.socket() as probe:
             host, port = node.address("console").rsplit(":", 1)
             assert probe.connect_ex((host, int(port))) != 0, "the console port still answers"

@@ -122,6 +122,15 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     return proc
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs (Linux /proc): a zombie has exited, its parent not yet told."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
     """Poll `predicate` until it returns a truthy value; bounded by `timeout` seconds."""
     deadline = time.monotonic() + timeout

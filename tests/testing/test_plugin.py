@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from roost.testing.plugin import unique_topic_name
-from tests.support.procs import start_roost, wait_for
+from tests.support.procs import process_alive, start_roost, wait_for
 from tests.testing import user_modules
 
 pytest_plugins = ["pytester"]
@@ -135,9 +135,3 @@ def test_a_node_does_not_outlive_a_killed_pytest(tmp_path: Path) -> None:
     assert "roost: stopped" in (tmp_path / "node" / "roost.log").read_text(), "it stopped cleanly, by SIGTERM"
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
