@@ -39,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import broker_bench  # a sibling module: the broker process and perf stat helpers
+from process_cpu import user_system_seconds
 
 from roost.broker.broker import Broker
 from roost.broker.request import Deferred, Request
@@ -180,23 +181,17 @@ def over_socket(requests: int, source: str | None = None) -> dict[str, float]:
 
             for _ in range(500):  # warm: generated codecs, the first segment
                 round_trip()
-            user0, system0 = process_cpu(broker.popen.pid)
+            user0, system0 = user_system_seconds(broker.popen.pid)
             syscalls = broker_bench.SyscallCount(broker.popen.pid)
             started = time.perf_counter()
             for _ in range(requests):
                 round_trip()
             wall = time.perf_counter() - started
-            user1, system1 = process_cpu(broker.popen.pid)
+            user1, system1 = user_system_seconds(broker.popen.pid)
             counted = syscalls.stop()
     return {"user": (user1 - user0) / requests * 1e6, "system": (system1 - system0) / requests * 1e6,
             "syscalls": counted / requests if counted is not None else float("nan"),
             "round trip": wall / requests * 1e6}
-
-
-def process_cpu(pid: int) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / broker_bench.CLOCK_TICKS, int(fields[12]) / broker_bench.CLOCK_TICKS
 
 
 def main() -> None:

@@ -32,26 +32,26 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import process_cpu  # a sibling module
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_wire import WireClient
 
 from roost.wire.kafka import ApiKey
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # As bench/cluster_bench.py runs a cluster of processes: failures noticed within seconds.
 SETTINGS = {"zookeeper.session.timeout.ms": 6000, "replica.lag.time.max.ms": 10000,
             "replica.fetch.wait.max.ms": 500, "leader.imbalance.check.interval.seconds": 300}
 
 
 def cpu_seconds(pid: int) -> float:
+    """The process's CPU so far, 0 once it has gone (a broker stopped by the run)."""
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
+        return process_cpu.cpu_seconds(pid)
     except FileNotFoundError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def rss_mb(pid: int) -> float:
