@@ -248,11 +248,26 @@ def test_flush_due(logs: LogFactory, clock: FakeClock) -> None:
     assert log.flush_due()
 
 
-def test_delete_removes_the_directory(logs: LogFactory) -> None:
+def test_retire_lets_go_of_the_files_and_renames_the_directory_for_removal(logs: LogFactory) -> None:
     log = logs.open()
     _fill(log, 3)
-    log.delete()
+    files = sorted(entry.name for entry in log.directory.iterdir())
+    retired = log.retire("gone-0.deleted")
     assert not log.directory.exists()
+    assert retired == log.directory.with_name("gone-0.deleted")
+    assert sorted(entry.name for entry in retired.iterdir()) == files
+    assert not [path for path in _open_paths() if path.startswith(str(retired))]  # no fd left open
+
+
+def _open_paths() -> list[str]:
+    """What this process's file descriptors point at (Linux)."""
+    paths = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:  # the listing's own descriptor, closed by now
+            pass
+    return paths
 
 
 def test_leader_stamps_its_epoch_without_breaking_the_crc(logs: LogFactory) -> None:

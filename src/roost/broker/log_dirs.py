@@ -10,6 +10,8 @@ disk say how far a move got (`recover`): a future copy beside a current one is d
 current one is whole); a future copy beside a -delete copy, with no current one, finished its
 copying and was closed before the current one was renamed, so it becomes the current one. A
 partition found in two directories under its plain name is an error: the broker will not guess.
+A deleted partition's log is renamed to <topic>-<partition>.<id>-deleted and removed by a thread of
+its own (`roost.broker.log_deleter`); one still there at start is removed then.
 
 A directory whose disk fails (an I/O error on an append, a roll, a flush) is taken offline for the
 life of the process: its partitions answer KAFKA_STORAGE_ERROR and new partitions go elsewhere.
@@ -33,6 +35,8 @@ log = logging.getLogger("roost.broker.log_dirs")
 META_PROPERTIES = "meta.properties"
 LIVE_NAME = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)$")
 MOVING_NAME = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)\.(?P<id>[0-9a-f]{32})-(?P<kind>future|delete)$")
+# A deleted partition's log, renamed on deletion and removed by the log deleter's thread.
+DELETED_NAME = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)\.(?P<id>[0-9a-f]{32})-deleted$")
 
 
 class LogDirError(Exception):
@@ -51,6 +55,10 @@ def configured_log_dirs(config: BrokerConfig, data_dir: Path) -> list[Path]:
 
 def partition_name(topic: str, index: int) -> str:
     return f"{topic}-{index}"
+
+
+def deleted_name(topic: str, index: int) -> str:
+    return f"{topic}-{index}.{uuid.uuid4().hex}-deleted"
 
 
 def moving_name(topic: str, index: int, move_id: str, kind: str) -> str:
@@ -77,6 +85,7 @@ class LogDir:
 class _Found:
     live: dict[tuple[str, int], Path] = field(default_factory=dict)
     moving: list[tuple[str, int, str, Path]] = field(default_factory=list)  # (topic, index, kind, path)
+    deleted: list[Path] = field(default_factory=list)
 
 
 class LogDirs:
@@ -126,6 +135,9 @@ class LogDirs:
             if moving:
                 found.moving.append((moving["topic"], int(moving["index"]), moving["kind"], entry))
                 continue
+            if DELETED_NAME.match(entry.name):
+                found.deleted.append(entry)
+                continue
             live = LIVE_NAME.match(entry.name)
             if live:
                 found.live[(live["topic"], int(live["index"]))] = entry
@@ -141,6 +153,10 @@ class LogDirs:
                 scans.append((log_dir, self._scan(log_dir)))
             except OSError as error:
                 log_dir.error = f"{type(error).__name__}: {error}"
+        for _log_dir, found in scans:
+            for path in found.deleted:
+                log.info("removing %s: its topic was deleted before the broker stopped", path)
+                _remove(path)
         for log_dir, found in scans:
             for key in found.live:
                 if key in self._where:

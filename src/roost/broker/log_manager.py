@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from roost.broker.flusher import GroupCommitter
-from roost.broker.log_dirs import LogDir, LogDirs, configured_log_dirs, partition_name
+from roost.broker.log_deleter import LogDeleter
+from roost.broker.log_dirs import LogDir, LogDirs, configured_log_dirs, deleted_name, partition_name
 from roost.config import BrokerConfig
 from roost.log import CleanStats, LogConfig, PartitionLog
 
@@ -91,6 +92,7 @@ class LogManager:
         self.config = config
         self.dirs = LogDirs(configured_log_dirs(config, data_dir), int(config["broker.id"]))
         self.committer = GroupCommitter()
+        self.deleter = LogDeleter()
         self._hosted: Callable[[], Iterable[HostedLog]] = tuple
         self._upkeep: list[asyncio.Task[None]] = []
 
@@ -127,13 +129,30 @@ class LogManager:
             raise LogDirOffline(f"{partition_name(topic, index)}: {error}") from error
 
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
-        """Close (if open) and remove a partition's log and its directory."""
+        """Let go of a partition's log (if open) and rename its directory out of the live names
+        at once; its files are removed by the deleter's thread (`roost.broker.log_deleter`)."""
         log_dir = self.dirs.dir_of(topic, index)
         self.dirs.forget(topic, index)
+        name = deleted_name(topic, index)
         if partition_log is not None:
-            partition_log.delete()
+            directory = partition_log.directory
         elif log_dir is not None:
-            shutil.rmtree(log_dir.logs / partition_name(topic, index), ignore_errors=True)
+            directory = log_dir.logs / partition_name(topic, index)
+        else:
+            return
+        try:
+            if partition_log is not None:
+                retired = partition_log.retire(name)
+            elif directory.is_dir():
+                retired = directory.rename(directory.with_name(name))
+            else:
+                return
+        except OSError as error:
+            # A failed directory: remove what can be removed, as before the deleter.
+            log.warning("cannot rename the deleted log %s for removal (%s); removing it in place", directory, error)
+            shutil.rmtree(directory, ignore_errors=True)
+            return
+        self.deleter.remove(retired)
 
     def dir_of_log(self, partition_log: PartitionLog) -> LogDir:
         found = self.dirs.dir_holding(partition_log.directory)
@@ -187,8 +206,10 @@ class LogManager:
         self._upkeep.clear()
 
     def close(self) -> None:
-        """Stop the group committer's thread (after the logs are closed: closing flushes them)."""
+        """Stop the group committer's thread (after the logs are closed: closing flushes them) and
+        the deleter's (after the deletions queued so far, bounded)."""
         self.committer.close()
+        self.deleter.close()
 
     async def _cleaner_loop(self) -> None:
         interval = self.config["log.cleaner.backoff.ms"] / 1000

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
 import time
 from bisect import bisect_left, bisect_right
@@ -1033,14 +1032,15 @@ class PartitionLog:
         if not self._closed:
             self._release_fds()
 
-    def delete(self) -> None:
-        """Remove the partition directory and everything in it (topic deletion)."""
+    def retire(self, name: str) -> Path:
+        """Topic deletion: let go of the files without writing and rename the partition directory
+        to `name` beside it, for its removal off the event loop; returns the new path."""
         if not self._closed:
             self._release_fds()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        if self.directory.parent.is_dir():
-            fsync_directory(self.directory.parent)
-        logger.info("deleted partition log %s", self.directory)
+        retired = self.directory.with_name(name)
+        self.directory.rename(retired)
+        logger.info("deleted partition log %s (its files go in the background)", self.directory)
+        return retired
 
     def _release_fds(self) -> None:
         for segment in self.segments:

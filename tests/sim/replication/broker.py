@@ -603,7 +603,7 @@ class BrokerProcess:
             self._controller_request_applied(body, answer)
             respond(answer)
         elif api_key == ApiKey.STOP_REPLICA:
-            answer = self.inter.handle_stop_replica(request)
+            answer = run_sync(self.inter.handle_stop_replica(request))
             self._controller_request_applied(body, answer)
             respond(answer)
         elif api_key == ApiKey.FETCH:

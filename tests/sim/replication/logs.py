@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from roost.broker.log_dirs import deleted_name
 from roost.broker.log_manager import log_config_from_topic
 from roost.log import AppendInfo, PartitionLog
 from roost.wire.kafka.records import iter_batch_headers
@@ -212,8 +213,10 @@ class SimLogManager:
         raise error  # the simulation has one log directory, which never fails
 
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
+        # The real one renames the log and removes it on the deleter's thread; the simulation
+        # has no threads, so the renamed log goes at once.
         if partition_log is not None:
-            partition_log.delete()
+            shutil.rmtree(partition_log.retire(deleted_name(topic, index)), ignore_errors=True)
         else:
             shutil.rmtree(self.partition_dir(topic, index), ignore_errors=True)
 

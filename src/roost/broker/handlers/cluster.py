@@ -74,11 +74,11 @@ class InterBrokerApi:
             self._fetchers.learn_endpoint(broker.node_id, broker.host, broker.port)
         return {"error_code": code}
 
-    def handle_stop_replica(self, request: Request) -> dict[str, Any]:
+    async def handle_stop_replica(self, request: Request) -> dict[str, Any]:
         stale = self._stale(request, "StopReplica")
         if stale is not None:
             return {"error_code": stale, "partition_errors": []}
-        return self._replicas.stop_replicas(request.body)
+        return await self._replicas.stop_replicas(request.body)
 
     def handle_offset_for_leader_epoch(self, request: Request) -> dict[str, Any]:
         topics_out = []

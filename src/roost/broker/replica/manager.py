@@ -107,6 +107,9 @@ class ReplicaManager:
         # Each hosted topic's own overrides, so that its configs can be recomputed when the
         # dynamic broker defaults change.
         self._overrides: dict[str, dict[str, Any]] = {}
+        # Hosted partitions per topic, kept with `partitions`: dropping a topic's last one forgets
+        # its overrides (a scan of every partition per drop made deleting N topics cost N^2).
+        self._hosted_per_topic: dict[str, int] = {}
         logs.host(self.hosted)
 
     # hosting ----------------------------------------------------------------------------------
@@ -133,7 +136,7 @@ class ReplicaManager:
                 continue
             state = PartitionState.sole_replica(self.broker_id, partition_log.log_end_offset)
             partition = Partition(info.name, index, partition_log, configs, state, info.topic_id)
-            self.partitions[(info.name, index)] = partition
+            self._add(partition)
             self.metadata.set_partition(info.name, index, PartitionInfo(
                 leader=self.broker_id, leader_epoch=state.leader_epoch, replicas=state.replicas,
                 isr=tuple(sorted(state.isr))), info.topic_id)
@@ -160,7 +163,7 @@ class ReplicaManager:
         """Stop hosting the partitions; with `delete`, their logs go too."""
         for index in indexes:
             self.offline.discard((topic, index))
-            partition = self.partitions.pop((topic, index), None)
+            partition = self._remove(topic, index)
             if partition is not None:
                 was_leader = partition.is_leader
                 partition.close()
@@ -171,15 +174,32 @@ class ReplicaManager:
                     partition.log.close()
             if delete:
                 self.logs.delete_log(topic, index, partition.log if partition else None)
-        if not any(name == topic for name, _ in self.partitions):
+        if topic not in self._hosted_per_topic:
             self._overrides.pop(topic, None)
+
+    def _add(self, partition: Partition) -> None:
+        key = (partition.topic, partition.index)
+        if key not in self.partitions:
+            self._hosted_per_topic[partition.topic] = self._hosted_per_topic.get(partition.topic, 0) + 1
+        self.partitions[key] = partition
+
+    def _remove(self, topic: str, index: int) -> Partition | None:
+        partition = self.partitions.pop((topic, index), None)
+        if partition is not None:
+            left = self._hosted_per_topic[topic] - 1
+            assert left >= 0, topic
+            if left:
+                self._hosted_per_topic[topic] = left
+            else:
+                del self._hosted_per_topic[topic]
+        return partition
 
     def take_offline(self, logs_dir: Path) -> int:
         """A log directory failed: its partitions stop serving (KAFKA_STORAGE_ERROR) and their
         files are let go without writing (writes there fail). Returns how many went offline."""
         gone = [p for p in self.partitions.values() if self.logs.logs_dir_of(p.log) == logs_dir]
         for partition in gone:
-            del self.partitions[(partition.topic, partition.index)]
+            self._remove(partition.topic, partition.index)
             self.offline.add((partition.topic, partition.index))
             was_leader = partition.is_leader
             partition.close()
@@ -278,7 +298,7 @@ class ReplicaManager:
         known_hw = min(self._checkpointed_hws.get((name, index), 0), partition_log.log_end_offset)
         state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1, max(0, known_hw))
         partition = Partition(name, index, partition_log, configs, state, topic_id)
-        self.partitions[(name, index)] = partition
+        self._add(partition)
         return partition
 
     def _apply_state(self, partition: Partition, wanted: dict[str, Any], now: int) -> None:
@@ -310,14 +330,17 @@ class ReplicaManager:
                 self.on_become_follower(partition)
         state.check(partition.log.log_end_offset)
 
-    def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
-        """StopReplica (v3+ shape): stop fetching, and delete the log when asked."""
+    async def stop_replicas(self, body: dict[str, Any]) -> dict[str, Any]:
+        """StopReplica (v3+ shape): stop fetching, and delete the log when asked. Yields to the
+        loop every BREATHE_EVERY_S, as LeaderAndIsr does: a topic deletion of a thousand
+        partitions is one request."""
         if body["broker_epoch"] != -1 and body["broker_epoch"] < self.broker_epoch:
             return {"error_code": ErrorCode.STALE_BROKER_EPOCH, "partition_errors": []}
         if body["controller_epoch"] < self.controller_epoch:
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
         self.controller_epoch = body["controller_epoch"]
         errors = []
+        breathed = time.monotonic()
         for topic in body["topic_states"]:
             name = topic["topic_name"]
             for wanted in topic["partition_states"]:
@@ -334,6 +357,9 @@ class ReplicaManager:
                     # Stop fetching; the log stays (a broker shutting down, or a replica moved away).
                     self.on_stop_following(partition)
                 errors.append({"topic_name": name, "partition_index": index, "error_code": code})
+                if time.monotonic() - breathed > BREATHE_EVERY_S:
+                    await asyncio.sleep(0)  # ZooKeeper heartbeats and clients' requests go on
+                    breathed = time.monotonic()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     # produce ----------------------------------------------------------------------------------
@@ -472,6 +498,7 @@ class ReplicaManager:
             partition.close()
             partition.log.close()
         self.partitions.clear()
+        self._hosted_per_topic.clear()
 
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
