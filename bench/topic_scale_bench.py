@@ -7,7 +7,9 @@ started for each shape asked for (default: 1 broker + 1 keeper, then 3 brokers +
 N topics are created through confluent-kafka's AdminClient in batches. Each batch's row shows the
 topics already there, the batch's wall time and topics/s, and the CPU the brokers and the keeper
 spent on it: a rate that falls as the count grows (or CPU per batch that rises) is cost that grows
-with the number of topics, which makes the whole run quadratic.
+with the number of topics, which makes the whole run quadratic. Then every topic is deleted in one
+DeleteTopics request. Beside each batch and the deletion, a probe sends ApiVersions to every broker
+every 2 ms: the longest round trip is how long that broker's event loop was held.
 
     .venv/bin/python bench/topic_scale_bench.py                        # 2,000 topics, both shapes
     .venv/bin/python bench/topic_scale_bench.py --topics 10000 --shapes 1
@@ -28,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -148,6 +151,74 @@ def metadata_wire(address: str, rounds: int) -> tuple[list[float], int]:
     return times, size
 
 
+class LoopProbe:
+    """ApiVersions round trips to every broker, one every 2 ms per broker, on threads of their own:
+    the longest round trip while an admin operation runs is how long that broker's event loop was
+    held (other clients wait as long)."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        self._addresses = addresses
+        self._longest: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> LoopProbe:
+        self._longest = dict.fromkeys(self._addresses, 0.0)
+        self._stop.clear()
+        self._threads = [threading.Thread(target=self._probe, args=(a,), daemon=True) for a in self._addresses]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def _probe(self, address: str) -> None:
+        client = WireClient(address, timeout=120)
+        try:
+            for _ in range(10_000_000):  # bounded; ends when the operation does
+                if self._stop.is_set():
+                    return
+                started = time.monotonic()
+                client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "probe",
+                                                        "client_software_version": "1"})
+                self._longest[address] = max(self._longest[address], time.monotonic() - started)
+                time.sleep(0.002)
+        finally:
+            client.close()
+
+    def longest_ms(self) -> str:
+        return ", ".join(f"{1000 * self._longest[a]:.0f}" for a in self._addresses) + " ms"
+
+
+def delete_all(admin: AdminClient, names: list[str], timeout: float) -> tuple[float, int]:
+    """Delete `names` in one DeleteTopics request (as `kafka-topics --delete` with a pattern does);
+    (seconds until every one is gone from Metadata, topics that failed)."""
+    started = time.monotonic()
+    failed = 0
+    for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout + 10).values():
+        try:
+            future.result(timeout + 30)
+        except Exception as error:
+            failed += 1
+            if failed == 1:
+                print(f"    first failure: {error}", flush=True)
+    left = set(names)
+    for _ in range(600):  # bounded: at most about a minute more
+        left &= set(admin.list_topics(timeout=60).topics)
+        if not left:
+            break
+        time.sleep(0.1)
+    return time.monotonic() - started, failed
+
+
+def files_left(root: Path) -> int:
+    """Partition directories of our topics (live or renamed for deletion) still on disk."""
+    return sum(1 for path in root.rglob("scale-*") if path.is_dir())
+
+
 def run_shape(brokers: int, args: argparse.Namespace) -> None:
     replication = args.replication if args.replication else min(3, brokers)
     print(f"\n== {brokers} broker(s) + 1 keeper: {args.topics} topics, {args.partitions} partition(s) each, "
@@ -160,8 +231,9 @@ def run_shape(brokers: int, args: argparse.Namespace) -> None:
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 120_000})
             if args.py_spy:
                 profilers = start_profilers(cluster, Path(args.py_spy), f"b{brokers}")
+            probe = LoopProbe([node.address for _, node in sorted(cluster.brokers.items())])
             print(f"  {'topics':>7} {'batch s':>8} {'topics/s':>9} {'brokers cpu s':>14} {'keeper cpu s':>13}"
-                  f" {'failed':>6}", flush=True)
+                  f" {'failed':>6}  longest round trip per broker", flush=True)
             rates: list[float] = []
             started = time.monotonic()
             broker_cpu0 = sum(cpu_seconds(p) for p in broker_pids.values())
@@ -171,12 +243,13 @@ def run_shape(brokers: int, args: argparse.Namespace) -> None:
                 names = [f"scale-{i:06d}" for i in range(first, min(args.topics, first + args.batch))]
                 before_b = sum(cpu_seconds(p) for p in broker_pids.values())
                 before_k = cpu_seconds(keeper_pid)
-                took, failed = create_batch(admin, names, args.partitions, replication, args.timeout)
+                with probe:
+                    took, failed = create_batch(admin, names, args.partitions, replication, args.timeout)
                 failed_total += failed
                 rates.append(len(names) / took)
                 print(f"  {first + len(names):>7} {took:>8.2f} {len(names) / took:>9.1f} "
                       f"{sum(cpu_seconds(p) for p in broker_pids.values()) - before_b:>14.2f} "
-                      f"{cpu_seconds(keeper_pid) - before_k:>13.2f} {failed:>6}", flush=True)
+                      f"{cpu_seconds(keeper_pid) - before_k:>13.2f} {failed:>6}  {probe.longest_ms()}", flush=True)
             wall = time.monotonic() - started
             print(f"  all: {args.topics} topics in {wall:.1f} s = {args.topics / wall:.1f} topics/s "
                   f"(median batch {statistics.median(rates):.1f} topics/s, first {rates[0]:.1f}, last "
@@ -193,6 +266,17 @@ def run_shape(brokers: int, args: argparse.Namespace) -> None:
                   f"{size / 1e6:.2f} MB answer", flush=True)
             print("  RSS: " + ", ".join(f"broker {b} {rss_mb(p):.0f} MB" for b, p in sorted(broker_pids.items()))
                   + f", keeper {rss_mb(keeper_pid):.0f} MB", flush=True)
+            before_b = sum(cpu_seconds(p) for p in broker_pids.values())
+            with probe:
+                took, failed = delete_all(admin, [f"scale-{i:06d}" for i in range(args.topics)], args.timeout)
+            print(f"  delete all {args.topics} topics in one request: gone from Metadata in {took:.1f} s, "
+                  f"{failed} failed, brokers' CPU {sum(cpu_seconds(p) for p in broker_pids.values()) - before_b:.1f} s; "
+                  f"longest round trip per broker {probe.longest_ms()}", flush=True)
+            for _ in range(300):  # the files go in the background: bounded wait of about 30 s
+                if not files_left(Path(root)):
+                    break
+                time.sleep(0.1)
+            print(f"  partition directories of deleted topics still on disk: {files_left(Path(root))}", flush=True)
             for broker, node in sorted(cluster.brokers.items()):
                 show_trouble(f"broker {broker}", node.process.text() if node.process else "")
             del admin  # closed before the cluster, so that it does not log the brokers going away
