@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.clients import Acks, ConfluentProducer, GroupMember, n_of
-from tests.cluster.verify import check_log, read_log
+from tests.cluster.verify import check_log, read_log, stored_batches
 from tests.support.cluster import LocalCluster
 from tests.support.workload import messages
 
@@ -147,5 +147,5 @@ def run_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[str]
         assert not member.errors, member.errors
     assert not watcher.regressions, watcher.regressions
     report.offsets_checked = watcher.samples
-    check_log(read_log(cluster, TOPIC, PARTITIONS), acked)
+    check_log(read_log(cluster, TOPIC, PARTITIONS), acked, stored_batches(cluster, TOPIC))
     return report

@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.clients import PRODUCERS, Acks, GroupMember, n_of
-from tests.cluster.verify import check_log, read_log
+from tests.cluster.verify import check_log, read_log, stored_batches
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
 from tests.support.workload import messages
@@ -138,7 +138,7 @@ def test_seeds_experiment_leader_killed_mid_stream(cluster: LocalCluster, librar
     assert len(acked) == MESSAGES
     assert led <= outage.keys(), "a partition of the dead leader never acknowledged again"
     finish_group(members, stop, acked)
-    check_log(read_log(cluster, topic), acked)
+    check_log(read_log(cluster, topic), acked, stored_batches(cluster, topic))
     heal(cluster, victim, topic)
 
 
@@ -156,7 +156,7 @@ def test_controlled_shutdown_of_a_leader_loses_and_fails_nothing(cluster: LocalC
     assert "controlled shutdown done" in cluster.broker_output(victim) or \
         "leads nothing" in cluster.broker_output(victim), cluster.broker_output(victim)[-3000:]
     assert not acks.failed, list(acks.failed.items())[:3]
-    check_log(read_log(cluster, topic), set(acks.ok))
+    check_log(read_log(cluster, topic), set(acks.ok), stored_batches(cluster, topic))
     heal(cluster, victim, topic)
 
 
@@ -167,7 +167,7 @@ def test_controller_killed_mid_stream_then_duties_resume(cluster: LocalCluster) 
     acks = Acks()
     stream(cluster, "confluent", topic, acks, MESSAGES // 2, [(MESSAGES // 6, lambda: cluster.kill(controller))])
     assert not acks.failed, list(acks.failed.items())[:3]
-    check_log(read_log(cluster, topic), set(acks.ok))
+    check_log(read_log(cluster, topic), set(acks.ok), stored_batches(cluster, topic))
     wait_for(lambda: cluster.controller() not in (controller, -1), 30, what="a new controller")
     # Controller duties resume: a new topic gets leaders on every partition.
     create_topic(cluster, "after-controller-kill", partitions=2, replication=2, min_isr=1)
@@ -185,7 +185,7 @@ def test_keeper_leader_killed_mid_stream(cluster: LocalCluster) -> None:
     acks = Acks()
     stream(cluster, "confluent", topic, acks, MESSAGES // 2, [(MESSAGES // 6, lambda: keeper.process.kill9())])
     assert not acks.failed, list(acks.failed.items())[:3]
-    check_log(read_log(cluster, topic), set(acks.ok))
+    check_log(read_log(cluster, topic), set(acks.ok), stored_batches(cluster, topic))
     # Controller duties still work through the remaining two keepers.
     create_topic(cluster, "after-keeper-kill", partitions=1, replication=3, min_isr=2)
     from tests.support.procs import start_roost

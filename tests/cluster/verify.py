@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.cluster.clients import n_of
 from tests.support.cluster import LocalCluster
+from tests.support.kafka_wire import stored_batch_headers
 from tests.support.workload import Received
 
 
@@ -34,13 +36,32 @@ def read_log(cluster: LocalCluster, topic: str, partitions: int = 3) -> list[Rec
         consumer.close()
 
 
-def check_log(records: list[Received], acked: set[int]) -> None:
+def stored_batches(cluster: LocalCluster, topic: str) -> Callable[[Received], str]:
+    """For a failure message: the stored batch holding a record (producer id, epoch and sequences,
+    read from the partition's leader), which tells a retry the broker failed to recognise from a
+    client that re-sent under a new producer epoch."""
+    def describe(record: Received) -> str:
+        leader = cluster.partitions(topic)[record.partition][0]
+        address = cluster.brokers[leader].address
+        for header in stored_batch_headers(address, topic, record.partition):
+            if header.base_offset <= record.offset <= header.last_offset:
+                return (f"batch {header.base_offset}-{header.last_offset} producer {header.producer_id} "
+                        f"epoch {header.producer_epoch} sequences {header.base_sequence}-{header.last_sequence}")
+        return "no stored batch holds it"
+    return describe
+
+
+def check_log(records: list[Received], acked: set[int],
+              explain: Callable[[Received], str] | None = None) -> None:
     """Every acknowledged message once in the log, and each key's messages in order."""
     seen: dict[int, Received] = {}
     last: dict[bytes, tuple[int, int]] = {}
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
         n = n_of(record.value)
-        assert n not in seen, f"message {n} is in the log twice: {seen[n]} and {record}"
+        if n in seen:
+            first = seen[n]
+            where = f" (in {explain(first)}; and in {explain(record)})" if explain is not None else ""
+            raise AssertionError(f"message {n} is in the log twice: {first} and {record}{where}")
         seen[n] = record
         previous = last.get(record.key)
         if previous is not None:

@@ -8,7 +8,7 @@ import socket
 from typing import Any
 
 from roost.wire.kafka import FrameSplitter, RequestHeader, decode_response, encode_request
-from roost.wire.kafka.records import iter_batch_headers
+from roost.wire.kafka.records import BatchHeader, iter_batch_headers
 
 MAX_RESPONSE_BYTES = 1 << 30
 FETCH = 1
@@ -89,31 +89,35 @@ class WireClient:
         self.sock.close()
 
 
-def stored_batch_codecs(address: str, topic: str, partitions: int, max_fetches: int = 10_000) -> set[str]:
-    """The compression codecs of the batches the broker holds for `topic` (read by Fetch from
-    offset 0 to the end): what the producers really sent, since batches are stored as they came."""
+def stored_batch_headers(address: str, topic: str, partition: int, max_fetches: int = 10_000) -> list[BatchHeader]:
+    """The headers of the batches the broker at `address` holds for one partition, read by Fetch
+    from offset 0 to the end (batches are stored as the producers sent them)."""
     client = WireClient(address)
-    codecs: set[str] = set()
+    found: list[BatchHeader] = []
     try:
-        for partition in range(partitions):
-            offset = 0
-            for _ in range(max_fetches):
-                response = client.request(FETCH, 11, {
-                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 8 << 20,
-                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
-                    "forgotten_topics_data": [],
-                    "topics": [{"topic": topic, "partitions": [{
-                        "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                        "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}]})
-                result = response["responses"][0]["partitions"][0]
-                assert result["error_code"] == 0, result["error_code"]
-                headers = [header for _, header in iter_batch_headers(bytes(result["records"] or b""))]
-                if not headers:
-                    break
-                codecs.update(CODEC_NAMES[header.compression] for header in headers)
-                offset = headers[-1].next_offset
-            else:
-                raise AssertionError(f"{topic}/{partition}: still reading after {max_fetches} fetches")
+        offset = 0
+        for _ in range(max_fetches):
+            response = client.request(FETCH, 11, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 8 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                "forgotten_topics_data": [],
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                    "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}]})
+            result = response["responses"][0]["partitions"][0]
+            assert result["error_code"] == 0, result["error_code"]
+            headers = [header for _, header in iter_batch_headers(bytes(result["records"] or b""))]
+            if not headers:
+                return found
+            found.extend(headers)
+            offset = headers[-1].next_offset
+        raise AssertionError(f"{topic}/{partition}: still reading after {max_fetches} fetches")
     finally:
         client.close()
-    return codecs
+
+
+def stored_batch_codecs(address: str, topic: str, partitions: int, max_fetches: int = 10_000) -> set[str]:
+    """The compression codecs of the batches the broker holds for `topic`: what the producers
+    really sent, since batches are stored as they came."""
+    return {CODEC_NAMES[header.compression] for partition in range(partitions)
+            for header in stored_batch_headers(address, topic, partition, max_fetches)}
