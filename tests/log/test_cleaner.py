@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,9 @@ from roost.log.producer_state import OK
 from roost.log.segment import MAP_THRESHOLD
 from roost.wire.kafka.records import (
     COMPRESSION_GZIP,
+    HEADER_SIZE,
     Record,
+    batch_crc,
     build_batch,
     iter_records,
     parse_header,
@@ -537,6 +540,42 @@ def test_summaries_agree_with_the_full_decoder(
         assert summaries is None or flips  # (damage may also hit where only the decoder looks)
         return
     assert summaries == [(r.offset, r.key, r.value is None, r.timestamp) for r in decoded]
+
+
+def _one_record_batch(record: bytes) -> bytearray:
+    """A batch of one record whose bytes are `record` (anything), with a correct length and CRC."""
+    batch = bytearray(build_batch([(b"k", b"v")], base_offset=7, timestamp_ms=1_000))
+    batch[HEADER_SIZE:] = record
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, batch_crc(batch, 0, len(batch)))
+    return batch
+
+
+_GOOD_RECORD = b"\x00\x04\x00\x02k\x02v\x00"  # attributes, timestamp delta 2, offset delta 0, key, value, no headers
+
+
+@pytest.mark.parametrize(
+    ("record", "readable"),
+    [
+        (b"\x10" + _GOOD_RECORD, True),
+        (b"\x80", False),  # the batch ends inside the record length
+        (b"\x04\x00\x80" + _GOOD_RECORD[2:], False),  # the timestamp delta runs past its record
+        (b"\x22\x00" + b"\xff" * 9 + b"\x01" + _GOOD_RECORD[2:], True),  # -2**63: still 64 bits
+        (b"\x22\x00" + b"\xff" * 9 + b"\x02" + _GOOD_RECORD[2:], False),  # needs 65 bits
+        (b"\x24\x00" + b"\xff" * 9 + b"\x80\x00" + _GOOD_RECORD[2:], False),  # eleven bytes
+    ],
+)
+def test_summaries_refuse_a_varint_that_is_not_one(record: bytes, readable: bool) -> None:
+    batch = _one_record_batch(record)
+    header = parse_header(batch)
+    summaries = summarize_batch(header, memoryview(batch))
+    if not readable:
+        assert summaries is None
+        return
+    decoded = decode_dense_batch(header, memoryview(batch))
+    assert decoded is not None
+    assert summaries == [(r.offset, r.key, r.value is None, r.timestamp) for r in decoded]
+    assert summaries[0].offset == 7 and summaries[0].key == b"k"
 
 
 def test_an_unreadable_batch_is_kept_and_no_tombstone_goes(

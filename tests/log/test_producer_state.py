@@ -3,13 +3,8 @@ across restarts (snapshots plus a replay of batch headers)."""
 
 from __future__ import annotations
 
-from roost.log.producer_state import (
-    INVALID_PRODUCER_EPOCH,
-    OK,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
-    Duplicate,
-    ProducerStateManager,
-)
+from roost.log.producer_state import OK, Duplicate, ProducerStateManager
+from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import BatchHeader, build_batch, parse_header
 from tests.log.conftest import LogFactory, abandon
 
@@ -35,8 +30,8 @@ def test_sequence_rules() -> None:
     assert state.check(_header(7, 0, 0)) is OK
     state.update(_header(7, 0, 0), 0)  # seqs 0..1 at offsets 0..1
     assert state.check(_header(7, 0, 2)) is OK
-    assert state.check(_header(7, 0, 3)) == OUT_OF_ORDER_SEQUENCE_NUMBER  # a gap
-    assert state.check(_header(7, 0, 1)) == OUT_OF_ORDER_SEQUENCE_NUMBER  # overlaps, not identical
+    assert state.check(_header(7, 0, 3)) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # a gap
+    assert state.check(_header(7, 0, 1)) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # overlaps, not identical
     assert state.check(_header(7, 0, 0)) == Duplicate(0, 1)
     state.update(_header(7, 0, 2), 2)
     assert state.check(_header(7, 0, 0)) == Duplicate(0, 1)
@@ -47,18 +42,18 @@ def test_only_the_last_five_batches_are_duplicates() -> None:
     state = ProducerStateManager()
     for n in range(7):
         state.update(_header(1, 0, n * 2), n * 2)
-    assert state.check(_header(1, 0, 0)) == OUT_OF_ORDER_SEQUENCE_NUMBER  # forgotten
+    assert state.check(_header(1, 0, 0)) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # forgotten
     assert state.check(_header(1, 0, 4)) == Duplicate(4, 5)
 
 
 def test_epoch_rules() -> None:
     state = ProducerStateManager()
     state.update(_header(3, 5, 0), 0)
-    assert state.check(_header(3, 4, 2)) == INVALID_PRODUCER_EPOCH
-    assert state.check(_header(3, 6, 5)) == OUT_OF_ORDER_SEQUENCE_NUMBER  # a new epoch starts at 0
+    assert state.check(_header(3, 4, 2)) is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert state.check(_header(3, 6, 5)) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # a new epoch starts at 0
     assert state.check(_header(3, 6, 0)) is OK
     state.update(_header(3, 6, 0), 2)
-    assert state.check(_header(3, 5, 0)) == INVALID_PRODUCER_EPOCH  # not a duplicate any more
+    assert state.check(_header(3, 5, 0)) is ErrorCode.INVALID_PRODUCER_EPOCH  # not a duplicate any more
 
 
 def test_unknown_producer_is_accepted_at_any_sequence_like_kafka_3() -> None:
@@ -95,7 +90,7 @@ def test_log_updates_producer_state_and_it_survives_a_clean_restart(logs: LogFac
     again = logs.open(segment_bytes=300)
     assert again.producer_state.check(_header(11, 2, 18)) == Duplicate(18, 19)
     assert again.producer_state.check(_header(11, 2, 20)) is OK
-    assert again.producer_state.check(_header(11, 1, 20)) == INVALID_PRODUCER_EPOCH
+    assert again.producer_state.check(_header(11, 1, 20)) is ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 def test_producer_state_after_a_crash_is_rebuilt_from_snapshot_and_headers(logs: LogFactory) -> None:
@@ -109,7 +104,7 @@ def test_producer_state_after_a_crash_is_rebuilt_from_snapshot_and_headers(logs:
     assert again.producer_state.check(_header(5, 0, 22)) == Duplicate(22, 23)
     assert again.producer_state.check(_header(5, 0, 24)) is OK
     assert again.producer_state.check(_header(6, 3, 0)) == Duplicate(24, 25)
-    assert again.producer_state.check(_header(6, 2, 2)) == INVALID_PRODUCER_EPOCH
+    assert again.producer_state.check(_header(6, 2, 2)) is ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 def test_truncation_rewinds_producer_state(logs: LogFactory) -> None:

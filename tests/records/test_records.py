@@ -319,3 +319,59 @@ def test_mutated_records_with_valid_crc_raise_only_invalid_record_batch(
         decode_batch_records(batch)
     except InvalidRecordBatch:
         pass
+
+
+# ---- the zigzag varint reader every pure-Python record walk shares ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("encoded", "value"),
+    [
+        (b"\x00", 0),
+        (b"\x01", -1),
+        (b"\x02", 1),
+        (b"\x7f", -64),
+        (b"\x80\x01", 64),
+        (b"\xac\x02", 150),
+        (b"\xfe" + b"\xff" * 8 + b"\x01", (1 << 63) - 1),
+        (b"\xff" * 9 + b"\x01", -(1 << 63)),
+    ],
+)
+def test_read_varint_values(encoded: bytes, value: int) -> None:
+    data = b"\x99" + encoded + b"\x99"  # read from inside a buffer, not only at its edges
+    assert rec.read_varint(data, 1, len(data)) == (value, 1 + len(encoded))
+
+
+@pytest.mark.parametrize(
+    ("encoded", "message"),
+    [
+        (b"", "record truncated inside a varint"),
+        (b"\x80", "record truncated inside a varint"),
+        (b"\xff" * 9, "record truncated inside a varint"),
+        (b"\xff" * 9 + b"\x02", "varint does not fit in 64 bits"),
+        (b"\xff" * 9 + b"\x7f", "varint does not fit in 64 bits"),
+        (b"\xff" * 9 + b"\x81\x00", "varint longer than 10 bytes"),
+        (b"\xff" * 9 + b"\x80\x00", "varint longer than 10 bytes"),
+    ],
+)
+def test_read_varint_refuses(encoded: bytes, message: str) -> None:
+    data = encoded + b"\x00\x00"  # the bound, not the buffer, ends the varint
+    with pytest.raises(InvalidRecordBatch) as raised:
+        rec.read_varint(data, 0, len(encoded))
+    assert str(raised.value) == message
+    assert raised.value.error_code == CORRUPT_MESSAGE
+
+
+def test_decoder_refuses_a_timestamp_delta_past_64_bits() -> None:
+    """A ten-byte varint whose value needs 65 bits: refused (as the compiled twin does), where the
+    decoder once gave a timestamp no int64 holds."""
+    batch = bytearray(build_batch([(b"k", b"v")], timestamp_ms=1))
+    record = bytearray(batch[HEADER_SIZE:])
+    assert record[2] == 0  # length, attributes, then the timestamp delta 0
+    record[2:3] = b"\xff" * 9 + b"\x02"
+    record[0] += 18  # the record grows by nine bytes: zigzag adds 18
+    batch[HEADER_SIZE:] = record
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    _refresh_crc(batch)
+    with pytest.raises(InvalidRecordBatch, match="varint does not fit in 64 bits"):
+        decode_batch_records(batch)

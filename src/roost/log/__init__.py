@@ -1,10 +1,10 @@
 """The partition log: segments, offset and time indexes, append/read/truncate, retention, crash
 recovery and idempotent producer state. Knows nothing about networks; depends only on
-roost.wire.kafka.records.
+roost.wire.kafka.records and roost.wire.kafka.errors (the error codes it answers with).
 
     log = PartitionLog.open(data_dir / "orders-0", LogConfig(segment_bytes=...), clock_ms)
     batches = validate_batches(records)                # the Produce request's records bytes
-    verdict = log.producer_state.check(batches[0][1])  # OK, Duplicate(first_offset) or error code
+    verdict = log.producer_state.check(batches[0][1])  # OK, Duplicate(first_offset) or an ErrorCode
     info = log.append(records, batches)                # assigns offsets from log_end_offset
     fds, end = log.flush_handle()                      # fsync fds on a thread, then:
     log.mark_flushed(end)

@@ -80,6 +80,7 @@ from roost.wire.kafka.records import (
     MAX_SEQUENCE,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    ONE_BYTE_ZIGZAG,
     TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
     InvalidRecordBatch,
@@ -88,6 +89,7 @@ from roost.wire.kafka.records import (
     build_batch,
     decode_batch_records,
     parse_header,
+    read_varint,
 )
 
 
@@ -220,18 +222,33 @@ def summarize_batch(header: BatchHeader, raw: memoryview) -> list[RecordSummary]
     else:
         base_timestamp, timestamp_scale = header.base_timestamp, 1
     base_offset = header.base_offset
+    zigzag = ONE_BYTE_ZIGZAG
     make = tuple.__new__  # RecordSummary(...) through its generated __new__ costs twice as much
     summaries: list[RecordSummary] = []
     pos, end = HEADER_SIZE, header.size
     try:
         for delta in range(header.records_count):
-            length, pos = _varint(data, pos)
+            # A call per field is a good part of the cost of a pass, so the fields that are one
+            # byte in almost every record (the timestamp delta: records stamped within 63 ms of
+            # the batch's first; the key length: keys under 64 bytes) are decoded inline by table.
+            # Record lengths and offset deltas are often longer (records over 63 bytes, batches
+            # over 64 records), where a failed inline try costs more than it saves.
+            length, pos = read_varint(data, pos, end)
             record_end = pos + length
             if length < 1 or record_end > end:
                 return None
-            timestamp_delta, pos = _varint(data, pos + 1)  # + 1: the unused attributes byte
-            offset_delta, pos = _varint(data, pos)
-            key_length, pos = _varint(data, pos)
+            pos += 1  # the unused attributes byte
+            byte = data[pos] if pos < record_end else 0x80
+            if byte < 0x80:
+                timestamp_delta, pos = zigzag[byte], pos + 1
+            else:
+                timestamp_delta, pos = read_varint(data, pos, record_end)
+            offset_delta, pos = read_varint(data, pos, record_end)
+            byte = data[pos] if pos < record_end else 0x80
+            if byte < 0x80:
+                key_length, pos = zigzag[byte], pos + 1
+            else:
+                key_length, pos = read_varint(data, pos, record_end)
             if offset_delta != delta or key_length < -1 or pos + key_length > record_end:
                 return None
             if key_length < 0:
@@ -244,26 +261,9 @@ def summarize_batch(header: BatchHeader, raw: memoryview) -> list[RecordSummary]
             timestamp = base_timestamp + timestamp_delta * timestamp_scale
             summaries.append(make(RecordSummary, (base_offset + delta, key, is_tombstone, timestamp)))
             pos = record_end
-    except IndexError:
-        return None  # a varint ran off the end of the batch
+    except InvalidRecordBatch:
+        return None  # a varint ran off its record, or is longer than 10 bytes or 64 bits
     return summaries if pos == end else None
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at `pos`: (value, next position). IndexError past the end."""
-    byte = data[pos]
-    if byte < 0x80:  # one byte: most lengths and deltas in small records
-        return (byte >> 1) ^ -(byte & 1), pos + 1
-    result, shift = byte & 0x7F, 7
-    while True:
-        pos += 1
-        byte = data[pos]
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos + 1
-        shift += 7
-        if shift > 63:
-            raise IndexError("varint longer than 10 bytes")
 
 
 def decode_dense_batch(header: BatchHeader, raw: memoryview) -> list[Record] | None:

@@ -30,10 +30,9 @@ from pathlib import Path
 import crc32c
 
 from roost.log.files import atomic_write, offset_file_name, parse_offset_file_name
+from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import MAX_SEQUENCE, NO_SEQUENCE, BatchHeader
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
 BATCHES_KEPT = 5  # Kafka keeps the metadata of the last 5 batches: the client's max in-flight
 
 logger = logging.getLogger("roost.log")
@@ -62,7 +61,7 @@ class Ok:
 
 
 OK = Ok()
-CheckResult = Duplicate | Ok | int
+CheckResult = Duplicate | Ok | ErrorCode
 
 
 @dataclass(frozen=True)
@@ -128,13 +127,13 @@ class ProducerStateManager:
         if duplicate is not None:
             return Duplicate(duplicate.first_offset, duplicate.last_offset)
         if header.producer_epoch < entry.epoch:
-            return INVALID_PRODUCER_EPOCH
+            return ErrorCode.INVALID_PRODUCER_EPOCH
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
-                return OUT_OF_ORDER_SEQUENCE_NUMBER
+                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             return OK
         if not _in_sequence(entry.last_seq, header.base_sequence):
-            return OUT_OF_ORDER_SEQUENCE_NUMBER
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         return OK
 
     def update(self, header: BatchHeader, first_offset: int) -> None:

@@ -29,16 +29,17 @@ from array import array
 from roost._speedups import load
 from roost.wire.kafka.records import (
     ATTR_TIMESTAMP_TYPE,
+    ONE_BYTE_ZIGZAG,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
     InvalidRecordBatch,
+    read_varint,
 )
 
 MAX_COLUMN_BYTES = 0x7FFFFFFF  # Arrow's int32 offsets
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-_ZIGZAG = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80))  # one-byte varints
 
 
 class RecordColumns:
@@ -98,36 +99,9 @@ def check_room(columns: RecordColumns, data_size: int) -> None:
         raise OverflowError("column buffers would pass 2 GiB: flush them before decoding more")
 
 
-def _varint_tail(data: bytes, pos: int, end: int, result: int) -> tuple[int, int]:
-    """The rest of a varint whose first byte (continuation bit set) gave `result`."""
-    shift = 7
-    while True:
-        if pos >= end:
-            raise InvalidRecordBatch("record truncated inside a varint")
-        byte = data[pos]
-        pos += 1
-        if shift == 63 and byte > 1:
-            if byte & 0x80:
-                raise InvalidRecordBatch("varint longer than 10 bytes")
-            raise InvalidRecordBatch("varint does not fit in 64 bits")
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    if pos >= end:
-        raise InvalidRecordBatch("record truncated inside a varint")
-    byte = data[pos]
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), pos + 1
-    return _varint_tail(data, pos + 1, end, byte & 0x7F)
-
-
 def _length(data: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
     """A nullable length (-1 = null) that must fit between `pos` and `end`: (length, position)."""
-    length, pos = _varint(data, pos, end)
+    length, pos = read_varint(data, pos, end)
     if length < -1 or length > end - pos:
         raise InvalidRecordBatch(f"record {what} length {length} does not fit")
     return length, pos
@@ -169,26 +143,26 @@ def _decode(columns: RecordColumns, header: BatchHeader, data: bytes, first_offs
         # function call per field is most of the pure-Python cost.
         byte = data[pos] if pos < end else 0x80
         if byte < 0x80:
-            length = _ZIGZAG[byte]
+            length = ONE_BYTE_ZIGZAG[byte]
             pos += 1
         else:
-            length, pos = _varint(data, pos, end)
+            length, pos = read_varint(data, pos, end)
         if length < 1 or length > end - pos:
             raise InvalidRecordBatch(f"record length {length} does not fit the batch")
         record_end = pos + length
         pos += 1  # record attributes: unused by every Kafka version so far
         byte = data[pos] if pos < record_end else 0x80
         if byte < 0x80:
-            timestamp_delta = _ZIGZAG[byte]
+            timestamp_delta = ONE_BYTE_ZIGZAG[byte]
             pos += 1
         else:
-            timestamp_delta, pos = _varint(data, pos, record_end)
+            timestamp_delta, pos = read_varint(data, pos, record_end)
         byte = data[pos] if pos < record_end else 0x80
         if byte < 0x80:
-            offset_delta = _ZIGZAG[byte]
+            offset_delta = ONE_BYTE_ZIGZAG[byte]
             pos += 1
         else:
-            offset_delta, pos = _varint(data, pos, record_end)
+            offset_delta, pos = read_varint(data, pos, record_end)
         offset = base_offset + offset_delta
         if not _INT64_MIN <= offset <= _INT64_MAX:
             raise InvalidRecordBatch(f"record offset delta {offset_delta} does not fit after base "
@@ -202,8 +176,8 @@ def _decode(columns: RecordColumns, header: BatchHeader, data: bytes, first_offs
                                          f"after base timestamp {base_timestamp}")
         wanted = first_offset <= offset < end_offset
         byte = data[pos] if pos < record_end else 0x80
-        if byte < 0x80 and -1 <= _ZIGZAG[byte] <= record_end - pos - 1:
-            key_length = _ZIGZAG[byte]
+        if byte < 0x80 and -1 <= ONE_BYTE_ZIGZAG[byte] <= record_end - pos - 1:
+            key_length = ONE_BYTE_ZIGZAG[byte]
             pos += 1
         else:
             key_length, pos = _length(data, pos, record_end, "key")
@@ -211,8 +185,8 @@ def _decode(columns: RecordColumns, header: BatchHeader, data: bytes, first_offs
         if key_length > 0:
             pos += key_length
         byte = data[pos] if pos < record_end else 0x80
-        if byte < 0x80 and -1 <= _ZIGZAG[byte] <= record_end - pos - 1:
-            value_length = _ZIGZAG[byte]
+        if byte < 0x80 and -1 <= ONE_BYTE_ZIGZAG[byte] <= record_end - pos - 1:
+            value_length = ONE_BYTE_ZIGZAG[byte]
             pos += 1
         else:
             value_length, pos = _length(data, pos, record_end, "value")
@@ -221,10 +195,10 @@ def _decode(columns: RecordColumns, header: BatchHeader, data: bytes, first_offs
             pos += value_length
         byte = data[pos] if pos < record_end else 0x80
         if byte < 0x80:
-            count = _ZIGZAG[byte]
+            count = ONE_BYTE_ZIGZAG[byte]
             pos += 1
         else:
-            count, pos = _varint(data, pos, record_end)
+            count, pos = read_varint(data, pos, record_end)
         if count < 0 or count > record_end - pos:
             raise InvalidRecordBatch(f"record header count {count} is invalid")
         for _ in range(count):

@@ -393,25 +393,45 @@ def build_batch(
     return bytes(batch)
 
 
-def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Decode a zigzag varint at `pos`; returns (value, next position)."""
-    result = 0
-    shift = 0
+# The value of every one-byte zigzag varint, for walks that decode those inline (most lengths
+# and deltas of small records) and call read_varint for the others.
+ONE_BYTE_ZIGZAG: Final = tuple((byte >> 1) ^ -(byte & 1) for byte in range(0x80))
+
+
+def read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The zigzag varint at `pos`, read no further than `end`: (value, position after it).
+
+    Every pure-Python reader of records uses this one (the decoder here, record_columns, the
+    log cleaner). InvalidRecordBatch when the varint runs past `end`, is longer than 10 bytes
+    or does not fit in 64 bits; the compiled twin in roost._speedups.records raises the same
+    messages, which tests/speedups compare.
+    """
+    if pos >= end:
+        raise InvalidRecordBatch("record truncated inside a varint")
+    byte = data[pos]
+    pos += 1
+    if byte < 0x80:  # one byte: most lengths and deltas of small records
+        return (byte >> 1) ^ -(byte & 1), pos
+    result = byte & 0x7F
+    shift = 7
     while True:
         if pos >= end:
             raise InvalidRecordBatch("record truncated inside a varint")
-        byte = buf[pos]
+        byte = data[pos]
         pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
+        if byte < 0x80:
+            if shift == 63 and byte > 1:  # the tenth byte may carry only the 64th bit
+                raise InvalidRecordBatch("varint does not fit in 64 bits")
+            result |= byte << shift
             return (result >> 1) ^ -(result & 1), pos
+        result |= (byte & 0x7F) << shift
         shift += 7
-        if shift >= 70:
+        if shift > 63:
             raise InvalidRecordBatch("varint longer than 10 bytes")
 
 
 def _read_bytes(buf: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos, end)
+    length, pos = read_varint(buf, pos, end)
     if length == -1:
         return None, pos
     if length < -1 or pos + length > end:
@@ -425,16 +445,16 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     end = len(data)
     log_append = header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
     for _ in range(header.records_count):
-        length, pos = _read_varint(data, pos, end)
+        length, pos = read_varint(data, pos, end)
         record_end = pos + length
         if length < 1 or record_end > end:
             raise InvalidRecordBatch(f"record length {length} does not fit the batch")
         pos += 1  # record attributes, unused
-        timestamp_delta, pos = _read_varint(data, pos, record_end)
-        offset_delta, pos = _read_varint(data, pos, record_end)
+        timestamp_delta, pos = read_varint(data, pos, record_end)
+        offset_delta, pos = read_varint(data, pos, record_end)
         key, pos = _read_bytes(data, pos, record_end, "key")
         value, pos = _read_bytes(data, pos, record_end, "value")
-        header_count, pos = _read_varint(data, pos, record_end)
+        header_count, pos = read_varint(data, pos, record_end)
         if header_count < 0 or header_count > record_end - pos:
             raise InvalidRecordBatch(f"record header count {header_count} is invalid")
         headers: list[tuple[str, bytes | None]] = []
