@@ -58,6 +58,20 @@ RECOVERING = 1
 # 2 s ZooKeeper session. The handler yields once this long has passed without a yield.
 BREATHE_EVERY_S = 0.02
 
+
+class _Breather:
+    """Yields to the event loop once BREATHE_EVERY_S has passed since the last yield: a controller
+    request over thousands of partitions (LeaderAndIsr, StopReplica) lets ZooKeeper heartbeats and
+    clients' requests go on between them."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+
+    async def breathe(self) -> None:
+        if time.monotonic() - self._since > BREATHE_EVERY_S:
+            await asyncio.sleep(0)
+            self._since = time.monotonic()
+
 # Called with (partition, became leader?) whenever a hosted partition's role changes; the group
 # coordinator loads or unloads the groups of __consumer_offsets partitions this way.
 LeadershipListener = Callable[[Partition, bool], None]
@@ -245,7 +259,7 @@ class ReplicaManager:
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "topics": []}
         self.controller_epoch = body["controller_epoch"]
         now = now_ms()
-        breathed = time.monotonic()
+        breather = _Breather()
         for topic in body["topic_states"]:
             name, topic_id = topic["topic_name"], topic.get("topic_id")
             errors = []
@@ -285,9 +299,7 @@ class ReplicaManager:
                         await asyncio.sleep(0)
                 self._apply_state(partition, wanted, now)
                 errors.append({"partition_index": index, "error_code": ErrorCode.NONE})
-                if time.monotonic() - breathed > BREATHE_EVERY_S:
-                    await asyncio.sleep(0)  # ZooKeeper heartbeats and clients' requests go on
-                    breathed = time.monotonic()
+                await breather.breathe()
             topics_out.append({"topic_id": topic_id, "partition_errors": errors})
         return {"error_code": ErrorCode.NONE, "topics": topics_out}
 
@@ -340,7 +352,7 @@ class ReplicaManager:
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "partition_errors": []}
         self.controller_epoch = body["controller_epoch"]
         errors = []
-        breathed = time.monotonic()
+        breather = _Breather()
         for topic in body["topic_states"]:
             name = topic["topic_name"]
             for wanted in topic["partition_states"]:
@@ -357,9 +369,7 @@ class ReplicaManager:
                     # Stop fetching; the log stays (a broker shutting down, or a replica moved away).
                     self.on_stop_following(partition)
                 errors.append({"topic_name": name, "partition_index": index, "error_code": code})
-                if time.monotonic() - breathed > BREATHE_EVERY_S:
-                    await asyncio.sleep(0)  # ZooKeeper heartbeats and clients' requests go on
-                    breathed = time.monotonic()
+                await breather.breathe()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
     # produce ----------------------------------------------------------------------------------
