@@ -15,6 +15,7 @@ removed then (`roost.broker.log_dirs`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import shutil
@@ -65,24 +66,16 @@ class LogDeleter:
         self._thread = None
 
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            round_ = [first]
-            stop = False
-            while True:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is _STOP:
-                    stop = True
-                    break
-                round_.append(more)
-            self._remove_round(round_)
-            if stop:
-                return
+        stopping = False
+        while not stopping:
+            taken = [self._queue.get()]  # a round: this one and all queued behind it
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    taken.append(self._queue.get_nowait())
+            stopping = _STOP in taken
+            directories = [directory for directory in taken if directory is not _STOP]
+            if directories:
+                self._remove_round(directories)
 
     def _remove_round(self, directories: list[Path]) -> None:
         parents = {directory.parent for directory in directories}

@@ -138,15 +138,13 @@ class LogManager:
             directory = partition_log.directory
         elif log_dir is not None:
             directory = log_dir.logs / partition_name(topic, index)
+            if not directory.is_dir():
+                return
         else:
             return
         try:
-            if partition_log is not None:
-                retired = partition_log.retire(name)
-            elif directory.is_dir():
-                retired = directory.rename(directory.with_name(name))
-            else:
-                return
+            retired = partition_log.retire(name) if partition_log is not None else \
+                directory.rename(directory.with_name(name))
         except OSError as error:
             # A failed directory: remove what can be removed, as before the deleter.
             log.warning("cannot rename the deleted log %s for removal (%s); removing it in place", directory, error)
