@@ -24,7 +24,7 @@ from tests.keeper.zkharness import (
     zookeeper_standalone,
 )
 from tests.support import referees
-from tests.support.procs import RoostProcess, start_roost, wait_for
+from tests.support.procs import RoostProcess, process_alive, start_roost, wait_for
 
 KEEPERS = ("keeper 1", "keeper 2", "keeper 3")
 BROKERS = ("broker 1 kafka", "broker 2 kafka")
@@ -53,14 +53,6 @@ def pid_of(supervisor: RoostProcess, name: str) -> int:
     matches = [pid for pid, cmdline in children_of(supervisor.popen.pid).items() if f"/{name}.toml " in cmdline]
     assert len(matches) == 1, (name, children_of(supervisor.popen.pid))
     return matches[0]
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def answers_kafka(address: str) -> bool:
@@ -135,7 +127,7 @@ def test_a_killed_child_is_reported_and_the_rest_keep_running(cluster: tuple[Roo
     wait_for(lambda: "roost: broker 2 exited with status -9" in proc.text(), 30, what="the exit report")
     assert proc.popen.poll() is None
     for name in ("keeper-1", "keeper-2", "keeper-3", "broker-1"):
-        assert alive(pid_of(proc, name))
+        assert process_alive(pid_of(proc, name))
     assert answers_kafka(proc.address("broker 1 kafka"))
 
 
@@ -145,7 +137,7 @@ def test_sigterm_stops_every_child_brokers_first(cluster: tuple[RoostProcess, Pa
     pids = children_of(proc.popen.pid)
     assert len(pids) >= 4  # broker 2 may be gone (killed by the test before)
     assert proc.stop(signal.SIGTERM) == 0
-    assert not [pid for pid in pids if alive(pid)]
+    assert not [pid for pid in pids if process_alive(pid)]
     text = proc.text()
     assert text.rstrip().endswith("roost: stopped")
     assert "roost: broker 1 stopped" in text
@@ -206,7 +198,7 @@ def test_with_zookeeper_no_keeper_starts_and_ctrl_c_stops_all(tmp_path: Path) ->
             assert proc.popen.wait(60) == 0
         finally:
             proc.stop()
-        assert not [pid for pid in children if alive(pid)]
+        assert not [pid for pid in children if process_alive(pid)]
         text = proc.text()
         assert "roost: broker 1 stopped" in text and "roost: broker 2 stopped" in text
         assert "roost: keeper" not in text

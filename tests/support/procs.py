@@ -126,7 +126,7 @@ def process_alive(pid: int) -> bool:
     """Whether process `pid` runs (Linux /proc): a zombie has exited, its parent not yet told."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or going while its entry is read
         return False
     return state != "Z"
 
