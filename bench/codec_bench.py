@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -36,7 +35,9 @@ from typing import Any, Protocol
 import roost.wire.kafka
 from roost.wire.kafka import RequestHeader
 
-Action = Callable[[], object]
+sys.path.insert(0, str(Path(__file__).parent))
+
+from micro_timing import Action, calls_for, checkout_figures, time_calls  # a sibling module
 
 
 class KafkaFraming(Protocol):
@@ -205,27 +206,6 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def _calls_for(action: Action, seconds: float) -> int:
-    """How many calls take about `seconds` of CPU time."""
-    calls = 16
-    while True:
-        start = time.process_time()
-        for _ in range(calls):
-            action()
-        spent = time.process_time() - start
-        if spent >= seconds / 4 or calls >= 50_000_000:
-            return max(1, int(calls * seconds / max(spent, 1e-9)))
-        calls *= 4
-
-
-def _measure(action: Action, calls: int) -> tuple[float, float]:
-    """(CPU µs, wall µs) per call over `calls` calls."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
-        action()
-    return ((time.process_time() - cpu) / calls * 1e6, (time.perf_counter() - wall) / calls * 1e6)
-
-
 def measure(variants: dict[str, KafkaFraming], selected: list[Row], rounds: int,
             seconds: float) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[float]]]:
     """CPU and wall µs per call of every row and variant, one figure per round."""
@@ -234,7 +214,7 @@ def measure(variants: dict[str, KafkaFraming], selected: list[Row], rounds: int,
     for row in selected:
         results = [_comparable(actions[(row.label, name)]()) for name in variants]
         assert all(result == results[0] for result in results), f"{row.label}: the variants disagree"
-    calls = {key: _calls_for(action, seconds) for key, action in actions.items()}
+    calls = {key: calls_for(action, seconds) for key, action in actions.items()}
     cpu: dict[tuple[str, str], list[float]] = {key: [] for key in actions}
     wall: dict[tuple[str, str], list[float]] = {key: [] for key in actions}
     for round_index in range(rounds):
@@ -242,7 +222,7 @@ def measure(variants: dict[str, KafkaFraming], selected: list[Row], rounds: int,
         for row in selected:
             for name in order:
                 key = (row.label, name)
-                cpu_us, wall_us = _measure(actions[key], calls[key])
+                cpu_us, wall_us = time_calls(actions[key], calls[key])
                 cpu[key].append(cpu_us)
                 wall[key].append(wall_us)
     return cpu, wall
@@ -272,23 +252,9 @@ def _table(selected: list[Row], names: tuple[str, str], cpu: dict[tuple[str, str
 
 def compare_checkouts(other: Path, selected: list[Row], rounds: int, seconds: float, only: str) -> None:
     """Before/after: the public functions of `other`/src against this checkout's, one process each."""
-    here = Path(__file__).resolve().parent.parent
-    trees = {"before": other.resolve(), "after": here}
-    cpu: dict[tuple[str, str], list[float]] = {(row.label, name): [] for row in selected for name in trees}
-    wall: dict[tuple[str, str], list[float]] = {key: [] for key in cpu}
     started_cpu, started_wall = _children_cpu(), time.perf_counter()
-    for round_index in range(rounds):
-        order = list(trees) if round_index % 2 == 0 else list(reversed(trees))
-        for name in order:
-            env = {**os.environ, "PYTHONPATH": str(trees[name] / "src")}
-            command = [sys.executable, str(Path(__file__).resolve()), "--public", "--rounds", "1",
-                       "--seconds", str(seconds), "--only", only]
-            result = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=600)
-            figures = json.loads(result.stdout)
-            assert figures["module"].startswith(str(trees[name])), figures["module"]
-            for label, (cpu_us, wall_us) in figures["rows"].items():
-                cpu[(label, name)].append(cpu_us)
-                wall[(label, name)].append(wall_us)
+    trees, cpu, wall = checkout_figures(Path(__file__), other, rounds,
+                                        ["--public", "--rounds", "1", "--seconds", str(seconds), "--only", only])
     _conditions(rounds, f"public functions of {trees['before']} vs {trees['after']}, "
                 f"one process per checkout and round", _children_cpu() - started_cpu,
                 time.perf_counter() - started_wall)

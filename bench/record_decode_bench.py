@@ -23,13 +23,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-Action = Callable[[], object]
+sys.path.insert(0, str(Path(__file__).parent))
+
+from micro_timing import Action, calls_for, checkout_figures, time_calls  # a sibling module
 
 
 def _batches() -> dict[str, bytes]:
@@ -63,30 +62,14 @@ def _actions() -> dict[str, Action]:
     return actions
 
 
-def _calls_for(action: Action, seconds: float) -> int:
-    calls = 1
-    while True:
-        start = time.process_time()
-        for _ in range(calls):
-            action()
-        spent = time.process_time() - start
-        if spent >= seconds / 4:
-            return max(1, int(calls * seconds / max(spent, 1e-9)))
-        calls *= 4
-
-
 def measure(rounds: int, seconds: float) -> dict[str, tuple[float, float]]:
     """Median (CPU µs, wall µs) per call of every action over `rounds` rounds."""
     actions = _actions()
-    calls = {label: _calls_for(action, seconds) for label, action in actions.items()}
+    calls = {label: calls_for(action, seconds) for label, action in actions.items()}
     figures: dict[str, list[tuple[float, float]]] = {label: [] for label in actions}
     for _ in range(rounds):
         for label, action in actions.items():
-            wall, cpu = time.perf_counter(), time.process_time()
-            for _ in range(calls[label]):
-                action()
-            figures[label].append(((time.process_time() - cpu) / calls[label] * 1e6,
-                                   (time.perf_counter() - wall) / calls[label] * 1e6))
+            figures[label].append(time_calls(action, calls[label]))
     return {label: (statistics.median(f[0] for f in values), statistics.median(f[1] for f in values))
             for label, values in figures.items()}
 
@@ -99,21 +82,8 @@ def _conditions(what: str) -> None:
 
 
 def compare_checkouts(other: Path, rounds: int, seconds: float) -> None:
-    here = Path(__file__).resolve().parent.parent
-    trees = {"before": other.resolve(), "after": here}
-    cpu: dict[tuple[str, str], list[float]] = {}
-    wall: dict[tuple[str, str], list[float]] = {}
-    for round_index in range(rounds):
-        for name in (trees if round_index % 2 == 0 else reversed(list(trees))):
-            env = {**os.environ, "PYTHONPATH": str(trees[name] / "src")}
-            command = [sys.executable, str(Path(__file__).resolve()), "--json", "--rounds", "1",
-                       "--seconds", str(seconds)]
-            result = subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=600)
-            figures = json.loads(result.stdout)
-            assert figures["module"].startswith(str(trees[name])), figures["module"]
-            for label, (cpu_us, wall_us) in figures["rows"].items():
-                cpu.setdefault((label, name), []).append(cpu_us)
-                wall.setdefault((label, name), []).append(wall_us)
+    trees, cpu, wall = checkout_figures(Path(__file__), other, rounds,
+                                        ["--json", "--rounds", "1", "--seconds", str(seconds)])
     _conditions(f"{trees['before']} vs {trees['after']}, median of {rounds} alternating rounds, "
                 "one process per checkout and round")
     labels = sorted({label for label, _ in cpu})
