@@ -32,6 +32,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
+from concurrent.futures import Future
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -100,15 +102,21 @@ def create_batch(admin: AdminClient, names: list[str], partitions: int, replicat
     started = time.monotonic()
     futures = admin.create_topics([NewTopic(n, partitions, replication) for n in names],
                                   operation_timeout=timeout, request_timeout=timeout + 10)
+    failed = failures(futures.values(), timeout + 30)
+    return time.monotonic() - started, failed
+
+
+def failures(futures: Iterable[Future[None]], timeout: float) -> int:
+    """Wait for an admin request's futures; how many failed (the first one's error is shown)."""
     failed = 0
-    for future in futures.values():
+    for future in futures:
         try:
-            future.result(timeout + 30)
+            future.result(timeout)
         except Exception as error:  # counted and shown; the run goes on
             failed += 1
             if failed == 1:
                 print(f"    first failure: {error}", flush=True)
-    return time.monotonic() - started, failed
+    return failed
 
 
 def metadata_all(admin: AdminClient, rounds: int) -> tuple[list[float], int, int, int]:
@@ -197,14 +205,8 @@ def delete_all(admin: AdminClient, names: list[str], timeout: float) -> tuple[fl
     """Delete `names` in one DeleteTopics request (as `kafka-topics --delete` with a pattern does);
     (seconds until every one is gone from Metadata, topics that failed)."""
     started = time.monotonic()
-    failed = 0
-    for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout + 10).values():
-        try:
-            future.result(timeout + 30)
-        except Exception as error:
-            failed += 1
-            if failed == 1:
-                print(f"    first failure: {error}", flush=True)
+    futures = admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout + 10)
+    failed = failures(futures.values(), timeout + 30)
     left = set(names)
     for _ in range(600):  # bounded: at most about a minute more
         left &= set(admin.list_topics(timeout=60).topics)
