@@ -30,6 +30,14 @@ def leader_and_isr(leader: int, epoch: int) -> dict[str, Any]:
              "replicas": [ME, PEER], "isr": [ME, PEER]} for index in range(PARTITIONS)]}]}
 
 
+def replica_manager(data: Path) -> ReplicaManager:
+    """Broker ME's replica manager, with PEER as the controller and the other replica."""
+    config = BrokerConfig.build([("test", {"broker.id": ME})])
+    metadata = MetadataCache()
+    metadata.set_brokers([BrokerEndpoint(ME, "127.0.0.1", 19092), BrokerEndpoint(PEER, "127.0.0.1", 19093)], PEER)
+    return ReplicaManager(ME, config, LogManager(config, data), metadata)
+
+
 async def no_overrides(topic: str) -> dict[str, Any]:
     return {}
 
@@ -46,10 +54,7 @@ async def ticks_while(work: asyncio.Future[dict[str, Any]]) -> int:
 def test_taking_leadership_of_many_partitions_yields_to_the_loop_between_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def main() -> tuple[int, int, list[int]]:
-        config = BrokerConfig.build([("test", {"broker.id": ME})])
-        metadata = MetadataCache()
-        metadata.set_brokers([BrokerEndpoint(ME, "127.0.0.1", 19092), BrokerEndpoint(PEER, "127.0.0.1", 19093)], PEER)
-        replicas = ReplicaManager(ME, config, LogManager(config, tmp_path), metadata)
+        replicas = replica_manager(tmp_path)
         try:
             # Follower first: the logs are opened (which yields on its own), so the second
             # request only changes roles, the part that used to run in one go.
@@ -63,6 +68,7 @@ def test_taking_leadership_of_many_partitions_yields_to_the_loop_between_them(
             return ticks, leaders, codes
         finally:
             await replicas.close()
+            replicas.logs.close()
 
     ticks, leaders, codes = asyncio.run(main())
     assert codes == [ErrorCode.NONE] * PARTITIONS
@@ -82,22 +88,19 @@ def stop_replica(delete: bool) -> dict[str, Any]:
 def test_stopping_many_partitions_yields_to_the_loop_between_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delete: bool) -> None:
     async def main() -> tuple[int, int, list[int]]:
-        config = BrokerConfig.build([("test", {"broker.id": ME})])
-        metadata = MetadataCache()
-        metadata.set_brokers([BrokerEndpoint(ME, "127.0.0.1", 19092), BrokerEndpoint(PEER, "127.0.0.1", 19093)], PEER)
-        logs = LogManager(config, tmp_path)
-        replicas = ReplicaManager(ME, config, logs, metadata)
+        replicas = replica_manager(tmp_path)
         try:
             await replicas.leader_and_isr(leader_and_isr(PEER, 1), no_overrides)
             monkeypatch.setattr(manager_module, "BREATHE_EVERY_S", 0.0)
             work = asyncio.ensure_future(replicas.stop_replicas(stop_replica(delete)))
             ticks = await ticks_while(work)
             answer = await work
-            assert logs.deleter.wait_idle(30)
+            assert replicas.logs.deleter.wait_idle(30)
             codes = [e["error_code"] for e in answer["partition_errors"]]
             return ticks, len(list(replicas.hosted())), codes
         finally:
             await replicas.close()
+            replicas.logs.close()
 
     ticks, hosted, codes = asyncio.run(main())
     assert codes == [ErrorCode.NONE] * PARTITIONS
