@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from roost.broker.request import NO_RESPONSE, Deferred
+from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import (
     FrameSizeError,
     FrameSplitter,
@@ -48,7 +49,8 @@ class RequestRouter(Protocol):
     """Where a connection sends each request: returns the encoded response buffers, NO_RESPONSE,
     or an awaitable of either; raises KafkaCodecError for a request it cannot decode."""
 
-    def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1) -> Any: ...
+    def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1,
+              principal: KafkaPrincipal = ANONYMOUS) -> Any: ...
 
 
 class _Slot:
@@ -77,6 +79,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self.peer = "?"
         self.client_host = "?"
+        self.principal: KafkaPrincipal = ANONYMOUS  # replaced once TLS or SASL authenticates the client
         self.tasks: set[asyncio.Future[Any]] = set()  # responses still to come (cancelled on close)
         self.reject_reason: str | None = None  # set before connection_made: refuse this client
 
@@ -146,7 +149,7 @@ class KafkaConnection(asyncio.Protocol):
             self.abort(f"undecodable request header: {error}")
             return
         try:
-            result = self._router.route(header, frame, self.client_host, header_end)
+            result = self._router.route(header, frame, self.client_host, header_end, self.principal)
         except KafkaCodecError as error:
             self.abort(f"bad request api_key={header.api_key} v{header.api_version}: {error}")
             return

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from roost.broker.request import NO_RESPONSE, Deferred, Handler, Request
+from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.broker.stats import BrokerStats, now_ms
 from roost.wire.kafka import (
     API_NAMES,
@@ -109,7 +110,8 @@ class Dispatcher:
         self.request_counts: Counter[tuple[int, int]] = Counter()
         self._stats = stats  # None: metrics are off and requests are not timed
 
-    def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1) -> Any:
+    def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1,
+              principal: KafkaPrincipal = ANONYMOUS) -> Any:
         """Decode and handle one request (its header already read; `header_end` where it ended,
         so that it is not parsed twice, or -1)."""
         key, version = header.api_key, header.api_version
@@ -129,18 +131,19 @@ class Dispatcher:
             header, body = decode_request(frame)
         self.request_counts[(key, version)] += 1
         if self._stats is None:
-            return self._handle(key, header, body, client_host)
+            return self._handle(key, header, body, client_host, principal)
         started = now_ms()
         times = self._stats.timer(request_metric_name(key, body))
-        answer = self._handle(key, header, body, client_host)
+        answer = self._handle(key, header, body, client_host, principal)
         if type(answer) is Deferred:
             answer.future.add_done_callback(lambda _, t=times, s=started: t.record(now_ms() - s))
         else:
             times.record(now_ms() - started)
         return answer
 
-    def _handle(self, key: int, header: RequestHeader, body: dict[str, Any], client_host: str) -> Any:
-        result = self._routes[key](Request(header, body, client_host))  # type: ignore[index]
+    def _handle(self, key: int, header: RequestHeader, body: dict[str, Any], client_host: str,
+                principal: KafkaPrincipal) -> Any:
+        result = self._routes[key](Request(header, body, client_host, principal))  # type: ignore[index]
         if type(result) is dict:
             return encode_response(header, result)
         if result is NO_RESPONSE:

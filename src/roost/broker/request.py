@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import RequestHeader
 
 NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)
@@ -46,12 +47,14 @@ def when_all(futures: list[asyncio.Future[Any]]) -> asyncio.Future[list[BaseExce
 class Request:
     """One decoded request and where it came from."""
 
-    __slots__ = ("body", "client_host", "header")
+    __slots__ = ("body", "client_host", "header", "principal")
 
-    def __init__(self, header: RequestHeader, body: dict[str, Any], client_host: str) -> None:
+    def __init__(self, header: RequestHeader, body: dict[str, Any], client_host: str,
+                 principal: KafkaPrincipal = ANONYMOUS) -> None:
         self.header = header
         self.body = body
         self.client_host = client_host
+        self.principal = principal  # who sent it: ANONYMOUS until TLS or SASL proves otherwise
 
     @property
     def version(self) -> int:
