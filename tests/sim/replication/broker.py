@@ -2,7 +2,7 @@
 
 Real objects, called as the real broker calls them:
 - `ReplicaManager` (LeaderAndIsr through `InterBrokerApi.handle_leader_and_isr`, which checks
-  broker and controller epochs; `_apply_state`; StopReplica; `append_records`; `read`;
+  broker and controller epochs; `_apply_state`; StopReplica; the append door's `_append_to_leader`; `read`;
   `follower_fetched` and `diverging_epoch`), `Partition`, `PartitionState`, `MetadataCache`
   (UpdateMetadata), real `PartitionLog`s (see logs.py);
 - the leader's side of a replica fetch: `roost.broker.handlers.fetch._FetchPlan` (its follower
@@ -32,11 +32,12 @@ from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import _partition_response
 from roost.broker.metadata.cache import MetadataCache
+from roost.broker.replica.append import ACKS_ALL, ACKS_NONE, AppendOrigin, AppendOutcome
 from roost.broker.replica.fetcher import LeaderFetcher, ReplicaFetchers, _Following
 from roost.broker.replica.isr import IsrManager
-from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
+from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.replica.purgatory import _verdict
+from roost.broker.replica.purgatory import AwaitedAppend, _verdict
 from roost.broker.request import Request
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration
@@ -146,7 +147,7 @@ class SimDelayedProduce:
             if code is None:
                 still.append(entry)
                 continue
-            entry.response["error_code"] = code
+            entry.outcome.error = code
             entry.partition.unwatch(self)
         self._waiting = still
         if not still:
@@ -154,7 +155,7 @@ class SimDelayedProduce:
 
     def _expire(self) -> None:
         for entry in self._waiting:
-            entry.response["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            entry.outcome.error = ErrorCode.REQUEST_TIMED_OUT
             entry.partition.unwatch(self)
         self._waiting = []
         self.done.set_result(None)
@@ -690,6 +691,7 @@ class BrokerProcess:
         awaited: list[AwaitedAppend] = []
         topics_out = []
         appended: list[tuple[Partition, AppendOutcome]] = []
+        settled: list[tuple[dict[str, Any], AppendOutcome]] = []  # response entries the purgatory settles
         for topic in body["topic_data"]:
             name = topic["name"]
             partitions_out = []
@@ -699,14 +701,15 @@ class BrokerProcess:
                 if partition is None:
                     outcome = AppendOutcome(error)
                 else:
-                    outcome = self.replicas.append_records(partition, pdata["records"], acks)
+                    outcome = self.replicas._append_to_leader(partition, pdata["records"], acks, AppendOrigin.CLIENT)
                     if outcome.durable is not None:
                         durable_waits.append(outcome.durable)
                     appended.append((partition, outcome))
                 entry = _partition_response(index, outcome)
                 if partition is not None and acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
                         and outcome.required_offset > partition.high_watermark:
-                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, entry))
+                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, outcome))
+                    settled.append((entry, outcome))
                 partitions_out.append(entry)
             topics_out.append({"name": name, "partition_responses": partitions_out})
         response: dict[str, Any] = {"responses": topics_out, "throttle_time_ms": 0}
@@ -718,6 +721,8 @@ class BrokerProcess:
                 durable_waits.append(delayed.done)
 
         def answer(_: Any = None) -> None:
+            for entry, outcome in settled:
+                entry["error_code"] = outcome.error
             self.cluster.produce_answered(self, body, response, appended)
             respond(response)
 

@@ -42,11 +42,11 @@ from roost.broker.group.offsets import (
 )
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC
-from roost.broker.replica.manager import ACKS_ALL, ReplicaManager
+from roost.broker.replica.append import ACKS_ALL, ACKS_LEADER, AppendOrigin, AppendOutcome
+from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.replica.purgatory import AwaitedAppend
 from roost.config import BrokerConfig
-from roost.log import MessageTooLarge, OffsetOutOfRange, RecordBatchTooLarge
+from roost.log import OffsetOutOfRange
 from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker.group")
@@ -118,9 +118,8 @@ class GroupService:
         self._metadata = metadata
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
         self._commit_timeout_s = config["offsets.commit.timeout.ms"] / 1000
-        # -1: every in-sync replica; any other value: the leader alone. The setting comes with the
-        # cluster's settings (another branch); until then Kafka's default applies.
-        self._required_acks: int = config["offsets.commit.required.acks"]
+        # -1: every in-sync replica; any other value: the leader alone.
+        self._required_acks = ACKS_ALL if config["offsets.commit.required.acks"] == ACKS_ALL else ACKS_LEADER
         self._owned: dict[int, OwnedPartition] = {}  # offsets partition index -> what we lead
         self._expiry_check_seconds = config["offsets.retention.check.interval.ms"] / 1000
         self._tasks: list[asyncio.Task[None]] = []
@@ -305,21 +304,21 @@ class GroupService:
         appended = self._append_acked(owned.partition, dict(entries), (), now)
         if isinstance(appended, ErrorCode):
             return appended
-        log_offset, waits, replication = appended
+        outcome, done = appended
         owned.store.begin_commit(entries)
-        if not waits:
-            code = commit_error(replication["error_code"])
-            owned.store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
+        if done is None:
+            code = commit_error(outcome.error)
+            owned.store.finish_commit(entries, outcome.base_offset, code == ErrorCode.NONE)
             return code
         # The outcome is applied whether or not anyone still awaits the answer (a client may
         # hang up); the caller gets a shield so it cannot cancel the bookkeeping.
-        return self._keep(self._finish_commit(owned.store, entries, log_offset, waits, replication))
+        return self._keep(self._finish_commit(owned.store, entries, outcome, done))
 
     @staticmethod
-    async def _finish_commit(store: OffsetStore, entries: dict[OffsetKey, CommittedOffset], log_offset: int,
-                             waits: list[asyncio.Future[None]], replication: dict[str, Any]) -> ErrorCode:
-        code = await _outcome(waits, replication, f"offset commit at {log_offset}")
-        store.finish_commit(entries, log_offset, code == ErrorCode.NONE)
+    async def _finish_commit(store: OffsetStore, entries: dict[OffsetKey, CommittedOffset], outcome: AppendOutcome,
+                             done: asyncio.Future[None]) -> ErrorCode:
+        code = await _settled(outcome, done)
+        store.finish_commit(entries, outcome.base_offset, code == ErrorCode.NONE)
         return code
 
     def _keep(self, work: Awaitable[ErrorCode]) -> Awaitable[ErrorCode]:
@@ -331,25 +330,15 @@ class GroupService:
 
     def _append_acked(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None],
                       deleted_groups: Iterable[str], now: int
-                      ) -> tuple[int, list[asyncio.Future[None]], dict[str, Any]] | ErrorCode:
-        """Append one batch of offset records with the commits' acks: (its log offset, what to
-        wait for before answering, where the replication verdict lands), or, if nothing was
-        appended, the coordinator error to answer."""
-        if self._required_acks == ACKS_ALL and len(partition.state.isr) < partition.configs["min.insync.replicas"]:
-            return commit_error(ErrorCode.NOT_ENOUGH_REPLICAS)
-        epoch = partition.leader_epoch
-        appended = self._append(partition, entries, now, deleted_groups)
-        if isinstance(appended, ErrorCode):
-            return commit_error(appended)
-        log_offset, end_offset, durable = appended
-        waits: list[asyncio.Future[None]] = [durable] if durable is not None else []
-        replication = {"error_code": ErrorCode.NONE}  # the purgatory's verdict lands here
-        if self._required_acks == ACKS_ALL and partition.high_watermark < end_offset:
-            replicated = self._replicas.wait_for_replication(
-                [AwaitedAppend(partition, end_offset, epoch, replication)], self._commit_timeout_s)
-            if replicated is not None:
-                waits.append(replicated)
-        return log_offset, waits, replication
+                      ) -> tuple[AppendOutcome, asyncio.Future[None] | None] | ErrorCode:
+        """Append one batch of offset records with the commits' acks: (its outcome, and what to
+        wait for before that outcome is final), or, if nothing was appended, the coordinator
+        error to answer."""
+        outcome, done = self._append(partition, entries, now, deleted_groups, self._required_acks)
+        if outcome.base_offset < 0:  # nothing appended
+            assert outcome.error != ErrorCode.NONE and done is None, outcome
+            return commit_error(outcome.error)
+        return outcome, done
 
     # deleting groups and their offsets ---------------------------------------------------------
     def delete_group(self, group_id: str, now: int) -> ErrorCode | Awaitable[ErrorCode]:
@@ -424,49 +413,44 @@ class GroupService:
         appended = self._append_acked(owned.partition, dict.fromkeys(keys), metadata_tombstone, now)
         if isinstance(appended, ErrorCode):
             return appended  # nothing appended: nothing deleted
-        log_offset, waits, replication = appended
+        outcome, done = appended
+        log_offset = outcome.base_offset
         owned.store.delete(keys, drop_pending=True)
         if whole_group:
             self.coordinator.remove_empty(group_id)
         log.info("deleted %d committed offsets%s of group %s (tombstones at %s-%d offset %d)", len(keys),
                  " and the group" if whole_group else "", group_id, OFFSETS_TOPIC, owned.partition.index,
                  log_offset)
-        if not waits:
-            return commit_error(replication["error_code"])
-        return self._keep(_outcome(waits, replication, f"tombstones of group {group_id} at {log_offset}"))
+        if done is None:
+            return commit_error(outcome.error)
+        return self._keep(_settled(outcome, done))
 
-    def _append(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None],
-                now: int, deleted_groups: Iterable[str] = ()) -> tuple[int, int, asyncio.Future[None] | None] | ErrorCode:
-        """Append one batch of offset records (and group metadata tombstones) on the leader: (its
-        first offset, the log end after it, the fsync to wait for), or the log's error."""
+    def _append(self, partition: Partition, entries: dict[OffsetKey, CommittedOffset | None], now: int,
+                deleted_groups: Iterable[str] = (), acks: int = ACKS_LEADER
+                ) -> tuple[AppendOutcome, asyncio.Future[None] | None]:
+        """Append one batch of offset records (and group metadata tombstones) through the
+        replica manager's append door: (its outcome, and what to wait for before that is final)."""
         batch = offset_batch(entries, now, deleted_groups)
-        log_offset = partition.log_end_offset
-        try:
-            durable = self._replicas.append_internal(partition, batch)
-        except (MessageTooLarge, RecordBatchTooLarge) as error:
-            log.warning("offset batch of %d bytes refused by %s-%d: %s", len(batch), partition.topic,
-                        partition.index, error)
-            return ErrorCode.RECORD_LIST_TOO_LARGE
-        except OSError:
-            log.exception("appending offsets to %s-%d failed", partition.topic, partition.index)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        end_offset = partition.log_end_offset
-        assert end_offset > log_offset, "an append moves the log end"
-        return log_offset, end_offset, durable
+        appending = self._replicas.append([((partition.topic, partition.index), batch)], acks,
+                                          AppendOrigin.COORDINATOR, self._commit_timeout_s)
+        outcome = appending.outcomes[0]
+        if outcome.error != ErrorCode.NONE:
+            log.warning("offset batch of %d bytes refused by %s-%d: %s %s", len(batch), partition.topic,
+                        partition.index, outcome.error.name, outcome.message or "")
+        return outcome, appending.done
 
     def _write_tombstones(self, owned: OwnedPartition, keys: list[OffsetKey], now: int, why: str,
                           drop_pending: bool = False) -> None:
         """Delete entries now and append their tombstones without waiting (Kafka's cleanup: a
         tombstone lost in a failover brings back an entry that was to go anyway)."""
         owned.store.delete(keys, drop_pending=drop_pending)
-        appended = self._append(owned.partition, dict.fromkeys(keys), now)
-        if isinstance(appended, ErrorCode):
+        outcome, done = self._append(owned.partition, dict.fromkeys(keys), now)
+        if outcome.error != ErrorCode.NONE:
             log.warning("could not write %d tombstones (%s) to %s-%d: %s", len(keys), why, OFFSETS_TOPIC,
-                        owned.partition.index, appended.name)
+                        owned.partition.index, outcome.error.name)
             return
-        durable = appended[2]
-        if durable is not None:
-            durable.add_done_callback(_log_failed_flush)
+        if done is not None:
+            done.add_done_callback(lambda _: _log_failed_flush(outcome))
 
     # cleanup ----------------------------------------------------------------------------------
     def expire_offsets(self, now: int) -> int:
@@ -504,15 +488,12 @@ class GroupService:
             self._write_tombstones(owned, keys, now, f"topic {topic} deleted", drop_pending=True)
 
 
-async def _outcome(waits: list[asyncio.Future[None]], replication: dict[str, Any], what: str) -> ErrorCode:
-    """The coordinator's answer for an append once its fsync and replication are done."""
-    results = await asyncio.gather(*waits, return_exceptions=True)
-    failed = next((r for r in results if isinstance(r, BaseException)), None)
-    if failed is not None:
-        log.error("%s could not be made durable: %r", what, failed)
-    return commit_error(ErrorCode.KAFKA_STORAGE_ERROR if failed is not None else replication["error_code"])
+async def _settled(outcome: AppendOutcome, done: asyncio.Future[None]) -> ErrorCode:
+    """The coordinator's answer for an append once the door has settled it (fsync, replication)."""
+    await done
+    return commit_error(outcome.error)
 
 
-def _log_failed_flush(flushed: asyncio.Future[None]) -> None:
-    if not flushed.cancelled() and flushed.exception() is not None:
-        log.error("flushing offset tombstones failed: %r", flushed.exception())
+def _log_failed_flush(outcome: AppendOutcome) -> None:
+    if outcome.error != ErrorCode.NONE:
+        log.error("flushing offset tombstones at %d failed: %s", outcome.base_offset, outcome.error.name)

@@ -1,6 +1,7 @@
-"""Produce: turn each partition's records into an append on its leader, and answer when the
-acknowledgement may go: at once (acks=1), after the fsync the topic asks for, and for acks=all
-once the high watermark covers the records (every in-sync replica has them).
+"""Produce: the request becomes one call of the replica manager's append door
+(`ReplicaManager.append`, origin CLIENT), and the door's per-partition outcomes become the answer
+once they are final. The door decides when that is (acks, fsync before ack, the high watermark
+for acks=all: `replica/append.py`); this handler only translates.
 
 Batches stay batches: only the batch headers and CRCs are checked, offsets are assigned by
 rewriting baseOffset, and the bytes go to the log as they came (compressed ones stay compressed).
@@ -18,15 +19,14 @@ from typing import Any
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import TopicInfo, topic_name_problem
-from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
-from roost.broker.replica.partition import Partition
-from roost.broker.request import NO_RESPONSE, Request, when_all
+from roost.broker.replica.append import ACKS_NONE, AppendOrigin, AppendOutcome, refused
+from roost.broker.replica.manager import ReplicaManager
+from roost.broker.request import NO_RESPONSE, Request
 from roost.broker.stats import BrokerStats
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
 FIRST_LEADER_HINT_VERSION = 10  # KIP-951
-VALID_ACKS = (0, 1, -1)
 AUTO_CREATE_WAIT_S = 3.0
 
 
@@ -76,42 +76,51 @@ class ProduceApi:
         return creating
 
     def _handle(self, request: Request) -> Any:
+        """The request as one call of the append door, and its outcomes as the answer."""
         body = request.body
         acks = body["acks"]
-        version = request.version
-        durable_waits: list[asyncio.Future[None]] = []
-        awaited: list[AwaitedAppend] = []
+        entries = [((topic["name"], pdata["index"]), pdata["records"])
+                   for topic in body["topic_data"] for pdata in topic["partition_data"]]
+        if request.version < FIRST_SUPPORTED_PRODUCE_VERSION:
+            appending = refused(entries, ErrorCode.UNSUPPORTED_VERSION,
+                                "produce versions 0-2 are not supported; use v3 or later")
+        else:
+            appending = self._replicas.append(entries, acks, AppendOrigin.CLIENT, body["timeout_ms"] / 1000)
+        for ((name, _), records), outcome in zip(entries, appending.outcomes, strict=True):
+            if outcome.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                outcome.error = self._unknown_topic_error(name)
+            if self._stats is not None and (outcome.error == ErrorCode.NONE or name in self._metadata):
+                self._count(name, records, outcome)
+        if acks == ACKS_NONE:
+            return NO_RESPONSE
+        if appending.done is None:
+            return self._response(body, request.version, appending.outcomes)
+        answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+        def settled(_: asyncio.Future[None]) -> None:
+            if not answered.done():
+                answered.set_result(self._response(body, request.version, appending.outcomes))
+
+        appending.done.add_done_callback(settled)  # a future, no task
+        return answered
+
+    def _response(self, body: dict[str, Any], version: int, outcomes: list[AppendOutcome]) -> dict[str, Any]:
+        """The door's outcomes, in the request's order, as the Produce response."""
         hinted: set[int] = set()
         topics_out = []
+        position = 0
         for topic in body["topic_data"]:
             name = topic["name"]
             partitions_out = []
             for pdata in topic["partition_data"]:
                 index = pdata["index"]
-                partition: Partition | None = None
-                if version < FIRST_SUPPORTED_PRODUCE_VERSION:
-                    outcome = AppendOutcome(ErrorCode.UNSUPPORTED_VERSION,
-                                            "produce versions 0-2 are not supported; use v3 or later")
-                elif acks not in VALID_ACKS:
-                    outcome = AppendOutcome(ErrorCode.INVALID_REQUIRED_ACKS)
-                else:
-                    partition, error = self._partition_for_write(name, index)
-                    if partition is None:
-                        outcome = AppendOutcome(error)
-                    else:
-                        outcome = self._replicas.append_records(partition, pdata["records"], acks)
-                        if outcome.durable is not None:
-                            durable_waits.append(outcome.durable)
-                if self._stats is not None and (partition is not None or name in self._metadata):
-                    self._count(name, pdata["records"], outcome)
+                outcome = outcomes[position]
+                position += 1
                 entry = _partition_response(index, outcome)
                 if outcome.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINT_VERSION:
                     leader, epoch, _ = self._metadata.leader_endpoint(name, index)
                     entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                     hinted.add(leader)
-                if partition is not None and acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
-                        and outcome.required_offset > partition.high_watermark:
-                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, entry))
                 partitions_out.append(entry)
             topics_out.append({"name": name, "partition_responses": partitions_out})
         response: dict[str, Any] = {"responses": topics_out, "throttle_time_ms": 0}
@@ -119,18 +128,7 @@ class ProduceApi:
             response["node_endpoints"] = [
                 {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
                 for e in (self._metadata.endpoint(b) for b in sorted(hinted)) if e is not None]
-        if acks == ACKS_NONE:
-            if durable_waits:
-                # Nobody waits for the answer, but the fsync must still happen.
-                asyncio.gather(*durable_waits, return_exceptions=True)
-            return NO_RESPONSE
-        if awaited:
-            replicated = self._replicas.wait_for_replication(awaited, body["timeout_ms"] / 1000)
-            if replicated is not None:
-                durable_waits.append(replicated)
-        if not durable_waits:
-            return response
-        return _after(durable_waits, response)
+        return response
 
     def _count(self, topic: str, records: Any, outcome: AppendOutcome) -> None:
         """BrokerTopicMetrics of one partition's records (a known topic only: a client's typo
@@ -143,30 +141,11 @@ class ProduceApi:
             counters.messages_in += outcome.appended_records
             counters.bytes_in += len(records)
 
-    def _partition_for_write(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
-        partition, error = self._replicas.leader_partition(topic, index)
-        if partition is not None or error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-            return partition, error
+    def _unknown_topic_error(self, topic: str) -> ErrorCode:
+        """What a producer gets for a topic that is not there (its name may be invalid, or it is
+        being created)."""
         if topic_name_problem(topic) is not None:
-            return None, ErrorCode.INVALID_TOPIC_EXCEPTION
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
         if self._auto_create is not None:
-            return None, ErrorCode.LEADER_NOT_AVAILABLE  # being created: the client retries
-        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-def _after(waits: list[asyncio.Future[None]], response: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
-    """The response, once every wait is over (fsyncs, replication): a future, no task."""
-    answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-
-    def all_done(outcomes: asyncio.Future[list[BaseException | None]]) -> None:
-        if any(error is not None for error in outcomes.result()):
-            # Could not make the data durable: the client must not treat it as acknowledged.
-            for topic in response["responses"]:
-                for partition in topic["partition_responses"]:
-                    if partition["error_code"] == ErrorCode.NONE:
-                        partition["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-        if not answered.done():
-            answered.set_result(response)
-
-    when_all(waits).add_done_callback(all_done)
-    return answered
+            return ErrorCode.LEADER_NOT_AVAILABLE  # being created: the client retries
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -17,39 +17,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import TopicInfo
+from roost.broker.replica.append import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    VALID_ACKS,
+    Appending,
+    AppendOrigin,
+    AppendOutcome,
+    Batches,
+    TopicPartition,
+    check_client_batches,
+    check_sequences,
+    mark_failed_fsync,
+    refused,
+)
 from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
 from roost.broker.replica.state import NO_LEADER, PartitionState
+from roost.broker.request import when_all
 from roost.config import BrokerConfig
-from roost.log import OK, Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
+from roost.log import Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
 from roost.wire.kafka.errors import ErrorCode
-from roost.wire.kafka.records import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-    LOG_OVERHEAD,
-    MAX_SEQUENCE,
-    BatchHeader,
-    InvalidRecordBatch,
-    validate_batches,
-)
 
 log = logging.getLogger("roost.broker.replica")
 
-ACKS_NONE, ACKS_LEADER, ACKS_ALL = 0, 1, -1
 UNKNOWN_EPOCH = -1
 DELETE_EPOCH = -2
 RECOVERING = 1
@@ -81,21 +85,6 @@ ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-@dataclass(slots=True)
-class AppendOutcome:
-    """What became of one partition's records in a produce request."""
-
-    error: ErrorCode = ErrorCode.NONE
-    message: str | None = None
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    durable: asyncio.Future[None] | None = None  # the ack waits for this fsync, when set
-    required_offset: int = -1  # acks=all: the HW that covers these records
-    leader_epoch: int = -1
-    appended_records: int = 0  # records this request added to the log (not a retried duplicate)
 
 
 class ReplicaManager:
@@ -372,29 +361,59 @@ class ReplicaManager:
                 await breather.breathe()
         return {"error_code": ErrorCode.NONE, "partition_errors": errors}
 
-    # produce ----------------------------------------------------------------------------------
-    def append_records(self, partition: Partition, records: Any, acks: int) -> AppendOutcome:
-        """Append a produce request's records for one partition, on its leader."""
-        if records is None or len(records) == 0:
-            return AppendOutcome(ErrorCode.CORRUPT_MESSAGE, "no records")
-        try:
-            batches = validate_batches(records)
-        except InvalidRecordBatch as invalid:
-            log.warning("rejected batch for %s-%d: %s", partition.topic, partition.index, invalid)
-            return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
-        max_batch = partition.configs["max.message.bytes"]
-        for _, batch in batches:  # fields by name, not the properties: once per produced batch
-            if batch.batch_length + LOG_OVERHEAD > max_batch:
-                return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE,
-                                     f"batch of {batch.size} bytes exceeds max.message.bytes {max_batch}")
-            if batch.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
-                return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
-        if acks == ACKS_ALL and partition.configs["min.insync.replicas"] > len(partition.state.isr):
+    # the append door ----------------------------------------------------------------------------
+    def append(self, entries: Sequence[tuple[TopicPartition, Any]], acks: int, origin: AppendOrigin,
+               timeout_s: float) -> Appending:
+        """The only way into a partition's log on its leader (Kafka's appendRecords): produce
+        (origin CLIENT), the group coordinator's commits and group writes (COORDINATOR), and next
+        transaction markers. Each entry is (topic-partition, records); each gets an outcome, in
+        order. The acks rule (this module's `append.py` says it) is applied here and in the
+        purgatory, nowhere else. `done`, when set, resolves once every outcome is final: the
+        fsyncs before the ack, and for acks=-1 the high watermark (or `timeout_s`)."""
+        if acks not in VALID_ACKS:
+            return refused(entries, ErrorCode.INVALID_REQUIRED_ACKS)
+        outcomes: list[AppendOutcome] = []
+        durable: list[asyncio.Future[None]] = []
+        awaited: list[AwaitedAppend] = []
+        for (topic, index), records in entries:
+            partition, error = self.leader_partition(topic, index)
+            if partition is None:
+                outcomes.append(AppendOutcome(error))
+                continue
+            outcome = self._append_to_leader(partition, records, acks, origin)
+            outcomes.append(outcome)
+            if outcome.durable is not None:
+                durable.append(outcome.durable)
+            if acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
+                    and outcome.required_offset > partition.high_watermark:
+                awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, outcome))
+        if acks == ACKS_NONE:
+            if durable:
+                # Nobody waits for the answer, but the fsync must still happen.
+                asyncio.gather(*durable, return_exceptions=True)
+            return Appending(outcomes)
+        if awaited:
+            delayed = DelayedProduce(awaited, timeout_s)
+            if not delayed.done.done():
+                durable.append(delayed.done)
+        if not durable:
+            return Appending(outcomes)
+        return Appending(outcomes, _settled(durable, outcomes))
+
+    def _append_to_leader(self, partition: Partition, records: Any, acks: int, origin: AppendOrigin) -> AppendOutcome:
+        """One entry on its leader (Kafka's Partition.appendRecordsToLeader): the origin's checks,
+        the min-ISR check of acks=-1, the append, and the fsync its ack waits for."""
+        batches: Batches | None = None
+        if origin is AppendOrigin.CLIENT:
+            checked = check_client_batches(partition, records)
+            if isinstance(checked, AppendOutcome):
+                return checked
+            batches = checked
+        if acks == ACKS_ALL and partition.isr_below_min():
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
-
-        if batches[0][1].producer_id >= 0:
-            verdict = _check_sequences(partition, batches)
+        if batches is not None and batches[0][1].producer_id >= 0:
+            verdict = check_sequences(partition, batches)
             if isinstance(verdict, Duplicate):
                 # A retry of a batch we have: acknowledge it like the first time (acks=all waits
                 # for the HW to cover it, as the first attempt would have).
@@ -402,9 +421,8 @@ class ReplicaManager:
                                      required_offset=verdict.last_offset + 1, leader_epoch=partition.leader_epoch)
             if verdict != ErrorCode.NONE:
                 return AppendOutcome(verdict)
-
         try:
-            info = partition.log.append(records, batches, leader_epoch=self._stamp_epoch(partition))
+            info = partition.append_as_leader(records, batches)
         except MessageTooLarge as error:
             return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE, str(error))
         except RecordBatchTooLarge as error:
@@ -414,31 +432,11 @@ class ReplicaManager:
             log.error("append to %s-%d failed: %s", partition.topic, partition.index, error)
             self.logs.storage_failed(partition.log, error)
             return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
-        partition.appended()
         return AppendOutcome(base_offset=info.first_offset, log_append_time=info.log_append_time,
                              log_start_offset=partition.log_start_offset,
-                             durable=self.logs.flush_after_append(partition, len(batches)),
+                             durable=self.logs.flush_after_append(partition, len(batches) if batches else 1),
                              required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch,
                              appended_records=info.last_offset - info.first_offset + 1)
-
-    @staticmethod
-    def _stamp_epoch(partition: Partition) -> int:
-        # Each batch carries the epoch of the leader that wrote it (outside the CRC): followers
-        # and the leader-epoch cache know from it where each epoch began.
-        return partition.leader_epoch
-
-    def wait_for_replication(self, awaited: list[AwaitedAppend], timeout_s: float) -> asyncio.Future[None] | None:
-        """acks=all: a future that resolves once every entry's partition has committed its
-        records (or failed); None when they already have."""
-        delayed = DelayedProduce(awaited, timeout_s)
-        return None if delayed.done.done() else delayed.done
-
-    def append_internal(self, partition: Partition, batch: bytearray) -> asyncio.Future[None] | None:
-        """Append a batch this broker built itself (offset commits); returns the fsync to wait
-        for when the topic asks for fsync before ack."""
-        partition.log.append(batch, leader_epoch=self._stamp_epoch(partition))
-        partition.appended()
-        return self.logs.flush_after_append(partition, 1)
 
     # fetch ------------------------------------------------------------------------------------
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, min_one_batch: bool,
@@ -511,6 +509,20 @@ class ReplicaManager:
         self._hosted_per_topic.clear()
 
 
+def _settled(waits: list[asyncio.Future[None]], outcomes: list[AppendOutcome]) -> asyncio.Future[None]:
+    """Done once every wait is over (fsyncs, the purgatory), the outcomes then final: a future,
+    no task."""
+    settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def all_done(results: asyncio.Future[list[BaseException | None]]) -> None:
+        mark_failed_fsync(outcomes, results.result())
+        if not settled.done():
+            settled.set_result(None)
+
+    when_all(waits).add_done_callback(all_done)
+    return settled
+
+
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 
@@ -538,21 +550,5 @@ def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         return {}
 
 
-def _check_sequences(partition: Partition, batches: list[tuple[int, BatchHeader]]) -> Duplicate | ErrorCode:
-    """Idempotent producers: a re-sent batch is a duplicate; a gap or an old epoch is an error."""
-    first = batches[0][1]
-    verdict = partition.log.producer_state.check(first)
-    if isinstance(verdict, Duplicate):
-        return verdict if len(batches) == 1 else ErrorCode.DUPLICATE_SEQUENCE_NUMBER
-    if verdict is not OK:
-        return ErrorCode(verdict)
-    # Clients send one batch per partition; if several come, each must continue the previous one.
-    for (_, previous), (_, batch) in itertools.pairwise(batches):
-        if (batch.producer_id, batch.producer_epoch) != (previous.producer_id, previous.producer_epoch) \
-                or batch.base_sequence != (previous.last_sequence + 1) % (MAX_SEQUENCE + 1):
-            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    return ErrorCode.NONE
-
-
-__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "AppendOutcome", "AwaitedAppend", "OffsetOutOfRange",
+__all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "AppendOrigin", "AppendOutcome", "Appending", "OffsetOutOfRange",
            "ReplicaManager"]

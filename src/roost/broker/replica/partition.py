@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from roost.broker.log_manager import reconfigured
 from roost.broker.replica.state import PartitionState
-from roost.log import PartitionLog
+from roost.log import AppendInfo, PartitionLog
+from roost.log.producer_state import CheckResult, ProducerEntry
+from roost.wire.kafka.records import BatchHeader
 
 Watcher = Callable[[], None]
 Waiter = Callable[[], None]
@@ -66,6 +69,70 @@ class Partition:
     @property
     def fsync_each_append(self) -> bool:
         return self.configs["flush.messages"] <= 1
+
+    # questions (what handlers and the door ask instead of reading the log or the state) --------
+    @property
+    def max_message_bytes(self) -> int:
+        return self.configs["max.message.bytes"]
+
+    @property
+    def size_bytes(self) -> int:
+        return self.log.size_bytes
+
+    @property
+    def log_directory(self) -> Path:
+        return self.log.directory
+
+    @property
+    def leader_epoch_start_offset(self) -> int:
+        """Where this leader's epoch began: below it, its high watermark is not yet known."""
+        return self.state.leader_epoch_start_offset
+
+    def has_replica(self, broker_id: int) -> bool:
+        return broker_id in self.state.replicas
+
+    def replicas(self) -> tuple[int, ...]:
+        return tuple(self.state.replicas)
+
+    def isr_below_min(self) -> bool:
+        """Fewer in-sync replicas than `min.insync.replicas`: an acks=all append is refused."""
+        return len(self.state.isr) < self.configs["min.insync.replicas"]
+
+    def committed_below_min_isr(self) -> bool:
+        """The ISR a commit counted (the maximal ISR, with members being added) is smaller than
+        `min.insync.replicas`: an acks=all append the high watermark covers is
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        return len(self.state.maximal_isr) < self.configs["min.insync.replicas"]
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= `leader_epoch`, where it ends)."""
+        return self.log.leader_epochs.end_offset_for(leader_epoch, self.log.log_end_offset)
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(the largest timestamp, its offset), or None for an empty log."""
+        return self.log.max_timestamp_offset()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(the first offset whose timestamp is >= `timestamp`, that timestamp), or None."""
+        return self.log.offset_for_timestamp(timestamp)
+
+    def producers(self) -> list[ProducerEntry]:
+        """The idempotent producers this log knows (DescribeProducers)."""
+        return list(self.log.producer_state.producers.values())
+
+    def producer_verdict(self, first: BatchHeader) -> CheckResult:
+        """The producer state's verdict on a produced batch: OK, Duplicate, or an error code."""
+        return self.log.producer_state.check(first)
+
+    # appending (only through ReplicaManager.append) -------------------------------------------
+    def append_as_leader(self, records: Any, batches: Any | None) -> AppendInfo:
+        """Append on the leader, offsets assigned from the log end and each batch stamped with the
+        leader epoch that wrote it (outside the CRC: followers and the leader-epoch cache know
+        from it where each epoch began); followers and the high watermark hear of it. Raises the
+        log's errors (MessageTooLarge, RecordBatchTooLarge, OSError)."""
+        info = self.log.append(records, batches, leader_epoch=self.leader_epoch)
+        self.appended()
+        return info
 
     def reconfigure(self, topic_configs: dict[str, Any]) -> None:
         """Take the topic's changed configs (AlterConfigs): produce checks (max.message.bytes,

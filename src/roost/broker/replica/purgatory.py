@@ -1,6 +1,8 @@
-"""Delayed produces: an acks=all produce waits here until the high watermark covers what it wrote.
+"""Delayed appends: an acks=all append (a produce, an offset commit) waits here until the high
+watermark covers what it wrote. Only `ReplicaManager.append` puts appends here; their outcomes
+are the door's `AppendOutcome`s, whose error code is settled here (callers read it when `done` is).
 
-Kafka's DelayedProduce: the answer for each partition is NONE once the HW reaches the end of the
+Kafka's DelayedProduce: the outcome for each partition is NONE once the HW reaches the end of the
 batches written (NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the ISR is smaller than
 `min.insync.replicas`: the data is in the log and may yet be committed), NOT_LEADER_OR_FOLLOWER
 when this broker stops leading the partition or its leader epoch changes (the records may be
@@ -12,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
+from roost.broker.replica.append import AppendOutcome
 from roost.broker.replica.partition import Partition
 from roost.wire.kafka.errors import ErrorCode
 
@@ -23,7 +25,7 @@ class AwaitedAppend:
     partition: Partition
     required_offset: int  # the HW that covers the batches (last offset + 1)
     leader_epoch: int  # the epoch they were written in
-    response: dict[str, Any]  # the partition's response entry; its error code is set here
+    outcome: AppendOutcome  # its error code is settled here
 
 
 class DelayedProduce:
@@ -43,7 +45,7 @@ class DelayedProduce:
             if code is None:
                 still.append(entry)
                 continue
-            entry.response["error_code"] = code
+            entry.outcome.error = code
             entry.partition.unwatch(self.check)
         self._waiting = still
         if not still:
@@ -51,7 +53,7 @@ class DelayedProduce:
 
     def _expire(self) -> None:
         for entry in self._waiting:
-            entry.response["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            entry.outcome.error = ErrorCode.REQUEST_TIMED_OUT
             entry.partition.unwatch(self.check)
         self._waiting = []
         self._finish()
@@ -68,6 +70,6 @@ def _verdict(entry: AwaitedAppend) -> ErrorCode | None:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if partition.high_watermark < entry.required_offset:
         return None
-    if len(partition.state.maximal_isr) < partition.configs["min.insync.replicas"]:
+    if partition.committed_below_min_isr():
         return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     return ErrorCode.NONE
