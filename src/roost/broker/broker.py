@@ -413,7 +413,7 @@ class Broker:
         if self.membership is None or self.replicas.broker_epoch < 0:
             return
         hosted = list(self.replicas.hosted())
-        if all(p.is_leader and p.state.isr <= {self.broker_id} for p in hosted):
+        if all(p.is_leader and p.isr() <= {self.broker_id} for p in hosted):
             return  # nothing to hand over and no ISR to leave (a one-broker cluster, say)
         remaining_before: set[tuple[str, int]] | None = None
         for attempt in range(retries + 1):
@@ -448,7 +448,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 2.0
         while loop.time() < deadline and any(
-                p.is_leader and len(p.state.replicas) > 1 for p in self.replicas.hosted()):
+                p.is_leader and len(p.replicas()) > 1 for p in self.replicas.hosted()):
             await asyncio.sleep(0.01)
 
     def _new_connection(self) -> KafkaConnection:

@@ -101,8 +101,8 @@ class BrokerCollector(Collector):
         broker = self._broker
         partitions = list(broker.replicas.hosted())
         led = [p for p in partitions if p.is_leader]
-        under = sum(1 for p in led if len(p.state.isr) < len(p.state.replicas))
-        under_min = sum(1 for p in led if len(p.state.isr) < p.configs["min.insync.replicas"])
+        under = sum(1 for p in led if p.under_replicated)
+        under_min = sum(1 for p in led if p.isr_below_min())
 
         def gauge(short: str, doc: str, value: float) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"kafka_server_replicamanager_{short}", doc, value=value)
@@ -114,7 +114,7 @@ class BrokerCollector(Collector):
         yield gauge("underminisrpartitioncount", "Partitions led here whose ISR is below min.insync.replicas",
                     under_min)
         # Replicas on failed log directories (they answer KAFKA_STORAGE_ERROR until a restart).
-        yield gauge("offlinereplicacount", "Replicas on offline log directories", len(broker.replicas.offline))
+        yield gauge("offlinereplicacount", "Replicas on offline log directories", broker.replicas.offline_count())
         isr = broker.isr
         yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
                                   value=isr.shrinks if isr is not None else 0)
@@ -146,7 +146,7 @@ class BrokerCollector(Collector):
                                 labels=["topic", "partition"])
         for partition in sorted(self._broker.replicas.hosted(), key=lambda p: (p.topic, p.index)):
             labels = [partition.topic, str(partition.index)]
-            size.add_metric(labels, partition.log.size_bytes)
+            size.add_metric(labels, partition.size_bytes)
             end.add_metric(labels, partition.log_end_offset)
         yield size
         yield end
@@ -171,7 +171,7 @@ class BrokerCollector(Collector):
             for (topic, index), offset in sorted(offsets.items()):
                 labels = [group, topic, str(index)]
                 current.add_metric(labels, offset)
-                partition = broker.replicas.partitions.get((topic, index))
+                partition = broker.replicas.partition(topic, index)
                 if partition is not None and partition.is_leader:
                     behind = max(0, partition.high_watermark - offset)
                     lag.add_metric(labels, behind)
@@ -205,13 +205,12 @@ class BrokerCollector(Collector):
             if not partition.is_leader:
                 continue
             at = [partition.topic, str(partition.index)]
-            state = partition.state
             families["current"].add_metric(at, partition.high_watermark)
             families["oldest"].add_metric(at, partition.log_start_offset)
             families["leader"].add_metric(at, self._broker.broker_id)
-            families["replicas"].add_metric(at, len(state.replicas))
-            families["in_sync"].add_metric(at, len(state.isr))
-            families["under"].add_metric(at, int(len(state.isr) < len(state.replicas)))
+            families["replicas"].add_metric(at, len(partition.replicas()))
+            families["in_sync"].add_metric(at, len(partition.isr()))
+            families["under"].add_metric(at, int(partition.under_replicated))
         yield from families.values()
 
     def _exporter_cluster(self) -> Iterator[Metric]:

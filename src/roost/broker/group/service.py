@@ -198,15 +198,15 @@ class GroupService:
                  partition.index, len(groups), len(owned.store))
 
     async def _load(self, owned: OwnedPartition) -> None:
-        partition_log = owned.partition.log
+        partition = owned.partition
         where = f"{OFFSETS_TOPIC}-{owned.partition.index}"
         started = time.monotonic()
-        position = partition_log.log_start_offset
+        position = partition.log_start_offset
         records = 0
         try:
-            while position < partition_log.log_end_offset:
-                position = max(position, partition_log.log_start_offset)  # DeleteRecords meanwhile
-                chunk = partition_log.read(position, LOAD_CHUNK_BYTES)
+            while position < partition.log_end_offset:
+                position = max(position, partition.log_start_offset)  # DeleteRecords meanwhile
+                chunk = partition.read_to_log_end(position, LOAD_CHUNK_BYTES)
                 if not chunk.buffers:
                     break
                 records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where)

@@ -95,8 +95,7 @@ class InterBrokerApi:
                     elif current != NO_EPOCH and current > partition.leader_epoch:
                         error = ErrorCode.UNKNOWN_LEADER_EPOCH
                     else:
-                        epoch, end = partition.log.leader_epochs.end_offset_for(
-                            wanted["leader_epoch"], partition.log.log_end_offset)
+                        epoch, end = partition.end_offset_for_epoch(wanted["leader_epoch"])
                 partitions_out.append({"error_code": error, "partition": index, "leader_epoch": epoch,
                                        "end_offset": end})
             topics_out.append({"topic": topic["topic"], "partitions": partitions_out})

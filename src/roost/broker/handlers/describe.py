@@ -125,7 +125,7 @@ class DescribeProducersApi:
             {"producer_id": entry.producer_id, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
              "last_timestamp": entry.last_timestamp, "coordinator_epoch": NO_COORDINATOR_EPOCH,
              "current_txn_start_offset": NO_TXN_START_OFFSET}
-            for entry in list(partition.log.producer_state.producers.values())
+            for entry in partition.producers()
         ]
         return {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
                 "active_producers": producers}

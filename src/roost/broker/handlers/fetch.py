@@ -77,7 +77,7 @@ class _FetchPlan:
 
     def _resolve(self, name: str | None, wanted: dict[str, Any]) -> Partition | ErrorCode:
         assert name is not None
-        if (name, wanted["partition"]) in self.replicas.offline:
+        if self.replicas.is_offline(name, wanted["partition"]):
             return ErrorCode.KAFKA_STORAGE_ERROR  # its log directory failed
         partition = self.replicas.partition(name, wanted["partition"])
         if partition is None:
@@ -92,9 +92,9 @@ class _FetchPlan:
         return partition
 
     def _follower_checks(self, partition: Partition, wanted: dict[str, Any]) -> Partition | ErrorCode:
-        if self.replica_id not in partition.state.replicas:
+        if not partition.has_replica(self.replica_id):
             log.warning("fetch for %s-%d from replica %d, which is not one of its replicas %s",
-                        partition.topic, partition.index, self.replica_id, list(partition.state.replicas))
+                        partition.topic, partition.index, self.replica_id, list(partition.replicas()))
             epoch = wanted.get("current_leader_epoch", NO_EPOCH)
             return ErrorCode.UNKNOWN_LEADER_EPOCH if epoch != NO_EPOCH else ErrorCode.NOT_LEADER_OR_FOLLOWER
         fetch_offset = wanted["fetch_offset"]

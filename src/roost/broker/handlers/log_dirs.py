@@ -53,8 +53,8 @@ class LogDirsApi:
             partition for topic, indexes in wanted.items() for index in indexes
             if (partition := self._replicas.partition(topic, index)) is not None)
         for partition in asked_for:
-            if self._dirs.dir_holding(partition.log.directory) is log_dir:
-                found[partition.topic].append((partition.index, partition.log.size_bytes, 0, False))
+            if self._dirs.dir_holding(partition.log_directory) is log_dir:
+                found[partition.topic].append((partition.index, partition.size_bytes, 0, False))
         for move in self._moves.futures():
             if move.target is log_dir and move.future is not None:
                 found[move.partition.topic].append(
@@ -88,7 +88,7 @@ class LogDirsApi:
     def _alter_one(self, topic: str, index: int, target: LogDir | None) -> ErrorCode:
         if target is None:
             return ErrorCode.LOG_DIR_NOT_FOUND
-        if not target.online or (topic, index) in self._replicas.offline:
+        if not target.online or self._replicas.is_offline(topic, index):
             return ErrorCode.KAFKA_STORAGE_ERROR
         partition = self._replicas.partition(topic, index)
         if partition is None or partition.closed:

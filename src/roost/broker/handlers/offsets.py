@@ -70,18 +70,18 @@ def _list_offset(partition: Partition | None, error: ErrorCode, request: dict[st
     if timestamp == LATEST and follower:
         offset = partition.log_end_offset
     elif timestamp == LATEST:
-        if partition.high_watermark < partition.state.leader_epoch_start_offset:
+        if partition.high_watermark < partition.leader_epoch_start_offset:
             return {"partition_index": index, "error_code": ErrorCode.OFFSET_NOT_AVAILABLE, "timestamp": -1,
                     "offset": -1, "leader_epoch": -1}
         offset = partition.high_watermark
     elif timestamp == EARLIEST:
         offset = partition.log_start_offset
     elif timestamp == MAX_TIMESTAMP:
-        found = partition.log.max_timestamp_offset()
+        found = partition.max_timestamp_offset()
         if found is not None:
             found_timestamp, offset = found
     else:
-        found = partition.log.offset_for_timestamp(timestamp)
+        found = partition.offset_for_timestamp(timestamp)
         if found is not None:
             offset, found_timestamp = found
     return {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": found_timestamp,

@@ -215,6 +215,13 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
+    def is_offline(self, topic: str, index: int) -> bool:
+        """The partition's log directory failed: it answers KAFKA_STORAGE_ERROR."""
+        return (topic, index) in self.offline
+
+    def offline_count(self) -> int:
+        return len(self.offline)
+
     def hosted(self) -> Iterator[Partition]:
         return iter(list(self.partitions.values()))
 

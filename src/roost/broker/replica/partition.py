@@ -16,7 +16,7 @@ from typing import Any
 
 from roost.broker.log_manager import reconfigured
 from roost.broker.replica.state import PartitionState
-from roost.log import AppendInfo, PartitionLog
+from roost.log import AppendInfo, PartitionLog, ReadResult
 from roost.log.producer_state import CheckResult, ProducerEntry
 from roost.wire.kafka.records import BatchHeader
 
@@ -94,6 +94,14 @@ class Partition:
     def replicas(self) -> tuple[int, ...]:
         return tuple(self.state.replicas)
 
+    def isr(self) -> frozenset[int]:
+        return frozenset(self.state.isr)
+
+    @property
+    def under_replicated(self) -> bool:
+        """Fewer in-sync replicas than replicas."""
+        return len(self.state.isr) < len(self.state.replicas)
+
     def isr_below_min(self) -> bool:
         """Fewer in-sync replicas than `min.insync.replicas`: an acks=all append is refused."""
         return len(self.state.isr) < self.configs["min.insync.replicas"]
@@ -123,6 +131,11 @@ class Partition:
     def producer_verdict(self, first: BatchHeader) -> CheckResult:
         """The producer state's verdict on a produced batch: OK, Duplicate, or an error code."""
         return self.log.producer_state.check(first)
+
+    def read_to_log_end(self, offset: int, max_bytes: int) -> ReadResult:
+        """Whole batches from `offset` up to the log end, uncommitted ones too (what a new group
+        coordinator replays). Raises OffsetOutOfRange."""
+        return self.log.read(offset, max_bytes)
 
     # appending (only through ReplicaManager.append) -------------------------------------------
     def append_as_leader(self, records: Any, batches: Any | None) -> AppendInfo:
