@@ -166,10 +166,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         FSYNC_BEFORE_ACK, must_load=(BROKER,)),
     Mutation(
         "produce-does-not-wait-for-fsync",
-        "the produce answer waits for its fsync: here the handler starts the fsync and answers at once",
-        (edit("src/roost/broker/handlers/produce.py",
-              "                            durable_waits.append(outcome.durable)\n",
-              "                            pass  # MUTATION: answer without waiting for the fsync\n"),),
+        "the produce answer waits for its fsync: here the append door starts the fsync and answers at once",
+        (edit("src/roost/broker/replica/manager.py",
+              "                durable.append(outcome.durable)\n",
+              "                pass  # MUTATION: answer without waiting for the fsync\n"),),
         (FSYNC_BEFORE_ACK[0],), must_load=(BROKER,)),
     Mutation(
         "roll-without-fsync",
@@ -219,8 +219,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "idempotence-off",
         "an idempotent producer's retried batch is written once (confluent-kafka, kafka-python, raw wire)",
-        (edit("src/roost/broker/replica/manager.py",
-              "    verdict = partition.log.producer_state.check(first)\n",
+        (edit("src/roost/broker/replica/append.py",
+              "    verdict = partition.producer_verdict(first)\n",
               "    verdict = OK  # MUTATION: every sequence accepted\n"),),
         ("tests/broker/test_idempotence.py::"
          "test_an_idempotent_producer_retrying_a_batch_whose_answer_was_lost_writes_it_once",
