@@ -133,6 +133,7 @@ def edit(path: str, old: str, new: str) -> Edit:
 BROKER = "-m roost.cli.main"
 PYTEST = "-m pytest"  # the test process itself
 SPARK_WORKER = "pyspark"
+APPEND_DOOR = "tests/broker/test_append_door.py::"
 FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
                     "tests/broker/test_fsync_before_ack.py::"
@@ -226,6 +227,42 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_an_idempotent_producer_retrying_a_batch_whose_answer_was_lost_writes_it_once",
          "tests/broker/test_idempotence.py::test_a_batch_resent_on_the_wire_is_not_appended_twice"),
         must_load=(BROKER,)),
+    Mutation(
+        "acks-all-min-isr-not-checked",
+        "acks=all with an ISR below min.insync.replicas is refused before the append "
+        "(NOT_ENOUGH_REPLICAS), for produce and offset commits alike: the append door checks it once",
+        (edit("src/roost/broker/replica/manager.py", "        if acks == ACKS_ALL and partition.isr_below_min():\n",
+              "        if False:  # MUTATION: min.insync.replicas not checked\n"),),
+        (APPEND_DOOR + "test_acks_all_below_min_insync_is_refused_before_the_append_for_produce_and_commit",
+         "tests/broker/test_group_service.py::test_too_few_in_sync_replicas_answer_coordinator_not_available"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "acks-all-answered-before-the-hw",
+        "acks=all is answered only once the high watermark covers the records, for produce and offset "
+        "commits alike (here the append door never parks them in the purgatory)",
+        (edit("src/roost/broker/replica/manager.py",
+              "            if acks == ACKS_ALL and outcome.error == ErrorCode.NONE \\\n",
+              "            if False and outcome.error == ErrorCode.NONE \\\n"),),
+        (APPEND_DOOR + "test_acks_all_produce_is_answered_once_the_high_watermark_covers_it",
+         "tests/broker/test_group_service.py::"
+         "test_a_commit_is_answered_and_visible_only_once_the_high_watermark_covers_it"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "acks-all-shrunk-isr-after-append-ignored",
+        "an acks=all append the high watermark covers while the ISR is below min.insync.replicas is "
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND (the purgatory's verdict)",
+        (edit("src/roost/broker/replica/purgatory.py", "    if partition.committed_below_min_isr():\n",
+              "    if False:  # MUTATION: the ISR is not looked at after the append\n"),),
+        (APPEND_DOOR + "test_acks_all_produce_times_out_or_learns_the_isr_shrank_after_the_append",
+         "tests/broker/test_group_service.py::test_too_few_in_sync_replicas_answer_coordinator_not_available"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "delayed-produce-unwatches-a-waiting-partition",
+        "a delayed produce keeps watching a partition while one of its entries there still waits",
+        (edit("src/roost/broker/replica/purgatory.py", "            if id(partition) not in waiting_on:\n",
+              "            if True:  # MUTATION: unwatched once any entry settles\n"),),
+        (APPEND_DOOR + "test_acks_all_produce_is_answered_once_the_high_watermark_covers_it",),
+        must_load=(PYTEST,)),
     Mutation(
         "spark-sink-dedup-never-runs",
         "the Spark sink's re-run of a task skips what an earlier attempt wrote (exactly once)",

@@ -40,13 +40,19 @@ class DelayedProduce:
 
     def check(self) -> None:
         still = []
+        settled = []
         for entry in self._waiting:
             code = _verdict(entry)
             if code is None:
                 still.append(entry)
                 continue
             entry.outcome.error = code
-            entry.partition.unwatch(self.check)
+            settled.append(entry.partition)
+        # A partition named twice in one request stays watched while one of its entries waits.
+        waiting_on = {id(entry.partition) for entry in still}
+        for partition in settled:
+            if id(partition) not in waiting_on:
+                partition.unwatch(self.check)
         self._waiting = still
         if not still:
             self._finish()
