@@ -1,13 +1,15 @@
-"""The replica manager: the partitions this broker hosts, their roles, and the produce and fetch
-paths on them.
+"""The replica manager: the partitions this broker hosts, their roles, the append door into
+them (`append`, the only way a produce, an offset commit or, next, a transaction marker reaches a
+leader's log; see docs/append-path.md) and the fetch path.
 
 Roles come from the controller's LeaderAndIsr requests (a higher leader epoch wins; an older
 controller epoch is refused) and end with StopReplica. As leader, a partition takes produces,
 serves consumers below the high watermark and followers up to its log end, tracks where each
 follower is (their fetch offsets), and moves the high watermark. As follower, it is fed by the
-replica fetchers. Produce on a leader checks the batches (headers, CRC, size, producer sequences),
-appends, and says what the acknowledgement waits for: a group-commit fsync when the topic asks for
-fsync before ack, and for acks=all the high watermark (the purgatory).
+replica fetchers. The door checks a client's batches (headers, CRC, size, producer sequences),
+applies the acks rule (`append.py`), appends, and settles each outcome once what the
+acknowledgement waits for is over: a group-commit fsync when the topic asks for fsync before ack,
+and for acks=all the high watermark (the purgatory).
 
 A broker that does not host a partition answers NOT_LEADER_OR_FOLLOWER if the topic is in its
 metadata cache, UNKNOWN_TOPIC_OR_PARTITION if not (Kafka's rule, which keeps clients looking).
