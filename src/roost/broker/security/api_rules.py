@@ -37,7 +37,7 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-CONFIG_RESOURCE_TOPIC, CONFIG_RESOURCE_BROKER_LOGGER = 2, 8
+CONFIG_RESOURCE_TOPIC = 2
 
 Merge = Callable[[dict[str, Any]], dict[str, Any]]
 # A rule's outcome: None (go on), a dict (the whole answer: refused), or a Merge (the request was
@@ -343,6 +343,8 @@ def _create_partitions(c: Check) -> Outcome:
 def _configs(operation: AclOperation, out_field: str) -> Callable[[Check], Outcome]:
     """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: a topic needs the operation on the
     topic (29), a broker (or its loggers) on the cluster (31)."""
+    describing = operation is DESCRIBE_CONFIGS
+
     def rule(c: Check) -> Outcome:
         resources = c.request.body["resources"]
 
@@ -356,7 +358,8 @@ def _configs(operation: AclOperation, out_field: str) -> Callable[[Check], Outco
         resources[:] = [r for r in resources if allowed(r)]
         entries = [{"error_code": TOPIC_DENIED if r["resource_type"] == CONFIG_RESOURCE_TOPIC else CLUSTER_DENIED,
                     "error_message": "not authorized", "resource_type": r["resource_type"],
-                    "resource_name": r["resource_name"], "configs": []} for r in refused]
+                    "resource_name": r["resource_name"], **({"configs": []} if describing else {})}
+                   for r in refused]
         if not resources:
             return {"throttle_time_ms": 0, out_field: entries}
         return _appending(out_field, entries)
