@@ -166,10 +166,30 @@ class Setting:
 
 # Who may do what (docs/acls.md): Kafka's names and defaults; the ACLs themselves live in
 # ZooKeeper (or, for a broker without one, in its data directory).
+def _authorizer_class(value: str) -> str | None:
+    from roost.broker.security.authorizer import UnknownAuthorizerError, authorizer_enabled
+    try:
+        authorizer_enabled(value)
+    except UnknownAuthorizerError as error:
+        return "is " + str(error).split(" is ", 1)[1]
+    return None
+
+
+def _principal_list(value: str) -> str | None:
+    from roost.broker.security.authorizer import parse_super_users
+    try:
+        parse_super_users(value)
+    except ValueError as error:
+        return f"is not a ';'-separated list of principals ({error})"
+    return None
+
+
 AUTHORIZER_SETTINGS: tuple[Setting, ...] = (
     Setting("authorizer.class.name", str, "",
-            "switch ACLs on: kafka.security.authorizer.AclAuthorizer or roost.AclAuthorizer (empty: off)"),
-    Setting("super.users", str, "", "principals allowed everything, ';'-separated (User:admin;User:broker)"),
+            "switch ACLs on: kafka.security.authorizer.AclAuthorizer or roost.AclAuthorizer (empty: off)",
+            _authorizer_class),
+    Setting("super.users", str, "", "principals allowed everything, ';'-separated (User:admin;User:broker)",
+            _principal_list),
     Setting("allow.everyone.if.no.acl.found", bool, False,
             "allow an operation on a resource that has no ACL at all (Kafka's default: deny)"),
 )
