@@ -31,8 +31,8 @@ from confluent_kafka.admin import (
 )
 
 from roost.wire.kafka.records import build_batch
-from tests.cli.kafka_cli import run_cli
 from tests.broker.conftest import FAST_GROUPS
+from tests.cli.kafka_cli import run_cli
 from tests.security.acl_support import ANONYMOUS, ZkAcls, eventually
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
