@@ -97,6 +97,13 @@ def _appending(field: str, entries: list[dict[str, Any]], then: Merge | None = N
 def _produce(c: Check) -> Outcome:
     body = c.request.body
     topics = body["topic_data"]
+    if not body.get("transactional_id"):  # the hot path: every topic known and writable
+        for topic in topics:
+            name = topic["name"]
+            if not c.may(WRITE, TOPIC, name) or (c.auto_create and name not in c.metadata):
+                break
+        else:
+            return None
     if body.get("transactional_id") and not c.may(WRITE, TXN, body["transactional_id"]):
         refused, code = list(topics), TXN_DENIED
         topics[:] = []
