@@ -83,3 +83,32 @@ def test_mistakes_are_one_line_errors(node: RoostProcess) -> None:
     done = run_cli("acl", "create", *b, "--allow-principal", "User:a", "--operation", "ClusterAction",
                    "--topic", "t")
     assert done.returncode != 0 and "CLUSTER_ACTION does not apply to TOPIC" in done.stderr
+
+
+def test_kafka_python_admin_creates_describes_and_deletes_acls(node: RoostProcess) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+    admin = KafkaAdminClient(bootstrap_servers=node.address("kafka"))
+    try:
+        acl = ACL("User:kp", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                  ResourcePattern(ResourceType.TOPIC, "kp-", ACLResourcePatternType.PREFIXED))
+        assert admin.create_acls([acl])["failed"] == []
+        mine = ACLFilter("User:kp", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                         ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY))
+        described, error = admin.describe_acls(mine)
+        assert error.errno == 0 and [(a.resource_pattern.resource_name, a.operation) for a in described] == [
+            ("kp-", ACLOperation.WRITE)]
+        ((_, deleted, error),) = admin.delete_acls([mine])
+        assert error.errno == 0 and len(deleted) == 1
+        assert admin.describe_acls(mine)[0] == []
+    finally:
+        admin.close()

@@ -409,3 +409,25 @@ def test_confluent_admin_creates_describes_and_deletes_acls(node: RoostProcess, 
     with pytest.raises(KafkaException) as refused:
         next(iter(admin.create_acls([bad]).values())).result(10)
     assert refused.value.args[0].code() == 42  # INVALID_REQUEST
+
+
+def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_path: Path) -> None:
+    flags = ["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--no-keeper",
+             "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"]
+    binding = AclBinding(ResourceType.TOPIC, "kept", ResourcePatternType.PREFIXED, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    proc = start_roost(flags, expect=("kafka",))
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        for future in admin.create_acls([binding]).values():
+            future.result(10)
+    finally:
+        proc.stop()
+    proc = start_roost(flags, expect=("kafka",))
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        assert admin.describe_acls(everything).result(10) == [binding]
+    finally:
+        proc.stop()
