@@ -384,6 +384,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/keeper/commands.py", '        r.expect_end("keeper batch")\n',
               "        pass  # MUTATION: trailing bytes accepted\n"),),
         ("tests/keeper/test_persisted_decoding.py::test_a_truncated_batch_is_refused",), must_load=(PYTEST,)),
+    Mutation(
+        "acl-always-allows",
+        "with authorizer.class.name set, a principal without the ACL Kafka's table asks for is refused "
+        "(here the authorizer's decision allows everything)",
+        (edit("src/roost/broker/security/authorizer.py",
+              "        if principal in self.super_users:\n            return True\n        candidates =",
+              "        return True  # MUTATION: every check allows\n        candidates ="),),
+        ("tests/security/test_authorizer_core.py::test_deny_beats_allow_even_from_a_wildcard",
+         "tests/security/test_acl_matrix.py::test_refused_without_the_acl_and_served_with_it[Produce]",
+         "tests/security/test_acl_matrix.py::test_refused_without_the_acl_and_served_with_it[LeaderAndIsr]",
+         "tests/security/test_acl_matrix.py::test_deny_beats_allow"),
+        must_load=(BROKER,)),
+    Mutation(
+        "acl-refusal-ignored",
+        "a refused request is answered with Kafka's error and never reaches its handler (here the "
+        "rules' refusals are dropped and every request is served)",
+        (edit("src/roost/broker/security/api_rules.py",
+              "        if type(outcome) is dict or outcome is NO_RESPONSE:\n            return outcome\n",
+              "        if type(outcome) is dict or outcome is NO_RESPONSE:\n"
+              "            return handler(request)  # MUTATION: refusal ignored\n"),),
+        ("tests/security/test_acl_matrix.py::test_refused_without_the_acl_and_served_with_it[DescribeCluster]",
+         "tests/security/test_acl_matrix.py::test_refused_without_the_acl_and_served_with_it[CreateTopics]"),
+        must_load=(BROKER,)),
 )
 
 

@@ -164,6 +164,37 @@ class Setting:
         raise AssertionError(f"unsupported setting kind {self.kind}")
 
 
+# Who may do what (docs/acls.md): Kafka's names and defaults; the ACLs themselves live in
+# ZooKeeper (or, for a broker without one, in its data directory).
+def _authorizer_class(value: str) -> str | None:
+    from roost.broker.security.authorizer import UnknownAuthorizerError, authorizer_enabled
+    try:
+        authorizer_enabled(value)
+    except UnknownAuthorizerError as error:
+        return "is " + str(error).split(" is ", 1)[1]
+    return None
+
+
+def _principal_list(value: str) -> str | None:
+    from roost.broker.security.authorizer import parse_super_users
+    try:
+        parse_super_users(value)
+    except ValueError as error:
+        return f"is not a ';'-separated list of principals ({error})"
+    return None
+
+
+AUTHORIZER_SETTINGS: tuple[Setting, ...] = (
+    Setting("authorizer.class.name", str, "",
+            "switch ACLs on: kafka.security.authorizer.AclAuthorizer or roost.AclAuthorizer (empty: off)",
+            _authorizer_class),
+    Setting("super.users", str, "", "principals allowed everything, ';'-separated (User:admin;User:broker)",
+            _principal_list),
+    Setting("allow.everyone.if.no.acl.found", bool, False,
+            "allow an operation on a resource that has no ACL at all (Kafka's default: deny)"),
+)
+
+
 # The cluster: membership through ZooKeeper, replication, failover. Several defaults are shorter
 # than Kafka's, so that a dead broker is noticed and its partitions move within about 2 seconds
 # (Kafka's ZooKeeper-mode defaults take 18 s to notice one); the README lists them.
@@ -292,6 +323,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("offsets.commit.required.acks", int, -1,
             "acks an offset commit waits for (-1: every in-sync replica)", minus_one_or_at_least(1)),
     *CLUSTER_SETTINGS,
+    *AUTHORIZER_SETTINGS,
     # Off unless asked for, like Kafka (which has no metrics port of its own): a fixed default
     # port would clash between the brokers of one machine.
     Setting("metrics.port", int, -1,

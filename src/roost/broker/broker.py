@@ -29,6 +29,7 @@ from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_cod
 from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
+from roost.broker.handlers.acls import AclsApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.describe import DescribeProducersApi, DescribeTopicPartitionsApi
 from roost.broker.handlers.fetch import FetchApi
@@ -46,6 +47,14 @@ from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.log_move import LogMoves
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
+from roost.broker.security.acl_store import AclStore, LocalAclStore, ZkAclStore
+from roost.broker.security.api_rules import BROKER_ITSELF, guard
+from roost.broker.security.authorizer import (
+    Authorizer,
+    UnknownAuthorizerError,
+    authorizer_enabled,
+    parse_super_users,
+)
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
 from roost.broker.zk.config_changes import ConfigChangeListener
@@ -57,7 +66,7 @@ from roost.broker.zk.layout import (
     encode_log_dir_event,
 )
 from roost.broker.zk.membership import ClusterMembership
-from roost.config import BrokerConfig, parse_listener
+from roost.config import BrokerConfig, ConfigError, parse_listener
 from roost.log.files import atomic_write
 from roost.wire.kafka import ApiKey, KafkaCodecError
 from roost.wire.kafka.errors import ErrorCode
@@ -137,6 +146,8 @@ class Broker:
         self.config_changes: ConfigChangeListener | None = None
         self.topics: TopicAdmin | ClusterTopicAdmin
         self.broker_configs: DynamicBrokerConfigs
+        self.authorizer = build_authorizer(config)
+        self.acl_store: AclStore | None = None
         if self.clustered:
             self._build_cluster_parts()
         else:
@@ -147,6 +158,8 @@ class Broker:
             self.broker_configs = LocalDynamicConfigs(config, self.broker_id, self.replicas,
                                                       data_dir / "meta" / "dynamic-configs.json")
             self.topics = TopicAdmin(config, TopicCatalog(data_dir / "meta" / "topics.json"), self.replicas)
+            if self.authorizer is not None:
+                self.acl_store = LocalAclStore(self.authorizer, data_dir / "meta" / "acls.json")
         self.groups = GroupService(config, self.replicas, self.metadata)
         if isinstance(self.topics, TopicAdmin):
             ensure_offsets_topic(self.topics, config)
@@ -159,7 +172,10 @@ class Broker:
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions, self.stats)
-        self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(header, frame, "local"))
+        # What this broker asks of itself is served in-process as BROKER_ITSELF, a principal no
+        # listener can give a client.
+        self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(
+            header, frame, "local", principal=BROKER_ITSELF))
 
     def _build_cluster_parts(self) -> None:
         config = self.config
@@ -183,6 +199,8 @@ class Broker:
         floor = int(local_block.read_text()) if local_block.exists() else 0
         self.producer_ids = ZkProducerIdAllocator(self.zk, self.broker_id, floor)
         self.topics = ClusterTopicAdmin(config, self.membership, self.controller, self.metadata)
+        if self.authorizer is not None:
+            self.acl_store = ZkAclStore(self.authorizer, self.zk)
 
     def _routes(self) -> dict[ApiKey, Handler]:
         auto_create = self.topics.auto_create if self.config["auto.create.topics.enable"] else None
@@ -194,6 +212,7 @@ class Broker:
         log_dirs = LogDirsApi(self.replicas, self.logs.dirs, self.log_moves)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
                                        self.broker_configs)
+        acls = AclsApi(self.acl_store)
         group_ctx = groups.GroupContext(
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
@@ -225,6 +244,9 @@ class Broker:
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter,
             ApiKey.DESCRIBE_PRODUCERS: DescribeProducersApi(self.replicas, self.metadata).handle,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsApi(self.metadata).handle,
+            ApiKey.DESCRIBE_ACLS: acls.handle_describe,
+            ApiKey.CREATE_ACLS: acls.handle_create,
+            ApiKey.DELETE_ACLS: acls.handle_delete,
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
@@ -243,6 +265,8 @@ class Broker:
                 ApiKey.ALTER_PARTITION_REASSIGNMENTS: control.handle_alter_partition_reassignments,
                 ApiKey.LIST_PARTITION_REASSIGNMENTS: control.handle_list_partition_reassignments,
             })
+        if self.authorizer is not None:
+            routes = guard(routes, self.authorizer, self.metadata, auto_create is not None)
         return routes
 
     @property
@@ -314,6 +338,8 @@ class Broker:
         if self.clustered:
             await self._join_cluster()
         else:
+            if self.acl_store is not None:
+                await self.acl_store.start()
             # A lone broker is its own controller and the only live broker.
             self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
         self.logs.start_upkeep()
@@ -327,6 +353,8 @@ class Broker:
         assert self.fetchers is not None and self.membership is not None
         await self.zk.start()
         await self.zk.ensure_chroot()
+        if self.acl_store is not None:
+            await self.acl_store.start()
         host, port = self.advertised_address
         rack = str(self.config["broker.rack"]) or None
         self.membership.registration = BrokerRegistration(self.broker_id, host, port, rack)
@@ -390,6 +418,8 @@ class Broker:
             await _bounded("the ISR manager", self.isr.stop())
         if self.config_changes is not None:
             await _bounded("the config change listener", self.config_changes.stop())
+        if self.acl_store is not None:
+            await _bounded("the ACL store", self.acl_store.stop())
         if self.fetchers is not None:
             await _bounded("the replica fetchers", self.fetchers.close())
         self.peers.close()
@@ -458,6 +488,18 @@ class Broker:
             connection.reject_reason = f"max.connections reached ({len(self._connections)} open)"
         self._connections.add(connection)
         return connection
+
+
+def build_authorizer(config: BrokerConfig) -> Authorizer | None:
+    """The authorizer `authorizer.class.name` asks for (None: no authorization); ConfigError for
+    an authorizer Roost does not have or a malformed `super.users`."""
+    try:
+        if not authorizer_enabled(str(config["authorizer.class.name"])):
+            return None
+        super_users = parse_super_users(str(config["super.users"]))
+    except (UnknownAuthorizerError, ValueError) as error:
+        raise ConfigError(str(error)) from None
+    return Authorizer(super_users, bool(config["allow.everyone.if.no.acl.found"]))
 
 
 # How long one step of a broker's shutdown may take before the shutdown goes on without it: a

@@ -67,6 +67,9 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),            # flexible
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),     # flexible
+    ApiKey.DESCRIBE_ACLS: (0, 3),        # 1+ pattern types, 2+ flexible, 3 USER resources
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
 }
 
 

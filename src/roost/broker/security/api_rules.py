@@ -1,0 +1,532 @@
+"""What each API needs from the authorizer, Kafka's table ("Operations and Resources on
+Protocols", KafkaApis.scala), applied around the handlers without touching them.
+
+`guard(routes, authorizer, ...)` wraps every route in a check: a rule looks at the request and
+either lets it through, refuses it whole with Kafka's error response, or takes the unauthorized
+topics (groups, resources) out of the request and puts their errors back into the handler's
+answer, as Kafka answers per topic. ApiVersions (and later SASL) is never checked.
+
+Requests a broker sends to itself (a one-broker cluster's controller) are served in-process with
+`BROKER_ITSELF`, a principal no listener can produce (TLS and SASL make `User:` principals only).
+Requests from other brokers arrive over a listener with that listener's principal: they need
+CLUSTER_ACTION on the cluster like in Kafka (for a PLAINTEXT inter-broker listener: User:ANONYMOUS,
+via `super.users` or an ACL; see docs/acls.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from roost.broker.metadata.cache import MetadataCache
+from roost.broker.request import NO_RESPONSE, Handler, Request
+from roost.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from roost.broker.security.authorizer import Authorizer
+from roost.broker.security.principal import KafkaPrincipal
+from roost.wire.kafka import ApiKey
+from roost.wire.kafka.errors import ErrorCode
+
+BROKER_ITSELF = KafkaPrincipal("Broker", "in-process")
+
+TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+READ, WRITE, CREATE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE
+ALTER, DESCRIBE, CLUSTER_ACTION = AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION
+DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+CONFIG_RESOURCE_TOPIC = 2
+
+Merge = Callable[[dict[str, Any]], dict[str, Any]]
+# A rule's outcome: None (go on), a dict (the whole answer: refused), or a Merge (the request was
+# narrowed; the handler's answer gets the refused part's errors back).
+Outcome = None | dict[str, Any] | Merge
+
+
+class Check:
+    """One request's questions to the authorizer."""
+
+    __slots__ = ("authorizer", "auto_create", "host", "metadata", "principal", "request")
+
+    def __init__(self, authorizer: Authorizer, metadata: MetadataCache, request: Request,
+                 auto_create: bool = False) -> None:
+        self.authorizer = authorizer
+        self.auto_create = auto_create  # auto.create.topics.enable: unknown topics need CREATE
+        self.metadata = metadata
+        self.request = request
+        self.principal = request.principal
+        self.host = request.client_host
+
+    def may(self, operation: AclOperation, resource: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        return self.authorizer.authorize(self.principal, self.host, operation, resource, name)
+
+    def split(self, items: list[dict[str, Any]], name: Callable[[dict[str, Any]], str], operation: AclOperation,
+              resource: ResourceType = TOPIC) -> list[dict[str, Any]]:
+        """Keep in `items` (in place) those allowed; return the refused ones."""
+        refused = [item for item in items if not self.may(operation, resource, name(item))]
+        if refused:
+            items[:] = [item for item in items if not any(item is r for r in refused)]
+        return refused
+
+
+def _then(result: Any, merge: Merge) -> Any:
+    """Apply `merge` to a handler's answer, now or when it comes."""
+    if type(result) is dict:
+        return merge(result)
+    if result is NO_RESPONSE:
+        return result
+    assert inspect.isawaitable(result), type(result)
+
+    async def merged() -> Any:
+        answer = await result
+        return merge(answer) if type(answer) is dict else answer
+    return merged()
+
+
+def _appending(field: str, entries: list[dict[str, Any]], then: Merge | None = None) -> Merge:
+    def merge(response: dict[str, Any]) -> dict[str, Any]:
+        response[field] = list(response.get(field) or []) + entries
+        return then(response) if then is not None else response
+    return merge
+
+
+# --- rules, one per API -------------------------------------------------------------------------
+
+def _produce(c: Check) -> Outcome:
+    body = c.request.body
+    topics = body["topic_data"]
+    if not body.get("transactional_id"):  # the hot path: every topic known and writable
+        for topic in topics:
+            name = topic["name"]
+            if not c.may(WRITE, TOPIC, name) or (c.auto_create and name not in c.metadata):
+                break
+        else:
+            return None
+    if body.get("transactional_id") and not c.may(WRITE, TXN, body["transactional_id"]):
+        refused, code = list(topics), TXN_DENIED
+        topics[:] = []
+    else:
+        refused, code = c.split(topics, lambda t: t["name"], WRITE), TOPIC_DENIED
+    # Roost's Produce creates unknown topics (Kafka leaves that to Metadata): that needs CREATE too.
+    unknown = [t for t in topics if c.auto_create and t["name"] not in c.metadata and not (
+        c.may(CREATE, CLUSTER) or c.may(CREATE, TOPIC, t["name"]))]
+    if unknown:
+        topics[:] = [t for t in topics if t not in unknown]
+    if not refused and not unknown:
+        return None
+    entries = [{"name": t["name"], "partition_responses": [
+        {"index": p["index"], "error_code": code, "base_offset": -1, "log_start_offset": -1}
+        for p in t["partition_data"]]} for t in refused]
+    entries += [{"name": t["name"], "partition_responses": [
+        {"index": p["index"], "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "base_offset": -1,
+         "log_start_offset": -1} for p in t["partition_data"]]} for t in unknown]
+    if not topics:
+        # acks=0: no answer at all, as for any other produce error.
+        return NO_RESPONSE if body["acks"] == 0 else {"throttle_time_ms": 0, "responses": entries}
+    return _appending("responses", entries)
+
+
+def _fetch(c: Check) -> Outcome:
+    body = c.request.body
+    state = body.get("replica_state")
+    replica = state.get("replica_id", -1) if state else body.get("replica_id", -1)
+    topics = body["topics"]
+
+    def name(topic: dict[str, Any]) -> str:
+        if topic.get("topic"):
+            return topic["topic"]
+        info = c.metadata.by_id(topic["topic_id"]) if topic.get("topic_id") else None
+        return info.name if info is not None else ""
+
+    if replica >= 0:
+        if c.may(CLUSTER_ACTION, CLUSTER):
+            return None
+        refused = list(topics)
+        topics[:] = []
+    else:
+        refused = c.split(topics, name, READ)
+        if not refused:
+            return None
+    entries = [{"topic": t.get("topic", ""), "topic_id": t.get("topic_id"), "partitions": [
+        {"partition_index": p["partition"], "error_code": TOPIC_DENIED, "high_watermark": -1}
+        for p in t["partitions"]]} for t in refused]
+    for entry in entries:
+        if entry["topic_id"] is None:
+            del entry["topic_id"]
+    if not topics:
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": entries}
+    return _appending("responses", entries)
+
+
+def _topic_partitions(operation: AclOperation, part_field: str = "partitions", extra: Mapping[str, Any] | None = None,
+                      top: Mapping[str, Any] | None = None) -> Callable[[Check], Outcome]:
+    """The rule of an API naming `topics` with partitions (`part_field`: dicts with a
+    `partition_index`, or plain indexes) and answering `topics` of `partitions`: each refused
+    topic's partitions get TOPIC_AUTHORIZATION_FAILED."""
+    def rule(c: Check) -> Outcome:
+        topics = c.request.body["topics"]
+        refused = c.split(topics, lambda t: t["name"], operation)
+        if not refused:
+            return None
+        entries = [{"name": t["name"], "partitions": [
+            {"partition_index": p if isinstance(p, int) else p["partition_index"], "error_code": TOPIC_DENIED,
+             **(extra or {})} for p in t[part_field]]} for t in refused]
+        if not topics:
+            return {"throttle_time_ms": 0, **(top or {}), "topics": entries}
+        return _appending("topics", entries)
+    return rule
+
+
+_list_offsets = _topic_partitions(DESCRIBE, extra={"offset": -1, "timestamp": -1})
+_delete_records = _topic_partitions(DELETE, extra={"low_watermark": -1})
+_describe_producers = _topic_partitions(READ, part_field="partition_indexes")
+_commit_topics = _topic_partitions(READ)
+_offset_delete_topics = _topic_partitions(READ, top={"error_code": 0})
+
+
+def _metadata(c: Check) -> Outcome:
+    body = c.request.body
+    topics = body.get("topics")
+    if topics is None:  # every topic: those the principal may not describe are left out
+        def hide(response: dict[str, Any]) -> dict[str, Any]:
+            response["topics"] = [t for t in response["topics"] if c.may(DESCRIBE, TOPIC, t["name"])]
+            return response
+        return hide
+    refused = c.split(topics, lambda t: t.get("name") or "", DESCRIBE)
+    if c.auto_create and body.get("allow_auto_topic_creation", True) and not c.may(CREATE, CLUSTER):
+        # Auto-creation needs CREATE on the cluster or on the topic; without it: 29.
+        uncreatable = [t for t in topics if t.get("name") and t["name"] not in c.metadata
+                       and not c.may(CREATE, TOPIC, t["name"])]
+        if uncreatable:
+            topics[:] = [t for t in topics if not any(t is u for u in uncreatable)]
+            refused += uncreatable
+    if not refused:
+        return None
+    entries = [{"error_code": TOPIC_DENIED, "name": t.get("name"), "is_internal": False, "partitions": []}
+               for t in refused]
+    return _appending("topics", entries)
+
+
+def _group_whole(code_field: str = "error_code", extra: Mapping[str, Any] | None = None) -> Callable[[Check], Outcome]:
+    def rule(c: Check) -> Outcome:
+        if c.may(READ, GROUP, c.request.body["group_id"]):
+            return None
+        return {"throttle_time_ms": 0, code_field: GROUP_DENIED, **(extra or {})}
+    return rule
+
+
+def _offset_commit(c: Check) -> Outcome:
+    body = c.request.body
+    if not c.may(READ, GROUP, body["group_id"]):
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": GROUP_DENIED}
+                                               for p in t["partitions"]]} for t in body["topics"]]}
+    return _commit_topics(c)
+
+
+def _offset_fetch(c: Check) -> Outcome:
+    body = c.request.body
+    if not c.may(DESCRIBE, GROUP, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "",
+                                                "error_code": GROUP_DENIED} for p in t["partition_indexes"]]}
+            for t in body.get("topics") or []]}
+    topics = body.get("topics")
+    if topics is None:  # every topic the group has offsets for: those not describable are dropped
+        def hide(response: dict[str, Any]) -> dict[str, Any]:
+            response["topics"] = [t for t in response["topics"] if c.may(DESCRIBE, TOPIC, t["name"])]
+            return response
+        return hide
+    refused = c.split(topics, lambda t: t["name"], DESCRIBE)
+    if not refused:
+        return None
+    entries = [{"name": t["name"], "partitions": [
+        {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": TOPIC_DENIED}
+        for p in t["partition_indexes"]]} for t in refused]
+    if not topics:
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": entries}
+    return _appending("topics", entries)
+
+
+def _find_coordinator(c: Check) -> Outcome:
+    body = c.request.body
+    if body.get("key_type", 0) == 1:
+        if c.may(DESCRIBE, TXN, body["key"]):
+            return None
+        code = TXN_DENIED
+    else:
+        if c.may(DESCRIBE, GROUP, body["key"]):
+            return None
+        code = GROUP_DENIED
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": code.name, "node_id": -1, "host": "",
+            "port": -1}
+
+
+def _describe_groups(c: Check) -> Outcome:
+    groups = c.request.body["groups"]
+    refused = [g for g in groups if not c.may(DESCRIBE, GROUP, g)]
+    if not refused:
+        return None
+    groups[:] = [g for g in groups if g not in refused]
+    entries = [{"error_code": GROUP_DENIED, "group_id": g, "group_state": "", "protocol_type": "",
+                "protocol_data": "", "members": []} for g in refused]
+    if not groups:
+        return {"throttle_time_ms": 0, "groups": entries}
+    return _appending("groups", entries)
+
+
+def _list_groups(c: Check) -> Outcome:
+    if c.may(DESCRIBE, CLUSTER):
+        return None
+
+    def only_describable(response: dict[str, Any]) -> dict[str, Any]:
+        response["groups"] = [g for g in response["groups"] if c.may(DESCRIBE, GROUP, g["group_id"])]
+        return response
+    return only_describable
+
+
+def _delete_groups(c: Check) -> Outcome:
+    groups = c.request.body["groups_names"]
+    refused = [g for g in groups if not c.may(DELETE, GROUP, g)]
+    if not refused:
+        return None
+    groups[:] = [g for g in groups if g not in refused]
+    entries = [{"group_id": g, "error_code": GROUP_DENIED} for g in refused]
+    if not groups:
+        return {"throttle_time_ms": 0, "results": entries}
+    return _appending("results", entries)
+
+
+def _offset_delete(c: Check) -> Outcome:
+    if not c.may(DELETE, GROUP, c.request.body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": []}
+    return _offset_delete_topics(c)
+
+
+def _create_topics(c: Check) -> Outcome:
+    if c.may(CREATE, CLUSTER):
+        return None
+    topics = c.request.body["topics"]
+    refused = c.split(topics, lambda t: t["name"], CREATE)
+    if not refused:
+        return None
+    entries = [{"name": t["name"], "error_code": TOPIC_DENIED, "error_message": "not authorized to create it"}
+               for t in refused]
+    if not topics:
+        return {"throttle_time_ms": 0, "topics": entries}
+    return _appending("topics", entries)
+
+
+def _delete_topics(c: Check) -> Outcome:
+    body = c.request.body
+    names = body.get("topic_names")
+    if names is None:
+        return None  # v6+ (by topic id) is not advertised
+    refused = [n for n in names if not c.may(DELETE, TOPIC, n)]
+    if not refused:
+        return None
+    names[:] = [n for n in names if n not in refused]
+    entries = [{"name": n, "error_code": TOPIC_DENIED, "error_message": "not authorized to delete it"}
+               for n in refused]
+    if not names:
+        return {"throttle_time_ms": 0, "responses": entries}
+    return _appending("responses", entries)
+
+
+def _create_partitions(c: Check) -> Outcome:
+    topics = c.request.body["topics"]
+    refused = c.split(topics, lambda t: t["name"], ALTER)
+    if not refused:
+        return None
+    entries = [{"name": t["name"], "error_code": TOPIC_DENIED, "error_message": "not authorized to alter it"}
+               for t in refused]
+    if not topics:
+        return {"throttle_time_ms": 0, "results": entries}
+    return _appending("results", entries)
+
+
+def _configs(operation: AclOperation, out_field: str) -> Callable[[Check], Outcome]:
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: a topic needs the operation on the
+    topic (29), a broker (or its loggers) on the cluster (31)."""
+    describing = operation is DESCRIBE_CONFIGS
+
+    def rule(c: Check) -> Outcome:
+        resources = c.request.body["resources"]
+
+        def allowed(r: dict[str, Any]) -> bool:
+            if r["resource_type"] == CONFIG_RESOURCE_TOPIC:
+                return c.may(operation, TOPIC, r["resource_name"])
+            return c.may(operation, CLUSTER)
+        refused = [r for r in resources if not allowed(r)]
+        if not refused:
+            return None
+        resources[:] = [r for r in resources if allowed(r)]
+        entries = [{"error_code": TOPIC_DENIED if r["resource_type"] == CONFIG_RESOURCE_TOPIC else CLUSTER_DENIED,
+                    "error_message": "not authorized", "resource_type": r["resource_type"],
+                    "resource_name": r["resource_name"], **({"configs": []} if describing else {})}
+                   for r in refused]
+        if not resources:
+            return {"throttle_time_ms": 0, out_field: entries}
+        return _appending(out_field, entries)
+    return rule
+
+
+def _init_producer_id(c: Check) -> Outcome:
+    txn = c.request.body.get("transactional_id")
+    if txn:
+        if c.may(WRITE, TXN, txn):
+            return None
+        code = TXN_DENIED
+    elif c.may(AclOperation.IDEMPOTENT_WRITE, CLUSTER) or c.authorizer.authorize_any(c.principal, c.host, WRITE, TOPIC):
+        return None
+    else:
+        code = CLUSTER_DENIED
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+def _alter_replica_log_dirs(c: Check) -> Outcome:
+    if c.may(ALTER, CLUSTER):
+        return None
+    return {"throttle_time_ms": 0, "results": [
+        {"topic_name": t["name"], "partitions": [{"partition_index": p, "error_code": CLUSTER_DENIED}
+                                                 for p in t["partitions"]]}
+        for d in c.request.body["dirs"] for t in d["topics"]]}
+
+
+def _describe_topic_partitions(c: Check) -> Outcome:
+    topics = c.request.body["topics"]
+    refused = c.split(topics, lambda t: t["name"], DESCRIBE)
+    if not refused:
+        return None
+    entries = [{"error_code": TOPIC_DENIED, "name": t["name"], "is_internal": False, "partitions": []}
+               for t in refused]
+    if not topics:
+        return {"throttle_time_ms": 0, "topics": entries, "next_cursor": None}
+    return _appending("topics", entries)
+
+
+def _offset_for_leader_epoch(c: Check) -> Outcome:
+    if c.request.body.get("replica_id", -1) >= 0:
+        if c.may(CLUSTER_ACTION, CLUSTER):
+            return None
+        topics = c.request.body["topics"]
+        return {"throttle_time_ms": 0, "topics": [{"topic": t["topic"], "partitions": [
+            {"partition": p["partition"], "error_code": CLUSTER_DENIED, "end_offset": -1} for p in t["partitions"]]}
+            for t in topics]}
+    topics = c.request.body["topics"]
+    refused = c.split(topics, lambda t: t["topic"], DESCRIBE)
+    if not refused:
+        return None
+    entries = [{"topic": t["topic"], "partitions": [
+        {"partition": p["partition"], "error_code": TOPIC_DENIED, "end_offset": -1} for p in t["partitions"]]}
+        for t in refused]
+    if not topics:
+        return {"throttle_time_ms": 0, "topics": entries}
+    return _appending("topics", entries)
+
+
+def _cluster(operation: AclOperation, answer: Mapping[str, Any]) -> Callable[[Check], Outcome]:
+    """An API that needs `operation` on the cluster, refused whole with `answer`."""
+    def rule(c: Check) -> Outcome:
+        return None if c.may(operation, CLUSTER) else {**answer}
+    return rule
+
+
+def _acl_creations(c: Check) -> Outcome:
+    if c.may(ALTER, CLUSTER):
+        return None
+    return {"throttle_time_ms": 0, "results": [
+        {"error_code": CLUSTER_DENIED, "error_message": "not authorized to alter the cluster"}
+        for _ in c.request.body["creations"]]}
+
+
+def _acl_deletions(c: Check) -> Outcome:
+    if c.may(ALTER, CLUSTER):
+        return None
+    return {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": CLUSTER_DENIED, "error_message": "not authorized to alter the cluster", "matching_acls": []}
+        for _ in c.request.body["filters"]]}
+
+
+DENIED_31 = {"error_code": CLUSTER_DENIED}
+
+RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _group_whole(extra={"generation_id": -1, "protocol_name": "", "leader": "",
+                                           "member_id": "", "members": []}),
+    ApiKey.HEARTBEAT: _group_whole(),
+    ApiKey.LEAVE_GROUP: _group_whole(extra={"members": []}),
+    ApiKey.SYNC_GROUP: _group_whole(extra={"assignment": b""}),
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.DELETE_RECORDS: _delete_records,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.DESCRIBE_CONFIGS: _configs(DESCRIBE_CONFIGS, "results"),
+    ApiKey.ALTER_CONFIGS: _configs(ALTER_CONFIGS, "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(ALTER_CONFIGS, "responses"),
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESCRIBE, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "results": []}),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.DESCRIBE_ACLS: _cluster(DESCRIBE, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                              "error_message": "not authorized to describe the cluster",
+                                              "resources": []}),
+    ApiKey.CREATE_ACLS: _acl_creations,
+    ApiKey.DELETE_ACLS: _acl_deletions,
+    # The cluster's own requests: only brokers (CLUSTER_ACTION) may send them.
+    ApiKey.LEADER_AND_ISR: _cluster(CLUSTER_ACTION, {"error_code": CLUSTER_DENIED, "topics": []}),
+    ApiKey.UPDATE_METADATA: _cluster(CLUSTER_ACTION, DENIED_31),
+    ApiKey.STOP_REPLICA: _cluster(CLUSTER_ACTION, {"error_code": CLUSTER_DENIED, "partition_errors": []}),
+    ApiKey.CONTROLLED_SHUTDOWN: _cluster(CLUSTER_ACTION, {"error_code": CLUSTER_DENIED, "remaining_partitions": []}),
+    ApiKey.ALTER_PARTITION: _cluster(CLUSTER_ACTION, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                                      "topics": []}),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.ELECT_LEADERS: _cluster(ALTER, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                           "replica_election_results": []}),
+    ApiKey.DESCRIBE_CLUSTER: _cluster(DESCRIBE, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                                 "error_message": "not authorized to describe the cluster",
+                                                 "cluster_id": "", "controller_id": -1, "brokers": []}),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(ALTER, {
+        "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+        "error_message": "not authorized to alter the cluster", "responses": []}),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(DESCRIBE, {
+        "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+        "error_message": "not authorized to describe the cluster", "topics": []}),
+}
+UNCHECKED = frozenset({ApiKey.API_VERSIONS})
+
+
+def guard(routes: Mapping[ApiKey, Handler], authorizer: Authorizer, metadata: MetadataCache,
+          auto_create: bool) -> dict[ApiKey, Handler]:
+    """`routes` with each handler behind its API's rule. An API without a rule is a bug: refused."""
+    missing = set(routes) - set(RULES) - UNCHECKED
+    assert not missing, f"APIs without an authorization rule: {sorted(missing)}"
+    return {key: handler if key in UNCHECKED else _guarded(RULES[key], handler, authorizer, metadata, auto_create)
+            for key, handler in routes.items()}
+
+
+def _guarded(rule: Callable[[Check], Outcome], handler: Handler, authorizer: Authorizer,
+             metadata: MetadataCache, auto_create: bool) -> Handler:
+    def checked(request: Request) -> Any:
+        if request.principal is BROKER_ITSELF:
+            return handler(request)
+        outcome = rule(Check(authorizer, metadata, request, auto_create))
+        if outcome is None:
+            return handler(request)
+        if type(outcome) is dict or outcome is NO_RESPONSE:
+            return outcome
+        return _then(handler(request), outcome)
+    return checked

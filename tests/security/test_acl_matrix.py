@@ -1,0 +1,433 @@
+"""Every API a broker serves, with the authorizer on: a principal without the ACL Kafka's table asks
+for is refused with Kafka's error code, and the same request succeeds once the ACL is granted.
+
+One `roost up` node (keeper and broker, a one-broker cluster) with
+`authorizer.class.name = kafka.security.authorizer.AclAuthorizer`, shared by the module. Clients
+are User:ANONYMOUS (a PLAINTEXT listener). ACLs are written straight into ZooKeeper with kazoo, as
+any ZooKeeper client could (Kafka's znodes and change notifications), so the test also shows
+the broker obeys them. The table is keyed by principal-independent rows: once SASL lands, the same
+rows run with a SASL principal by changing `PRINCIPAL` and the client's connection.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from roost.wire.kafka.records import build_batch
+from tests.broker.conftest import FAST_GROUPS
+from tests.cli.kafka_cli import run_cli
+from tests.security.acl_support import ANONYMOUS, ZkAcls, eventually
+from tests.support.kafka_wire import WireClient
+from tests.support.procs import RoostProcess, start_roost
+
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+PRINCIPAL = ANONYMOUS
+TOPIC, GROUP = "matrix", "matrix-group"
+LISTED_GROUP = "matrix-listed"  # left alone by the matrix's rows (OffsetDelete empties GROUP)
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = 29, 30, 31
+CLUSTER = ("Cluster", "kafka-cluster")
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
+    directory = tmp_path_factory.mktemp("acl-node")
+    proc = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", *FAST_GROUPS,
+                        "--authorizer.class.name", AUTHORIZER, "--super.users", "User:admin"],
+                       expect=("kafka", "keeper"))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def zk_acls(node: RoostProcess) -> Iterator[ZkAcls]:
+    acls = ZkAcls(node.address("keeper"))
+    # The matrix's topic and group exist: made while ANONYMOUS may do everything.
+    acls.grant("Cluster", "kafka-cluster", "All")
+    acls.grant("Topic", "*", "All")
+    acls.grant("Group", "*", "All")
+    bootstrap = node.address("kafka")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    eventually(lambda: _created(admin, TOPIC), what="topic created")
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(TOPIC, b"seed")
+    assert producer.flush(10) == 0
+    for group in (GROUP, LISTED_GROUP):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False})
+        consumer.subscribe([TOPIC])
+        eventually(lambda c=consumer: c.poll(0.5) is not None, timeout=30, what="seed consumed")
+        consumer.commit(asynchronous=False)
+        consumer.close()
+    acls.clear()
+    yield acls
+    acls.close()
+
+
+def _created(admin: AdminClient, topic: str) -> bool:
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    except KafkaException as error:
+        return error.args[0].code() == 36  # TOPIC_ALREADY_EXISTS
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# The table: one row per (API, what it needs). `grants` are (ResourceType dir, name, operation).
+
+Body = Callable[[], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    api: int
+    version: int
+    body: Body
+    grants: tuple[tuple[str, str, str], ...]  # the last is the one withheld, the others granted
+    code: Callable[[dict[str, Any]], int]
+    refused: int
+    allowed: Callable[[int], bool] = field(default=lambda code: code == 0)
+
+
+def first_partition(topics_key: str = "topics", parts_key: str = "partitions") -> Callable[[dict[str, Any]], int]:
+    return lambda r: r[topics_key][0][parts_key][0]["error_code"]
+
+
+def top(r: dict[str, Any]) -> int:
+    return r["error_code"]
+
+
+def not_refused(refused: int) -> Callable[[int], bool]:
+    """For requests a test client may send but not carry out (a stale controller epoch, no such
+    member): allowed means the authorizer let it through to the handler's own answer."""
+    return lambda code: code != refused
+
+
+def batch() -> bytes:
+    return bytes(build_batch([(None, b"matrix")], timestamp_ms=int(time.time() * 1000)))
+
+
+ROWS = [
+    Row("Produce", 0, 9, lambda: {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": batch()}]}]},
+        (("Topic", TOPIC, "Write"),), first_partition("responses", "partition_responses"), TOPIC_DENIED),
+    Row("Fetch (consumer)", 1, 12, lambda: {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]},
+        (("Topic", TOPIC, "Read"),), first_partition("responses"), TOPIC_DENIED),
+    Row("Fetch (follower)", 1, 12, lambda: {"replica_id": 7, "max_wait_ms": 0, "min_bytes": 0, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]},
+        ((*CLUSTER, "ClusterAction"),), first_partition("responses"), TOPIC_DENIED, not_refused(TOPIC_DENIED)),
+    Row("ListOffsets", 2, 7, lambda: {"replica_id": -1, "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+        (("Topic", TOPIC, "Describe"),), first_partition(), TOPIC_DENIED),
+    Row("Metadata (named)", 3, 12, lambda: {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False},
+        (("Topic", TOPIC, "Describe"),), lambda r: r["topics"][0]["error_code"], TOPIC_DENIED),
+    Row("Metadata (auto-create)", 3, 12, lambda: {"topics": [{"name": "matrix-auto"}],
+                                                  "allow_auto_topic_creation": True},
+        (("Topic", "matrix-auto", "Describe"), ("Topic", "matrix-auto", "Create")),
+        lambda r: r["topics"][0]["error_code"], TOPIC_DENIED, not_refused(TOPIC_DENIED)),
+    Row("OffsetCommit (group)", 8, 8, lambda: {"group_id": GROUP, "generation_id_or_member_epoch": -1,
+                                               "member_id": "", "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
+        (("Topic", TOPIC, "Read"), ("Group", GROUP, "Read")), first_partition(), GROUP_DENIED),
+    Row("OffsetCommit (topic)", 8, 8, lambda: {"group_id": GROUP, "generation_id_or_member_epoch": -1,
+                                               "member_id": "", "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
+        (("Group", GROUP, "Read"), ("Topic", TOPIC, "Read")), first_partition(), TOPIC_DENIED),
+    Row("OffsetFetch", 9, 7, lambda: {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+        (("Topic", TOPIC, "Describe"), ("Group", GROUP, "Describe")), top, GROUP_DENIED),
+    Row("FindCoordinator", 10, 3, lambda: {"key": GROUP, "key_type": 0},
+        (("Group", GROUP, "Describe"),), top, GROUP_DENIED),
+    Row("JoinGroup", 11, 7, lambda: {"group_id": GROUP, "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000,
+                                     "member_id": "", "protocol_type": "consumer",
+                                     "protocols": [{"name": "range", "metadata": b""}]},
+        (("Group", GROUP, "Read"),), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("Heartbeat", 12, 4, lambda: {"group_id": GROUP, "generation_id": 1, "member_id": "nobody"},
+        (("Group", GROUP, "Read"),), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("LeaveGroup", 13, 4, lambda: {"group_id": GROUP, "members": [{"member_id": "nobody"}]},
+        (("Group", GROUP, "Read"),), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("SyncGroup", 14, 5, lambda: {"group_id": GROUP, "generation_id": 1, "member_id": "nobody",
+                                     "assignments": []},
+        (("Group", GROUP, "Read"),), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("DescribeGroups", 15, 5, lambda: {"groups": [GROUP]},
+        (("Group", GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED),
+    Row("CreateTopics", 19, 5, lambda: {"topics": [{"name": "matrix-created", "num_partitions": 1,
+                                                    "replication_factor": 1}], "timeout_ms": 10000,
+                                        "validate_only": True},
+        (("Topic", "matrix-created", "Create"),), lambda r: r["topics"][0]["error_code"], TOPIC_DENIED),
+    Row("DeleteTopics", 20, 5, lambda: {"topic_names": ["matrix-missing"], "timeout_ms": 5000},
+        (("Topic", "matrix-missing", "Delete"),), lambda r: r["responses"][0]["error_code"], TOPIC_DENIED,
+        lambda code: code == 3),  # allowed: the topic does not exist (3), as Kafka answers
+    Row("DeleteRecords", 21, 2, lambda: {"topics": [{"name": TOPIC, "partitions": [
+        {"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000},
+        (("Topic", TOPIC, "Delete"),), first_partition(), TOPIC_DENIED),
+    Row("InitProducerId", 22, 3, lambda: {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                          "producer_id": -1, "producer_epoch": -1},
+        ((*CLUSTER, "IdempotentWrite"),), top, CLUSTER_DENIED),
+    Row("InitProducerId (write on a topic)", 22, 3, lambda: {"transactional_id": None,
+                                                             "transaction_timeout_ms": 60000,
+                                                             "producer_id": -1, "producer_epoch": -1},
+        (("Topic", TOPIC, "Write"),), top, CLUSTER_DENIED),
+    Row("DescribeConfigs (topic)", 32, 3, lambda: {"resources": [{"resource_type": 2, "resource_name": TOPIC,
+                                                                  "configuration_keys": None}]},
+        (("Topic", TOPIC, "DescribeConfigs"),), lambda r: r["results"][0]["error_code"], TOPIC_DENIED),
+    Row("DescribeConfigs (broker)", 32, 3, lambda: {"resources": [{"resource_type": 4, "resource_name": "0",
+                                                                   "configuration_keys": None}]},
+        ((*CLUSTER, "DescribeConfigs"),), lambda r: r["results"][0]["error_code"], CLUSTER_DENIED),
+    Row("AlterConfigs", 33, 2, lambda: {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
+        {"name": "retention.ms", "value": "86400000"}]}], "validate_only": True},
+        (("Topic", TOPIC, "AlterConfigs"),), lambda r: r["responses"][0]["error_code"], TOPIC_DENIED),
+    Row("IncrementalAlterConfigs", 44, 1, lambda: {"resources": [{"resource_type": 2, "resource_name": TOPIC,
+                                                                   "configs": [{"name": "retention.ms",
+                                                                                "config_operation": 0,
+                                                                                "value": "86400000"}]}],
+                                                   "validate_only": True},
+        (("Topic", TOPIC, "AlterConfigs"),), lambda r: r["responses"][0]["error_code"], TOPIC_DENIED),
+    Row("AlterReplicaLogDirs", 34, 2, lambda: {"dirs": [{"path": "/nowhere", "topics": [
+        {"name": TOPIC, "partitions": [0]}]}]},
+        ((*CLUSTER, "Alter"),), first_partition("results"), CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("DescribeLogDirs", 35, 4, lambda: {"topics": None}, ((*CLUSTER, "Describe"),), top, CLUSTER_DENIED),
+    Row("CreatePartitions", 37, 2, lambda: {"topics": [{"name": TOPIC, "count": 1, "assignments": None}],
+                                            "timeout_ms": 5000, "validate_only": True},
+        (("Topic", TOPIC, "Alter"),), lambda r: r["results"][0]["error_code"], TOPIC_DENIED,
+        not_refused(TOPIC_DENIED)),  # allowed: INVALID_PARTITIONS (the count is not larger)
+    Row("DeleteGroups", 42, 2, lambda: {"groups_names": ["matrix-missing-group"]},
+        (("Group", "matrix-missing-group", "Delete"),), lambda r: r["results"][0]["error_code"], GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
+    Row("OffsetDelete", 47, 0, lambda: {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [
+        {"partition_index": 0}]}]},
+        (("Topic", TOPIC, "Read"), ("Group", GROUP, "Delete")), top, GROUP_DENIED),
+    Row("DescribeProducers", 61, 0, lambda: {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+        (("Topic", TOPIC, "Read"),), first_partition(), TOPIC_DENIED),
+    Row("DescribeTopicPartitions", 75, 0, lambda: {"topics": [{"name": TOPIC}], "response_partition_limit": 10},
+        (("Topic", TOPIC, "Describe"),), lambda r: r["topics"][0]["error_code"], TOPIC_DENIED),
+    Row("DescribeAcls", 29, 3, lambda: {"resource_type_filter": 1, "resource_name_filter": None,
+                                        "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+                                        "operation": 1, "permission_type": 1},
+        ((*CLUSTER, "Describe"),), top, CLUSTER_DENIED),
+    Row("CreateAcls", 30, 3, lambda: {"creations": [{"resource_type": 2, "resource_name": "matrix-acl",
+                                                     "resource_pattern_type": 3, "principal": "User:nobody",
+                                                     "host": "*", "operation": 3, "permission_type": 3}]},
+        ((*CLUSTER, "Alter"),), lambda r: r["results"][0]["error_code"], CLUSTER_DENIED),
+    Row("DeleteAcls", 31, 3, lambda: {"filters": [{"resource_type_filter": 2, "resource_name_filter": "matrix-acl",
+                                                   "pattern_type_filter": 3, "principal_filter": "User:nobody",
+                                                   "host_filter": None, "operation": 1, "permission_type": 1}]},
+        ((*CLUSTER, "Alter"),), lambda r: r["filter_results"][0]["error_code"], CLUSTER_DENIED),
+    # The cluster's own requests: refused to a client without CLUSTER_ACTION. With it, a stale
+    # controller epoch (0) makes the broker answer without acting.
+    Row("LeaderAndIsr", 4, 7, lambda: {"controller_id": 0, "controller_epoch": 0, "broker_epoch": -1,
+                                       "topic_states": [], "live_leaders": []},
+        ((*CLUSTER, "ClusterAction"),), top, CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("UpdateMetadata", 6, 8, lambda: {"controller_id": 0, "controller_epoch": 0, "broker_epoch": -1,
+                                         "topic_states": [], "live_brokers": []},
+        ((*CLUSTER, "ClusterAction"),), top, CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("StopReplica", 5, 4, lambda: {"controller_id": 0, "controller_epoch": 0, "broker_epoch": -1,
+                                      "topic_states": []},
+        ((*CLUSTER, "ClusterAction"),), top, CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("ControlledShutdown", 7, 3, lambda: {"broker_id": 99, "broker_epoch": -1},
+        ((*CLUSTER, "ClusterAction"),), top, CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("AlterPartition", 56, 3, lambda: {"broker_id": 99, "broker_epoch": -1, "topics": []},
+        ((*CLUSTER, "ClusterAction"),), top, CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("OffsetForLeaderEpoch (follower)", 23, 4, lambda: {"replica_id": 7, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+        ((*CLUSTER, "ClusterAction"),), first_partition(), CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("OffsetForLeaderEpoch (consumer)", 23, 4, lambda: {"replica_id": -1, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+        (("Topic", TOPIC, "Describe"),), first_partition(), TOPIC_DENIED),
+    Row("ElectLeaders", 43, 2, lambda: {"election_type": 0, "topic_partitions": [
+        {"topic": TOPIC, "partitions": [0]}], "timeout_ms": 5000},
+        ((*CLUSTER, "Alter"),), top, CLUSTER_DENIED, not_refused(CLUSTER_DENIED)),
+    Row("DescribeCluster", 60, 1, lambda: {"include_cluster_authorized_operations": False},
+        ((*CLUSTER, "Describe"),), top, CLUSTER_DENIED),
+    Row("AlterPartitionReassignments", 45, 0, lambda: {"timeout_ms": 5000, "topics": []},
+        ((*CLUSTER, "Alter"),), top, CLUSTER_DENIED),
+    Row("ListPartitionReassignments", 46, 0, lambda: {"timeout_ms": 5000, "topics": None},
+        ((*CLUSTER, "Describe"),), top, CLUSTER_DENIED),
+]
+
+
+def send(node: RoostProcess, row: Row) -> int:
+    client = WireClient(node.address("kafka"), timeout=15)
+    try:
+        return row.code(client.request(row.api, row.version, row.body()))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_refused_without_the_acl_and_served_with_it(node: RoostProcess, zk_acls: ZkAcls, row: Row) -> None:
+    zk_acls.clear()
+    # Everything else granted, so only the row's own ACLs are missing: the refusal is theirs.
+    for kind, name, operation in row.grants[:-1]:
+        zk_acls.grant(kind, name, operation)
+    eventually(lambda: send(node, row) == row.refused, what=f"{row.name} refused")
+    kind, name, operation = row.grants[-1]
+    zk_acls.grant(kind, name, operation, principal=PRINCIPAL)
+    eventually(lambda: row.allowed(send(node, row)), what=f"{row.name} served")
+
+
+def test_every_served_api_has_a_row() -> None:
+    from roost.broker.broker import CLUSTER_VERSIONS
+    from roost.broker.dispatcher import ADVERTISED_VERSIONS
+    served = set(ADVERTISED_VERSIONS) | set(CLUSTER_VERSIONS)
+    # ApiVersions is never checked; ListGroups filters (test_list_groups_shows_only_describable_groups).
+    assert served - {row.api for row in ROWS} == {18, 16}
+
+
+# ------------------------------------------------------------------------------------------------
+# Beyond single operations: DENY over ALLOW, PREFIXED patterns, super users, filtering lists.
+
+def metadata_code(node: RoostProcess, topic: str) -> int:
+    client = WireClient(node.address("kafka"), timeout=15)
+    try:
+        answer = client.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        return answer["topics"][0]["error_code"]
+    finally:
+        client.close()
+
+
+def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    zk_acls.clear()
+    zk_acls.grant("Topic", TOPIC, "Describe")
+    eventually(lambda: metadata_code(node, TOPIC) == 0, what="allowed")
+    zk_acls.grant("Topic", "*", "Describe", principal="User:*", permission="Deny")
+    eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="denied despite the allow")
+
+
+def test_prefixed_pattern(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    zk_acls.clear()
+    zk_acls.grant("Topic", "matr", "Describe", pattern="PREFIXED")
+    eventually(lambda: metadata_code(node, TOPIC) == 0, what="covered by the prefix")
+    zk_acls.clear()
+    zk_acls.grant("Topic", "other-", "Describe", pattern="PREFIXED")
+    eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="not covered")
+
+
+def test_all_topics_metadata_hides_what_may_not_be_described(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    zk_acls.clear()
+
+    def listed() -> set[str]:
+        client = WireClient(node.address("kafka"), timeout=15)
+        try:
+            return {t["name"] for t in client.request(3, 12, {"topics": None})["topics"]}
+        finally:
+            client.close()
+    eventually(lambda: TOPIC not in listed(), what="hidden")
+    zk_acls.grant("Topic", TOPIC, "Read")
+    eventually(lambda: TOPIC in listed(), what="listed once READ (which implies DESCRIBE) is granted")
+
+
+def test_list_groups_shows_only_describable_groups(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    zk_acls.clear()
+
+    def groups() -> set[str]:
+        client = WireClient(node.address("kafka"), timeout=15)
+        try:
+            answer = client.request(16, 4, {"states_filter": []})
+            assert answer["error_code"] == 0  # never CLUSTER_AUTHORIZATION_FAILED
+            return {g["group_id"] for g in answer["groups"]}
+        finally:
+            client.close()
+    eventually(lambda: LISTED_GROUP not in groups(), what="hidden")
+    zk_acls.grant("Group", LISTED_GROUP, "Describe")
+    eventually(lambda: LISTED_GROUP in groups(), what="listed")
+    zk_acls.clear()
+    zk_acls.grant("Cluster", "kafka-cluster", "Describe")
+    eventually(lambda: LISTED_GROUP in groups(), what="listed to a principal that may describe the cluster")
+
+
+def test_super_users_come_from_super_users(tmp_path: Path) -> None:
+    proc = start_roost(["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0",
+                        "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"],
+                       expect=("kafka", "keeper"))
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        admin.create_topics([NewTopic("by-super-user", 1, 1)])["by-super-user"].result(15)
+        assert metadata_code(proc, "by-super-user") == 0
+    finally:
+        proc.stop()
+
+
+def test_unknown_authorizer_is_refused_at_start(tmp_path: Path) -> None:
+    done = run_cli("up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--no-keeper",
+                   "--authorizer.class.name", "org.example.Nope", timeout=30)
+    assert done.returncode != 0
+    assert "'authorizer.class.name' = 'org.example.Nope' is not an authorizer Roost has" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_confluent_admin_creates_describes_and_deletes_acls(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    zk_acls.clear()
+    zk_acls.grant("Cluster", "kafka-cluster", "Alter")
+    zk_acls.grant("Cluster", "kafka-cluster", "Describe")
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+    literal = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    prefixed = AclBinding(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED, "User:bob", "10.0.0.1",
+                          AclOperation.READ, AclPermissionType.DENY)
+
+    def created() -> bool:
+        try:
+            for future in admin.create_acls([literal, prefixed]).values():
+                future.result(10)
+        except KafkaException:
+            return False
+        return True
+    eventually(created, what="ACLs created")
+    # Stored as Kafka stores them.
+    assert b'"principal":"User:alice"' in zk_acls.zk.get("/kafka-acl/Topic/orders")[0]
+    assert b'"permissionType":"Deny"' in zk_acls.zk.get("/kafka-acl-extended/prefixed/Group/app-")[0]
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    described = set(admin.describe_acls(everything).result(10))
+    assert {literal, prefixed} <= described
+    match = AclBindingFilter(ResourceType.GROUP, "app-orders", ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    assert set(admin.describe_acls(match).result(10)) == {prefixed}
+    deleted = [b for f in admin.delete_acls([match]).values() for b in f.result(10)]
+    assert deleted == [prefixed]
+    assert not zk_acls.zk.exists("/kafka-acl-extended/prefixed/Group/app-")
+    bad = AclBinding(ResourceType.BROKER, "not-kafka-cluster", ResourcePatternType.LITERAL, "User:x", "*",
+                     AclOperation.ALTER, AclPermissionType.ALLOW)
+    with pytest.raises(KafkaException) as refused:
+        next(iter(admin.create_acls([bad]).values())).result(10)
+    assert refused.value.args[0].code() == 42  # INVALID_REQUEST
+
+
+def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_path: Path) -> None:
+    flags = ["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--no-keeper",
+             "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"]
+    binding = AclBinding(ResourceType.TOPIC, "kept", ResourcePatternType.PREFIXED, "User:alice", "*",
+                         AclOperation.WRITE, AclPermissionType.ALLOW)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    proc = start_roost(flags, expect=("kafka",))
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        for future in admin.create_acls([binding]).values():
+            future.result(10)
+    finally:
+        proc.stop()
+    proc = start_roost(flags, expect=("kafka",))
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        assert admin.describe_acls(everything).result(10) == [binding]
+    finally:
+        proc.stop()
