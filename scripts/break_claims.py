@@ -202,6 +202,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_ensemble_replies_after_a_majority_and_the_replying_member_fsynced"),
         must_load=(BROKER,)),
     Mutation(
+        "keeper-acl-always-allows",
+        "the keeper checks znode ACLs on every operation: here every check passes",
+        (edit("src/roost/keeper/acl.py", "    if not acls:\n        return True\n",
+              "    return True  # MUTATION: every ACL check passes\n"),),
+        ("tests/keeper/test_security.py::test_a_stranger_is_refused_every_operation_as_by_zookeeper",
+         "tests/keeper/test_security.py::test_digest_and_the_super_digest"),
+        must_load=(BROKER,)),
+    Mutation(
         "raft-log-fsync-skipped",
         "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
         (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",

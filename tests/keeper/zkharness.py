@@ -203,8 +203,12 @@ def keeper_config(directory: Path, client_port: int = 0, extra: dict[str, Any] |
         "maxClientCnxns": 0,
         "myid": myid,
         "forceSync": False,
+        # Every word, as the ZooKeeper referee above (and kazoo's own test harness) are set up:
+        # the tests read mntr, conf, envi and stat. The default (srvr alone) has its own test.
+        "4lw.commands.whitelist": "*",
     }
     settings.update(extra or {})
+    settings = {key: value for key, value in settings.items() if value is not None}  # None: unset
     lines = []
     for key, value in settings.items():
         if isinstance(value, bool):

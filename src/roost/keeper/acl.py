@@ -16,6 +16,8 @@ from roost.wire.zk.records import ACL, Id
 
 OPEN_ACL_UNSAFE = (ACL(Perms.ALL, "world", "anyone"),)
 READ_ACL_UNSAFE = (ACL(Perms.READ, "world", "anyone"),)
+# ZooKeeper's internal id that passes every check (superDigest, skipACL, zookeeper.superUser).
+SUPER_ID = Id("super", "")
 
 # Schemes a client may authenticate with (addAuth). ip is implicit for every connection.
 AUTH_SCHEMES = frozenset({"digest"})

@@ -17,18 +17,21 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     server.4 = "10.0.0.4:2888:observer"  # an observer: replicates and serves, never votes
     snapCount = 20000                # applied log entries between two snapshots of the tree
     reconfigEnabled = false          # ZooKeeper's dynamic reconfiguration (`reconfig`), for...
-    superDigest = "super:<b64 sha1>" # ...a client authenticated as this digest (or skipACL = true)
+    superDigest = "super:<b64 sha1>" # a client that adds this digest passes every ACL (and may reconfig)
 
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
 `extendedTypesEnabled` (TTL nodes, ZooKeeper's `zookeeper.extendedTypesEnabled`), `forceSync`
-(fsync the log, default true), `"4lw.commands.whitelist"` (comma-separated, default "*").
+(fsync the log, default true). `"4lw.commands.whitelist"` is ZooKeeper's: comma-separated words, default
+"srvr" alone (as ZooKeeper 3.5+), `*` for all; `envi`, `conf`, `cons`, `stat`, `mntr` tell a stranger
+about the server and its clients, so they are opt-in (`mntr` is the usual first addition).
 
 An invalid or unknown setting is refused with a `ConfigError` naming the setting.
 """
 
 from __future__ import annotations
 
+import base64
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,7 +40,7 @@ from typing import Any
 
 from roost.wire.zk.constants import DEFAULT_MAX_BUFFER
 
-FOUR_LETTER_DEFAULT = "*"
+FOUR_LETTER_DEFAULT = "srvr"  # ZooKeeper 3.5+'s default
 
 
 class ConfigError(ValueError):
@@ -69,7 +72,7 @@ class KeeperConfig:
     max_watches_per_session: int = 100_000
     extended_types_enabled: bool = False
     force_sync: bool = True
-    four_letter_whitelist: frozenset[str] | None = None  # None: every word
+    four_letter_whitelist: frozenset[str] | None = frozenset({"srvr"})  # None: every word
     # Log entries (batches of writes) applied between two snapshots; a snapshot is also taken
     # after 64 MiB of entries, whichever comes first.
     snap_count: int = 20_000
@@ -162,7 +165,7 @@ class KeeperConfig:
             four_letter_whitelist=_whitelist(values),
             snap_count=_int(values, "snapCount", 20_000, 1, 2**31 - 1),
             reconfig_enabled=_bool(values, "reconfigEnabled", False),
-            super_digest=_string(values, "superDigest", ""),
+            super_digest=_super_digest(values),
             skip_acl=_bool(values, "skipACL", False),
             metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
@@ -234,6 +237,23 @@ def _string(values: Mapping[str, Any], name: str, default: str | None = None) ->
     if not isinstance(value, str):
         raise ConfigError(f"setting {name!r}: must be a string, got {value!r}")
     return value
+
+
+def _super_digest(values: Mapping[str, Any]) -> str:
+    value = _string(values, "superDigest", "")
+    user, _, hashed = value.partition(":")
+    if value and not (user and _is_sha1_base64(hashed)):
+        # The value is a hash, not a password, but it is still not echoed back.
+        raise ConfigError("setting 'superDigest': must be \"user:<base64 of SHA-1(user:password)>\", "
+                          "as ZooKeeper's DigestAuthenticationProvider prints it")
+    return value
+
+
+def _is_sha1_base64(text: str) -> bool:
+    try:
+        return len(base64.b64decode(text, validate=True)) == 20
+    except ValueError:
+        return False
 
 
 def _whitelist(values: Mapping[str, Any]) -> frozenset[str] | None:

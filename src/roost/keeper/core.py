@@ -77,6 +77,11 @@ class CoreSettings:
     # A member that knows no leader for this long closes its clients (they try another member).
     leaderless_close_ms: int = 0
     container_check_ms: int = 60_000
+    # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest ("super:<base64 sha1>"): a
+    # client that adds this digest also gets the id `super`, which passes every ACL check.
+    super_digest: str = ""
+    # ZooKeeper's skipACL: every client passes every ACL check (given the id `super` at connect).
+    skip_acl: bool = False
 
     def __post_init__(self) -> None:
         assert 0 <= self.node_id < 128, "node ids must fit in a session id's top byte"
@@ -235,8 +240,13 @@ class KeeperCore:
 
     # ------------------------------------------------------------------------------ clients
 
-    def open_client(self, link: ClientLink) -> Client:
+    def open_client(self, link: ClientLink, extra_ids: tuple[Id, ...] = ()) -> Client:
+        """A new connection; `extra_ids` are ids its transport proved (x509 from a TLS client
+        certificate)."""
         client = Client(link)
+        client.auth_ids = (*client.auth_ids, *extra_ids)
+        if self.settings.skip_acl:
+            client.auth_ids = (*client.auth_ids, acls.SUPER_ID)
         self.clients.add(client)
         return client
 
@@ -395,11 +405,19 @@ class KeeperCore:
         ident = acls.authenticate(request.scheme, request.auth)
         if ident is None:
             client.send(encode_reply(event.xid, 0, Err.AUTH_FAILED))
-            self.close_client(client, f"authentication failed for scheme {request.scheme!r}")
+            # The credential itself is never logged.
+            self.close_client(client, f"authentication failed for scheme {request.scheme[:32]!r}")
             return
+        # As ZooKeeper's DigestAuthenticationProvider: the super digest adds `super` first.
+        if self.settings.super_digest and ident.scheme == "digest" and ident.id == self.settings.super_digest:
+            self._add_id(client, acls.SUPER_ID)
+        self._add_id(client, ident)
+        client.send(encode_reply(event.xid, 0, Err.OK))
+
+    @staticmethod
+    def _add_id(client: Client, ident: Id) -> None:
         if ident not in client.auth_ids:
             client.auth_ids = (*client.auth_ids, ident)
-        client.send(encode_reply(event.xid, 0, Err.OK))
 
     def _execute_read(self, client: Client, xid: int, request: Request) -> None:
         try:

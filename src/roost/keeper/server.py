@@ -207,6 +207,8 @@ class KeeperServer:
             max_outstanding=config.max_outstanding_requests,
             max_watches_per_session=config.max_watches_per_session,
             extended_types_enabled=config.extended_types_enabled,
+            super_digest=config.super_digest,
+            skip_acl=config.skip_acl,
         )
         self.core = KeeperCore(settings, self)
         replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
