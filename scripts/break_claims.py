@@ -210,6 +210,17 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/keeper/test_security.py::test_digest_and_the_super_digest"),
         must_load=(BROKER,)),
     Mutation(
+        "keeper-sasl-proof-not-verified",
+        "the keeper's SASL DIGEST-MD5 verifies the client's proof of its password: here any proof "
+        "from a known user passes",
+        (edit("src/roost/wire/zk/digest_md5.py",
+              'if not hmac.compare_digest(expected.encode(), d["response"].encode()) or password is None:',
+              "if password is None:  # MUTATION: the proof is not checked"),),
+        ("tests/keeper/test_security.py::"
+         "test_a_wrong_sasl_password_or_user_is_refused_and_the_keeper_serves_on[kafka-guessed]",
+         "tests/wire_zk/test_digest_md5.py::test_a_wrong_password_or_unknown_user_fails_alike[kafka-wrong]"),
+        must_load=(BROKER,)),
+    Mutation(
         "raft-log-fsync-skipped",
         "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
         (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",

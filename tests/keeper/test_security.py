@@ -8,28 +8,49 @@ whitelist given); the differential scenario runs on the suite's shared keeper an
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.exceptions import AuthFailedError, NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_acl, make_digest_acl
 
 from roost.keeper.acl import digest_id
 from tests.keeper.conftest import differential
-from tests.keeper.zkharness import Recorder, four_letter, kazoo, keeper_process, unique_root
-from tests.support.procs import RoostProcess
+from tests.keeper.zkharness import Recorder, four_letter, kazoo, keeper_config, unique_root, wait_until
+from tests.support.procs import RoostProcess, start_roost
 
 SUPER = "super:test"  # kazoo's own tests use this super user
 OWNER = make_digest_acl("bob", "bob-secret", all=True)
 
 
+KAFKA_PASSWORD = "kafka-zk-secret"  # given to the keeper through an environment variable
+ADMIN_PASSWORD = "admin-zk-secret"  # through a file
+
+
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
-    # No whitelist given (None drops the test harness's "*"): ZooKeeper's default applies.
-    with keeper_process(tmp_path_factory.mktemp("secured-keeper"),
-                        {"superDigest": digest_id(SUPER), "4lw.commands.whitelist": None}) as proc:
+    directory = tmp_path_factory.mktemp("secured-keeper")
+    (directory / "admin.password").write_text(ADMIN_PASSWORD + "\n")
+    config = keeper_config(directory, extra={
+        "superDigest": digest_id(SUPER),
+        "4lw.commands.whitelist": None,  # None drops the harness's "*": ZooKeeper's default applies
+        "sasl.users.kafka": "${env:ROOST_TEST_ZK_KAFKA_PASSWORD}",
+        "sasl.users.admin": f"${{file:{directory / 'admin.password'}}}",
+        "zookeeper.superUser": "admin",
+    })
+    proc = start_roost(["keeper", "--config", str(config)], expect=("keeper",),
+                       env={"ROOST_TEST_ZK_KAFKA_PASSWORD": KAFKA_PASSWORD})
+    try:
         yield proc
+    finally:
+        proc.stop()
+
+
+def sasl(username: str, password: str) -> dict[str, str]:
+    return {"mechanism": "DIGEST-MD5", "username": username, "password": password}
 
 
 def close(*clients: KazooClient) -> None:
@@ -125,3 +146,56 @@ def test_digest_and_the_super_digest(secured: RoostProcess) -> None:
         close(bob, admin, stranger)
     log = secured.text()
     assert "bob-secret" not in log and "super:test" not in log
+
+
+def test_sasl_digest_md5_as_kazoo_speaks_it(secured: RoostProcess) -> None:
+    address = secured.address("keeper")
+    root = unique_root("sasl")
+    kafka = kazoo(address, sasl_options=sasl("kafka", KAFKA_PASSWORD))
+    admin = kazoo(address, sasl_options=sasl("admin", ADMIN_PASSWORD))
+    stranger = kazoo(address)
+    try:
+        # Kafka's secure ACL: the creator (here the SASL identity, through `auth`) all, world read.
+        kafka.create(root, b"brokers", acl=[make_acl("auth", "", all=True), make_acl("world", "anyone", read=True)])
+        assert [(a.perms, a.id.scheme, a.id.id) for a in kafka.get_acls(root)[0]] == [
+            (31, "sasl", "kafka"), (1, "world", "anyone")]
+        assert stranger.get(root)[0] == b"brokers"
+        with pytest.raises(NoAuthError):
+            stranger.set(root, b"rewritten")
+        with pytest.raises(NoAuthError):
+            stranger.create(f"{root}/intruder")
+        kafka.set(root, b"still the brokers'")
+        # zookeeper.superUser: the SASL user `admin` passes every check.
+        admin.set_acls(root, [make_acl("sasl", "admin", all=True)])
+        with pytest.raises(NoAuthError):
+            kafka.get(root)
+    finally:
+        admin.delete(root)
+        close(kafka, admin, stranger)
+    assert KAFKA_PASSWORD not in secured.text() and ADMIN_PASSWORD not in secured.text()
+
+
+@pytest.mark.parametrize("username, password", [("kafka", "guessed"), ("nobody", KAFKA_PASSWORD)])
+def test_a_wrong_sasl_password_or_user_is_refused_and_the_keeper_serves_on(
+        secured: RoostProcess, username: str, password: str) -> None:
+    address = secured.address("keeper")
+    failures_before = secured.text().count("SASL authentication failed: wrong password or unknown user")
+    refused = KazooClient(hosts=address, timeout=5, sasl_options=sasl(username, password),
+                          connection_retry={"max_tries": 0})
+    try:
+        # kazoo reports the session up before its SASL exchange ends, so start() may return (or
+        # time out): either way the session ends in AUTH_FAILED.
+        with contextlib.suppress(AuthFailedError, KazooTimeoutError):
+            refused.start(timeout=5)
+        wait_until(lambda: not refused.connected, 10, "the refused session to end")
+        wait_until(lambda: secured.text().count("SASL authentication failed: wrong password or unknown user")
+                   > failures_before, 10, "the keeper to log the refusal")
+    finally:
+        refused.stop()
+        refused.close()
+    other = kazoo(address, sasl_options=sasl("kafka", KAFKA_PASSWORD))
+    try:
+        assert other.get("/")[1] is not None  # the keeper serves everyone else
+    finally:
+        close(other)
+    assert password not in secured.text()

@@ -19,6 +19,16 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     reconfigEnabled = false          # ZooKeeper's dynamic reconfiguration (`reconfig`), for...
     superDigest = "super:<b64 sha1>" # a client that adds this digest passes every ACL (and may reconfig)
 
+SASL DIGEST-MD5 (what kazoo's `sasl_options` and Kafka brokers speak). ZooKeeper reads its users
+from a JAAS file, `Server { org.apache.zookeeper.server.auth.DigestLoginModule required
+user_bob="bob-secret"; };`; the keeper reads the same from a TOML table, each password given
+inline, or by reference to an environment variable or a file (never printed or logged):
+
+    [sasl.users]
+    bob = "${env:ZK_BOB_PASSWORD}"
+    kafka = "${file:/etc/roost/kafka-zk.password}"
+    "zookeeper.superUser" = "admin"   # (top level) this SASL user passes every ACL, as ZooKeeper's
+
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
 `extendedTypesEnabled` (TTL nodes, ZooKeeper's `zookeeper.extendedTypesEnabled`), `forceSync`
@@ -38,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.secret_ref import resolve_secret
 from roost.wire.zk.constants import DEFAULT_MAX_BUFFER
 
 FOUR_LETTER_DEFAULT = "srvr"  # ZooKeeper 3.5+'s default
@@ -82,6 +93,9 @@ class KeeperConfig:
     reconfig_enabled: bool = False
     super_digest: str = ""
     skip_acl: bool = False
+    # SASL DIGEST-MD5 users (name -> password, references resolved); empty: SASL is refused.
+    sasl_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    super_user: str = ""  # zookeeper.superUser: a SASL user that passes every ACL check
     # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -132,13 +146,14 @@ class KeeperConfig:
         """Build a config from ZooKeeper-named settings, validating each one."""
         values = dict(settings)
         # TOML reads `jute.maxbuffer = N` (unquoted) as a table {"jute": {"maxbuffer": N}}.
-        for prefix in ("jute", "4lw", "metricsProvider"):
+        for prefix in ("jute", "4lw", "metricsProvider", "zookeeper"):
             nested = values.get(prefix)
             if isinstance(nested, dict):
                 del values[prefix]
                 for key, value in _flatten(prefix, nested).items():
                     values[key] = value
         servers_raw = values.pop("server", None)
+        sasl_users = _sasl_users(values)
         unknown = sorted(set(values) - _KNOWN)
         if unknown:
             raise ConfigError(f"setting {unknown[0]!r}: unknown setting")
@@ -169,6 +184,8 @@ class KeeperConfig:
             skip_acl=_bool(values, "skipACL", False),
             metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
+            sasl_users=sasl_users,
+            super_user=_string(values, "zookeeper.superUser", ""),
         )
         if config.min_session_timeout > config.max_session_timeout:
             raise ConfigError(
@@ -196,7 +213,35 @@ _KNOWN = frozenset({
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
+    "zookeeper.superUser",
 })
+
+
+def _sasl_users(values: dict[str, Any]) -> dict[str, str]:
+    """Pop the `[sasl.users]` table (or flat "sasl.users.NAME" keys) and resolve each password."""
+    table = values.pop("sasl", None)
+    raw: dict[str, Any] = {}
+    if table is not None:
+        if not isinstance(table, dict) or set(table) - {"users"}:
+            raise ConfigError("setting 'sasl': write users as [sasl.users] name = \"password\"")
+        users = table.get("users", {})
+        if not isinstance(users, dict):
+            raise ConfigError("setting 'sasl.users': must be a table of name = \"password\"")
+        raw.update(users)
+    for key in [k for k in values if k.startswith("sasl.users.")]:
+        raw[key.removeprefix("sasl.users.")] = values.pop(key)
+    resolved: dict[str, str] = {}
+    for name, password in raw.items():
+        where = f"setting 'sasl.users.{name}'"
+        if not name or not isinstance(password, str):
+            raise ConfigError(f"{where}: must be a password string (or ${{env:NAME}}, ${{file:/path}})")
+        try:
+            resolved[name] = resolve_secret(password)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if not resolved[name]:
+            raise ConfigError(f"{where}: the password is empty")
+    return resolved
 
 
 def _flatten(prefix: str, table: dict[str, Any]) -> dict[str, Any]:

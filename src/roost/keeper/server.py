@@ -209,6 +209,8 @@ class KeeperServer:
             extended_types_enabled=config.extended_types_enabled,
             super_digest=config.super_digest,
             skip_acl=config.skip_acl,
+            sasl_password_of=config.sasl_users.get if config.sasl_users else None,
+            super_user=config.super_user,
         )
         self.core = KeeperCore(settings, self)
         replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
