@@ -221,6 +221,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/wire_zk/test_digest_md5.py::test_a_wrong_password_or_unknown_user_fails_alike[kafka-wrong]"),
         must_load=(BROKER,)),
     Mutation(
+        "brokers-znodes-left-open",
+        "with zookeeper.set.acl the brokers create their znodes with Kafka's secure ACLs (creator all, "
+        "world read): here open to all, on the keepers and on a real ZooKeeper",
+        (edit("src/roost/broker/zk/security.py", "    return CREATOR_ALL_ACL + READ_ACL_UNSAFE\n",
+              "    return OPEN_ACL_UNSAFE  # MUTATION: anyone may change the brokers' znodes\n"),),
+        ("tests/cluster/test_zk_set_acl.py::test_a_stranger_cannot_change_the_brokers_znodes",),
+        must_load=(BROKER,)),
+    Mutation(
         "raft-log-fsync-skipped",
         "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
         (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",
