@@ -229,6 +229,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/cluster/test_zk_set_acl.py::test_a_stranger_cannot_change_the_brokers_znodes",),
         must_load=(BROKER,)),
     Mutation(
+        "keeper-tls-client-auth-ignored",
+        "the keeper's TLS port with ssl.clientAuth = need refuses a client without a certificate "
+        "signed by its trust store: here client certificates are not asked for",
+        (edit("src/roost/keeper/tls.py", '_VERIFY = {"need": ssl.CERT_REQUIRED,',
+              '_VERIFY = {"need": ssl.CERT_NONE,  # MUTATION: client certificates ignored\n'
+              '           "ignored": ssl.CERT_REQUIRED,'),),
+        ("tests/keeper/test_tls.py::test_refusals_and_the_keeper_serves_on",
+         "tests/keeper/test_tls.py::test_kazoo_over_mutual_tls_with_x509_acls"),
+        must_load=(BROKER,)),
+    Mutation(
         "raft-log-fsync-skipped",
         "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
         (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",

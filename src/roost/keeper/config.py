@@ -29,6 +29,17 @@ inline, or by reference to an environment variable or a file (never printed or l
     kafka = "${file:/etc/roost/kafka-zk.password}"
     "zookeeper.superUser" = "admin"   # (top level) this SASL user passes every ACL, as ZooKeeper's
 
+TLS, with ZooKeeper's names (PEM files; ZooKeeper's `serverCnxnFactory` and `ssl.*.type` = "PEM"
+are accepted): clients on `secureClientPort` (beside or instead of `clientPort`), TLS 1.2+ only,
+a handshake bounded by `ssl.handshakeTimeoutMillis`; `ssl.clientAuth` need (ZooKeeper's default),
+want or none; a client certificate's subject becomes the client's `x509` id. `sslQuorum = true`
+puts the members' own links (Raft) on mutual TLS with the `ssl.quorum.*` settings.
+
+    secureClientPort = 2281
+    "ssl.keyStore.location" = "/etc/roost/keeper.pem"      # private key + certificate chain
+    "ssl.trustStore.location" = "/etc/roost/ca.pem"        # CAs that sign client certificates
+    "ssl.clientAuth" = "need"
+
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
 `extendedTypesEnabled` (TTL nodes, ZooKeeper's `zookeeper.extendedTypesEnabled`), `forceSync`
@@ -64,6 +75,17 @@ class PeerAddress:
     port: int
 
 
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """One side's TLS settings, as ZooKeeper names them under `ssl.` or `ssl.quorum.`."""
+
+    key_store: str  # PEM: private key and certificate chain
+    key_password: str = field(default="", repr=False)
+    trust_store: str = ""  # PEM CA certificates (empty: the system's)
+    client_auth: str = "need"  # need | want | none
+    handshake_timeout_ms: int = 5000
+
+
 @dataclass(slots=True)
 class KeeperConfig:
     data_dir: Path
@@ -96,6 +118,11 @@ class KeeperConfig:
     # SASL DIGEST-MD5 users (name -> password, references resolved); empty: SASL is refused.
     sasl_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     super_user: str = ""  # zookeeper.superUser: a SASL user that passes every ACL check
+    # TLS for clients (secure_client_port -1: none) and between members (ssl.quorum.*).
+    secure_client_port: int = -1
+    secure_client_port_address: str = ""  # default: clientPortAddress
+    tls: TlsFiles | None = None
+    quorum_tls: TlsFiles | None = None
     # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -154,6 +181,11 @@ class KeeperConfig:
                     values[key] = value
         servers_raw = values.pop("server", None)
         sasl_users = _sasl_users(values)
+        for prefix in ("ssl",):
+            nested = values.get(prefix)
+            if isinstance(nested, dict):
+                del values[prefix]
+                values.update(_flatten(prefix, nested))
         unknown = sorted(set(values) - _KNOWN)
         if unknown:
             raise ConfigError(f"setting {unknown[0]!r}: unknown setting")
@@ -186,6 +218,10 @@ class KeeperConfig:
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
             sasl_users=sasl_users,
             super_user=_string(values, "zookeeper.superUser", ""),
+            secure_client_port=_int(values, "secureClientPort", -1, -1, 65535),
+            secure_client_port_address=_string(values, "secureClientPortAddress", ""),
+            tls=_tls(values, "ssl.", "secureClientPort" in values),
+            quorum_tls=_tls(values, "ssl.quorum.", _bool(values, "sslQuorum", False)),
         )
         if config.min_session_timeout > config.max_session_timeout:
             raise ConfigError(
@@ -213,8 +249,48 @@ _KNOWN = frozenset({
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
-    "zookeeper.superUser",
+    "zookeeper.superUser", "secureClientPort", "secureClientPortAddress", "serverCnxnFactory", "sslQuorum",
+    *(f"{prefix}{name}" for prefix in ("ssl.", "ssl.quorum.") for name in (
+        "keyStore.location", "keyStore.password", "keyStore.type", "trustStore.location",
+        "trustStore.type", "clientAuth", "handshakeTimeoutMillis", "protocol", "enabledProtocols")),
 })
+
+
+def _tls(values: Mapping[str, Any], prefix: str, wanted: bool) -> TlsFiles | None:
+    """The TLS settings under `prefix`, when `wanted` (a secure port, sslQuorum)."""
+    given = [key for key in values if key.startswith(prefix) and (prefix != "ssl." or not key.startswith("ssl.quorum."))]
+    if not wanted:
+        if given:
+            raise ConfigError(f"setting {given[0]!r}: needs " +
+                              ("'secureClientPort'" if prefix == "ssl." else "'sslQuorum' = true"))
+        return None
+    for kind in ("keyStore.type", "trustStore.type"):
+        if _string(values, prefix + kind, "PEM").upper() != "PEM":
+            raise ConfigError(f"setting '{prefix}{kind}': only PEM files are supported")
+    for name in ("protocol", "enabledProtocols"):
+        for protocol in _string(values, prefix + name, "TLSv1.2").split(","):
+            if protocol.strip() not in ("TLSv1.2", "TLSv1.3"):
+                raise ConfigError(f"setting '{prefix}{name}': only TLSv1.2 and TLSv1.3, not {protocol.strip()!r}")
+    key_store = _string(values, prefix + "keyStore.location", "")
+    if not key_store:
+        raise ConfigError(f"setting '{prefix}keyStore.location': required for TLS (a PEM file with the "
+                          "private key and the certificate chain)")
+    client_auth = _string(values, prefix + "clientAuth", "need").lower()
+    if client_auth not in ("need", "want", "none"):
+        raise ConfigError(f"setting '{prefix}clientAuth': must be need, want or none")
+    trust_store = _string(values, prefix + "trustStore.location", "")
+    if prefix == "ssl.quorum." and client_auth != "need":
+        raise ConfigError("setting 'ssl.quorum.clientAuth': the members' links are mutual TLS (need)")
+    for path in (key_store, trust_store):
+        if path and not Path(path).is_file():
+            raise ConfigError(f"setting '{prefix}{'keyStore' if path == key_store else 'trustStore'}.location': "
+                              f"no such file {path}")
+    try:
+        password = resolve_secret(_string(values, prefix + "keyStore.password", ""))
+    except ValueError as exc:
+        raise ConfigError(f"setting '{prefix}keyStore.password': {exc}") from None
+    return TlsFiles(key_store, password, trust_store, client_auth,
+                    _int(values, prefix + "handshakeTimeoutMillis", 5000, 1, 600_000))
 
 
 def _sasl_users(values: dict[str, Any]) -> dict[str, str]:

@@ -95,7 +95,13 @@ class _ClientProtocol(asyncio.Protocol):
                         "(maxClientCnxns=%d)", self.peer_host, limit)
             transport.abort()
             return
-        self.client = server.core.open_client(self)
+        extra = ()
+        if server.tls_context is not None and transport.get_extra_info("ssl_object") is not None:
+            from roost.keeper.tls import x509_id
+
+            ident = x509_id(transport.get_extra_info("ssl_object"))
+            extra = (ident,) if ident is not None else ()
+        self.client = server.core.open_client(self, extra)
 
     def data_received(self, data: bytes) -> None:
         client = self.client
@@ -181,6 +187,13 @@ class KeeperServer:
         self.connections_per_host: Counter[str] = Counter()
         self._unflushed: list[_ClientProtocol] = []  # connections with replies not yet written
         self._server: asyncio.base_events.Server | None = None
+        self._secure_server: asyncio.base_events.Server | None = None
+        self.tls_context = None
+        if config.tls is not None and config.secure_client_port >= 0:
+            from roost.keeper.tls import server_context
+
+            self.tls_context = server_context(config.tls)
+        self.secure_address: tuple[str, int] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_tasks: set[asyncio.Task[None]] = set()
         self._proposer_wake = asyncio.Event()
@@ -233,6 +246,17 @@ class KeeperServer:
         )
         sockname = self._server.sockets[0].getsockname()
         self._address = (sockname[0], sockname[1])
+        if self.tls_context is not None:
+            assert config.tls is not None
+            self._secure_server = await loop.create_server(
+                lambda: _ClientProtocol(self), config.secure_client_port_address or config.client_port_address,
+                config.secure_client_port, reuse_address=True, backlog=1024, ssl=self.tls_context,
+                ssl_handshake_timeout=config.tls.handshake_timeout_ms / 1000,
+            )
+            secure = self._secure_server.sockets[0].getsockname()
+            self.secure_address = (secure[0], secure[1])
+            log.info("keeper %d serving TLS clients on %s:%d (client certificates: %s)", replicator.node_id,
+                     *self.secure_address, config.tls.client_auth)
         self._tasks = [
             asyncio.create_task(self._proposer(), name="keeper-proposer"),
             asyncio.create_task(self._ticker(), name="keeper-ticker"),
@@ -250,6 +274,9 @@ class KeeperServer:
         """Stop listening, close every client connection, and stop the replicator."""
         if self._server is not None:
             self._server.close()
+        if self._secure_server is not None:
+            self._secure_server.close()
+            self._secure_server = None
         for task in self._tasks:
             task.cancel()
         for task in [*self._sync_tasks, *self._abandoned]:
