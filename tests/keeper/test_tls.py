@@ -7,6 +7,7 @@ client on the TLS port, a TLS client on the plain port), after which the keeper 
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 import time
@@ -26,7 +27,7 @@ from roost.config import BrokerConfig
 from roost.wire.zk.constants import Perms
 from roost.wire.zk.records import ACL
 from roost.zkclient import ZkClient
-from tests.keeper.zkharness import kazoo, keeper_config, unique_root
+from tests.keeper.zkharness import kazoo, keeper_config, keeper_ensemble, unique_root
 from tests.support.procs import RoostProcess, start_roost
 
 
@@ -162,3 +163,53 @@ def test_the_brokers_zookeeper_client_over_tls(pki: Pki, tls_keeper: RoostProces
             return data
 
     assert asyncio.run(scenario()) == b"over tls"
+
+
+def test_an_ensemble_on_mutual_tls(pki: Pki, tmp_path: Path) -> None:
+    """sslQuorum: the members' Raft links are mutual TLS; writes replicate as usual, and a peer
+    with a certificate from another CA (or none) cannot open a link."""
+    settings = {"sslQuorum": True, "ssl.quorum.keyStore.location": str(pki.server),
+                "ssl.quorum.trustStore.location": str(pki.ca)}
+    with keeper_ensemble(tmp_path, 3, settings) as members:
+        writer = kazoo(members[0].address("keeper"))
+        reader = kazoo(members[2].address("keeper"))
+        try:
+            path = unique_root("quorum-tls")
+            writer.create(path, b"replicated over TLS")
+            reader.sync(path)
+            assert reader.get(path)[0] == b"replicated over TLS"
+        finally:
+            for client in (writer, reader):
+                client.stop()
+                client.close()
+        peer = re.search(r'server\.2 = "127\.0\.0\.1:(\d+)"', (tmp_path / "keeper1" / "keeper.toml").read_text())
+        assert peer is not None
+        # The peer port speaks TLS and takes a certificate of the ensemble's CA...
+        member = ssl.create_default_context(cafile=str(pki.ca))
+        member.check_hostname = False
+        member.load_cert_chain(str(pki.keystores["alice"]))
+        with socket.create_connection(("127.0.0.1", int(peer[1])), timeout=10) as raw, \
+                member.wrap_socket(raw) as tls:
+            assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        # ...and no other: a certificate from another CA, or none.
+        stranger_ca = trustme.CA()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        stranger_ca.issue_cert("127.0.0.1").configure_cert(context)
+        for certificate in (True, False):
+            if not certificate:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            with socket.create_connection(("127.0.0.1", int(peer[1])), timeout=10) as raw:
+                try:
+                    with context.wrap_socket(raw) as tls:
+                        tls.sendall(b"\x00" * 64)  # a hello would follow; TLS 1.3 refuses on read
+                        assert _closed_by_server(tls)
+                except (ssl.SSLError, OSError):
+                    pass  # refused in the handshake
+        check = kazoo(members[1].address("keeper"))
+        try:
+            assert check.get(path)[0] == b"replicated over TLS"
+        finally:
+            check.stop()
+            check.close()

@@ -50,9 +50,17 @@ def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replic
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     from roost.raft.node import RaftReplicator, ReplicatorConfig
+    from roost.raft.transport import TransportConfig
 
+    transport = TransportConfig()
+    if config.quorum_tls is not None and config.is_ensemble:
+        from roost.keeper.tls import peer_client_context, server_context
+
+        transport = TransportConfig(server_ssl=server_context(config.quorum_tls),
+                                    client_ssl=peer_client_context(config.quorum_tls),
+                                    ssl_handshake_timeout=config.quorum_tls.handshake_timeout_ms / 1000)
     raft_config = ReplicatorConfig(fsync=config.force_sync, fsync_on_loop=fsync_on_loop,
-                                   snapshot_entries=config.snap_count)
+                                   snapshot_entries=config.snap_count, transport=transport)
     if not config.is_ensemble:
         from roost.raft.local import LocalReplicator
 
