@@ -22,6 +22,7 @@ from roost.broker.zk.security import secure_acls
 from roost.zkclient import NoAuthError as ZkNoAuthError
 from roost.zkclient import ZkClient
 from tests.keeper.zkharness import (
+    four_letter,
     kazoo,
     keeper_process,
     unique_root,
@@ -63,10 +64,16 @@ def test_a_stranger_cannot_change_the_brokers_znodes(ensemble: str, tmp_path: Pa
                                  settings=BROKER_SETTINGS)
     stranger: KazooClient | None = None
     try:
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("orders", 1, 2)])["orders"].result(30)
+        # The broker's own password is a secret: DescribeConfigs answers null, flagged sensitive.
+        resource = ConfigResource(ResourceType.BROKER, "1")
+        entries = admin.describe_configs([resource])[resource].result(30)
+        secret = entries["zookeeper.sasl.client.password"]
+        assert (secret.value, secret.is_sensitive) == (None, True)
+        assert entries["zookeeper.sasl.client.username"].value == "kafka"
         stranger = kazoo(ensemble)
         refused: list[str] = []
         for relative in PROTECTED:
@@ -148,3 +155,8 @@ def test_the_brokers_client_speaks_digest_with_kafkas_acls(ensemble: str) -> Non
     finally:
         owner.stop()
         owner.close()
+
+
+def test_no_password_in_the_four_letter_words(ensemble: str) -> None:
+    for word in ("conf", "envi", "stat", "cons"):
+        assert PASSWORD not in four_letter(ensemble, word)
