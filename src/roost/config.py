@@ -463,6 +463,9 @@ class BrokerConfig:
         if bool(user) != bool(password):
             raise ConfigError("settings 'zookeeper.sasl.client.username' and 'zookeeper.sasl.client.password' "
                               "go together: set both or neither")
+        for name in ("zookeeper.ssl.keystore.location", "zookeeper.ssl.truststore.location"):
+            if self[name] and not Path(self[name]).is_file():
+                raise ConfigError(f"setting '{name}': no such file {self[name]}")
         tls_identity = self["zookeeper.ssl.client.enable"] and self["zookeeper.ssl.keystore.location"]
         if self["zookeeper.set.acl"] and not (user or self["zookeeper.digest"] or tls_identity):
             raise ConfigError(

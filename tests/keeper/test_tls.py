@@ -48,7 +48,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     server = ca.issue_cert("127.0.0.1", "localhost")
     server.private_key_and_cert_chain_pem.write_to_path(directory / "keeper.pem")
     certs, keystores, subjects = {}, {}, {}
-    for name in ("alice", "bob"):
+    for name in ("alice", "bob", "carol"):
         leaf = ca.issue_cert(f"{name}.clients.example", common_name=name)
         chain, key = directory / f"{name}-chain.pem", directory / f"{name}-key.pem"
         for index, blob in enumerate(leaf.cert_chain_pems):
@@ -65,6 +65,7 @@ def tls_keeper(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[R
     config = keeper_config(tmp_path_factory.mktemp("tls-keeper"), extra={
         "secureClientPort": 0, "ssl.keyStore.location": str(pki.server),
         "ssl.trustStore.location": str(pki.ca), "ssl.clientAuth": "need",
+        "zookeeper.X509AuthenticationProvider.superUser": pki.subjects["carol"],
         "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory"})
     proc = start_roost(["keeper", "--config", str(config)], expect=("keeper", "keeper secure"))
     try:
@@ -82,7 +83,7 @@ def tls_kazoo(pki: Pki, address: str, name: str | None, **kwargs: object) -> Kaz
 def test_kazoo_over_mutual_tls_with_x509_acls(pki: Pki, tls_keeper: RoostProcess) -> None:
     secure = tls_keeper.address("keeper secure")
     root = unique_root("tls")
-    alice, bob = tls_kazoo(pki, secure, "alice"), tls_kazoo(pki, secure, "bob")
+    alice, bob, carol = (tls_kazoo(pki, secure, name) for name in ("alice", "bob", "carol"))
     try:
         alice.create(root, b"alice's", acl=[make_acl("x509", pki.subjects["alice"], all=True)])
         assert alice.get(root)[0] == b"alice's"
@@ -94,9 +95,12 @@ def test_kazoo_over_mutual_tls_with_x509_acls(pki: Pki, tls_keeper: RoostProcess
         alice.create(root + "/mine", acl=[make_acl("auth", "", all=True)])
         assert [(a.id.scheme, a.id.id) for a in alice.get_acls(root + "/mine")[0]] == [
             ("x509", pki.subjects["alice"])]
-        alice.delete(root, recursive=True)
+        # zookeeper.X509AuthenticationProvider.superUser: carol's certificate passes every check.
+        assert carol.get(root)[0] == b"alice's"
+        carol.set(root, b"carol's")
+        carol.delete(root, recursive=True)
     finally:
-        for client in (alice, bob):
+        for client in (alice, bob, carol):
             client.stop()
             client.close()
 

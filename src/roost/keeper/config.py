@@ -118,6 +118,9 @@ class KeeperConfig:
     # SASL DIGEST-MD5 users (name -> password, references resolved); empty: SASL is refused.
     sasl_users: Mapping[str, str] = field(default_factory=dict, repr=False)
     super_user: str = ""  # zookeeper.superUser: a SASL user that passes every ACL check
+    # zookeeper.X509AuthenticationProvider.superUser: a client certificate subject (RFC 4514 DN)
+    # that passes every ACL check
+    x509_super_user: str = ""
     # TLS for clients (secure_client_port -1: none) and between members (ssl.quorum.*).
     secure_client_port: int = -1
     secure_client_port_address: str = ""  # default: clientPortAddress
@@ -218,6 +221,7 @@ class KeeperConfig:
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
             sasl_users=sasl_users,
             super_user=_string(values, "zookeeper.superUser", ""),
+            x509_super_user=_string(values, "zookeeper.X509AuthenticationProvider.superUser", ""),
             secure_client_port=_int(values, "secureClientPort", -1, -1, 65535),
             secure_client_port_address=_string(values, "secureClientPortAddress", ""),
             tls=_tls(values, "ssl.", "secureClientPort" in values),
@@ -249,7 +253,7 @@ _KNOWN = frozenset({
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
-    "zookeeper.superUser", "secureClientPort", "secureClientPortAddress", "serverCnxnFactory", "sslQuorum",
+    "zookeeper.superUser", "zookeeper.X509AuthenticationProvider.superUser", "secureClientPort", "secureClientPortAddress", "serverCnxnFactory", "sslQuorum",
     *(f"{prefix}{name}" for prefix in ("ssl.", "ssl.quorum.") for name in (
         "keyStore.location", "keyStore.password", "keyStore.type", "trustStore.location",
         "trustStore.type", "clientAuth", "handshakeTimeoutMillis", "protocol", "enabledProtocols")),

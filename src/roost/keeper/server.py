@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from roost.keeper.acl import SUPER_ID
 from roost.keeper.config import KeeperConfig
 from roost.keeper.core import Client, CoreSettings, KeeperCore, Slot
 from roost.keeper.fourletter import ServerFacts, answer
@@ -109,6 +110,8 @@ class _ClientProtocol(asyncio.Protocol):
 
             ident = x509_id(transport.get_extra_info("ssl_object"))
             extra = (ident,) if ident is not None else ()
+            if ident is not None and ident.id == server.config.x509_super_user:
+                extra = (SUPER_ID, ident)
         self.client = server.core.open_client(self, extra)
 
     def data_received(self, data: bytes) -> None:
