@@ -203,6 +203,43 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_ensemble_replies_after_a_majority_and_the_replying_member_fsynced"),
         must_load=(BROKER,)),
     Mutation(
+        "keeper-acl-always-allows",
+        "the keeper checks znode ACLs on every operation: here every check passes",
+        (edit("src/roost/keeper/acl.py", "    if not acls:\n        return True\n",
+              "    return True  # MUTATION: every ACL check passes\n"),),
+        ("tests/keeper/test_security.py::test_a_stranger_is_refused_every_operation_as_by_zookeeper",
+         "tests/keeper/test_security.py::test_digest_and_the_super_digest"),
+        must_load=(BROKER,)),
+    Mutation(
+        "keeper-sasl-proof-not-verified",
+        "the keeper's SASL DIGEST-MD5 verifies the client's proof of its password: here any proof "
+        "from a known user passes",
+        (edit("src/roost/wire/zk/digest_md5.py",
+              'if not hmac.compare_digest(expected.encode(), d["response"].encode()) or password is None:',
+              "if password is None:  # MUTATION: the proof is not checked"),),
+        ("tests/keeper/test_security.py::"
+         "test_a_wrong_sasl_password_or_user_is_refused_and_the_keeper_serves_on[kafka-guessed]",
+         "tests/wire_zk/test_digest_md5.py::test_a_wrong_password_or_unknown_user_fails_alike[kafka-wrong]"),
+        must_load=(BROKER,)),
+    Mutation(
+        "brokers-znodes-left-open",
+        "with zookeeper.set.acl the brokers create their znodes with Kafka's secure ACLs (creator all, "
+        "world read): here open to all, on the keepers and on a real ZooKeeper",
+        (edit("src/roost/broker/zk/security.py", "    return CREATOR_ALL_ACL + READ_ACL_UNSAFE\n",
+              "    return OPEN_ACL_UNSAFE  # MUTATION: anyone may change the brokers' znodes\n"),),
+        ("tests/cluster/test_zk_set_acl.py::test_a_stranger_cannot_change_the_brokers_znodes",),
+        must_load=(BROKER,)),
+    Mutation(
+        "keeper-tls-client-auth-ignored",
+        "the keeper's TLS port with ssl.clientAuth = need refuses a client without a certificate "
+        "signed by its trust store: here client certificates are not asked for",
+        (edit("src/roost/keeper/tls.py", '_VERIFY = {"need": ssl.CERT_REQUIRED,',
+              '_VERIFY = {"need": ssl.CERT_NONE,  # MUTATION: client certificates ignored\n'
+              '           "ignored": ssl.CERT_REQUIRED,'),),
+        ("tests/keeper/test_tls.py::test_refusals_and_the_keeper_serves_on",
+         "tests/keeper/test_tls.py::test_kazoo_over_mutual_tls_with_x509_acls"),
+        must_load=(BROKER,)),
+    Mutation(
         "raft-log-fsync-skipped",
         "a Raft member acknowledges (and a follower promises an entry) only after fsyncing its log",
         (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.secret_ref import resolve_secret
 from roost.zkclient.connect_string import parse_connect_string
 
 INT64_MAX = 2**63 - 1
@@ -121,6 +122,8 @@ class Setting:
     help: str
     check: Check | None = None
     topic_name: str | None = None  # the per-topic override's name, where Kafka has one
+    # A secret (Kafka's PASSWORD type): never echoed in errors, DescribeConfigs answers null.
+    sensitive: bool = False
 
     def parse(self, raw: Any, source: str) -> Any:
         """Convert `raw` (from TOML or a flag string) to this setting's type and check it."""
@@ -128,11 +131,13 @@ class Setting:
         if self.check is not None:
             complaint = self.check(value)
             if complaint:
-                raise ConfigError(f"{source}: setting '{self.name}' = {raw!r} {complaint}")
+                shown = "(hidden)" if self.sensitive else repr(raw)
+                raise ConfigError(f"{source}: setting '{self.name}' = {shown} {complaint}")
         return value
 
     def _convert(self, raw: Any, source: str) -> Any:
-        problem = f"{source}: setting '{self.name}' expects {self.kind.__name__}, got {raw!r}"
+        shown = f"a {type(raw).__name__}" if self.sensitive else repr(raw)
+        problem = f"{source}: setting '{self.name}' expects {self.kind.__name__}, got {shown}"
         if self.kind is bool:
             if isinstance(raw, bool):
                 return raw
@@ -195,6 +200,61 @@ AUTHORIZER_SETTINGS: tuple[Setting, ...] = (
 )
 
 
+def secret_reference() -> Check:
+    def check(value: str) -> str | None:
+        try:
+            resolve_secret(value)
+        except ValueError as problem:
+            return str(problem)
+        return None
+    return check
+
+
+def digest_credential() -> Check:
+    def check(value: str) -> str | None:
+        try:
+            resolved = resolve_secret(value)
+        except ValueError as problem:
+            return str(problem)
+        if value and ":" not in resolved[1:]:
+            return "must be user:password"
+        return None
+    return check
+
+
+# The brokers' link to ZooKeeper (docs/keeper-security.md): how they authenticate, whether
+# their znodes get ACLs, TLS. Kafka's names where Kafka has a setting; Kafka configures SASL
+# through a JAAS `Client` section, which Roost takes as the two zookeeper.sasl.client.* settings.
+# Secrets may be written `${env:NAME}` or `${file:/path}` (roost.secret_ref).
+ZOOKEEPER_SECURITY_SETTINGS: tuple[Setting, ...] = (
+    Setting("zookeeper.set.acl", bool, False,
+            "create the brokers' znodes with ACLs: the brokers' own identity all rights, everyone "
+            "else read (Kafka's secure ACLs); needs an identity (digest, SASL or a TLS client certificate)"),
+    Setting("zookeeper.digest", str, "",
+            "authenticate to ZooKeeper with addauth digest user:password", digest_credential(), sensitive=True),
+    Setting("zookeeper.sasl.client.username", str, "",
+            "authenticate to ZooKeeper with SASL DIGEST-MD5 as this user (Kafka: the JAAS Client "
+            "section's username)"),
+    Setting("zookeeper.sasl.client.password", str, "",
+            "the SASL user's password (Kafka: the JAAS Client section's password)", secret_reference(),
+            sensitive=True),
+    Setting("zookeeper.ssl.client.enable", bool, False, "connect to ZooKeeper over TLS"),
+    Setting("zookeeper.clientCnxnSocket", str, "",
+            "accepted for Kafka's configs (Netty is required there for TLS); Roost's client needs nothing"),
+    Setting("zookeeper.ssl.keystore.location", str, "",
+            "PEM file with this broker's private key and certificate chain (a TLS client certificate)"),
+    Setting("zookeeper.ssl.keystore.type", str, "PEM", "only PEM", one_of("PEM")),
+    Setting("zookeeper.ssl.keystore.password", str, "", "the keystore's private key password",
+            secret_reference(), sensitive=True),
+    Setting("zookeeper.ssl.truststore.location", str, "",
+            "PEM file with the CA certificates the ZooKeeper servers' certificates are checked against "
+            "(empty: the system's)"),
+    Setting("zookeeper.ssl.truststore.type", str, "PEM", "only PEM", one_of("PEM")),
+    Setting("zookeeper.ssl.endpoint.identification.enable", bool, True,
+            "check that the server's certificate names the host connected to"),
+)
+
+
 # The cluster: membership through ZooKeeper, replication, failover. Several defaults are shorter
 # than Kafka's, so that a dead broker is noticed and its partitions move within about 2 seconds
 # (Kafka's ZooKeeper-mode defaults take 18 s to notice one); the README lists them.
@@ -211,6 +271,7 @@ CLUSTER_SETTINGS: tuple[Setting, ...] = (
             at_least(1)),
     Setting("zookeeper.connection.timeout.ms", int, 10000,
             "how long a broker tries to reach the ensemble before giving up at start", at_least(1)),
+    *ZOOKEEPER_SECURITY_SETTINGS,
     Setting("listeners", str, "",
             "address to listen on, PLAINTEXT://host:port; port 0 picks a free one "
             "(default: roost up's --host and --kafka-port)", listener(allow_port_zero=True)),
@@ -420,6 +481,7 @@ class BrokerConfig:
                 f"setting 'replica.fetch.wait.max.ms' = {self['replica.fetch.wait.max.ms']} must be "
                 f"below 'replica.lag.time.max.ms' = {lag}"
             )
+        self._check_zookeeper_security()
         advertised = parse_listener(self["advertised.listeners"]) or parse_listener(
             self["listeners"], allow_port_zero=True)
         if advertised is not None and advertised[0] in ("0.0.0.0", "::"):
@@ -427,6 +489,21 @@ class BrokerConfig:
                 f"setting 'advertised.listeners' is required when 'listeners' = {self['listeners']!r}: "
                 "clients cannot connect to the wildcard address, so advertise a routable one"
             )
+
+    def _check_zookeeper_security(self) -> None:
+        user, password = self["zookeeper.sasl.client.username"], self["zookeeper.sasl.client.password"]
+        if bool(user) != bool(password):
+            raise ConfigError("settings 'zookeeper.sasl.client.username' and 'zookeeper.sasl.client.password' "
+                              "go together: set both or neither")
+        for name in ("zookeeper.ssl.keystore.location", "zookeeper.ssl.truststore.location"):
+            if self[name] and not Path(self[name]).is_file():
+                raise ConfigError(f"setting '{name}': no such file {self[name]}")
+        tls_identity = self["zookeeper.ssl.client.enable"] and self["zookeeper.ssl.keystore.location"]
+        if self["zookeeper.set.acl"] and not (user or self["zookeeper.digest"] or tls_identity):
+            raise ConfigError(
+                "setting 'zookeeper.set.acl' = true needs an identity for the brokers: "
+                "'zookeeper.sasl.client.username'/'password', 'zookeeper.digest', or "
+                "'zookeeper.ssl.client.enable' with 'zookeeper.ssl.keystore.location'")
 
     def topic_defaults(self) -> dict[str, Any]:
         """The topic-level configs a new topic gets when it overrides nothing."""

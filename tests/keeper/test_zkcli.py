@@ -81,3 +81,20 @@ def test_zkcli_prints_the_same_for_the_keeper_and_zookeeper(keeper: str, zookeep
     assert on_keeper == on_zookeeper
     assert "null" in on_keeper[1] and "dataLength = 0" in on_keeper[1], on_keeper
     assert f"Node not empty: {root}" in on_keeper[2]
+
+
+def test_zkcli_digest_auth_the_same_on_the_keeper_and_zookeeper(keeper: str, zookeeper: str) -> None:
+    """zkCli's `addauth digest` and a digest ACL: its owner reads and changes the node, a session
+    without it is refused (zkCli prints "Insufficient permission"), on both servers alike."""
+    from roost.keeper.acl import digest_id
+
+    root = unique_root("zkcli-digest")
+    owner = ["addauth digest carol:carol-pw", f"create {root} secret digest:{digest_id('carol:carol-pw')}:cdrwa",
+             f"get {root}", f"set {root} changed", f"getAcl {root}"]
+    stranger = [f"get {root}", f"set {root} mine", f"ls {root}", "addauth digest carol:wrong", f"get {root}"]
+    runs = {name: (zkcli(server, *owner), zkcli(server, *stranger), zkcli(server, f"delete {root}"))
+            for name, server in (("keeper", keeper), ("zookeeper", zookeeper))}
+    (_, owner_out, _), (_, _, stranger_err), _ = runs["keeper"]
+    assert "secret" in owner_out and f"'digest,'carol:{digest_id('carol:carol-pw').split(':', 1)[1]}" in owner_out
+    assert stranger_err.count(f"Insufficient permission : {root}") == 4, stranger_err
+    assert runs["keeper"] == runs["zookeeper"]

@@ -179,7 +179,10 @@ class Broker:
 
     def _build_cluster_parts(self) -> None:
         config = self.config
-        self.zk = ZkClient(self.zookeeper, session_timeout=int(config["zookeeper.session.timeout.ms"]) / 1000)
+        from roost.broker.zk.security import zk_client_options
+
+        self.zk = ZkClient(self.zookeeper, session_timeout=int(config["zookeeper.session.timeout.ms"]) / 1000,
+                           **zk_client_options(config))
         self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers)
         self.replicas.on_become_follower = self.fetchers.follow
         self.replicas.on_stop_following = self.fetchers.unfollow

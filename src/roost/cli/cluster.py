@@ -29,6 +29,10 @@ from roost.zkclient.connect_string import parse_connect_string
 # Keepers tick every 500 ms so that the ensemble grants sessions from 1 s: the brokers' short
 # zookeeper.session.timeout.ms (2 s) is what makes failover fast.
 KEEPER_TICK_MS = 500
+# The four-letter words roost up's own keepers answer unless the user chose: ZooKeeper's default
+# (srvr, which `roost cluster status` reads) plus ruok and mntr for health checks and monitoring.
+# Not envi, conf, cons or stat: they describe the host and every connected client.
+LOCAL_FOUR_LETTER_WORDS = "srvr,ruok,mntr"
 MAX_REPLICATION = 3  # offsets.topic.replication.factor and default.replication.factor: min(3, N)
 ENSEMBLE_SIZES = (1, 3, 5, 7)
 
@@ -161,7 +165,8 @@ def plan_keepers(data_dir: Path, host: str, client_ports: list[int], peer_ports:
         raise ConfigError(f"keeper setting 'tickTime': must be an integer, got {raw_tick!r}") from None
     # The ensemble must grant the brokers' session timeout, whatever the user chose.
     common: dict[str, Any] = {"tickTime": tick, "minSessionTimeout": min(2 * tick, session_ms),
-                              "maxSessionTimeout": max(20 * tick, session_ms), **settings.keeper}
+                              "maxSessionTimeout": max(20 * tick, session_ms),
+                              **local_keeper_defaults(settings.keeper), **settings.keeper}
     if settings.build()["metrics.port"] >= 0 and "metricsProvider" not in settings.keeper \
             and "metricsProvider.httpPort" not in settings.keeper:
         # Metrics asked for: the keepers serve theirs too, on free ports (printed as they bind).
@@ -179,6 +184,14 @@ def plan_keepers(data_dir: Path, host: str, client_ports: list[int], peer_ports:
             raise ConfigError(f"keeper {myid}: {error}") from None
         specs.append(ChildSpec("keeper", myid, config, data_dir, (host, port)))
     return specs
+
+
+def local_keeper_defaults(given: dict[str, Any]) -> dict[str, Any]:
+    """Settings roost up adds to its own keepers' unless the user set them (see
+    LOCAL_FOUR_LETTER_WORDS)."""
+    if "4lw.commands.whitelist" in given or "4lw" in given:
+        return {}
+    return {"4lw.commands.whitelist": LOCAL_FOUR_LETTER_WORDS}
 
 
 def consecutive(first: int | None, count: int) -> list[int | None]:

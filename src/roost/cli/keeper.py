@@ -94,6 +94,8 @@ async def _serve(config: KeeperConfig) -> int:
         await server.stop()
         return 1
     print(f"roost: keeper listening on {host}:{port}", flush=True)
+    if server.secure_address is not None:
+        print(f"roost: keeper secure listening on {server.secure_address[0]}:{server.secure_address[1]}", flush=True)
     metrics = None
     if config.metrics_port >= 0:
         # "keeper metrics": under roost up --brokers the supervisor relays it as "keeper 2 metrics".

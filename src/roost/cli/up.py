@@ -124,8 +124,9 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
     if not args.no_keeper:
         keeper_port = DEFAULT_KEEPER_PORT if args.keeper_port is None else args.keeper_port
         try:
-            keeper = await start_embedded_keeper(args.data_dir / "keeper", args.host, keeper_port,
-                                                 settings.keeper)
+            keeper = await start_embedded_keeper(
+                args.data_dir / "keeper", args.host, keeper_port,
+                {**cluster.local_keeper_defaults(settings.keeper), **settings.keeper})
         except KeeperConfigError as error:
             print(f"{COMMAND}: keeper: {error}", file=sys.stderr)
             return 2

@@ -16,9 +16,12 @@ from roost.wire.zk.records import ACL, Id
 
 OPEN_ACL_UNSAFE = (ACL(Perms.ALL, "world", "anyone"),)
 READ_ACL_UNSAFE = (ACL(Perms.READ, "world", "anyone"),)
+# ZooKeeper's internal id that passes every check (superDigest, skipACL, zookeeper.superUser).
+SUPER_ID = Id("super", "")
 
-# Schemes a client may authenticate with (addAuth). ip is implicit for every connection.
-AUTH_SCHEMES = frozenset({"digest"})
+# Schemes a client may be authenticated with (addAuth digest, SASL, a TLS client certificate);
+# `auth` ACL entries expand to these. ip is implicit for every connection.
+AUTH_SCHEMES = frozenset({"digest", "sasl", "x509"})
 
 
 class InvalidACL(ValueError):
@@ -66,6 +69,10 @@ def _valid_id(scheme: str, ident: str) -> bool:
         return len(parts) == 2
     if scheme == "ip":
         return _valid_ip_expr(ident)
+    # Always accepted (ZooKeeper accepts them once their providers are configured): every member
+    # applies the same ACL checks whatever its own settings, so the trees cannot diverge.
+    if scheme in ("sasl", "x509"):
+        return bool(ident)
     return False
 
 

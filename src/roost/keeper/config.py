@@ -17,27 +17,52 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     server.4 = "10.0.0.4:2888:observer"  # an observer: replicates and serves, never votes
     snapCount = 20000                # applied log entries between two snapshots of the tree
     reconfigEnabled = false          # ZooKeeper's dynamic reconfiguration (`reconfig`), for...
-    superDigest = "super:<b64 sha1>" # ...a client authenticated as this digest (or skipACL = true)
+    superDigest = "super:<b64 sha1>" # a client that adds this digest passes every ACL (and may reconfig)
+
+SASL DIGEST-MD5 (what kazoo's `sasl_options` and Kafka brokers speak). ZooKeeper reads its users
+from a JAAS file, `Server { org.apache.zookeeper.server.auth.DigestLoginModule required
+user_bob="bob-secret"; };`; the keeper reads the same from a TOML table, each password given
+inline, or by reference to an environment variable or a file (never printed or logged):
+
+    [sasl.users]
+    bob = "${env:ZK_BOB_PASSWORD}"
+    kafka = "${file:/etc/roost/kafka-zk.password}"
+    "zookeeper.superUser" = "admin"   # (top level) this SASL user passes every ACL, as ZooKeeper's
+
+TLS, with ZooKeeper's names (PEM files; ZooKeeper's `serverCnxnFactory` and `ssl.*.type` = "PEM"
+are accepted): clients on `secureClientPort` (beside or instead of `clientPort`), TLS 1.2+ only,
+a handshake bounded by `ssl.handshakeTimeoutMillis`; `ssl.clientAuth` need (ZooKeeper's default),
+want or none; a client certificate's subject becomes the client's `x509` id. `sslQuorum = true`
+puts the members' own links (Raft) on mutual TLS with the `ssl.quorum.*` settings.
+
+    secureClientPort = 2281
+    "ssl.keyStore.location" = "/etc/roost/keeper.pem"      # private key + certificate chain
+    "ssl.trustStore.location" = "/etc/roost/ca.pem"        # CAs that sign client certificates
+    "ssl.clientAuth" = "need"
 
 Roost's own settings (no ZooKeeper equivalent): `maxOutstandingRequests` (per connection; past it
 the keeper stops reading that connection until replies drain), `maxWatchesPerSession`,
 `extendedTypesEnabled` (TTL nodes, ZooKeeper's `zookeeper.extendedTypesEnabled`), `forceSync`
-(fsync the log, default true), `"4lw.commands.whitelist"` (comma-separated, default "*").
+(fsync the log, default true). `"4lw.commands.whitelist"` is ZooKeeper's: comma-separated words, default
+"srvr" alone (as ZooKeeper 3.5+), `*` for all; `envi`, `conf`, `cons`, `stat`, `mntr` tell a stranger
+about the server and its clients, so they are opt-in (`mntr` is the usual first addition).
 
 An invalid or unknown setting is refused with a `ConfigError` naming the setting.
 """
 
 from __future__ import annotations
 
+import base64
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.secret_ref import resolve_secret
 from roost.wire.zk.constants import DEFAULT_MAX_BUFFER
 
-FOUR_LETTER_DEFAULT = "*"
+FOUR_LETTER_DEFAULT = "srvr"  # ZooKeeper 3.5+'s default
 
 
 class ConfigError(ValueError):
@@ -48,6 +73,17 @@ class ConfigError(ValueError):
 class PeerAddress:
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """One side's TLS settings, as ZooKeeper names them under `ssl.` or `ssl.quorum.`."""
+
+    key_store: str  # PEM: private key and certificate chain
+    key_password: str = field(default="", repr=False)
+    trust_store: str = ""  # PEM CA certificates (empty: the system's)
+    client_auth: str = "need"  # need | want | none
+    handshake_timeout_ms: int = 5000
 
 
 @dataclass(slots=True)
@@ -69,7 +105,7 @@ class KeeperConfig:
     max_watches_per_session: int = 100_000
     extended_types_enabled: bool = False
     force_sync: bool = True
-    four_letter_whitelist: frozenset[str] | None = None  # None: every word
+    four_letter_whitelist: frozenset[str] | None = frozenset({"srvr"})  # None: every word
     # Log entries (batches of writes) applied between two snapshots; a snapshot is also taken
     # after 64 MiB of entries, whichever comes first.
     snap_count: int = 20_000
@@ -79,6 +115,17 @@ class KeeperConfig:
     reconfig_enabled: bool = False
     super_digest: str = ""
     skip_acl: bool = False
+    # SASL DIGEST-MD5 users (name -> password, references resolved); empty: SASL is refused.
+    sasl_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    super_user: str = ""  # zookeeper.superUser: a SASL user that passes every ACL check
+    # zookeeper.X509AuthenticationProvider.superUser: a client certificate subject (RFC 4514 DN)
+    # that passes every ACL check
+    x509_super_user: str = ""
+    # TLS for clients (secure_client_port -1: none) and between members (ssl.quorum.*).
+    secure_client_port: int = -1
+    secure_client_port_address: str = ""  # default: clientPortAddress
+    tls: TlsFiles | None = None
+    quorum_tls: TlsFiles | None = None
     # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
@@ -129,13 +176,19 @@ class KeeperConfig:
         """Build a config from ZooKeeper-named settings, validating each one."""
         values = dict(settings)
         # TOML reads `jute.maxbuffer = N` (unquoted) as a table {"jute": {"maxbuffer": N}}.
-        for prefix in ("jute", "4lw", "metricsProvider"):
+        for prefix in ("jute", "4lw", "metricsProvider", "zookeeper"):
             nested = values.get(prefix)
             if isinstance(nested, dict):
                 del values[prefix]
                 for key, value in _flatten(prefix, nested).items():
                     values[key] = value
         servers_raw = values.pop("server", None)
+        sasl_users = _sasl_users(values)
+        for prefix in ("ssl",):
+            nested = values.get(prefix)
+            if isinstance(nested, dict):
+                del values[prefix]
+                values.update(_flatten(prefix, nested))
         unknown = sorted(set(values) - _KNOWN)
         if unknown:
             raise ConfigError(f"setting {unknown[0]!r}: unknown setting")
@@ -162,10 +215,17 @@ class KeeperConfig:
             four_letter_whitelist=_whitelist(values),
             snap_count=_int(values, "snapCount", 20_000, 1, 2**31 - 1),
             reconfig_enabled=_bool(values, "reconfigEnabled", False),
-            super_digest=_string(values, "superDigest", ""),
+            super_digest=_super_digest(values),
             skip_acl=_bool(values, "skipACL", False),
             metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
+            sasl_users=sasl_users,
+            super_user=_string(values, "zookeeper.superUser", ""),
+            x509_super_user=_string(values, "zookeeper.X509AuthenticationProvider.superUser", ""),
+            secure_client_port=_int(values, "secureClientPort", -1, -1, 65535),
+            secure_client_port_address=_string(values, "secureClientPortAddress", ""),
+            tls=_tls(values, "ssl.", "secureClientPort" in values),
+            quorum_tls=_tls(values, "ssl.quorum.", _bool(values, "sslQuorum", False)),
         )
         if config.min_session_timeout > config.max_session_timeout:
             raise ConfigError(
@@ -193,7 +253,75 @@ _KNOWN = frozenset({
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
+    "zookeeper.superUser", "zookeeper.X509AuthenticationProvider.superUser", "secureClientPort", "secureClientPortAddress", "serverCnxnFactory", "sslQuorum",
+    *(f"{prefix}{name}" for prefix in ("ssl.", "ssl.quorum.") for name in (
+        "keyStore.location", "keyStore.password", "keyStore.type", "trustStore.location",
+        "trustStore.type", "clientAuth", "handshakeTimeoutMillis", "protocol", "enabledProtocols")),
 })
+
+
+def _tls(values: Mapping[str, Any], prefix: str, wanted: bool) -> TlsFiles | None:
+    """The TLS settings under `prefix`, when `wanted` (a secure port, sslQuorum)."""
+    given = [key for key in values if key.startswith(prefix) and (prefix != "ssl." or not key.startswith("ssl.quorum."))]
+    if not wanted:
+        if given:
+            raise ConfigError(f"setting {given[0]!r}: needs " +
+                              ("'secureClientPort'" if prefix == "ssl." else "'sslQuorum' = true"))
+        return None
+    for kind in ("keyStore.type", "trustStore.type"):
+        if _string(values, prefix + kind, "PEM").upper() != "PEM":
+            raise ConfigError(f"setting '{prefix}{kind}': only PEM files are supported")
+    for name in ("protocol", "enabledProtocols"):
+        for protocol in _string(values, prefix + name, "TLSv1.2").split(","):
+            if protocol.strip() not in ("TLSv1.2", "TLSv1.3"):
+                raise ConfigError(f"setting '{prefix}{name}': only TLSv1.2 and TLSv1.3, not {protocol.strip()!r}")
+    key_store = _string(values, prefix + "keyStore.location", "")
+    if not key_store:
+        raise ConfigError(f"setting '{prefix}keyStore.location': required for TLS (a PEM file with the "
+                          "private key and the certificate chain)")
+    client_auth = _string(values, prefix + "clientAuth", "need").lower()
+    if client_auth not in ("need", "want", "none"):
+        raise ConfigError(f"setting '{prefix}clientAuth': must be need, want or none")
+    trust_store = _string(values, prefix + "trustStore.location", "")
+    if prefix == "ssl.quorum." and client_auth != "need":
+        raise ConfigError("setting 'ssl.quorum.clientAuth': the members' links are mutual TLS (need)")
+    for path in (key_store, trust_store):
+        if path and not Path(path).is_file():
+            raise ConfigError(f"setting '{prefix}{'keyStore' if path == key_store else 'trustStore'}.location': "
+                              f"no such file {path}")
+    try:
+        password = resolve_secret(_string(values, prefix + "keyStore.password", ""))
+    except ValueError as exc:
+        raise ConfigError(f"setting '{prefix}keyStore.password': {exc}") from None
+    return TlsFiles(key_store, password, trust_store, client_auth,
+                    _int(values, prefix + "handshakeTimeoutMillis", 5000, 1, 600_000))
+
+
+def _sasl_users(values: dict[str, Any]) -> dict[str, str]:
+    """Pop the `[sasl.users]` table (or flat "sasl.users.NAME" keys) and resolve each password."""
+    table = values.pop("sasl", None)
+    raw: dict[str, Any] = {}
+    if table is not None:
+        if not isinstance(table, dict) or set(table) - {"users"}:
+            raise ConfigError("setting 'sasl': write users as [sasl.users] name = \"password\"")
+        users = table.get("users", {})
+        if not isinstance(users, dict):
+            raise ConfigError("setting 'sasl.users': must be a table of name = \"password\"")
+        raw.update(users)
+    for key in [k for k in values if k.startswith("sasl.users.")]:
+        raw[key.removeprefix("sasl.users.")] = values.pop(key)
+    resolved: dict[str, str] = {}
+    for name, password in raw.items():
+        where = f"setting 'sasl.users.{name}'"
+        if not name or not isinstance(password, str):
+            raise ConfigError(f"{where}: must be a password string (or ${{env:NAME}}, ${{file:/path}})")
+        try:
+            resolved[name] = resolve_secret(password)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        if not resolved[name]:
+            raise ConfigError(f"{where}: the password is empty")
+    return resolved
 
 
 def _flatten(prefix: str, table: dict[str, Any]) -> dict[str, Any]:
@@ -234,6 +362,23 @@ def _string(values: Mapping[str, Any], name: str, default: str | None = None) ->
     if not isinstance(value, str):
         raise ConfigError(f"setting {name!r}: must be a string, got {value!r}")
     return value
+
+
+def _super_digest(values: Mapping[str, Any]) -> str:
+    value = _string(values, "superDigest", "")
+    user, _, hashed = value.partition(":")
+    if value and not (user and _is_sha1_base64(hashed)):
+        # The value is a hash, not a password, but it is still not echoed back.
+        raise ConfigError("setting 'superDigest': must be \"user:<base64 of SHA-1(user:password)>\", "
+                          "as ZooKeeper's DigestAuthenticationProvider prints it")
+    return value
+
+
+def _is_sha1_base64(text: str) -> bool:
+    try:
+        return len(base64.b64decode(text, validate=True)) == 20
+    except ValueError:
+        return False
 
 
 def _whitelist(values: Mapping[str, Any]) -> frozenset[str] | None:

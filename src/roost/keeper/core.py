@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from roost.keeper import acl as acls
@@ -45,6 +45,7 @@ from roost.wire.zk.connection import (
     encode_watch_event,
 )
 from roost.wire.zk.constants import WRITE_OPS, Err, KeeperState, OpCode
+from roost.wire.zk.digest_md5 import DigestMd5Server, SaslFailure
 from roost.wire.zk.errors import ZkCodecError
 from roost.wire.zk.jute import JuteReader, JuteWriter
 from roost.wire.zk.records import (
@@ -54,6 +55,7 @@ from roost.wire.zk.records import (
     Id,
     PathRequest,
     Request,
+    SaslRequest,
     SetWatchesRequest,
 )
 
@@ -77,6 +79,14 @@ class CoreSettings:
     # A member that knows no leader for this long closes its clients (they try another member).
     leaderless_close_ms: int = 0
     container_check_ms: int = 60_000
+    # ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest ("super:<base64 sha1>"): a
+    # client that adds this digest also gets the id `super`, which passes every ACL check.
+    super_digest: str = ""
+    # ZooKeeper's skipACL: every client passes every ACL check (given the id `super` at connect).
+    skip_acl: bool = False
+    # SASL DIGEST-MD5: a user's password, or None (unknown user); None here: SASL is refused.
+    sasl_password_of: Callable[[str], str | None] | None = field(default=None, repr=False)
+    super_user: str = ""  # ZooKeeper's zookeeper.superUser: this SASL user gets `super`
 
     def __post_init__(self) -> None:
         assert 0 <= self.node_id < 128, "node ids must fit in a session id's top byte"
@@ -135,7 +145,7 @@ class Client:
     """The core's state for one client connection."""
 
     __slots__ = ("auth_ids", "closed", "connect", "early", "established", "link", "paused",
-                 "queue", "received", "sent", "session_id", "session_timeout")
+                 "queue", "received", "sasl", "sent", "session_id", "session_timeout")
 
     def __init__(self, link: ClientLink) -> None:
         self.link = link
@@ -149,6 +159,7 @@ class Client:
         self.early: list[RequestReceived] = []  # requests sent before the session was set up
         self.closed = False
         self.paused = False
+        self.sasl: DigestMd5Server | None = None  # a SASL exchange under way or done
         self.received = 0
         self.sent = 0
 
@@ -235,8 +246,13 @@ class KeeperCore:
 
     # ------------------------------------------------------------------------------ clients
 
-    def open_client(self, link: ClientLink) -> Client:
+    def open_client(self, link: ClientLink, extra_ids: tuple[Id, ...] = ()) -> Client:
+        """A new connection; `extra_ids` are ids its transport proved (x509 from a TLS client
+        certificate)."""
         client = Client(link)
+        client.auth_ids = (*client.auth_ids, *extra_ids)
+        if self.settings.skip_acl:
+            client.auth_ids = (*client.auth_ids, acls.SUPER_ID)
         self.clients.add(client)
         return client
 
@@ -377,8 +393,7 @@ class KeeperCore:
             client.queue.append(slot)
             self.env.start_sync(client, slot)
         elif opcode == OpCode.SASL:
-            client.send(encode_reply(event.xid, self.tree.last_zxid, Err.AUTH_FAILED))
-            self.close_client(client, "SASL is not supported")
+            self._on_sasl(client, event)
             return
         elif not client.queue:
             self._execute_read(client, event.xid, event.request)
@@ -395,11 +410,64 @@ class KeeperCore:
         ident = acls.authenticate(request.scheme, request.auth)
         if ident is None:
             client.send(encode_reply(event.xid, 0, Err.AUTH_FAILED))
-            self.close_client(client, f"authentication failed for scheme {request.scheme!r}")
+            # The credential itself is never logged.
+            self.close_client(client, f"authentication failed for scheme {request.scheme[:32]!r}")
             return
+        # As ZooKeeper's DigestAuthenticationProvider: the super digest adds `super` first.
+        if self.settings.super_digest and ident.scheme == "digest" and ident.id == self.settings.super_digest:
+            self._add_id(client, acls.SUPER_ID)
+        self._add_id(client, ident)
+        client.send(encode_reply(event.xid, 0, Err.OK))
+
+    def _on_sasl(self, client: Client, event: RequestReceived) -> None:
+        """One step of a SASL DIGEST-MD5 exchange (ZooKeeper's SaslServerCallbackHandler):
+        success adds `sasl:<user>` (and `super` for zookeeper.superUser); failure answers
+        AuthFailed and closes the connection, as ZooKeeper does."""
+        request = event.request
+        assert isinstance(request, SaslRequest)
+        password_of = self.settings.sasl_password_of
+        if password_of is None:
+            self._answer_now_or_in_order(client, encode_reply(event.xid, self.tree.last_zxid, Err.AUTH_FAILED),
+                                         "SASL authentication refused: no SASL users are configured")
+            return
+        if client.sasl is None:
+            client.sasl = DigestMd5Server(password_of, self.env.secret(16))
+        try:
+            token = client.sasl.step(request.token)
+        except SaslFailure as exc:
+            self._answer_now_or_in_order(client, encode_reply(event.xid, self.tree.last_zxid, Err.AUTH_FAILED),
+                                         f"SASL authentication failed: {exc}")
+            return
+        username = client.sasl.username
+        if client.sasl.complete and username is not None:
+            if self.settings.super_user and username == self.settings.super_user:
+                self._add_id(client, acls.SUPER_ID)
+            self._add_id(client, Id("sasl", username))
+            log.info("session 0x%x from %s authenticated with SASL DIGEST-MD5 as %r", client.session_id,
+                     client.link.peer_host, username)
+        reply = encode_reply(event.xid, self.tree.last_zxid, Err.OK, JuteWriter().buffer(token).getvalue())
+        self._answer_now_or_in_order(client, reply)
+
+    def _answer_now_or_in_order(self, client: Client, reply: bytes, close_reason: str = "") -> None:
+        """Send a reply computed at once, after the replies still queued ahead of it; with a
+        `close_reason`, then close the connection."""
+        if not client.queue:
+            client.send(reply)
+            if close_reason:
+                self.close_client(client, close_reason)
+            return
+        slot = Slot(0, OpCode.SASL, None, DONE)
+        slot.reply = reply
+        slot.close_after = bool(close_reason)
+        if close_reason:
+            log.info("closing connection from %s (session 0x%x): %s", client.link.peer_host,
+                     client.session_id, close_reason)
+        client.queue.append(slot)
+
+    @staticmethod
+    def _add_id(client: Client, ident: Id) -> None:
         if ident not in client.auth_ids:
             client.auth_ids = (*client.auth_ids, ident)
-        client.send(encode_reply(event.xid, 0, Err.OK))
 
     def _execute_read(self, client: Client, xid: int, request: Request) -> None:
         try:

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from roost.keeper.acl import SUPER_ID
 from roost.keeper.config import KeeperConfig
 from roost.keeper.core import Client, CoreSettings, KeeperCore, Slot
 from roost.keeper.fourletter import ServerFacts, answer
@@ -50,9 +51,17 @@ def build_replicator(config: KeeperConfig, fsync_on_loop: bool = True) -> Replic
     """
     config.data_dir.mkdir(parents=True, exist_ok=True)
     from roost.raft.node import RaftReplicator, ReplicatorConfig
+    from roost.raft.transport import TransportConfig
 
+    transport = TransportConfig()
+    if config.quorum_tls is not None and config.is_ensemble:
+        from roost.keeper.tls import peer_client_context, server_context
+
+        transport = TransportConfig(server_ssl=server_context(config.quorum_tls),
+                                    client_ssl=peer_client_context(config.quorum_tls),
+                                    ssl_handshake_timeout=config.quorum_tls.handshake_timeout_ms / 1000)
     raft_config = ReplicatorConfig(fsync=config.force_sync, fsync_on_loop=fsync_on_loop,
-                                   snapshot_entries=config.snap_count)
+                                   snapshot_entries=config.snap_count, transport=transport)
     if not config.is_ensemble:
         from roost.raft.local import LocalReplicator
 
@@ -95,7 +104,15 @@ class _ClientProtocol(asyncio.Protocol):
                         "(maxClientCnxns=%d)", self.peer_host, limit)
             transport.abort()
             return
-        self.client = server.core.open_client(self)
+        extra = ()
+        if server.tls_context is not None and transport.get_extra_info("ssl_object") is not None:
+            from roost.keeper.tls import x509_id
+
+            ident = x509_id(transport.get_extra_info("ssl_object"))
+            extra = (ident,) if ident is not None else ()
+            if ident is not None and ident.id == server.config.x509_super_user:
+                extra = (SUPER_ID, ident)
+        self.client = server.core.open_client(self, extra)
 
     def data_received(self, data: bytes) -> None:
         client = self.client
@@ -181,6 +198,13 @@ class KeeperServer:
         self.connections_per_host: Counter[str] = Counter()
         self._unflushed: list[_ClientProtocol] = []  # connections with replies not yet written
         self._server: asyncio.base_events.Server | None = None
+        self._secure_server: asyncio.base_events.Server | None = None
+        self.tls_context = None
+        if config.tls is not None and config.secure_client_port >= 0:
+            from roost.keeper.tls import server_context
+
+            self.tls_context = server_context(config.tls)
+        self.secure_address: tuple[str, int] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_tasks: set[asyncio.Task[None]] = set()
         self._proposer_wake = asyncio.Event()
@@ -207,6 +231,10 @@ class KeeperServer:
             max_outstanding=config.max_outstanding_requests,
             max_watches_per_session=config.max_watches_per_session,
             extended_types_enabled=config.extended_types_enabled,
+            super_digest=config.super_digest,
+            skip_acl=config.skip_acl,
+            sasl_password_of=config.sasl_users.get if config.sasl_users else None,
+            super_user=config.super_user,
         )
         self.core = KeeperCore(settings, self)
         replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
@@ -229,6 +257,17 @@ class KeeperServer:
         )
         sockname = self._server.sockets[0].getsockname()
         self._address = (sockname[0], sockname[1])
+        if self.tls_context is not None:
+            assert config.tls is not None
+            self._secure_server = await loop.create_server(
+                lambda: _ClientProtocol(self), config.secure_client_port_address or config.client_port_address,
+                config.secure_client_port, reuse_address=True, backlog=1024, ssl=self.tls_context,
+                ssl_handshake_timeout=config.tls.handshake_timeout_ms / 1000,
+            )
+            secure = self._secure_server.sockets[0].getsockname()
+            self.secure_address = (secure[0], secure[1])
+            log.info("keeper %d serving TLS clients on %s:%d (client certificates: %s)", replicator.node_id,
+                     *self.secure_address, config.tls.client_auth)
         self._tasks = [
             asyncio.create_task(self._proposer(), name="keeper-proposer"),
             asyncio.create_task(self._ticker(), name="keeper-ticker"),
@@ -246,6 +285,9 @@ class KeeperServer:
         """Stop listening, close every client connection, and stop the replicator."""
         if self._server is not None:
             self._server.close()
+        if self._secure_server is not None:
+            self._secure_server.close()
+            self._secure_server = None
         for task in self._tasks:
             task.cancel()
         for task in [*self._sync_tasks, *self._abandoned]:

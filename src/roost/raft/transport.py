@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ class TransportConfig:
     reconnect_min: float = 0.02
     reconnect_max: float = 1.0
     connect_timeout: float = 2.0
+    # Mutual TLS between members (the keeper's sslQuorum): the listener's context asks for and
+    # checks the dialler's certificate; the dialler's presents its own and checks the listener's.
+    server_ssl: ssl.SSLContext | None = None
+    client_ssl: ssl.SSLContext | None = None
+    ssl_handshake_timeout: float = 5.0
 
 
 class _InboundProtocol(asyncio.Protocol):
@@ -138,7 +144,12 @@ class _Link:
             host, port = self.owner.peers[self.peer_id]
             try:
                 async with asyncio.timeout(config.connect_timeout):
-                    raw, protocol = await loop.create_connection(_OutboundProtocol, host, port)
+                    if config.client_ssl is not None:
+                        raw, protocol = await loop.create_connection(
+                            _OutboundProtocol, host, port, ssl=config.client_ssl,
+                            ssl_handshake_timeout=config.ssl_handshake_timeout)
+                    else:
+                        raw, protocol = await loop.create_connection(_OutboundProtocol, host, port)
             except (TimeoutError, OSError):
                 self._poked.clear()
                 try:
@@ -221,8 +232,10 @@ class PeerTransport:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        tls = {} if self.config.server_ssl is None else {
+            "ssl": self.config.server_ssl, "ssl_handshake_timeout": self.config.ssl_handshake_timeout}
         self._server = await loop.create_server(lambda: _InboundProtocol(self), self.listen[0], self.listen[1],
-                                                reuse_address=True)
+                                                reuse_address=True, **tls)
         for link in self._links.values():
             link.task = asyncio.create_task(link.run(), name=f"raft-link-{self.node_id}-{link.peer_id}")
 

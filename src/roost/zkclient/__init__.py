@@ -51,10 +51,18 @@ registration and controllership. Member kills are a tie: the servers' election d
 kazoo stays a test and bench dependency only.
 """
 
-from roost.zkclient.client import OPEN_ACL_UNSAFE, SessionEvent, SessionListener, SessionState, ZkClient
+from roost.zkclient.client import (
+    OPEN_ACL_UNSAFE,
+    SaslCredentials,
+    SessionEvent,
+    SessionListener,
+    SessionState,
+    ZkClient,
+)
 from roost.zkclient.connect_string import ConnectString, parse_connect_string
 from roost.zkclient.errors import (
     ApiError,
+    AuthFailedError,
     BadArgumentsError,
     BadVersionError,
     ClientClosedError,
@@ -78,6 +86,7 @@ from roost.zkclient.watches import WatchedEvent, Watcher
 __all__ = [
     "OPEN_ACL_UNSAFE",
     "ApiError",
+    "AuthFailedError",
     "BadArgumentsError",
     "BadVersionError",
     "Check",
@@ -96,6 +105,7 @@ __all__ = [
     "RequestTooLargeError",
     "RolledBackError",
     "RuntimeInconsistencyError",
+    "SaslCredentials",
     "SessionEvent",
     "SessionExpiredError",
     "SessionListener",

@@ -36,21 +36,26 @@ for callers that prefer `await queue.get()`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import inspect
 import logging
 import random
+import secrets
+import ssl
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from roost.wire.zk.connection import ReplyEvent, WatchEvent
 from roost.wire.zk.constants import DEFAULT_MAX_BUFFER, Err, EventType, KeeperState, OpCode, Perms
+from roost.wire.zk.digest_md5 import DigestMd5Client, SaslFailure
 from roost.wire.zk.errors import ZkCodecError
 from roost.wire.zk.records import (
     ACL,
+    AuthRequest,
     ConnectRequest,
     ConnectResponse,
     CreateRequest,
@@ -61,11 +66,13 @@ from roost.wire.zk.records import (
     PathRequest,
     PathWatchRequest,
     Request,
+    SaslRequest,
     SetDataRequest,
     Stat,
 )
 from roost.zkclient.connect_string import ConnectString, parse_connect_string
 from roost.zkclient.errors import (
+    AuthFailedError,
     ClientClosedError,
     ConnectionLossError,
     NodeExistsError,
@@ -111,6 +118,14 @@ class SessionEvent:
 SessionListener = Callable[[SessionEvent], Any]
 
 
+@dataclass(frozen=True, slots=True)
+class SaslCredentials:
+    """SASL DIGEST-MD5 credentials (Kafka's JAAS `Client` section's username and password)."""
+
+    username: str
+    password: str = dataclasses.field(repr=False)
+
+
 class _Outcome(enum.Enum):
     FAILED = "failed"  # no session on this connection: count it towards the backoff
     ESTABLISHED = "established"  # the session ran on this connection until it ended
@@ -131,6 +146,10 @@ class ZkClient:
         min_backoff: float = 0.02,
         max_backoff: float = 1.0,
         default_acl: Iterable[ACL] = OPEN_ACL_UNSAFE,
+        acl_provider: Callable[[str], Sequence[ACL]] | None = None,
+        auth_data: Iterable[tuple[str, bytes]] = (),
+        sasl: SaslCredentials | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._cs: ConnectString = parse_connect_string(hosts)
         if session_timeout <= 0 or max_outstanding < 1 or not 0 < min_backoff <= max_backoff:
@@ -148,6 +167,15 @@ class ZkClient:
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
         self._default_acl = tuple(default_acl)
+        # The ACL of a node created without one, from its path (the caller's, chroot aside), as
+        # kazoo's and Curator's ACL providers; default: `default_acl` everywhere.
+        self._acl_provider = acl_provider
+        # Sent on every connection before anything else: SASL first (its exchange must end before
+        # any request, as ZooKeeper's Java client does), then each addAuth packet.
+        self._auth_data = tuple(auth_data)
+        self._sasl = sasl
+        self._ssl_context = ssl_context
+        self._auth_failure: AuthFailedError | None = None
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -223,6 +251,8 @@ class ZkClient:
             await self.close()
             hosts = ",".join(f"{h}:{p}" for h, p in self._hosts)
             raise ConnectionLossError(f"no ZooKeeper server of {hosts} answered within {timeout} s") from None
+        if self._auth_failure is not None:
+            raise self._auth_failure
 
     async def close(self, timeout: float = 5.0) -> None:
         """Close the session (its ephemerals go at once) and stop. Idempotent."""
@@ -277,7 +307,7 @@ class ZkClient:
 
     async def _create(self, opcode: int, path: str, data: bytes, ephemeral: bool, sequential: bool,
                       makepath: bool, acl: Iterable[ACL] | None) -> tuple[str, Stat | None]:
-        op = Create(path, data, ephemeral, sequential, tuple(acl) if acl is not None else None)
+        op = Create(path, data, ephemeral, sequential, tuple(acl) if acl is not None else self._acl_for(path))
         request = to_request(op, self._cs, self._default_acl)
         assert isinstance(request, CreateRequest)
         request.opcode = opcode
@@ -313,7 +343,7 @@ class ZkClient:
         prefix = ""
         for part in self._cs.chroot.strip("/").split("/"):
             prefix += "/" + part
-            request = CreateRequest(prefix, b"", list(self._default_acl), 0)
+            request = CreateRequest(prefix, b"", list(self._acl_for(prefix)), 0)
             try:
                 await self._submit(request)
             except NodeExistsError:
@@ -352,7 +382,7 @@ class ZkClient:
         failure, raises the failing op's error (e.g. BadVersionError for a failed Check) with
         `op_index`, `op` and `results` (one ZkError per op) set."""
         ops = list(ops)
-        request = MultiRequest([to_request(op, self._cs, self._default_acl) for op in ops])
+        request = MultiRequest([to_request(self._with_acl(op), self._cs, self._default_acl) for op in ops])
         results = await self._submit(request)
         if len(results) != len(ops):
             raise ConnectionLossError(f"multi of {len(ops)} ops answered with {len(results)} results")
@@ -371,6 +401,16 @@ class ZkClient:
         raise error
 
     # ------------------------------------------------------------------------------ internals
+
+    def _acl_for(self, path: str) -> tuple[ACL, ...]:
+        if self._acl_provider is None:
+            return self._default_acl
+        return tuple(self._acl_provider(path))
+
+    def _with_acl(self, op: Op) -> Op:
+        if isinstance(op, Create) and op.acl is None:
+            return dataclasses.replace(op, acl=self._acl_for(op.path))
+        return op
 
     def _client_path(self, server_path: str) -> str:
         path = self._cs.to_client(server_path)
@@ -461,6 +501,14 @@ class ZkClient:
         failures = 0
         backoff = self._min_backoff
         while not self._closing:
+            if self._auth_failure is not None:
+                # As ZooKeeper's Java client (AUTH_FAILED is final): wrong credentials do not get
+                # better by retrying, and a server would log every attempt.
+                self._closing = True
+                self._fail_unsent(self._auth_failure)
+                self._emit(SessionEvent(SessionState.CLOSED, self._session_id, reason=str(self._auth_failure)))
+                self._connected.set()  # start() wakes and raises the failure
+                return
             host = self._hosts[self._host_index]
             self._host_index = (self._host_index + 1) % len(self._hosts)
             result = await self._attempt(host)
@@ -497,10 +545,13 @@ class ZkClient:
         assert self._loop is not None
         try:
             async with asyncio.timeout(self._connect_timeout):
-                await self._loop.create_connection(lambda: link, host[0], host[1])
+                await self._loop.create_connection(
+                    lambda: link, host[0], host[1], ssl=self._ssl_context,
+                    server_hostname=host[0] if self._ssl_context is not None else None,
+                    ssl_handshake_timeout=self._connect_timeout if self._ssl_context is not None else None)
                 link.send_connect(self._connect_request())
                 result = await asyncio.shield(link.handshake)
-        except (OSError, TimeoutError, ZkError) as exc:
+        except (OSError, TimeoutError, ZkError, SaslFailure) as exc:
             link.fail(ConnectionLossError(f"connecting to {link.name}: {exc or type(exc).__name__}"))
             log.debug("zkclient: no session on %s: %s", link.name, exc or type(exc).__name__)
             return _Outcome.FAILED
@@ -549,7 +600,56 @@ class ZkClient:
         self._session_id = response.session_id
         self._passwd = response.passwd
         self._timeout = response.timeout / 1000
+        if self._sasl is not None:
+            assert self._loop is not None
+            task = self._loop.create_task(self._sasl_then_ready(link, response, new_session))
+            self._tasks.add(task)
+            task.add_done_callback(self._task_done)
+            return
+        self._session_ready(link, response, new_session)
+
+    async def _sasl_then_ready(self, link: ServerLink, response: ConnectResponse, new_session: bool) -> None:
+        """The SASL DIGEST-MD5 exchange on a new connection, then the session is ready. Nothing
+        else is sent meanwhile (`_link` is not set yet)."""
+        assert self._sasl is not None and self._loop is not None
+        exchange = DigestMd5Client(self._sasl.username, self._sasl.password, secrets.token_bytes(16))
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                token = exchange.step(None)
+                while token is not None:
+                    future = self._loop.create_future()
+                    link.send(Call(SaslRequest(token), future))
+                    token = exchange.step(await future)
+        except AuthFailedError:
+            self._auth_failed(link, "SASL DIGEST-MD5 authentication failed (wrong user or password?)")
+            return
+        except SaslFailure as exc:
+            self._auth_failed(link, f"SASL DIGEST-MD5 failed: {exc}")
+            return
+        except (TimeoutError, ZkError) as exc:
+            if not link.handshake.done():
+                link.fail(ConnectionLossError(f"SASL exchange with {link.name}: {exc or type(exc).__name__}"))
+            return
+        if link.closed.done() or link.handshake.done():
+            return
+        log.info("zkclient: authenticated to %s with SASL DIGEST-MD5 as %r", link.name, self._sasl.username)
+        self._session_ready(link, response, new_session)
+
+    def _auth_failed(self, link: ServerLink, reason: str) -> None:
+        log.error("zkclient: %s: %s; giving up (check the ZooKeeper credentials)", link.name, reason)
+        self._auth_failure = AuthFailedError(f"{link.name}: {reason}")
+        if not link.handshake.done():
+            link.handshake.set_result(_Outcome.FAILED)
+        link.fail(self._auth_failure)
+
+    def on_auth_reply(self, link: ServerLink, err: int) -> None:
+        if err != 0:
+            self._auth_failed(link, f"addAuth refused ({_err_name(err)})")
+
+    def _session_ready(self, link: ServerLink, response: ConnectResponse, new_session: bool) -> None:
         self._link = link
+        for scheme, auth in self._auth_data:
+            link.send_auth(AuthRequest(0, scheme, auth))
         self._cancel_expiry_timer()
         link.start_heartbeat(self._timeout)
         if not new_session:

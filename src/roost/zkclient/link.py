@@ -19,9 +19,9 @@ from collections import deque
 from typing import Any, Protocol
 
 from roost.wire.zk.connection import ClientConnection, ConnectedEvent, ReplyEvent, WatchEvent
-from roost.wire.zk.constants import PING_XID, OpCode
+from roost.wire.zk.constants import AUTH_XID, PING_XID, OpCode
 from roost.wire.zk.errors import ZkCodecError
-from roost.wire.zk.records import ConnectRequest, ConnectResponse, EmptyRequest, Request
+from roost.wire.zk.records import AuthRequest, ConnectRequest, ConnectResponse, EmptyRequest, Request
 from roost.zkclient.errors import ConnectionLossError, ZkError
 
 log = logging.getLogger("roost.zkclient")
@@ -53,6 +53,7 @@ class LinkOwner(Protocol):
     def on_watch(self, link: ServerLink, event: WatchEvent) -> None: ...
     def on_lost(self, link: ServerLink, calls: list[Call], error: ZkError) -> None: ...
     def on_writable(self, link: ServerLink) -> None: ...
+    def on_auth_reply(self, link: ServerLink, err: int) -> None: ...
 
 
 class ServerLink(asyncio.Protocol):
@@ -145,6 +146,13 @@ class ServerLink(asyncio.Protocol):
         self.calls.append(call)
         self.transport.write(data)
 
+    def send_auth(self, request: AuthRequest) -> None:
+        """An addAuth packet (xid -4: its reply comes out of turn, matched by `on_auth_reply`)."""
+        assert self.transport is not None
+        _xid, data = self.codec.send(request)
+        self.last_send = time.monotonic()
+        self.transport.write(data)
+
     def send_ping(self) -> None:
         assert self.transport is not None
         _xid, data = self.codec.send(_PING)
@@ -193,6 +201,9 @@ class ServerLink(asyncio.Protocol):
     # ------------------------------------------------------------------------------- replies
 
     def _on_reply(self, event: ReplyEvent) -> None:
+        if event.xid == AUTH_XID:
+            self.owner.on_auth_reply(self, event.err)
+            return
         if event.xid == PING_XID:
             if self._ping_sent:
                 self.last_acked_send = max(self.last_acked_send, self._ping_sent.popleft())

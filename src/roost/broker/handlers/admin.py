@@ -281,8 +281,9 @@ def _render(value: Any) -> str:
 
 def _config_entry(name: str, value: Any, source: int, setting: Setting | None, documentation: bool,
                   synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
-    return {"name": name, "value": _render(value), "read_only": read_only,
-            "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": False,
+    sensitive = setting is not None and setting.sensitive  # Kafka answers a secret with null
+    return {"name": name, "value": None if sensitive else _render(value), "read_only": read_only,
+            "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": sensitive,
             "synonyms": synonyms, "config_type": CONFIG_TYPE.get(setting.kind, 2) if setting else 2,
             "documentation": setting.help if (documentation and setting) else None}
 
@@ -356,7 +357,8 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                 for setting in BROKER_SETTINGS:
                     value = ctx.config[setting.name]
                     source = _broker_source(ctx.config, setting)
-                    synonyms = [{"name": setting.name, "value": _render(value), "source": source}]
+                    shown = None if setting.sensitive else _render(value)
+                    synonyms = [{"name": setting.name, "value": shown, "source": source}]
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
                                                  documentation, synonyms if include_synonyms else [],
                                                  read_only=setting.name not in DYNAMIC_BROKER_SETTINGS))

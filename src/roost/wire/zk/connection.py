@@ -269,6 +269,8 @@ def _read_response(opcode: int, r: JuteReader) -> object:
         return r.int()
     if opcode == OpCode.GET_EPHEMERALS:
         return r.ustring_vector()
+    if opcode == OpCode.SASL:
+        return r.buffer() or b""  # SetSASLResponse's token
     return None
 
 
