@@ -283,17 +283,34 @@ def kafka_apis() -> list[tuple[str, int, int, int, str]]:
     return sorted(rows, key=lambda row: row[1])
 
 
+def first_release_reaching(key: int, version: int) -> str:
+    """The first Kafka release whose ApiVersions reaches `version` of API `key`, by kafka-python's
+    table of releases ("" without kafka-python)."""
+    try:
+        from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+    except ImportError:
+        return ""
+    for release in sorted(BROKER_API_VERSIONS):
+        found = BROKER_API_VERSIONS[release].get(key)
+        if found is not None and found[1] >= version:
+            return ".".join(map(str, release))
+    return "none"
+
+
 def kafka_apis_page() -> str:
     lines = ["# Kafka APIs", "",
              "The APIs a broker advertises in ApiVersions and the versions of each, generated from "
              "`roost.broker.dispatcher` when this site is built. The cluster's own APIs are advertised only "
              "by a broker in a cluster (`roost up` with its keeper, or `zookeeper.connect`). "
              "`tests/broker/test_api_versions_audit.py` sends every advertised version of every API to a real "
-             "broker. What each API does: [the broker](../broker.md).", "",
-             "| API | key | versions | advertised by |", "|---|---|---|---|"]
+             "broker. \"Kafka release\" is the first release whose ApiVersions reaches the highest version "
+             "advertised, by kafka-python's table of releases. As a whole the ranges are those of Kafka 3.9, the "
+             "last release with ZooKeeper mode (Fetch 17 is its marker): kafka-python with `api_version=None` "
+             "infers 3.9. What each API does: [the broker](../broker.md).", "",
+             "| API | key | versions | Kafka release | advertised by |", "|---|---|---|---|---|"]
     for name, key, low, high, who in kafka_apis():
         versions = f"{low}" if low == high else f"{low}-{high}"
-        lines.append(f"| `{name}` | {key} | {versions} | {who} |")
+        lines.append(f"| `{name}` | {key} | {versions} | {first_release_reaching(key, high)} | {who} |")
     return "\n".join(lines) + "\n"
 
 
