@@ -24,6 +24,7 @@ import contextlib
 import io
 import pathlib
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -287,7 +288,9 @@ def first_release_reaching(key: int, version: int) -> str:
     """The first Kafka release whose ApiVersions reaches `version` of API `key`, by kafka-python's
     table of releases ("" without kafka-python)."""
     try:
-        from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+        with warnings.catch_warnings():  # kafka-python's own DeprecationWarnings at import
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
     except ImportError:
         return ""
     for release in sorted(BROKER_API_VERSIONS):
