@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: run test lint demo clean-venv
+.PHONY: run test lint docs demo clean-venv
 
 run: $(VENV)/.stamp-run
 	$(BIN)/roost up $(ARGS)
@@ -14,7 +14,14 @@ run: $(VENV)/.stamp-run
 # test that would skip for a missing one fails instead (tests/support/referees.py).
 test: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests bench examples
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest --require-referees $(ARGS)
+
+# The documentation site (mkdocs.yml; the reference pages are generated from the code as it
+# builds), served on http://127.0.0.1:8000/ and rebuilt on every change.
+docs: $(VENV)/.stamp-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 # Starts a Roost node and runs the messenger and trending-hashtags (Spark) scenarios on it.
 demo: $(VENV)/.stamp-test

@@ -72,6 +72,11 @@ def parse_listener(value: str, allow_port_zero: bool = False) -> tuple[str, int]
     return host, int(port)
 
 
+def plaintext_listener(host: str, port: int) -> str:
+    """(host, port) as a listener setting's value, the inverse of parse_listener."""
+    return f"PLAINTEXT://[{host}]:{port}" if ":" in host else f"PLAINTEXT://{host}:{port}"
+
+
 def listener(allow_port_zero: bool = False) -> Check:
     def check(value: str) -> str | None:
         try:
@@ -437,6 +442,9 @@ class BrokerConfig:
 
     values: Mapping[str, Any]
     dynamic: DynamicLayers = field(default_factory=DynamicLayers, compare=False)
+    # The settings the operator gave (file, --set, flags) or `roost up` derived from its own flags:
+    # DescribeConfigs reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __getitem__(self, name: str) -> Any:
         dynamic = self.dynamic
@@ -450,13 +458,15 @@ class BrokerConfig:
     def build(cls, layers: Iterable[tuple[str, Mapping[str, Any]]]) -> BrokerConfig:
         """Apply (source, {name: raw}) layers over the defaults, later layers winning."""
         values = {s.name: s.default for s in BROKER_SETTINGS}
+        given: set[str] = set()
         for source, layer in layers:
             for name, raw in layer.items():
                 setting = SETTINGS_BY_NAME.get(name)
                 if setting is None:
                     raise ConfigError(f"{source}: unknown setting '{name}'")
                 values[name] = setting.parse(raw, source)
-        config = cls(values)
+                given.add(name)
+        config = cls(values, given=frozenset(given))
         config._check_relations()
         return config
 

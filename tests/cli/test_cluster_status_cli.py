@@ -5,6 +5,8 @@ broker and a keeper. What it reports is checked against Metadata read by another
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from confluent_kafka.admin import NewTopic
 
 from tests.cli.kafka_cli import assert_one_line_error, dead_address, run_cli, run_json, start_module_broker
 from tests.support.cluster import LocalCluster
-from tests.support.procs import RoostProcess, wait_for
+from tests.support.procs import ROOST, RoostProcess, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +129,22 @@ def test_a_cluster_losing_a_broker_and_a_keeper_is_unhealthy(cluster: LocalClust
     assert f"keeper {lost_keeper.address} is down" in {p["problem"] for p in report["problems"]}
 
 
+
+
+def test_the_keepers_come_from_the_brokers_zookeeper_connect_on_any_ports(single: RoostProcess) -> None:
+    """A node on free ports (not 9092, not 2181), asked with nothing but -b: the keeper's address
+    is the brokers' zookeeper.connect, read with DescribeConfigs, so the node is healthy."""
+    assert single.port("keeper") != 2181
+    env = {k: v for k, v in os.environ.items() if k not in ("ROOST_ZOOKEEPER", "ROOST_PROFILE")}
+    done = subprocess.run([*ROOST, "cluster", "status", "-b", single.address("kafka"), "--format", "json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert [(k["address"], k["role"]) for k in report["keepers"]] == [(single.address("keeper"), "standalone")]
+    assert report["summary"][0]["healthy"] is True
+
+
+def test_server_is_an_alias_of_the_ensemble_option(single: RoostProcess) -> None:
+    down = dead_address()
+    code, report = status("-b", single.address("kafka"), "--server", down)
+    assert code == 2 and [(k["address"], k["role"]) for k in report["keepers"]] == [(down, "down")]

@@ -339,3 +339,46 @@ def test_a_search_from_the_oldest_reads_past_the_first_page_to_the_log_end(conso
     # A forward search stops once it has `limit` matches and says so.
     several = browser.browse(BrowseRequest(topic, start="oldest", search="record", limit=5))
     assert [m["offset"] for m in several["messages"]] == [0, 1, 2, 3, 4]
+
+
+def test_the_browser_reuses_its_consumers_and_reads_exactly_each_range(console_cluster: LocalCluster) -> None:
+    """One consumer serves read after read (opening one per request cost about 10 ms), and a
+    reused consumer reads exactly the range asked, whatever the previous read had assigned."""
+    topic = unique("reused")
+    kafka = KafkaSide(ConsoleSettings(bootstrap=console_cluster.bootstrap))
+    kafka.create_topic(topic, 2, 1, {})
+    produce(console_cluster.bootstrap, topic, [f"record {i}".encode() for i in range(20)], partition=0)
+    browser = Browser(kafka, Bounds())
+    try:
+        for begin, end in [(10, 15), (0, 3), (17, 20), (3, 4), (0, 20)]:
+            scan = browser.read(topic, {0: begin}, {0: end})
+            assert [r.offset() for r in scan.records] == list(range(begin, end))
+            assert [r.value() for r in scan.records] == [f"record {i}".encode() for i in range(begin, end)]
+        for _ in range(3):
+            browser.browse(BrowseRequest(topic, start="newest", limit=5))
+        assert browser.consumers_opened == 1
+    finally:
+        browser.close()
+
+
+def test_the_create_form_proposes_the_clusters_replication_not_zero(console: ConsoleProcess) -> None:
+    with urllib.request.urlopen(console.url + "/topics", timeout=30) as response:
+        html = response.read().decode()
+    field = re.search(r'<input name="replication"[^>]*>', html)
+    assert field is not None
+    assert 'value="3"' in field[0] and 'min="1"' in field[0], field[0]  # three brokers: min(3, 3)
+
+
+def test_a_znodes_ephemeral_owner_shows_in_hex_as_zkcli_shows_it(console: ConsoleProcess,
+                                                                  console_cluster: LocalCluster) -> None:
+    keeper = KazooClient(hosts=console_cluster.zookeeper)
+    keeper.start(timeout=15)
+    path = f"/{unique('owned')}"
+    try:
+        keeper.create(path, b"x", ephemeral=True)
+        stat = console.get(f"/api/keeper/node?path={path}")["stat"]
+        assert stat["ephemeral_owner"] == hex(keeper.client_id[0])
+        assert console.get("/api/keeper/node?path=/")["stat"]["ephemeral_owner"] == "0x0"
+    finally:
+        keeper.stop()
+        keeper.close()

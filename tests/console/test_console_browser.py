@@ -5,6 +5,7 @@ cluster with a broker down."""
 from __future__ import annotations
 
 import re
+import threading
 import urllib.request
 import uuid
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
+from tests.console import screenshots
 from tests.console.conftest import ConsoleProcess
 from tests.support import referees
 from tests.support.cluster import LocalCluster
@@ -251,6 +253,28 @@ def test_read_only_console_shows_no_change_forms_and_refuses_writes(page: Any,
     status = page.evaluate("""async () => (await fetch('/api/topics', {method: 'POST',
         headers: {'Content-Type': 'application/json'}, body: JSON.stringify({name: 'nope'})})).status""")
     assert status == 403
+
+
+def test_the_documentations_screenshots_are_taken_from_the_console_as_it_is(
+        browser: Any, console: ConsoleProcess, console_cluster: LocalCluster) -> None:
+    """docs/screenshots/console-*.png, which the documentation shows, are retaken here on every
+    run (tests/console/screenshots.py), before the broker-kill test below leaves a broker down."""
+    screenshots.seed(console_cluster.bootstrap)
+    stop = threading.Event()
+    trickle = threading.Thread(target=screenshots.keep_producing, args=(console_cluster.bootstrap, stop), daemon=True)
+    trickle.start()
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    try:
+        written = screenshots.take(context.new_page(), console.url, screenshots.output_dir(), WAIT_MS)
+    finally:
+        context.close()
+        stop.set()
+        trickle.join(30)
+    assert [path.name for path in written] == [f"console-{name}.png" for name, *_ in screenshots.SHOTS]
+    for path in written:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000, path
+    documented = set(re.findall(r"\]\(screenshots/([\w.-]+)\)", (screenshots.ROOT / "docs" / "console.md").read_text()))
+    assert documented == {path.name for path in written}
 
 
 def test_a_killed_broker_shows_down_and_its_partitions_under_replicated(page: Any, console: ConsoleProcess,

@@ -66,7 +66,7 @@ from roost.broker.zk.layout import (
     encode_log_dir_event,
 )
 from roost.broker.zk.membership import ClusterMembership
-from roost.config import BrokerConfig, ConfigError, parse_listener
+from roost.config import BrokerConfig, ConfigError, parse_listener, plaintext_listener
 from roost.log.files import atomic_write
 from roost.wire.kafka import ApiKey, KafkaCodecError
 from roost.wire.kafka.errors import ErrorCode
@@ -214,7 +214,7 @@ class Broker:
         versions = ApiVersionsApi(self.advertised_versions)
         log_dirs = LogDirsApi(self.replicas, self.logs.dirs, self.log_moves)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
-                                       self.broker_configs)
+                                       self.broker_configs, self.listeners_in_force)
         acls = AclsApi(self.acl_store)
         group_ctx = groups.GroupContext(
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
@@ -330,6 +330,11 @@ class Broker:
     def advertised_address(self) -> tuple[str, int]:
         """Where clients are told to connect: `advertised.listeners`, else where we listen."""
         return parse_listener(self.config["advertised.listeners"]) or (self.host, self.port)
+
+    def listeners_in_force(self) -> dict[str, str]:
+        """`listeners` and `advertised.listeners` as they are in force, for DescribeConfigs."""
+        return {"listeners": plaintext_listener(self.host, self.port),
+                "advertised.listeners": plaintext_listener(*self.advertised_address)}
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:

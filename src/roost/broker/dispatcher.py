@@ -39,8 +39,8 @@ log = logging.getLogger("roost.broker.dispatcher")
 # and the test suite runs them: librdkafka 2.x and kafka-python pick the highest, aiokafka and
 # Debian's kcat (librdkafka 2.0) the older non-flexible ones, so both kinds are exercised.
 ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 10),             # 9+ flexible
-    ApiKey.FETCH: (4, 16),               # 12+ flexible, 13+ by topic id
+    ApiKey.PRODUCE: (0, 11),             # 9+ flexible, 11 (Kafka 3.8) as 10: TRANSACTION_ABORTABLE never sent
+    ApiKey.FETCH: (4, 17),               # 12+ flexible, 13+ by topic id, 17 (3.9) a tagged directory id
     ApiKey.LIST_OFFSETS: (1, 7),         # 6+ flexible, 7 max timestamp
     ApiKey.METADATA: (1, 12),            # 9+ flexible, 10+ topic ids
     ApiKey.OFFSET_COMMIT: (2, 8),        # 8 flexible

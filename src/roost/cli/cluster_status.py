@@ -2,6 +2,7 @@
 partitions that are under-replicated or offline, and the keeper (ZooKeeper) ensemble's members
 with their roles, read with the four-letter word `srvr`.
 
+    roost cluster status -b 10.0.0.5:9092       # the keepers: from the brokers' zookeeper.connect
     roost cluster status -b 10.0.0.5:9092 --zookeeper 10.0.0.5:2181,10.0.0.6:2181,10.0.0.7:2181
     roost cluster status --format json && echo healthy
 
@@ -11,13 +12,17 @@ down or not serving, an ensemble without a leader); 1 when the brokers cannot be
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import socket
 from dataclasses import dataclass
 from typing import Any
 
 import click
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, ResourceType
 
-from roost.cli.client_options import Target, format_option, kafka_target_options
+from roost.cli.client_options import DEFAULT_ZOOKEEPER, Target, format_option, kafka_target_options
 from roost.cli.kafka_admin import (
     await_result,
     broker_api_keys,
@@ -98,6 +103,22 @@ def brokers_and_controller(target: Target, admin: Any, metadata: Any) -> tuple[l
     return rows, metadata.controller_id if metadata.controller_id >= 0 else None
 
 
+def brokers_zookeeper_connect(target: Target, admin: Any, broker_ids: list[int]) -> str | None:
+    """The ensemble the brokers are joined to, from a broker's `zookeeper.connect`
+    (DescribeConfigs) without its chroot; None when no broker says (KRaft, or no answer)."""
+    for broker_id in broker_ids[:3]:
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+        try:
+            configs = admin.describe_configs([resource], request_timeout=target.timeout_s)[resource] \
+                .result(timeout=target.timeout_s)
+        except (KafkaException, concurrent.futures.TimeoutError, ValueError):
+            continue
+        entry = configs.get("zookeeper.connect")
+        if entry is not None and entry.value:
+            return str(entry.value).split("/", 1)[0]
+    return None
+
+
 def unhealthy_partitions(metadata: Any) -> list[dict[str, Any]]:
     rows = []
     for topic in sorted(metadata.topics):
@@ -116,9 +137,9 @@ def command() -> None:
 
 
 @command.command("status")
-@click.option("--zookeeper", "zookeeper", metavar="HOST:PORT[,...]",
-              help="the keeper (ZooKeeper) ensemble's members (default: the profile's, env ROOST_ZOOKEEPER, "
-                   "or 127.0.0.1:2181)")
+@click.option("--zookeeper", "--server", "zookeeper", metavar="HOST:PORT[,...]",
+              help="the keeper (ZooKeeper) ensemble's members (default: env ROOST_ZOOKEEPER, the profile's, "
+                   "else the brokers' zookeeper.connect, else 127.0.0.1:2181)")
 @kafka_target_options
 @format_option
 def status(target: Target, zookeeper: str | None, output_format: str) -> None:
@@ -134,7 +155,10 @@ def status(target: Target, zookeeper: str | None, output_format: str) -> None:
     partitions = unhealthy_partitions(metadata)
     live = {b["id"] for b in brokers}
     missing = sorted({r for t in metadata.topics.values() for p in t.partitions.values() for r in p.replicas} - live)
-    addresses = [a.strip() for a in (zookeeper or target.zookeeper).split(",") if a.strip()]
+    ensemble = zookeeper or os.environ.get("ROOST_ZOOKEEPER") or \
+        (target.zookeeper if target.zookeeper != DEFAULT_ZOOKEEPER else None) or \
+        brokers_zookeeper_connect(target, admin, [b["id"] for b in brokers]) or DEFAULT_ZOOKEEPER
+    addresses = [a.strip() for a in ensemble.split(",") if a.strip()]
     keepers = [probe_keeper(address, min(target.timeout_s, 5.0)) for address in addresses]
     problems = [f"{len([p for p in partitions if 'offline' in p['problem']])} offline partition(s)"] \
         if any("offline" in p["problem"] for p in partitions) else []

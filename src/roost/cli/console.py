@@ -18,7 +18,7 @@ from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings
 
 
 @click.command("console")
-@click.option("-b", "--bootstrap-server", "bootstrap", required=True, metavar="HOST:PORT[,...]",
+@click.option("-b", "--bootstrap", "--bootstrap-server", "bootstrap", required=True, metavar="HOST:PORT[,...]",
               envvar="ROOST_BOOTSTRAP", help="the cluster's brokers (env ROOST_BOOTSTRAP)")
 @click.option("--zookeeper", metavar="HOST:PORT[,...]", envvar="ROOST_ZOOKEEPER",
               help="the keeper (ZooKeeper) ensemble, for the keeper page and member roles (env ROOST_ZOOKEEPER)")

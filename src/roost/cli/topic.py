@@ -178,25 +178,25 @@ def list_topics(target: Target, regex: str | None, internal: bool, health: tuple
 
 @command.command("create")
 @click.argument("names", metavar="NAME...", nargs=-1, required=True)
-@click.option("-p", "--partitions", type=click.IntRange(min=-1), default=-1, show_default=True,
-              help="partitions (-1: the broker's num.partitions)")
-@click.option("-r", "--replicas", type=click.IntRange(min=-1), default=-1, show_default=True,
-              help="replication factor (-1: the broker's default.replication.factor)")
+@click.option("-p", "--partitions", type=click.IntRange(min=1), default=None,
+              help="partitions  [default: the broker's num.partitions]")
+@click.option("-r", "--replicas", type=click.IntRange(min=1), default=None,
+              help="replication factor  [default: the broker's default.replication.factor]")
 @click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="a topic config (repeatable)")
 @click.option("--if-not-exists", is_flag=True, help="succeed when the topic already exists")
 @kafka_target_options
 @format_option
-def create_topics(target: Target, names: tuple[str, ...], partitions: int, replicas: int,
+def create_topics(target: Target, names: tuple[str, ...], partitions: int | None, replicas: int | None,
                   configs: tuple[str, ...], if_not_exists: bool, output_format: str) -> None:
     """Create topics.
 
     \b
     roost topic create orders -p 6 -r 3 -c retention.ms=86400000 -c cleanup.policy=compact
     """
-    if partitions == 0 or replicas == 0:
-        raise click.BadParameter("must be positive, or -1 for the broker's default",
-                                 param_hint="-p" if partitions == 0 else "-r")
+    # Bad arguments are refused here, before any round trip (as kafka-topics: both at least 1);
+    # leaving one out asks for the broker's default (-1 in CreateTopics).
     settings = parse_settings(configs, "-c")
+    partitions, replicas = partitions or -1, replicas or -1
     admin = open_admin(target)
     fetch_metadata(admin, target)  # fails fast (within --timeout) on an unreachable cluster
     futures = admin.create_topics([NewTopic(name, partitions, replicas, config=settings) for name in names],

@@ -139,7 +139,8 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
             # The node is a one-broker cluster coordinated by its own keeper: the same code path
             # as a cluster of many (registration, controller, leaders), only smaller.
             local = "127.0.0.1" if keeper_host in ("0.0.0.0", "::", "") else keeper_host
-            config = BrokerConfig({**config.values, "zookeeper.connect": f"{local}:{keeper_port}"})
+            config = BrokerConfig({**config.values, "zookeeper.connect": f"{local}:{keeper_port}"},
+                                  given=config.given | {"zookeeper.connect"})
     kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
     host, port = listen_address(config, args.host, kafka_port)
     # The embedded keeper's series are served beside the broker's, on the one metrics endpoint.

@@ -60,8 +60,9 @@ class ZkGroup(click.Group):
 @click.group("zk", cls=ZkGroup, invoke_without_command=True, help=__doc__,
              short_help="zkCli's znode commands and shell (ls, get, create, setAcl, export, ...)",
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--server", envvar="ROOST_ZOOKEEPER", default=DEFAULT_ZOOKEEPER, show_default=True,
-              metavar="HOST:PORT[,...]", help="the ensemble to connect to (env ROOST_ZOOKEEPER)")
+@click.option("--zookeeper", "--server", "server", envvar="ROOST_ZOOKEEPER", default=DEFAULT_ZOOKEEPER,
+              show_default=True, metavar="HOST:PORT[,...]",
+              help="the ensemble to connect to, as for every roost command (--server: zkCli's name; env ROOST_ZOOKEEPER)")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="bounds the connect, each request, and a one-shot command's wait for its watch")
 @click.option("--auth", multiple=True, metavar="SCHEME:CREDENTIAL",

@@ -95,6 +95,7 @@ class Console:
             return None
 
     async def close(self) -> None:
+        await self.run(self.browser.close)
         await self.run(self.kafka.close)
         if self.keeper is not None:
             await self.run(self.keeper.close)

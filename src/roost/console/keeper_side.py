@@ -42,9 +42,11 @@ def checked_path(path: str) -> str:
 
 
 def stat_fields(stat: ZnodeStat) -> dict[str, Any]:
+    """A Stat as the keeper page shows it; the ephemeral owner (a session id) in hex, as zkCli
+    prints it (0x0 for a persistent znode)."""
     return {"czxid": stat.czxid, "mzxid": stat.mzxid, "pzxid": stat.pzxid, "ctime": stat.ctime,
             "mtime": stat.mtime, "version": stat.version, "cversion": stat.cversion, "aversion": stat.aversion,
-            "ephemeral_owner": stat.ephemeralOwner, "data_length": stat.dataLength,
+            "ephemeral_owner": f"{stat.ephemeralOwner & 0xFFFFFFFFFFFFFFFF:#x}", "data_length": stat.dataLength,
             "num_children": stat.numChildren}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from roost.console.app import Console, console_of, json_body
-from roost.console.errors import bad_request
+from roost.console.errors import ConsoleError, bad_request
 from roost.console.sampling import leader_sizes, sample_topics
 
 routes = web.RouteTableDef()
@@ -64,7 +64,16 @@ async def topics_page(request: web.Request) -> web.Response:
     # The query pages/topics.js asks first: the first page, no search, no internal topics.
     path = f"/api/topics?search=&page=1&size={DEFAULT_PAGE_SIZE}&internal=false"
     first = await console.first_answer(path, console.run(topic_list_page, console, "", 1, DEFAULT_PAGE_SIZE, False))
-    return console.page("topics.html", "Topics", first)
+    return console.page("topics.html", "Topics", first, replication=await console.run(default_replication, console))
+
+
+def default_replication(console: Console) -> int:
+    """The create form's replication factor: min(3, live brokers), what `roost up --brokers N`
+    makes default.replication.factor (1 when the brokers cannot be asked now)."""
+    try:
+        return max(1, min(3, len(console.kafka.metadata(stale_ok=True).brokers)))
+    except ConsoleError:
+        return 1
 
 
 @routes.get("/topics/{name}")

@@ -461,3 +461,34 @@ def parse_server_spec(value: str) -> ServerSpec:
             raise ValueError(f"{value!r}: client address {client_spec!r} has no valid port")
     return ServerSpec(parts[0], ports[0], ports[1] if len(ports) > 1 else None, role == "observer",
                       client_spec)
+
+
+# Every setting a keeper's config accepts: name -> (the KeeperConfig field holding its value, or
+# None; what it means). The documentation's settings reference is generated from it, with each
+# default read from a KeeperConfig built from nothing but a dataDir; a test holds it equal to _KNOWN.
+SETTINGS_HELP: dict[str, tuple[str | None, str]] = {
+    "dataDir": ("data_dir", "directory of the Raft log and the snapshots (required; relative to the config file)"),
+    "tickTime": ("tick_time", "the basic time unit in ms; session timeouts are granted within [2, 20] ticks"),
+    "minSessionTimeout": ("min_session_timeout", "smallest session timeout granted, ms (default 2 ticks)"),
+    "maxSessionTimeout": ("max_session_timeout", "largest session timeout granted, ms (default 20 ticks)"),
+    "clientPort": ("client_port", "port clients connect to; 0 picks a free one"),
+    "clientPortAddress": ("client_port_address", "address clients connect to"),
+    "maxClientCnxns": ("max_client_cnxns", "connections per client IP address (0: unlimited)"),
+    "jute.maxbuffer": ("jute_max_buffer", "largest request frame in bytes"),
+    "myid": ("myid", "this member's id, 1..127, one of the server.N entries"),
+    "server.N": (None, "a member of the ensemble: \"host:peerPort[:electionPort][:observer]\" "
+                       "(members talk Raft on peerPort; an election port is accepted and ignored)"),
+    "maxOutstandingRequests": ("max_outstanding_requests",
+                               "requests in flight per connection before the keeper stops reading it"),
+    "maxWatchesPerSession": ("max_watches_per_session", "watches one session may set"),
+    "extendedTypesEnabled": ("extended_types_enabled", "allow TTL znodes (ZooKeeper's zookeeper.extendedTypesEnabled)"),
+    "forceSync": ("force_sync", "fsync the log before acknowledging a write"),
+    "4lw.commands.whitelist": ("four_letter_whitelist", "four-letter words answered, comma-separated (* for all)"),
+    "snapCount": ("snap_count", "applied log entries between two snapshots of the tree (or 64 MiB of entries)"),
+    "reconfigEnabled": ("reconfig_enabled", "allow dynamic reconfiguration (`reconfig`) by a super user"),
+    "superDigest": ("super_digest", "\"super:<base64 sha1>\": a client authenticated with it is a super user"),
+    "skipACL": ("skip_acl", "skip every ACL check (and let anyone reconfigure)"),
+    "metricsProvider.httpPort": ("metrics_port", "serve Prometheus metrics on this port (-1: off; 0 picks one)"),
+    "metricsProvider.httpHost": ("metrics_host", "address the Prometheus metrics endpoint listens on"),
+    "metricsProvider.className": (None, "accepted for configs written for ZooKeeper; means nothing here"),
+}

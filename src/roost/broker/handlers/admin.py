@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -89,6 +89,9 @@ class AdminContext:
     metadata: MetadataCache
     producer_ids: ProducerIdAllocator | ZkProducerIdAllocator
     broker_configs: DynamicBrokerConfigs | None = None
+    # The listener settings in force when the config leaves them empty (roost up derives them
+    # from --host and --kafka-port; port 0 becomes the bound one): name -> PLAINTEXT://host:port.
+    listeners: Callable[[], dict[str, str]] | None = None
 
 
 def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
@@ -294,7 +297,9 @@ def _broker_source(config: BrokerConfig, setting: Setting) -> int:
         return SOURCE_DYNAMIC_BROKER_CONFIG
     if setting.name in config.dynamic.cluster_default:
         return SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG
-    return SOURCE_DEFAULT_CONFIG if config.values[setting.name] == setting.default else SOURCE_STATIC_BROKER_CONFIG
+    if setting.name in config.given or config.values[setting.name] != setting.default:
+        return SOURCE_STATIC_BROKER_CONFIG
+    return SOURCE_DEFAULT_CONFIG
 
 
 def handle_describe_configs(ctx: AdminContext, request: Request) -> Any:
@@ -354,9 +359,12 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                     entries.append(_config_entry(key, value, source, SETTINGS_BY_NAME[key], documentation,
                                                  synonyms if include_synonyms else [], read_only=False))
             else:
+                derived = ctx.listeners() if ctx.listeners is not None else {}
                 for setting in BROKER_SETTINGS:
                     value = ctx.config[setting.name]
                     source = _broker_source(ctx.config, setting)
+                    if value == "" and setting.name in derived:  # the address in force, from the flags
+                        value, source = derived[setting.name], SOURCE_STATIC_BROKER_CONFIG
                     shown = None if setting.sensitive else _render(value)
                     synonyms = [{"name": setting.name, "value": shown, "source": source}]
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from roost.wire.kafka.schema import Field, Message
 
 FETCH_REQUEST = Message(
-    "FetchRequest", api_key=1, kind="request", versions="4-16", flexible="12+", fields=(
+    "FetchRequest", api_key=1, kind="request", versions="4-17", flexible="12+", fields=(
         Field("ClusterId", "string", "12+", nullable="12+", default=None, tagged="12+", tag=0),
         Field("ReplicaId", "int32", "0-14", default=-1),
         Field("ReplicaState", "ReplicaState", "15+", tagged="15+", tag=1, fields=(
@@ -42,7 +42,7 @@ FETCH_REQUEST = Message(
     ))
 
 FETCH_RESPONSE = Message(
-    "FetchResponse", api_key=1, kind="response", versions="4-16", flexible="12+", fields=(
+    "FetchResponse", api_key=1, kind="response", versions="4-17", flexible="12+", fields=(
         Field("ThrottleTimeMs", "int32", "1+"),
         Field("ErrorCode", "int16", "7+"),
         Field("SessionId", "int32", "7+", default=0),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from roost.wire.kafka.schema import Field, Message
 
 PRODUCE_REQUEST = Message(
-    "ProduceRequest", api_key=0, kind="request", versions="0-10", flexible="9+", fields=(
+    "ProduceRequest", api_key=0, kind="request", versions="0-11", flexible="9+", fields=(
         Field("TransactionalId", "string", "3+", nullable="3+", default=None),
         Field("Acks", "int16", "0+"),
         Field("TimeoutMs", "int32", "0+"),
@@ -21,7 +21,7 @@ PRODUCE_REQUEST = Message(
     ))
 
 PRODUCE_RESPONSE = Message(
-    "ProduceResponse", api_key=0, kind="response", versions="0-10", flexible="9+", fields=(
+    "ProduceResponse", api_key=0, kind="response", versions="0-11", flexible="9+", fields=(
         Field("Responses", "[]TopicProduceResponse", "0+", fields=(
             Field("Name", "string", "0-12"),
             Field("TopicId", "uuid", "13+"),
