@@ -65,3 +65,19 @@ def test_an_ephemeral_seen_after_its_session_expired_is_found() -> None:
     before = Op("s2", "exists-synced", 4, 4.1, OK, "/e/1", None, True)
     assert check([created, expired, gone, before]).valid is True
     assert kinds([created, expired, still]) == {"ephemeral outlived its session"}
+
+
+def test_a_queue_losing_or_repeating_an_item_or_numbering_back_is_found() -> None:
+    def enqueue(t: float, value: str, node: str) -> Op:
+        return Op("s1", "enqueue", t, t + 0.1, OK, "/q", value, node)
+
+    def dequeue(t: float, node: str, value: str) -> Op:
+        return Op("s2", "dequeue", t, t + 0.1, OK, "/q", node, value)
+
+    a, b = enqueue(0, "a", "/q/item-0000000001"), enqueue(1, "b", "/q/item-0000000002")
+    drain_b = Op("final", "queue-drain", 5, 5.1, OK, "/q", None, ("b",))
+    assert check([a, b, dequeue(2, a.result, "a"), drain_b]).valid is True
+    assert kinds([a, b, drain_b]) == {"queue lost an item"}
+    assert "dequeued twice" in kinds([a, b, dequeue(2, a.result, "a"), dequeue(3, a.result, "a"), drain_b])
+    assert kinds([enqueue(0, "a", "/q/item-0000000005"), enqueue(1, "b", "/q/item-0000000002")]) == {
+        "sequence went back"}

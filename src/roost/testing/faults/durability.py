@@ -94,7 +94,7 @@ class SyncTracker:
                 if name in SYNCS:
                     self._synced(path)  # the entry is what counts for a sync
                 else:
-                    self._pending[tid] = (name, path, rest_args)
+                    self._pending[tid] = (name, path, rest_args.removesuffix("<unfinished ...>").rstrip())
                 return
             if name in SYNCS:
                 self._synced(path)

@@ -6,7 +6,9 @@ Kinds (`--faults`):
 - partition: one of: a node isolated from everyone (clients too); a majority/minority split of the
              nodes (clients reach all); one node cut from its peers only (clients still reach it —
              for a leader: the one that still hears clients but not its followers); packets dropped,
-             never rejected (no RST);
+             never rejected (no RST). The first three partitions take these shapes in turn;
+Kill, pause and the cut-off node of a partition are the leader half of the time when the run
+knows which node leads (keepers: the four-letter word srvr).
 - powercut:  every faulted node killed at once and its unsynced writes lost (see durability.py),
              then all restarted.
 
@@ -43,12 +45,15 @@ class Nemesis:
     torn: bool = False
     stop: threading.Event = field(default_factory=threading.Event)
     on_restart: Callable[[Node], None] | None = None
+    leader: Callable[[], int | None] | None = None  # the index of the node that leads now, if known
+    _partitions: int = 0
 
     def run(self, until: float) -> None:
-        """Faults until `recorder.t()` reaches `until` (each fault healed before returning)."""
+        """Faults until `recorder.t()` reaches `until` and every kind has happened once (each fault
+        healed before the next)."""
         n = 0
         self.stop.wait(self.rng.uniform(*self.quiet_s))
-        while self.recorder.t() < until and not self.stop.is_set():
+        while (self.recorder.t() < until or n < len(self.kinds)) and not self.stop.is_set():
             kind = self.kinds[n] if n < len(self.kinds) else self.rng.choice(self.kinds)
             n += 1
             getattr(self, f"_{kind}")()
@@ -59,6 +64,13 @@ class Nemesis:
         self.stop.wait(self.rng.uniform(*self.hold_s))
 
     def _pick(self) -> Node:
+        """A node: the leader half of the time when it is known (faults on a leader are the ones
+        that test elections and commit rules), else any."""
+        if self.leader is not None and self.rng.random() < 0.5:
+            index = self.leader()
+            for node in self.nodes:
+                if node.index == index:
+                    return node
         return self.rng.choice(self.nodes)
 
     def _restart(self, node: Node) -> None:
@@ -89,10 +101,12 @@ class Nemesis:
     def _partition(self) -> None:
         rec, net = self.recorder, self.network
         indexes = [node.index for node in self.nodes]
-        shape = self.rng.choice(["isolate", "split", "peers-cut"])
+        shapes = ("peers-cut", "split", "isolate")
+        shape = shapes[self._partitions] if self._partitions < len(shapes) else self.rng.choice(shapes)
+        self._partitions += 1
         t = rec.t()
         if shape == "isolate":
-            victim = self.rng.choice(indexes)
+            victim = self._pick().index
             net.isolate(victim)
             detail = {"shape": shape, "node": victim}
         elif shape == "split":
@@ -101,8 +115,8 @@ class Nemesis:
             majority = [i for i in shuffled if i not in minority] + self.bystanders
             net.split([minority, majority])
             detail = {"shape": shape, "minority": sorted(minority), "majority": sorted(majority)}
-        else:
-            victim = self.rng.choice(indexes)
+        else:  # cut from its peers (and the keepers, for a broker), still heard by clients
+            victim = self._pick().index
             peers = [i for i in indexes if i != victim] + self.bystanders
             net.split([[victim], peers])
             detail = {"shape": shape, "node": victim}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -185,3 +186,19 @@ def broker_nodes(network: Network, indexes: list[int], zookeeper: str, out: Path
         nodes.append(Node(index, "broker", network, config, data, out / f"node-{index}.log",
                           f"broker {broker_id} kafka", track_syncs=track_syncs))
     return nodes
+
+
+def keeper_mode(node: Node, timeout: float = 1.0) -> str | None:
+    """"leader", "follower", "standalone" (the four-letter word srvr), or None if it does not answer."""
+    if not node.running or node.paused:
+        return None
+    try:
+        with socket.create_connection((node.address, KEEPER_CLIENT_PORT), timeout=timeout) as conn:
+            conn.sendall(b"srvr")
+            answer = b""
+            while chunk := conn.recv(4096):
+                answer += chunk
+    except OSError:
+        return None
+    match = re.search(rb"Mode: (\w+)", answer)
+    return match.group(1).decode() if match else None

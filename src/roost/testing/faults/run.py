@@ -25,7 +25,14 @@ from roost.testing.faults.broker_workload import BrokerWorkload
 from roost.testing.faults.keeper_workload import INITIAL, KeeperWorkload
 from roost.testing.faults.nemesis import KINDS, Nemesis
 from roost.testing.faults.netns import Network, remove_leftovers, why_unavailable
-from roost.testing.faults.nodes import BROKER_PORT, KEEPER_CLIENT_PORT, Node, broker_nodes, keeper_nodes
+from roost.testing.faults.nodes import (
+    BROKER_PORT,
+    KEEPER_CLIENT_PORT,
+    Node,
+    broker_nodes,
+    keeper_mode,
+    keeper_nodes,
+)
 from roost.testing.faults.recorder import Recorder
 from roost.testing.history import broker as broker_checker
 from roost.testing.history import linearizable, zookeeper
@@ -42,6 +49,7 @@ class Outcome:
     history: History
     report: Path
     faults: dict[str, int]
+    run_id: str  # in the names of its namespaces and links
 
 
 def check_keeper(history: History) -> list[Verdict]:
@@ -55,7 +63,9 @@ def check_broker(history: History) -> list[Verdict]:
 
 
 def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Path, nodes_count: int = 3,
-        clients: int = 4, say=print) -> Outcome:
+        clients: int = 4, say=print, hold_s: tuple[float, float] = (2.0, 6.0),
+        quiet_s: tuple[float, float] = (2.0, 5.0)) -> Outcome:
+    """One run; faults go on past `duration` until each kind has happened once."""
     assert system in ("keeper", "broker")
     for kind in kinds:
         assert kind in KINDS, f"unknown fault {kind!r}: {', '.join(KINDS)}"
@@ -97,7 +107,10 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
             workload = BrokerWorkload(bootstrap, recorder, producers=max(1, clients // 2))
         say(f"{len(nodes)} nodes up; workload starting")
         workload.start()
-        nemesis = Nemesis(network, targets, recorder, rng, kinds, bystanders=bystanders)
+        nemesis = Nemesis(network, targets, recorder, rng, kinds, hold_s=hold_s, quiet_s=quiet_s,
+                          bystanders=bystanders)
+        if system == "keeper":
+            nemesis.leader = lambda: next((n.index for n in keepers if keeper_mode(n) == "leader"), None)
         end = recorder.t() + duration
         nemesis_thread = threading.Thread(target=nemesis.run, args=(end,), name="nemesis", daemon=True)
         nemesis_thread.start()
@@ -133,6 +146,7 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
                 say(f"stopping node {node.index}: {error!r}")
         network.close()
     history = recorder.history()
+    history.dump(out / "history.jsonl")  # first, so that a checker's crash still leaves it
     say(f"{len(history)} operations recorded; checking")
     verdicts = check_keeper(history) if system == "keeper" else check_broker(history)
     valid: bool | None = all(v.valid for v in verdicts) if all(v.valid is not None for v in verdicts) else (
@@ -142,7 +156,8 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
     settings = {"system": system, "seed": seed, "duration": duration, "faults": ",".join(kinds),
                 "nodes": nodes_count, "clients": clients, "drained": drained}
     path = report.write(out, history, verdicts, settings)
-    return Outcome(valid, verdicts, history, path, dict(nemesis.counts) if nemesis else {})
+    return Outcome(valid, verdicts, history, path, dict(nemesis.counts) if nemesis else {},
+                   network.run_id)
 
 
 def main(argv: list[str] | None = None) -> int:

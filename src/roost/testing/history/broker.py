@@ -3,7 +3,8 @@
 Operations (`process` is one producer or consumer; partitions are any hashable, e.g. "topic/0"):
 
 - send:      key = the record's key, value = a value unique in the whole run,
-             result = (partition, offset) when ok;
+             result = (partition, offset) when ok (offset None or negative: the client was not
+             told, e.g. an idempotent retry answered as a duplicate; counted, not checked by offset);
 - poll:      value = {"isolation": "read_committed"} or None,
              result = ((partition, offset, value), ...) in the order the consumer got them;
 - assign / rebalance: the consumer's positions start again (value: its partitions);
@@ -43,6 +44,8 @@ Problem = tuple[str, str, list[Op]]  # kind, text, witness
 def check(ops: Iterable[Op]) -> Verdict:
     ops = [op for op in ops if op.process != "nemesis"]
     sends = [op for op in ops if op.f == "send"]
+    no_offset = [op for op in sends if op.outcome == OK and not _offset_known(op)]
+    sends = [op for op in sends if op.outcome != OK or _offset_known(op)]
     polls = [op for op in ops if op.f == "poll" and op.outcome == OK]
     send_of = {op.value: op for op in sends}
     problems: list[Problem] = []
@@ -94,12 +97,17 @@ def check(ops: Iterable[Op]) -> Verdict:
     for kind, _, _ in problems:
         counts[kind] += 1
     stats = {"sends": len(sends), "acked": sum(op.outcome == OK for op in sends),
-             "unknown": sum(op.outcome == UNKNOWN for op in sends), "polls": len(polls),
+             "unknown": sum(op.outcome == UNKNOWN for op in sends), "acked without offset": len(no_offset),
+             "polls": len(polls),
              "read": sum(len(v) for v in log.values()), "unread": unread, **counts}
     verdict = Verdict("broker", not problems, [f"{kind}: {text}" for kind, text, _ in problems], stats=stats)
     if problems:
         verdict.witness = problems[0][2]
     return verdict
+
+
+def _offset_known(op: Op) -> bool:
+    return op.result is not None and op.result[1] is not None and op.result[1] >= 0
 
 
 def _reordered(sends: Sequence[Op], log: dict[Any, dict[int, Any]], send_of: dict[Any, Op]) -> list[Problem]:
