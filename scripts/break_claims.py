@@ -143,6 +143,12 @@ RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
 SINK = "tests/spark/test_sink.py::"
 
+# The fault-injection harness (roost.testing.faults): real processes in network namespaces under
+# kill -9, pauses, partitions and power cuts, the history checked (issue 23).
+FAULT_RUN = "tests/faults/test_fault_run.py::"
+KEEPER_FAULT_RUN = (FAULT_RUN + "test_a_keeper_ensemble_under_every_fault_stays_linearizable",)
+BROKER_FAULT_RUN = (FAULT_RUN + "test_a_broker_cluster_under_every_fault_loses_duplicates_and_reorders_nothing",)
+
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "broker-fsync-skipped",
@@ -444,6 +450,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/security/test_acl_matrix.py::test_refused_without_the_acl_and_served_with_it[DescribeCluster]",
          "tests/security/test_acl_matrix.py::test_refused_without_the_acl_and_served_with_it[CreateTopics]"),
         must_load=(BROKER,)),
+    Mutation(
+        "fault-run-keeper-sync-without-barrier",
+        "sync then read is linearizable: here sync answers at once, without the leader's read barrier, "
+        "so a lagging follower serves an old value (caught by the fault harness's linearizability check)",
+        (edit("src/roost/keeper/server.py", "            await self.replicator.read_barrier(SYNC_TIMEOUT)\n",
+              "            pass  # MUTATION: no read barrier\n"),),
+        KEEPER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
+    Mutation(
+        "fault-run-raft-commit-without-majority",
+        "a Raft leader commits (and the keeper acknowledges) only what a majority holds: here the leader "
+        "alone commits, so a leader cut from its followers acknowledges writes the next leader never had",
+        (edit("src/roost/raft/core.py", "        candidate = matches[self.quorum - 1]\n",
+              "        candidate = matches[0]  # MUTATION: the leader alone commits\n"),),
+        KEEPER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
+    Mutation(
+        "fault-run-keeper-no-fsync-power-cut",
+        "the keeper fsyncs before replying (forceSync): here it never fsyncs, and a power cut of the "
+        "ensemble loses acknowledged writes",
+        (edit("src/roost/keeper/server.py", "ReplicatorConfig(fsync=config.force_sync,",
+              "ReplicatorConfig(fsync=False,"),),
+        KEEPER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
+    Mutation(
+        "fault-run-broker-hw-ignores-followers",
+        "acks=all waits for the in-sync followers: here the leader's high watermark ignores them, so a "
+        "leader cut from its followers acknowledges records the next leader never had",
+        (edit("src/roost/broker/replica/state.py", "        for replica in self.maximal_isr:\n",
+              "        for replica in ():  # MUTATION: the followers do not hold the HW back\n"),),
+        BROKER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
+    Mutation(
+        "fault-run-broker-fsync-skipped-power-cut",
+        "with log.flush.interval.messages=1 the broker fsyncs before acknowledging: here it never does, and "
+        "a power cut of the cluster loses acknowledged records",
+        (edit("src/roost/broker/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
+        BROKER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
 )
 
 

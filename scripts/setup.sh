@@ -18,6 +18,8 @@ if [ "$what" = "test" ]; then
   [ -x /usr/bin/chromium ] || need+=(chromium)  # tests/console drives it headless (Playwright)
   command -v node >/dev/null 2>&1 || need+=(nodejs)
   command -v npm >/dev/null 2>&1 || need+=(npm)
+  command -v nft >/dev/null 2>&1 || need+=(nftables)  # tests/faults: partitions inside network namespaces
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
   if [ "${#need[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"

@@ -1,6 +1,8 @@
-"""Suite-wide hooks: a skip for a missing referee fails the run where the suite must prove things.
+"""Suite-wide hooks: a skip for a missing referee fails the run where the suite must prove things;
+a test stuck past its timeout ends the run with its threads' stacks instead of hanging it.
 
-See tests/support/referees.py for what a referee is and when its absence is an error.
+See tests/support/referees.py for what a referee is and when its absence is an error, and
+tests/support/watchdog.py for the backstop under pytest-timeout.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support import referees
+from tests.support.watchdog import Watchdog
 
 _REQUIRED = pytest.StashKey[str | None]()
 
@@ -23,6 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_REQUIRED] = referees.required(config.getoption(referees.OPTION))
+    config.pluginmanager.register(Watchdog(), "roost-watchdog")
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -23,28 +23,30 @@ from tests.support.workload import Message, Received
 
 @dataclass
 class Acks:
-    """What the producer was told, by message number."""
+    """What the producer was told, by message number.
 
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    No lock: the delivery callbacks (librdkafka's run inside poll/flush on the test's own thread)
+    only store one dict item each, a single operation under the GIL, and readers take a copy
+    (`dict.copy`, also one C call). A lock taken in a callback could be left held when
+    pytest-timeout's SIGALRM handler raises inside that callback, and the next callback would then
+    wait for it for ever: the hang this replaced (issue 23)."""
+
     ok: dict[int, tuple[float, int, int]] = field(default_factory=dict)  # n -> (time, partition, offset)
     failed: dict[int, str] = field(default_factory=dict)
 
     def success(self, n: int, partition: int, offset: int) -> None:
-        with self.lock:
-            self.ok[n] = (time.monotonic(), partition, offset)
+        self.ok[n] = (time.monotonic(), partition, offset)
 
     def failure(self, n: int, error: str) -> None:
-        with self.lock:
-            self.failed[n] = error
+        self.failed[n] = error
 
     def first_after(self, moment: float, partitions: set[int]) -> dict[int, float]:
         """Per partition, seconds from `moment` to the first acknowledgement after it."""
-        with self.lock:
-            firsts: dict[int, float] = {}
-            for stamp, partition, _ in self.ok.values():
-                if partition in partitions and stamp > moment:
-                    firsts[partition] = min(firsts.get(partition, float("inf")), stamp - moment)
-            return firsts
+        firsts: dict[int, float] = {}
+        for stamp, partition, _ in self.ok.copy().values():
+            if partition in partitions and stamp > moment:
+                firsts[partition] = min(firsts.get(partition, float("inf")), stamp - moment)
+        return firsts
 
 
 def n_of(value: bytes) -> int:

@@ -1,0 +1,164 @@
+"""The linearizability checker on histories with known answers: hand-made, and generated from a
+simulated register (valid by construction) or broken on purpose (a stale read, a lost write)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roost.testing.history.linearizable import check, register, search, versioned_register
+from roost.testing.history.model import FAIL, OK, UNKNOWN, History, Op
+
+
+def op(process: str, f: str, invoke: float, complete: float, value=None, outcome=OK, key="x") -> Op:
+    return Op(process, f, invoke, complete, outcome, key, value)
+
+
+def test_sequential_reads_of_what_was_written_are_linearizable() -> None:
+    h = [op("a", "write", 0, 1, 1), op("b", "read", 2, 3, 1), op("a", "cas", 4, 5, (1, 2)), op("b", "read", 6, 7, 2)]
+    assert check(h).valid is True
+
+
+def test_a_stale_read_after_the_write_completed_is_rejected_and_the_witness_is_small() -> None:
+    h = [op("c", "read", 0, 0.5, None)] + [op("a", "write", 1 + i, 1.5 + i, i) for i in range(10)]
+    h.append(op("b", "read", 20, 21, 3))  # 3 was overwritten long before
+    verdict = check(History(h).ops)
+    assert verdict.valid is False
+    assert "smallest failing part" in verdict.problems[0]
+    shown = {o.value for o in verdict.witness}
+    assert len(verdict.witness) <= 3 and 3 in shown, verdict.explain()
+
+
+def test_a_read_concurrent_with_a_write_may_see_either_value() -> None:
+    for seen in (None, 1):
+        assert check([op("a", "write", 0, 10, 1), op("b", "read", 1, 2, seen)]).valid is True
+
+
+def test_a_lost_write_is_rejected() -> None:
+    h = [op("a", "write", 0, 1, 1), op("a", "write", 2, 3, 2), op("b", "read", 4, 5, 1)]
+    assert check(h).valid is False
+
+
+def test_reads_going_back_in_time_between_two_readers_are_rejected() -> None:
+    # The write spans both reads; once b has seen 1, c (starting later) may not see None.
+    h = [op("a", "write", 0, 10, 1), op("b", "read", 1, 2, 1), op("c", "read", 3, 4, None)]
+    assert check(h).valid is False
+
+
+def test_an_unknown_write_may_or_may_not_have_happened() -> None:
+    for seen in (None, 1):
+        h = [op("a", "write", 0, 1, 1, outcome=UNKNOWN), op("b", "read", 5, 6, seen), op("b", "read", 7, 8, seen)]
+        assert check(h).valid is True
+    # ...but not both: once seen it stays.
+    h = [op("a", "write", 0, 1, 1, outcome=UNKNOWN), op("b", "read", 5, 6, 1), op("b", "read", 7, 8, None)]
+    assert check(h).valid is False
+
+
+def test_an_unknown_write_takes_effect_no_earlier_than_its_invocation() -> None:
+    h = [op("b", "read", 0, 1, 1), op("a", "write", 2, 3, 1, outcome=UNKNOWN)]
+    assert check(h).valid is False
+
+
+def test_a_failed_operation_did_not_happen() -> None:
+    h = [op("a", "write", 0, 1, 1, outcome=FAIL), op("b", "read", 2, 3, 1)]
+    assert check(h).valid is False
+    assert check([op("a", "write", 0, 1, 1, outcome=FAIL), op("b", "read", 2, 3, None)]).valid is True
+
+
+def test_cas_succeeds_only_from_its_expected_value() -> None:
+    assert check([op("a", "write", 0, 1, 1), op("a", "cas", 2, 3, (0, 5))]).valid is False
+    assert check([op("a", "write", 0, 1, 1), op("a", "cas", 2, 3, (1, 5)), op("b", "read", 4, 5, 5)]).valid
+
+
+def test_keys_are_checked_apart() -> None:
+    h = [op("a", "write", 0, 1, 1, key="x"), op("a", "write", 0, 1, 2, key="y"),
+         op("b", "read", 2, 3, 1, key="x"), op("b", "read", 2, 3, 1, key="y")]
+    verdict = check(h)
+    assert verdict.valid is False
+    assert verdict.stats["keys"] == 2
+    assert all(o.key == "y" for o in verdict.witness)
+
+
+def test_znode_versions_a_versioned_set_at_the_wrong_version_is_rejected() -> None:
+    model = lambda key: versioned_register(b"", 0)  # noqa: E731
+    ok = [op("a", "write", 0, 1, b"a"), op("b", "read", 2, 3, (b"a", 1)), op("b", "cas", 4, 5, (1, b"b")),
+          op("a", "read", 6, 7, (b"b", 2))]
+    assert check(ok, model).valid is True
+    stale_cas = [op("a", "write", 0, 1, b"a"), op("a", "write", 2, 3, b"c"), op("b", "cas", 4, 5, (1, b"b"))]
+    assert check(stale_cas, model).valid is False
+
+
+def test_the_search_gives_up_with_a_too_hard_verdict_instead_of_running_on() -> None:
+    # Many concurrent writes of distinct values and reads that fit no order: exponential.
+    h = [op(f"w{i}", "write", 0, 100, i) for i in range(16)]
+    h += [op("r", "read", 101, 102, 99)]
+    started = time.monotonic()
+    verdict = check(h, budget=2_000)
+    assert verdict.valid is None
+    assert "too hard" in verdict.problems[0]
+    assert time.monotonic() - started < 5
+
+
+# --- generated histories -------------------------------------------------------------------------
+
+
+def simulate(seed: int, processes: int = 4, ops: int = 30, unknown: float = 0.1) -> list[Op]:
+    """A register run with concurrency: each op takes effect at a random point inside its
+    interval, in that order (so the history is linearizable by construction)."""
+    rng = random.Random(seed)
+    free_at = [0.0] * processes
+    planned = []
+    for n in range(ops):
+        p = rng.randrange(processes)
+        invoke = free_at[p] + rng.random()
+        complete = invoke + rng.random() * 3
+        free_at[p] = complete
+        point = rng.uniform(invoke, complete)
+        planned.append((point, p, invoke, complete, rng.choice(["read", "write", "write", "cas"]), n))
+    planned.sort()
+    state = None
+    out = []
+    for _, p, invoke, complete, f, n in planned:
+        if f == "read":
+            out.append(op(f"p{p}", "read", invoke, complete, state))
+        elif f == "write":
+            state = n
+            outcome = UNKNOWN if rng.random() < unknown else OK
+            out.append(op(f"p{p}", "write", invoke, complete if outcome == OK else complete + 50, n, outcome))
+        else:
+            expected = state if rng.random() < 0.7 else -1
+            if expected == state:
+                state = n
+                out.append(op(f"p{p}", "cas", invoke, complete, (expected, n)))
+            else:
+                out.append(op(f"p{p}", "cas", invoke, complete, (expected, n), FAIL))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**9))
+def test_generated_valid_histories_are_accepted(seed: int) -> None:
+    assert check(simulate(seed)).valid is True
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**9))
+def test_a_read_made_stale_in_a_generated_history_is_rejected(seed: int) -> None:
+    """Append, after everything, two sequential reads: the first right, the second of a value
+    written earlier and certainly overwritten (a stale read)."""
+    h = [o for o in simulate(seed, unknown=0.0) if o.outcome == OK]
+    writes = [o for o in h if o.f in ("write", "cas")]
+    if len(writes) < 2:
+        return
+    end = max(o.complete for o in h)
+    # The register's final value: the one a read after everything may return.
+    current = next(v for v in (o.value if o.f == "write" else o.value[1] for o in writes)
+                   if search([*h, op("z", "read", end + 1, end + 2, v)], register()).valid)
+    stale = next((o.value if o.f == "write" else o.value[1] for o in writes
+                  if (o.value if o.f == "write" else o.value[1]) != current), None)
+    assert stale is not None
+    broken = [*h, op("z", "read", end + 1, end + 2, current), op("z", "read", end + 3, end + 4, stale)]
+    assert check(broken).valid is False
