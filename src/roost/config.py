@@ -248,13 +248,13 @@ ZOOKEEPER_SECURITY_SETTINGS: tuple[Setting, ...] = (
             "accepted for Kafka's configs (Netty is required there for TLS); Roost's client needs nothing"),
     Setting("zookeeper.ssl.keystore.location", str, "",
             "PEM file with this broker's private key and certificate chain (a TLS client certificate)"),
-    Setting("zookeeper.ssl.keystore.type", str, "PEM", "only PEM", one_of("PEM")),
+    Setting("zookeeper.ssl.keystore.type", str, "PEM", "format of the key store file: PEM only", one_of("PEM")),
     Setting("zookeeper.ssl.keystore.password", str, "", "the keystore's private key password",
             secret_reference(), sensitive=True),
     Setting("zookeeper.ssl.truststore.location", str, "",
             "PEM file with the CA certificates the ZooKeeper servers' certificates are checked against "
             "(empty: the system's)"),
-    Setting("zookeeper.ssl.truststore.type", str, "PEM", "only PEM", one_of("PEM")),
+    Setting("zookeeper.ssl.truststore.type", str, "PEM", "format of the trust store file: PEM only", one_of("PEM")),
     Setting("zookeeper.ssl.endpoint.identification.enable", bool, True,
             "check that the server's certificate names the host connected to"),
 )
