@@ -30,7 +30,11 @@ from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfi
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
-from roost.broker.handlers.describe import DescribeProducersApi, DescribeTopicPartitionsApi
+from roost.broker.handlers.describe import (
+    DescribeProducersApi,
+    DescribeTopicPartitionsApi,
+    ListConfigResourcesApi,
+)
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
@@ -225,6 +229,7 @@ class Broker:
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter,
             ApiKey.DESCRIBE_PRODUCERS: DescribeProducersApi(self.replicas, self.metadata).handle,
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsApi(self.metadata).handle,
+            ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesApi(self.metadata).handle,
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
