@@ -14,7 +14,7 @@ run: $(VENV)/.stamp-run
 # test that would skip for a missing one fails instead (tests/support/referees.py).
 test: $(VENV)/.stamp-test
 	$(BIN)/ruff check src tests bench examples
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict counts
 	$(BIN)/python -m pytest --require-referees $(ARGS)
 
 # The documentation site (mkdocs.yml; the reference pages are generated from the code as it

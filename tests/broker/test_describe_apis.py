@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import TopicPartition
@@ -278,3 +279,24 @@ def test_which_clients_send_these_apis(start_broker: StartBroker) -> None:
     # Exactly kafka-python's one of each: confluent-kafka's describe_topics sent neither.
     assert served.get("DescribeTopicPartitions v0") == "1" and served.get("DescribeProducers v0") == "1", served
     assert "Metadata v12" in served
+
+
+def test_list_config_resources_as_kafka_python_asks_for_it(shared_broker: RoostProcess) -> None:
+    """ListConfigResources (Kafka 4.1, KIP-1142) through kafka-python's admin: every topic and
+    every live broker by type, filtered by type, nothing for client metrics or group configs (Roost
+    keeps none), INVALID_REQUEST for broker loggers, which Roost has no configs for."""
+    from kafka.errors import InvalidRequestError
+
+    bootstrap = shared_broker.address("kafka")
+    create_topics(bootstrap, {"listed-a": 1, "listed-b": 2})
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        everything = admin.list_config_resources()
+        assert {"listed-a", "listed-b"} <= set(everything["topic"])
+        assert set(everything) == {"topic", "broker"} and len(everything["broker"]) == 1
+        assert admin.list_config_resources(["BROKER"]) == {"broker": everything["broker"]}
+        assert admin.list_config_resources(["CLIENT_METRICS", "GROUP"]) == {}
+        with pytest.raises(InvalidRequestError):
+            admin.list_config_resources(["BROKER_LOGGER"])
+    finally:
+        admin.close()

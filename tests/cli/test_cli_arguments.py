@@ -10,7 +10,7 @@ import click
 import pytest
 
 from roost.cli.main import cli
-from tests.cli.kafka_cli import run_cli
+from tests.cli.kafka_cli import run_in_process
 
 
 @pytest.fixture
@@ -36,9 +36,9 @@ def connections(server: socket.socket) -> int:
 
 @pytest.mark.parametrize("bad", [["-p", "-1"], ["-p", "0"], ["-r", "-1"], ["-r", "0"], ["-c", "retention.ms"]])
 def test_topic_create_refuses_a_bad_argument_before_reaching_the_cluster(
-        listening_address: tuple[str, socket.socket], bad: list[str]) -> None:
+        capsys: pytest.CaptureFixture[str], listening_address: tuple[str, socket.socket], bad: list[str]) -> None:
     address, server = listening_address
-    done = run_cli("topic", "create", "t", *bad, "-b", address, "--timeout", "30", timeout=30)
+    done = run_in_process(capsys, "topic", "create", "t", *bad, "-b", address, "--timeout", "30")
     assert done.returncode == 2, done.stderr
     assert bad[0] in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert connections(server) == 0, "the command reached for the cluster before checking its arguments"

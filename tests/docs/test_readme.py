@@ -124,3 +124,11 @@ def test_a_local_cluster_in_one_command_and_its_status(tmp_path: Path) -> None:
         assert "True" in result.stdout or "true" in result.stdout, result.stdout
     finally:
         cluster.stop(timeout=60)
+
+
+def test_every_file_the_readme_links_to_exists() -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, missing

@@ -31,7 +31,11 @@ from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
 from roost.broker.handlers.acls import AclsApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
-from roost.broker.handlers.describe import DescribeProducersApi, DescribeTopicPartitionsApi
+from roost.broker.handlers.describe import (
+    DescribeProducersApi,
+    DescribeTopicPartitionsApi,
+    ListConfigResourcesApi,
+)
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
@@ -250,6 +254,7 @@ class Broker:
             ApiKey.DESCRIBE_ACLS: acls.handle_describe,
             ApiKey.CREATE_ACLS: acls.handle_create,
             ApiKey.DELETE_ACLS: acls.handle_delete,
+            ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesApi(self.metadata).handle,
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None

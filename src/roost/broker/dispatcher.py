@@ -66,6 +66,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),        # 2 flexible
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),            # flexible
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),         # flexible; 1 (Kafka 4.1) by resource type
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),     # flexible
     ApiKey.DESCRIBE_ACLS: (0, 3),        # 1+ pattern types, 2+ flexible, 3 USER resources
     ApiKey.CREATE_ACLS: (0, 3),

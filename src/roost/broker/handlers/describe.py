@@ -133,3 +133,35 @@ class DescribeProducersApi:
 
 def _producers_error(index: int, error: ErrorCode) -> dict[str, Any]:
     return {"partition_index": index, "error_code": error, "error_message": error.name, "active_producers": []}
+
+
+# Kafka's ConfigResource.Type codes.
+TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 2, 4, 8, 16, 32
+# What an empty ResourceTypes asks for: the types a ZooKeeper-mode broker can hold configs for,
+# and the two Kafka 4.1 lists that Roost has none of (it keeps no client-metrics subscriptions and
+# no group configs), answered empty.
+LISTED_RESOURCE_TYPES = (TOPIC_RESOURCE, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE)
+
+
+def list_config_resources(version: int, types: list[int], topics: list[str], broker_ids: list[int]) -> dict[str, Any]:
+    """ListConfigResources (74): the resources DescribeConfigs can be asked about, by type. Version 0
+    (ListClientMetricsResources) lists client-metrics resources only: none here. A type Roost keeps
+    no configs for (broker loggers, or one Kafka does not have) is INVALID_REQUEST."""
+    wanted = [CLIENT_METRICS_RESOURCE] if version == 0 else (list(types) or list(LISTED_RESOURCE_TYPES))
+    if any(kind not in LISTED_RESOURCE_TYPES for kind in wanted):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "config_resources": []}
+    resources: list[dict[str, Any]] = []
+    if TOPIC_RESOURCE in wanted:
+        resources += [{"resource_name": name, "resource_type": TOPIC_RESOURCE} for name in sorted(topics)]
+    if BROKER_RESOURCE in wanted:
+        resources += [{"resource_name": str(broker), "resource_type": BROKER_RESOURCE} for broker in sorted(broker_ids)]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "config_resources": resources}
+
+
+class ListConfigResourcesApi:
+    def __init__(self, cache: MetadataCache) -> None:
+        self._cache = cache
+
+    def handle(self, request: Request) -> dict[str, Any]:
+        return list_config_resources(request.version, request.body.get("resource_types") or [],
+                                     [info.name for info in self._cache], self._cache.live_broker_ids())

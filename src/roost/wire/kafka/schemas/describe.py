@@ -1,4 +1,4 @@
-"""Describing what a partition holds: DescribeProducers (61) and DescribeTopicPartitions (75), from
+"""Describing what is there: DescribeProducers (61), ListConfigResources (74) and DescribeTopicPartitions (75), from
 Kafka's <Name>Request.json / <Name>Response.json (both flexible from their first version)."""
 
 from __future__ import annotations
@@ -72,5 +72,23 @@ DESCRIBE_TOPIC_PARTITIONS_RESPONSE = Message(
         Field("NextCursor", "Cursor", "0+", nullable="0+", default=None, fields=(
             Field("TopicName", "string", "0+"),
             Field("PartitionIndex", "int32", "0+"),
+        )),
+    ))
+
+
+# Kafka 4.1 (KIP-1142); version 0 was ListClientMetricsResources (Kafka 3.7), which listed only
+# client-metrics resources and had no ResourceTypes.
+LIST_CONFIG_RESOURCES_REQUEST = Message(
+    "ListConfigResourcesRequest", api_key=74, kind="request", versions="0-1", flexible="0+", fields=(
+        Field("ResourceTypes", "[]int8", "1+"),
+    ))
+
+LIST_CONFIG_RESOURCES_RESPONSE = Message(
+    "ListConfigResourcesResponse", api_key=74, kind="response", versions="0-1", flexible="0+", fields=(
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("ConfigResources", "[]ConfigResource", "0+", fields=(
+            Field("ResourceName", "string", "0+"),
+            Field("ResourceType", "int8", "1+", default=16),
         )),
     ))
