@@ -146,9 +146,11 @@ def _fetch(c: Check) -> Outcome:
         refused = list(topics)
         topics[:] = []
     else:
-        refused = c.split(topics, name, READ)
+        # A topic id the broker does not know gets the handler's UNKNOWN_TOPIC_ID, as in Kafka.
+        refused = [t for t in topics if (n := name(t)) and not c.may(READ, TOPIC, n)]
         if not refused:
             return None
+        topics[:] = [t for t in topics if not any(t is r for r in refused)]
     entries = [{"topic": t.get("topic", ""), "topic_id": t.get("topic_id"), "partitions": [
         {"partition_index": p["partition"], "error_code": TOPIC_DENIED, "high_watermark": -1}
         for p in t["partitions"]]} for t in refused]
