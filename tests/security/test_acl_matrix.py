@@ -353,18 +353,6 @@ def test_list_groups_shows_only_describable_groups(node: RoostProcess, zk_acls: 
     eventually(lambda: LISTED_GROUP in groups(), what="listed to a principal that may describe the cluster")
 
 
-def test_super_users_come_from_super_users(tmp_path: Path) -> None:
-    proc = start_roost(["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0",
-                        "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"],
-                       expect=("kafka", "keeper"))
-    try:
-        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
-        admin.create_topics([NewTopic("by-super-user", 1, 1)])["by-super-user"].result(15)
-        assert metadata_code(proc, "by-super-user") == 0
-    finally:
-        proc.stop()
-
-
 def test_unknown_authorizer_is_refused_at_start(tmp_path: Path) -> None:
     done = run_cli("up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--no-keeper",
                    "--authorizer.class.name", "org.example.Nope", timeout=30)
@@ -411,9 +399,11 @@ def test_confluent_admin_creates_describes_and_deletes_acls(node: RoostProcess, 
     assert refused.value.args[0].code() == 42  # INVALID_REQUEST
 
 
-def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_path: Path) -> None:
+def test_super_users_and_a_broker_without_zookeeper_keeping_its_acls(tmp_path: Path) -> None:
+    """User:ANONYMOUS in super.users may do anything with no ACL at all; a lone broker keeps the
+    ACLs it is given across a restart (meta/acls.json)."""
     flags = ["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--no-keeper",
-             "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"]
+             "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:admin;User:ANONYMOUS"]
     binding = AclBinding(ResourceType.TOPIC, "kept", ResourcePatternType.PREFIXED, "User:alice", "*",
                          AclOperation.WRITE, AclPermissionType.ALLOW)
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
@@ -421,6 +411,8 @@ def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_pat
     proc = start_roost(flags, expect=("kafka",))
     try:
         admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        admin.create_topics([NewTopic("by-super-user", 1, 1)])["by-super-user"].result(15)
+        assert metadata_code(proc, "by-super-user") == 0
         for future in admin.create_acls([binding]).values():
             future.result(10)
     finally:
