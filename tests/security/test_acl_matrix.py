@@ -320,6 +320,15 @@ def test_prefixed_pattern(node: RoostProcess, zk_acls: ZkAcls) -> None:
     eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="not covered")
 
 
+def test_host_of_an_acl_is_the_clients_address(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    zk_acls.clear()
+    zk_acls.grant("Topic", TOPIC, "Describe", host="127.0.0.1")
+    eventually(lambda: metadata_code(node, TOPIC) == 0, what="an ACL for this client's address applies")
+    zk_acls.set("Topic", TOPIC, [{"principal": ANONYMOUS, "permissionType": "Allow", "operation": "Describe",
+                                  "host": "10.9.9.9"}])
+    eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="an ACL for another host does not apply")
+
+
 def test_all_topics_metadata_hides_what_may_not_be_described(node: RoostProcess, zk_acls: ZkAcls) -> None:
     zk_acls.clear()
 
