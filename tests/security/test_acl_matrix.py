@@ -468,3 +468,24 @@ def test_real_clients_with_kafka_acls_producer_and_consumer_grants(node: RoostPr
     producer.produce("e2e-forbidden", b"x", on_delivery=lambda err, msg: refused.append(err))
     producer.flush(15)
     assert refused and refused[0] is not None and refused[0].code() == 29  # TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_as_kafka_reports_them(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """confluent-kafka's describe_topics / describe_consumer_groups / describe_cluster with
+    include_authorized_operations: what the principal may do, implied operations included."""
+    from confluent_kafka import TopicCollection
+    zk_acls.clear()
+    zk_acls.grant("Topic", TOPIC, "Read", "AlterConfigs")
+    zk_acls.grant("Group", LISTED_GROUP, "Read")
+    zk_acls.grant("Cluster", "kafka-cluster", "Describe", "Create")
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+
+    def topic_operations() -> set[AclOperation]:
+        described = admin.describe_topics(TopicCollection([TOPIC]), include_authorized_operations=True)
+        return set(described[TOPIC].result(10).authorized_operations or [])
+    eventually(lambda: topic_operations() == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
+                                              AclOperation.DESCRIBE_CONFIGS}, what="topic operations")
+    (group,) = admin.describe_consumer_groups([LISTED_GROUP], include_authorized_operations=True).values()
+    assert set(group.result(10).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE, AclOperation.CREATE}

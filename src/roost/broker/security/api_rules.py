@@ -21,7 +21,7 @@ from typing import Any
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.request import NO_RESPONSE, Handler, Request
-from roost.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from roost.broker.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
 from roost.broker.security.authorizer import Authorizer
 from roost.broker.security.principal import KafkaPrincipal
 from roost.wire.kafka import ApiKey
@@ -69,6 +69,22 @@ class Check:
         if refused:
             items[:] = [item for item in items if not any(item is r for r in refused)]
         return refused
+
+
+def authorized_operations(c: Check, resource: ResourceType, name: str = CLUSTER_NAME) -> int:
+    """Kafka's authorized-operations bitfield: bit `op` set for each operation of the resource's
+    type the principal may do (Metadata, DescribeGroups, DescribeCluster when asked for)."""
+    return sum(1 << op for op in VALID_OPERATIONS[resource] if c.may(op, resource, name))
+
+
+def _chain(first: Outcome, then: Merge) -> Outcome:
+    """`first` (None or a merge), then `then`; a whole refusal stays as it is."""
+    if first is None:
+        return then
+    if type(first) is dict:
+        return first
+    assert callable(first)
+    return lambda response: then(first(response))
 
 
 def _then(result: Any, merge: Merge) -> Any:
@@ -189,6 +205,22 @@ _offset_delete_topics = _topic_partitions(READ, top={"error_code": 0})
 
 
 def _metadata(c: Check) -> Outcome:
+    outcome = _metadata_topics(c)
+    body = c.request.body
+    if body.get("include_topic_authorized_operations") or body.get("include_cluster_authorized_operations"):
+        def operations(response: dict[str, Any]) -> dict[str, Any]:
+            if body.get("include_topic_authorized_operations"):
+                for topic in response["topics"]:
+                    if topic.get("error_code", 0) == 0:
+                        topic["topic_authorized_operations"] = authorized_operations(c, TOPIC, topic["name"])
+            if body.get("include_cluster_authorized_operations"):
+                response["cluster_authorized_operations"] = authorized_operations(c, CLUSTER)
+            return response
+        return _chain(outcome, operations)
+    return outcome
+
+
+def _metadata_topics(c: Check) -> Outcome:
     body = c.request.body
     topics = body.get("topics")
     if topics is None:  # every topic: those the principal may not describe are left out
@@ -267,6 +299,19 @@ def _find_coordinator(c: Check) -> Outcome:
 
 
 def _describe_groups(c: Check) -> Outcome:
+    outcome = _describe_groups_refused(c)
+    if not c.request.body.get("include_authorized_operations"):
+        return outcome
+
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        for group in response["groups"]:
+            if group.get("error_code", 0) == 0:
+                group["authorized_operations"] = authorized_operations(c, GROUP, group["group_id"])
+        return response
+    return _chain(outcome, operations)
+
+
+def _describe_groups_refused(c: Check) -> Outcome:
     groups = c.request.body["groups"]
     refused = [g for g in groups if not c.may(DESCRIBE, GROUP, g)]
     if not refused:
@@ -398,6 +443,17 @@ def _alter_replica_log_dirs(c: Check) -> Outcome:
 
 
 def _describe_topic_partitions(c: Check) -> Outcome:
+    """DESCRIBE on each topic; each described topic carries its authorized operations (Kafka
+    fills them in unasked for this API)."""
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        for topic in response["topics"]:
+            if topic.get("error_code", 0) == 0 and topic.get("name"):
+                topic["topic_authorized_operations"] = authorized_operations(c, TOPIC, topic["name"])
+        return response
+    return _chain(_describe_topic_partitions_refused(c), operations)
+
+
+def _describe_topic_partitions_refused(c: Check) -> Outcome:
     topics = c.request.body["topics"]
     refused = c.split(topics, lambda t: t["name"], DESCRIBE)
     if not refused:
@@ -434,6 +490,20 @@ def _cluster(operation: AclOperation, answer: Mapping[str, Any]) -> Callable[[Ch
     def rule(c: Check) -> Outcome:
         return None if c.may(operation, CLUSTER) else {**answer}
     return rule
+
+
+def _describe_cluster(c: Check) -> Outcome:
+    if not c.may(DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                "error_message": "not authorized to describe the cluster", "cluster_id": "", "controller_id": -1,
+                "brokers": []}
+    if not c.request.body.get("include_cluster_authorized_operations"):
+        return None
+
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        response["cluster_authorized_operations"] = authorized_operations(c, CLUSTER)
+        return response
+    return operations
 
 
 def _acl_creations(c: Check) -> Outcome:
@@ -498,9 +568,7 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.ELECT_LEADERS: _cluster(ALTER, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
                                            "replica_election_results": []}),
-    ApiKey.DESCRIBE_CLUSTER: _cluster(DESCRIBE, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
-                                                 "error_message": "not authorized to describe the cluster",
-                                                 "cluster_id": "", "controller_id": -1, "brokers": []}),
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(ALTER, {
         "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
         "error_message": "not authorized to alter the cluster", "responses": []}),
