@@ -439,8 +439,8 @@ def test_real_clients_with_kafka_acls_producer_and_consumer_grants(node: RoostPr
     producer and a group consumer work; a topic without ACLs is refused with Kafka's error."""
     zk_acls.clear()
     topic, group = "e2e-orders", "e2e-billing"
-    zk_acls.grant("Topic", topic, "Write", "Describe", "Create", "Read")
     zk_acls.grant("Group", group, "Read")
+    zk_acls.grant("Topic", topic, "Write", "Describe", "Create", "Read")  # last: waited for below
     bootstrap = node.address("kafka")
     eventually(lambda: metadata_code(node, topic) == 3, what="the grants obeyed (not there yet, but describable)")
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -475,9 +475,10 @@ def test_authorized_operations_as_kafka_reports_them(node: RoostProcess, zk_acls
     include_authorized_operations: what the principal may do, implied operations included."""
     from confluent_kafka import TopicCollection
     zk_acls.clear()
-    zk_acls.grant("Topic", TOPIC, "Read", "AlterConfigs")
+    # The topic's grant last: notifications are handled in order, so once it shows, all have.
     zk_acls.grant("Group", LISTED_GROUP, "Read")
     zk_acls.grant("Cluster", "kafka-cluster", "Describe", "Create")
+    zk_acls.grant("Topic", TOPIC, "Read", "AlterConfigs")
     admin = AdminClient({"bootstrap.servers": node.address("kafka")})
 
     def topic_operations() -> set[AclOperation]:
