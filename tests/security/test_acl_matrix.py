@@ -358,6 +358,7 @@ def test_list_groups_shows_only_describable_groups(node: RoostProcess, zk_acls: 
     zk_acls.grant("Group", LISTED_GROUP, "Describe")
     eventually(lambda: LISTED_GROUP in groups(), what="listed")
     zk_acls.clear()
+    eventually(lambda: LISTED_GROUP not in groups(), what="hidden again")
     zk_acls.grant("Cluster", "kafka-cluster", "Describe")
     eventually(lambda: LISTED_GROUP in groups(), what="listed to a principal that may describe the cluster")
 
