@@ -303,8 +303,14 @@ def metadata_code(node: RoostProcess, topic: str) -> int:
         client.close()
 
 
-def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
+def cleared(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """No ACL left, and the broker knows it (the matrix topic no longer describable)."""
     zk_acls.clear()
+    eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="ACLs cleared")
+
+
+def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    cleared(node, zk_acls)
     zk_acls.grant("Topic", TOPIC, "Describe")
     eventually(lambda: metadata_code(node, TOPIC) == 0, what="allowed")
     zk_acls.grant("Topic", "*", "Describe", principal="User:*", permission="Deny")
@@ -312,7 +318,7 @@ def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
 
 
 def test_prefixed_pattern(node: RoostProcess, zk_acls: ZkAcls) -> None:
-    zk_acls.clear()
+    cleared(node, zk_acls)
     zk_acls.grant("Topic", "matr", "Describe", pattern="PREFIXED")
     eventually(lambda: metadata_code(node, TOPIC) == 0, what="covered by the prefix")
     zk_acls.clear()
@@ -321,7 +327,7 @@ def test_prefixed_pattern(node: RoostProcess, zk_acls: ZkAcls) -> None:
 
 
 def test_host_of_an_acl_is_the_clients_address(node: RoostProcess, zk_acls: ZkAcls) -> None:
-    zk_acls.clear()
+    cleared(node, zk_acls)
     zk_acls.grant("Topic", TOPIC, "Describe", host="127.0.0.1")
     eventually(lambda: metadata_code(node, TOPIC) == 0, what="an ACL for this client's address applies")
     zk_acls.set("Topic", TOPIC, [{"principal": ANONYMOUS, "permissionType": "Allow", "operation": "Describe",
