@@ -101,10 +101,11 @@ def _then(result: Any, merge: Merge) -> Any:
     return merged()
 
 
-def _appending(field: str, entries: list[dict[str, Any]], then: Merge | None = None) -> Merge:
+def _appending(field: str, entries: list[dict[str, Any]]) -> Merge:
+    """The handler's answer with the refused entries added to its list `field`."""
     def merge(response: dict[str, Any]) -> dict[str, Any]:
         response[field] = list(response.get(field) or []) + entries
-        return then(response) if then is not None else response
+        return response
     return merge
 
 
