@@ -500,3 +500,24 @@ def test_authorized_operations_as_kafka_reports_them(node: RoostProcess, zk_acls
     assert set(group.result(10).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
     cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
     assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE, AclOperation.CREATE}
+
+
+def test_a_request_naming_several_topics_is_answered_per_topic(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """Kafka's way: the refused topic gets 29, the allowed one is served in the same answer."""
+    cleared(node, zk_acls)
+    zk_acls.grant("Topic", TOPIC, "Write")
+    eventually(lambda: metadata_code(node, TOPIC) == 0, what="granted")
+    client = WireClient(node.address("kafka"), timeout=15)
+    try:
+        answer = client.request(0, 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": batch()}]}
+            for name in (TOPIC, "matrix-forbidden")]})
+        codes = {t["name"]: t["partition_responses"][0]["error_code"] for t in answer["responses"]}
+        assert codes == {TOPIC: 0, "matrix-forbidden": TOPIC_DENIED}
+        answer = client.request(3, 12, {"topics": [{"name": TOPIC}, {"name": "matrix-forbidden"}],
+                                        "allow_auto_topic_creation": False})
+        codes = {t["name"]: t["error_code"] for t in answer["topics"]}
+        assert codes == {TOPIC: 0, "matrix-forbidden": TOPIC_DENIED}
+        assert [t["partitions"] for t in answer["topics"] if t["name"] == "matrix-forbidden"] == [[]]
+    finally:
+        client.close()
