@@ -303,8 +303,14 @@ def metadata_code(node: RoostProcess, topic: str) -> int:
         client.close()
 
 
-def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
+def cleared(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """No ACL left, and the broker knows it (the matrix topic no longer describable)."""
     zk_acls.clear()
+    eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="ACLs cleared")
+
+
+def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    cleared(node, zk_acls)
     zk_acls.grant("Topic", TOPIC, "Describe")
     eventually(lambda: metadata_code(node, TOPIC) == 0, what="allowed")
     zk_acls.grant("Topic", "*", "Describe", principal="User:*", permission="Deny")
@@ -312,12 +318,21 @@ def test_deny_beats_allow(node: RoostProcess, zk_acls: ZkAcls) -> None:
 
 
 def test_prefixed_pattern(node: RoostProcess, zk_acls: ZkAcls) -> None:
-    zk_acls.clear()
+    cleared(node, zk_acls)
     zk_acls.grant("Topic", "matr", "Describe", pattern="PREFIXED")
     eventually(lambda: metadata_code(node, TOPIC) == 0, what="covered by the prefix")
     zk_acls.clear()
     zk_acls.grant("Topic", "other-", "Describe", pattern="PREFIXED")
     eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="not covered")
+
+
+def test_host_of_an_acl_is_the_clients_address(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    cleared(node, zk_acls)
+    zk_acls.grant("Topic", TOPIC, "Describe", host="127.0.0.1")
+    eventually(lambda: metadata_code(node, TOPIC) == 0, what="an ACL for this client's address applies")
+    zk_acls.set("Topic", TOPIC, [{"principal": ANONYMOUS, "permissionType": "Allow", "operation": "Describe",
+                                  "host": "10.9.9.9"}])
+    eventually(lambda: metadata_code(node, TOPIC) == TOPIC_DENIED, what="an ACL for another host does not apply")
 
 
 def test_all_topics_metadata_hides_what_may_not_be_described(node: RoostProcess, zk_acls: ZkAcls) -> None:
@@ -349,20 +364,9 @@ def test_list_groups_shows_only_describable_groups(node: RoostProcess, zk_acls: 
     zk_acls.grant("Group", LISTED_GROUP, "Describe")
     eventually(lambda: LISTED_GROUP in groups(), what="listed")
     zk_acls.clear()
+    eventually(lambda: LISTED_GROUP not in groups(), what="hidden again")
     zk_acls.grant("Cluster", "kafka-cluster", "Describe")
     eventually(lambda: LISTED_GROUP in groups(), what="listed to a principal that may describe the cluster")
-
-
-def test_super_users_come_from_super_users(tmp_path: Path) -> None:
-    proc = start_roost(["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0",
-                        "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"],
-                       expect=("kafka", "keeper"))
-    try:
-        admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
-        admin.create_topics([NewTopic("by-super-user", 1, 1)])["by-super-user"].result(15)
-        assert metadata_code(proc, "by-super-user") == 0
-    finally:
-        proc.stop()
 
 
 def test_unknown_authorizer_is_refused_at_start(tmp_path: Path) -> None:
@@ -411,9 +415,11 @@ def test_confluent_admin_creates_describes_and_deletes_acls(node: RoostProcess, 
     assert refused.value.args[0].code() == 42  # INVALID_REQUEST
 
 
-def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_path: Path) -> None:
+def test_super_users_and_a_broker_without_zookeeper_keeping_its_acls(tmp_path: Path) -> None:
+    """User:ANONYMOUS in super.users may do anything with no ACL at all; a lone broker keeps the
+    ACLs it is given across a restart (meta/acls.json)."""
     flags = ["up", "--data-dir", str(tmp_path / "d"), "--kafka-port", "0", "--no-keeper",
-             "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:ANONYMOUS"]
+             "--authorizer.class.name", "roost.AclAuthorizer", "--super.users", "User:admin;User:ANONYMOUS"]
     binding = AclBinding(ResourceType.TOPIC, "kept", ResourcePatternType.PREFIXED, "User:alice", "*",
                          AclOperation.WRITE, AclPermissionType.ALLOW)
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
@@ -421,6 +427,8 @@ def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_pat
     proc = start_roost(flags, expect=("kafka",))
     try:
         admin = AdminClient({"bootstrap.servers": proc.address("kafka")})
+        admin.create_topics([NewTopic("by-super-user", 1, 1)])["by-super-user"].result(15)
+        assert metadata_code(proc, "by-super-user") == 0
         for future in admin.create_acls([binding]).values():
             future.result(10)
     finally:
@@ -431,3 +439,85 @@ def test_a_broker_without_zookeeper_keeps_its_acls_in_its_data_directory(tmp_pat
         assert admin.describe_acls(everything).result(10) == [binding]
     finally:
         proc.stop()
+
+
+def test_real_clients_with_kafka_acls_producer_and_consumer_grants(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """confluent-kafka with exactly what `kafka-acls --producer` / `--consumer` grant: an idempotent
+    producer and a group consumer work; a topic without ACLs is refused with Kafka's error."""
+    zk_acls.clear()
+    topic, group = "e2e-orders", "e2e-billing"
+    zk_acls.grant("Group", group, "Read")
+    zk_acls.grant("Topic", topic, "Write", "Describe", "Create", "Read")  # last: waited for below
+    bootstrap = node.address("kafka")
+    eventually(lambda: metadata_code(node, topic) == 3, what="the grants obeyed (not there yet, but describable)")
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    delivered: list[Any] = []
+    for n in range(10):
+        producer.produce(topic, f"m{n}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(20) == 0
+    assert delivered == [None] * 10
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+        assert got == [f"m{n}".encode() for n in range(10)]
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    refused: list[Any] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5000})
+    producer.produce("e2e-forbidden", b"x", on_delivery=lambda err, msg: refused.append(err))
+    producer.flush(15)
+    assert refused and refused[0] is not None and refused[0].code() == 29  # TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_as_kafka_reports_them(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """confluent-kafka's describe_topics / describe_consumer_groups / describe_cluster with
+    include_authorized_operations: what the principal may do, implied operations included."""
+    from confluent_kafka import TopicCollection
+    zk_acls.clear()
+    # The topic's grant last: notifications are handled in order, so once it shows, all have.
+    zk_acls.grant("Group", LISTED_GROUP, "Read")
+    zk_acls.grant("Cluster", "kafka-cluster", "Describe", "Create")
+    zk_acls.grant("Topic", TOPIC, "Read", "AlterConfigs")
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+
+    def topic_operations() -> set[AclOperation]:
+        described = admin.describe_topics(TopicCollection([TOPIC]), include_authorized_operations=True)
+        try:
+            return set(described[TOPIC].result(10).authorized_operations or [])
+        except KafkaException:  # the grants not there yet: TOPIC_AUTHORIZATION_FAILED
+            return set()
+    eventually(lambda: topic_operations() == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
+                                              AclOperation.DESCRIBE_CONFIGS}, what="topic operations")
+    (group,) = admin.describe_consumer_groups([LISTED_GROUP], include_authorized_operations=True).values()
+    assert set(group.result(10).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE, AclOperation.CREATE}
+
+
+def test_a_request_naming_several_topics_is_answered_per_topic(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """Kafka's way: the refused topic gets 29, the allowed one is served in the same answer."""
+    cleared(node, zk_acls)
+    zk_acls.grant("Topic", TOPIC, "Write")
+    eventually(lambda: metadata_code(node, TOPIC) == 0, what="granted")
+    client = WireClient(node.address("kafka"), timeout=15)
+    try:
+        answer = client.request(0, 9, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": batch()}]}
+            for name in (TOPIC, "matrix-forbidden")]})
+        codes = {t["name"]: t["partition_responses"][0]["error_code"] for t in answer["responses"]}
+        assert codes == {TOPIC: 0, "matrix-forbidden": TOPIC_DENIED}
+        answer = client.request(3, 12, {"topics": [{"name": TOPIC}, {"name": "matrix-forbidden"}],
+                                        "allow_auto_topic_creation": False})
+        codes = {t["name"]: t["error_code"] for t in answer["topics"]}
+        assert codes == {TOPIC: 0, "matrix-forbidden": TOPIC_DENIED}
+        assert [t["partitions"] for t in answer["topics"] if t["name"] == "matrix-forbidden"] == [[]]
+    finally:
+        client.close()

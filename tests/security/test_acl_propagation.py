@@ -125,3 +125,53 @@ def test_a_broker_reads_the_acls_written_while_it_was_down(cluster: LocalCluster
         except OSError:
             time.sleep(0.1)
     assert code == TOPIC_DENIED
+
+
+def test_brokers_replicate_under_default_deny_with_cluster_action_for_their_principal(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The documented interim rule while brokers talk PLAINTEXT: no `allow.everyone`, and the
+    brokers' principal (User:ANONYMOUS on PLAINTEXT) granted ClusterAction on the cluster, written
+    into ZooKeeper before any broker starts. Replication (follower fetches), the controller's
+    requests and acks=all then work, and nothing else is allowed that the ACLs do not grant."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import NewTopic
+
+    from tests.keeper.zkharness import keeper_process
+
+    root = tmp_path_factory.mktemp("acl-default-deny")
+    with keeper_process(root / "keeper") as keeper:
+        acls = ZkAcls(keeper.address("keeper"))
+        try:
+            acls.grant("Cluster", "kafka-cluster", "ClusterAction", "Create")
+            acls.grant("Topic", "replicated", "Write", "Read")
+            acls.grant("Group", "replicated-readers", "Read")
+        finally:
+            acls.close()
+        settings = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+        cluster = LocalCluster.start(root / "cluster", brokers=3, zookeeper=keeper.address("keeper"),
+                                     settings=settings)
+        try:
+            admin = cluster.admin()
+            admin.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(15)
+            cluster.wait_for_isr("replicated", timeout=30)
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+            for n in range(20):
+                producer.produce("replicated", f"r{n}".encode())
+            assert producer.flush(20) == 0
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "replicated-readers",
+                                 "auto.offset.reset": "earliest"})
+            try:
+                consumer.subscribe(["replicated"])
+                got = 0
+                deadline = time.monotonic() + 30
+                while got < 20 and time.monotonic() < deadline:
+                    message = consumer.poll(0.5)
+                    got += message is not None and message.error() is None
+                assert got == 20
+            finally:
+                consumer.close()
+            cluster.wait_for_isr("replicated", timeout=30)  # every replica still in sync
+            assert all(metadata_code(node.address, "not-granted") == TOPIC_DENIED
+                       for node in cluster.brokers.values())
+        finally:
+            cluster.close()

@@ -31,7 +31,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from roost.broker.security import acl as kafka_acl
 from roost.cli.client_options import CliError, Target, emit, format_option, kafka_target_options
 from roost.cli.kafka_admin import await_result, open_admin
 
@@ -47,6 +46,7 @@ class Resource:
 
 
 def _operation(text: str) -> AclOperation:
+    from roost.broker.security import acl as kafka_acl  # here: `roost --help` imports no broker code
     try:
         return AclOperation[kafka_acl.operation(text).name]
     except (kafka_acl.AclError, KeyError):

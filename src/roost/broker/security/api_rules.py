@@ -21,7 +21,7 @@ from typing import Any
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.request import NO_RESPONSE, Handler, Request
-from roost.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from roost.broker.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
 from roost.broker.security.authorizer import Authorizer
 from roost.broker.security.principal import KafkaPrincipal
 from roost.wire.kafka import ApiKey
@@ -71,6 +71,22 @@ class Check:
         return refused
 
 
+def authorized_operations(c: Check, resource: ResourceType, name: str = CLUSTER_NAME) -> int:
+    """Kafka's authorized-operations bitfield: bit `op` set for each operation of the resource's
+    type the principal may do (Metadata, DescribeGroups, DescribeCluster when asked for)."""
+    return sum(1 << op for op in VALID_OPERATIONS[resource] if c.may(op, resource, name))
+
+
+def _chain(first: Outcome, then: Merge) -> Outcome:
+    """`first` (None or a merge), then `then`; a whole refusal stays as it is."""
+    if first is None:
+        return then
+    if type(first) is dict:
+        return first
+    assert callable(first)
+    return lambda response: then(first(response))
+
+
 def _then(result: Any, merge: Merge) -> Any:
     """Apply `merge` to a handler's answer, now or when it comes."""
     if type(result) is dict:
@@ -85,10 +101,11 @@ def _then(result: Any, merge: Merge) -> Any:
     return merged()
 
 
-def _appending(field: str, entries: list[dict[str, Any]], then: Merge | None = None) -> Merge:
+def _appending(field: str, entries: list[dict[str, Any]]) -> Merge:
+    """The handler's answer with the refused entries added to its list `field`."""
     def merge(response: dict[str, Any]) -> dict[str, Any]:
         response[field] = list(response.get(field) or []) + entries
-        return then(response) if then is not None else response
+        return response
     return merge
 
 
@@ -146,9 +163,11 @@ def _fetch(c: Check) -> Outcome:
         refused = list(topics)
         topics[:] = []
     else:
-        refused = c.split(topics, name, READ)
+        # A topic id the broker does not know gets the handler's UNKNOWN_TOPIC_ID, as in Kafka.
+        refused = [t for t in topics if (n := name(t)) and not c.may(READ, TOPIC, n)]
         if not refused:
             return None
+        topics[:] = [t for t in topics if not any(t is r for r in refused)]
     entries = [{"topic": t.get("topic", ""), "topic_id": t.get("topic_id"), "partitions": [
         {"partition_index": p["partition"], "error_code": TOPIC_DENIED, "high_watermark": -1}
         for p in t["partitions"]]} for t in refused]
@@ -187,6 +206,22 @@ _offset_delete_topics = _topic_partitions(READ, top={"error_code": 0})
 
 
 def _metadata(c: Check) -> Outcome:
+    outcome = _metadata_topics(c)
+    body = c.request.body
+    if body.get("include_topic_authorized_operations") or body.get("include_cluster_authorized_operations"):
+        def operations(response: dict[str, Any]) -> dict[str, Any]:
+            if body.get("include_topic_authorized_operations"):
+                for topic in response["topics"]:
+                    if topic.get("error_code", 0) == 0:
+                        topic["topic_authorized_operations"] = authorized_operations(c, TOPIC, topic["name"])
+            if body.get("include_cluster_authorized_operations"):
+                response["cluster_authorized_operations"] = authorized_operations(c, CLUSTER)
+            return response
+        return _chain(outcome, operations)
+    return outcome
+
+
+def _metadata_topics(c: Check) -> Outcome:
     body = c.request.body
     topics = body.get("topics")
     if topics is None:  # every topic: those the principal may not describe are left out
@@ -265,6 +300,19 @@ def _find_coordinator(c: Check) -> Outcome:
 
 
 def _describe_groups(c: Check) -> Outcome:
+    outcome = _describe_groups_refused(c)
+    if not c.request.body.get("include_authorized_operations"):
+        return outcome
+
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        for group in response["groups"]:
+            if group.get("error_code", 0) == 0:
+                group["authorized_operations"] = authorized_operations(c, GROUP, group["group_id"])
+        return response
+    return _chain(outcome, operations)
+
+
+def _describe_groups_refused(c: Check) -> Outcome:
     groups = c.request.body["groups"]
     refused = [g for g in groups if not c.may(DESCRIBE, GROUP, g)]
     if not refused:
@@ -396,6 +444,17 @@ def _alter_replica_log_dirs(c: Check) -> Outcome:
 
 
 def _describe_topic_partitions(c: Check) -> Outcome:
+    """DESCRIBE on each topic; each described topic carries its authorized operations (Kafka
+    fills them in unasked for this API)."""
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        for topic in response["topics"]:
+            if topic.get("error_code", 0) == 0 and topic.get("name"):
+                topic["topic_authorized_operations"] = authorized_operations(c, TOPIC, topic["name"])
+        return response
+    return _chain(_describe_topic_partitions_refused(c), operations)
+
+
+def _describe_topic_partitions_refused(c: Check) -> Outcome:
     topics = c.request.body["topics"]
     refused = c.split(topics, lambda t: t["name"], DESCRIBE)
     if not refused:
@@ -432,6 +491,20 @@ def _cluster(operation: AclOperation, answer: Mapping[str, Any]) -> Callable[[Ch
     def rule(c: Check) -> Outcome:
         return None if c.may(operation, CLUSTER) else {**answer}
     return rule
+
+
+def _describe_cluster(c: Check) -> Outcome:
+    if not c.may(DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                "error_message": "not authorized to describe the cluster", "cluster_id": "", "controller_id": -1,
+                "brokers": []}
+    if not c.request.body.get("include_cluster_authorized_operations"):
+        return None
+
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        response["cluster_authorized_operations"] = authorized_operations(c, CLUSTER)
+        return response
+    return operations
 
 
 def _acl_creations(c: Check) -> Outcome:
@@ -496,9 +569,7 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.ELECT_LEADERS: _cluster(ALTER, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
                                            "replica_election_results": []}),
-    ApiKey.DESCRIBE_CLUSTER: _cluster(DESCRIBE, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
-                                                 "error_message": "not authorized to describe the cluster",
-                                                 "cluster_id": "", "controller_id": -1, "brokers": []}),
+    ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(ALTER, {
         "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
         "error_message": "not authorized to alter the cluster", "responses": []}),
