@@ -235,6 +235,8 @@ class KeeperServer:
             skip_acl=config.skip_acl,
             sasl_password_of=config.sasl_users.get if config.sasl_users else None,
             super_user=config.super_user,
+            providers=frozenset({"sasl"} if config.sasl_users else set())
+            | frozenset({"x509"} if config.secure_client_port >= 0 and config.tls is not None else set()),
         )
         self.core = KeeperCore(settings, self)
         replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
