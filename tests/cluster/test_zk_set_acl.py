@@ -10,12 +10,14 @@ too, with the same ACLs, on both servers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.exceptions import AuthFailedError, NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_acl
 
 from roost.broker.zk.security import secure_acls
@@ -160,3 +162,26 @@ def test_the_brokers_client_speaks_digest_with_kafkas_acls(ensemble: str) -> Non
 def test_no_password_in_the_four_letter_words(ensemble: str) -> None:
     for word in ("conf", "envi", "stat", "cons"):
         assert PASSWORD not in four_letter(ensemble, word)
+
+
+def test_kazoo_sasl_on_both(ensemble: str) -> None:
+    """kazoo's SASL DIGEST-MD5 against the keepers and ZooKeeper alike: the right password gets
+    `sasl:kafka` (seen through an `auth` ACL), a wrong one ends the session."""
+    root = unique_root("kazoo-sasl")
+    client = kazoo(ensemble, sasl_options={"mechanism": "DIGEST-MD5", "username": "kafka", "password": PASSWORD})
+    try:
+        client.create(root, acl=[make_acl("auth", "", all=True)])
+        assert [(a.id.scheme, a.id.id) for a in client.get_acls(root)[0]] == [("sasl", "kafka")]
+        client.delete(root)
+    finally:
+        client.stop()
+        client.close()
+    refused = KazooClient(hosts=ensemble, timeout=5, connection_retry={"max_tries": 0},
+                          sasl_options={"mechanism": "DIGEST-MD5", "username": "kafka", "password": "guess"})
+    try:
+        with contextlib.suppress(AuthFailedError, KazooTimeoutError):
+            refused.start(timeout=5)
+        wait_for(lambda: not refused.connected, 10, what="the refused session to end")
+    finally:
+        refused.stop()
+        refused.close()

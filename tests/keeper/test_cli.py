@@ -54,6 +54,22 @@ def test_config_reads_zookeeper_names_and_the_ensemble(tmp_path: Path) -> None:
     ({"myid": 4, "server": {"1": "a:1", "2": "b:1", "3": "c:1"}}, "myid"),
     ({"4lw.commands.whitelist": "ruok,toolong"}, "4lw.commands.whitelist"),
     ({"snapCount": 0}, "snapCount"),
+    ({"superDigest": "super:not-a-hash"}, "superDigest"),
+    ({"sasl": {"users": {"bob": "${env:ROOST_TEST_SURELY_UNSET_VARIABLE}"}}}, "sasl.users.bob"),
+    ({"sasl": {"users": {"bob": "${file:/nonexistent/bob.password}"}}}, "sasl.users.bob"),
+    ({"sasl": {"users": {"bob": ""}}}, "sasl.users.bob"),
+    ({"sasl": {"people": {}}}, "sasl"),
+    ({"ssl.keyStore.location": "/etc/hosts"}, "ssl.keyStore.location"),  # no secureClientPort
+    ({"secureClientPort": 2281}, "ssl.keyStore.location"),
+    ({"secureClientPort": 2281, "ssl.keyStore.location": "/nonexistent.pem"}, "ssl.keyStore.location"),
+    ({"secureClientPort": 2281, "ssl.keyStore.location": "/etc/hosts", "ssl.clientAuth": "maybe"},
+     "ssl.clientAuth"),
+    ({"secureClientPort": 2281, "ssl.keyStore.location": "/etc/hosts", "ssl.keyStore.type": "JKS"},
+     "ssl.keyStore.type"),
+    ({"secureClientPort": 2281, "ssl.keyStore.location": "/etc/hosts", "ssl.protocol": "TLSv1"},
+     "ssl.protocol"),
+    ({"sslQuorum": True, "ssl.quorum.keyStore.location": "/etc/hosts", "ssl.quorum.clientAuth": "none"},
+     "ssl.quorum.clientAuth"),
 ])
 def test_invalid_settings_are_refused_by_name(settings: dict, named: str) -> None:
     with pytest.raises(ConfigError, match=f"'{named}'"):
@@ -206,3 +222,27 @@ def test_help_lists_the_keeper_commands() -> None:
     assert result.returncode == 0
     for word in ("ls", "get", "set", "create", "delete", "stat", "watch"):
         assert word in result.stdout
+
+
+def test_secrets_are_never_echoed_in_errors(tmp_path: Path) -> None:
+    from roost.config import BrokerConfig
+    from roost.config import ConfigError as BrokerConfigError
+
+    with pytest.raises(BrokerConfigError) as refused:
+        BrokerConfig.build([("file", {"zookeeper.digest": "no-colon-secret-here"})])
+    assert "no-colon-secret-here" not in str(refused.value) and "zookeeper.digest" in str(refused.value)
+    with pytest.raises(BrokerConfigError, match="go together"):
+        BrokerConfig.build([("file", {"zookeeper.sasl.client.username": "kafka"})])
+    with pytest.raises(BrokerConfigError, match="needs an identity for the brokers"):
+        BrokerConfig.build([("file", {"zookeeper.set.acl": True})])
+    with pytest.raises(BrokerConfigError, match="ROOST_TEST_SURELY_UNSET_VARIABLE"):
+        BrokerConfig.build([("file", {"zookeeper.sasl.client.username": "kafka",
+                                      "zookeeper.sasl.client.password": "${env:ROOST_TEST_SURELY_UNSET_VARIABLE}"})])
+    secret = tmp_path / "pw"
+    secret.write_text("from-a-file\n")
+    config = BrokerConfig.build([("file", {"zookeeper.set.acl": True, "zookeeper.sasl.client.username": "kafka",
+                                           "zookeeper.sasl.client.password": f"${{file:{secret}}}"})])
+    from roost.broker.zk.security import zk_client_options
+
+    options = zk_client_options(config)
+    assert options["sasl"].password == "from-a-file" and "from-a-file" not in repr(options["sasl"])

@@ -217,3 +217,19 @@ def test_an_ensemble_on_mutual_tls(pki: Pki, tmp_path: Path) -> None:
         finally:
             check.stop()
             check.close()
+
+
+def test_a_keeper_for_tls_clients_only(pki: Pki, tmp_path: Path) -> None:
+    config = keeper_config(tmp_path, client_port=-1, extra={
+        "secureClientPort": 0, "ssl.keyStore.location": str(pki.server), "ssl.trustStore.location": str(pki.ca)})
+    proc = start_roost(["keeper", "--config", str(config)], expect=("keeper secure",))
+    try:
+        assert "keeper" not in proc.listeners  # no plain port at all
+        client = tls_kazoo(pki, proc.address("keeper secure"), "alice")
+        try:
+            assert client.get("/")[1] is not None
+        finally:
+            client.stop()
+            client.close()
+    finally:
+        proc.stop()

@@ -93,7 +93,8 @@ async def _serve(config: KeeperConfig) -> int:
         print(f"roost keeper: cannot start: {exc}", file=sys.stderr)
         await server.stop()
         return 1
-    print(f"roost: keeper listening on {host}:{port}", flush=True)
+    if config.client_port >= 0:
+        print(f"roost: keeper listening on {host}:{port}", flush=True)
     if server.secure_address is not None:
         print(f"roost: keeper secure listening on {server.secure_address[0]}:{server.secure_address[1]}", flush=True)
     metrics = None

@@ -18,6 +18,22 @@ OPEN_ACL_UNSAFE = (ACL(Perms.ALL, "world", "anyone"),)
 READ_ACL_UNSAFE = (ACL(Perms.READ, "world", "anyone"),)
 # ZooKeeper's internal id that passes every check (superDigest, skipACL, zookeeper.superUser).
 SUPER_ID = Id("super", "")
+# ZooKeeper accepts `sasl` and `x509` ids in ACLs only on a server with those authentication
+# providers configured. A keeper decides at apply time, on every member, so the proposing member's
+# providers travel with the request: as this pseudo-id among the command's auth ids (never
+# matched by an ACL, never shown by whoAmI; entries written without it accept neither scheme).
+PROVIDERS_SCHEME = "roost:providers"
+
+
+def providers_id(schemes: frozenset[str]) -> Id:
+    return Id(PROVIDERS_SCHEME, ",".join(sorted(schemes)))
+
+
+def _providers(auth_ids: tuple[Id, ...]) -> frozenset[str]:
+    for ident in auth_ids:
+        if ident.scheme == PROVIDERS_SCHEME:
+            return frozenset(ident.id.split(","))
+    return frozenset()
 
 # Schemes a client may be authenticated with (addAuth digest, SASL, a TLS client certificate);
 # `auth` ACL entries expand to these. ip is implicit for every connection.
@@ -60,7 +76,7 @@ def _valid_ip_expr(expr: str) -> bool:
         return False
 
 
-def _valid_id(scheme: str, ident: str) -> bool:
+def _valid_id(scheme: str, ident: str, providers: frozenset[str]) -> bool:
     if scheme == "digest":
         # Java's id.split(":") drops trailing empty strings and must give exactly two parts.
         parts = ident.split(":")
@@ -69,9 +85,7 @@ def _valid_id(scheme: str, ident: str) -> bool:
         return len(parts) == 2
     if scheme == "ip":
         return _valid_ip_expr(ident)
-    # Always accepted (ZooKeeper accepts them once their providers are configured): every member
-    # applies the same ACL checks whatever its own settings, so the trees cannot diverge.
-    if scheme in ("sasl", "x509"):
+    if scheme in ("sasl", "x509") and scheme in providers:
         return bool(ident)
     return False
 
@@ -96,7 +110,7 @@ def fixup_acl(acls: list[ACL] | tuple[ACL, ...], auth_ids: tuple[Id, ...]) -> tu
             if not expanded:
                 raise InvalidACL("auth scheme without authenticated ids")
             fixed.extend(expanded)
-        elif _valid_id(acl.scheme, acl.id):
+        elif _valid_id(acl.scheme, acl.id, _providers(auth_ids)):
             fixed.append(acl)
         else:
             raise InvalidACL(f"invalid ACL id {acl.scheme}:{acl.id}")

@@ -6,7 +6,7 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     minSessionTimeout = 4000         # ms, default 2 * tickTime
     maxSessionTimeout = 40000        # ms, default 20 * tickTime
     dataDir = "/var/lib/roost/keeper"
-    clientPort = 2181                # 0 picks a free port
+    clientPort = 2181                # 0 picks a free port, -1 none (TLS clients only: secureClientPort)
     clientPortAddress = "127.0.0.1"  # default 0.0.0.0
     maxClientCnxns = 60              # connections per client IP address, 0 = unlimited
     "jute.maxbuffer" = 1048575       # largest request frame in bytes (quote dotted names)
@@ -145,6 +145,7 @@ class KeeperConfig:
         lines = [
             f"clientPort={self.client_port}",
             f"clientPortAddress={self.client_port_address}",
+            *([f"secureClientPort={self.secure_client_port}"] if self.secure_client_port >= 0 else []),
             f"dataDir={self.data_dir}",
             f"tickTime={self.tick_time}",
             f"maxClientCnxns={self.max_client_cnxns}",
@@ -203,7 +204,7 @@ class KeeperConfig:
             tick_time=tick,
             min_session_timeout=_int(values, "minSessionTimeout", 2 * tick, 1, 2**31 - 1),
             max_session_timeout=_int(values, "maxSessionTimeout", 20 * tick, 1, 2**31 - 1),
-            client_port=_int(values, "clientPort", 2181, 0, 65535),
+            client_port=_int(values, "clientPort", 2181, -1, 65535),
             client_port_address=_string(values, "clientPortAddress", "0.0.0.0"),
             max_client_cnxns=_int(values, "maxClientCnxns", 60, 0, 1_000_000),
             jute_max_buffer=_int(values, "jute.maxbuffer", DEFAULT_MAX_BUFFER, 1024, 1 << 30),
@@ -232,6 +233,8 @@ class KeeperConfig:
                 f"setting 'minSessionTimeout': {config.min_session_timeout} is above "
                 f"maxSessionTimeout {config.max_session_timeout}"
             )
+        if config.client_port < 0 and config.secure_client_port < 0:
+            raise ConfigError("setting 'clientPort': -1 (no plain port) needs a 'secureClientPort'")
         if not config.client_port_address:
             raise ConfigError("setting 'clientPortAddress': must not be empty")
         if servers_raw is not None:

@@ -87,6 +87,9 @@ class CoreSettings:
     # SASL DIGEST-MD5: a user's password, or None (unknown user); None here: SASL is refused.
     sasl_password_of: Callable[[str], str | None] | None = field(default=None, repr=False)
     super_user: str = ""  # ZooKeeper's zookeeper.superUser: this SASL user gets `super`
+    # Authentication providers beyond ip and digest this member has ("sasl", "x509"): ids of
+    # those schemes are valid in ACLs created through it (see acl.PROVIDERS_SCHEME).
+    providers: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         assert 0 <= self.node_id < 128, "node ids must fit in a session id's top byte"
@@ -251,6 +254,8 @@ class KeeperCore:
         certificate)."""
         client = Client(link)
         client.auth_ids = (*client.auth_ids, *extra_ids)
+        if self.settings.providers:
+            client.auth_ids = (*client.auth_ids, acls.providers_id(self.settings.providers))
         if self.settings.skip_acl:
             client.auth_ids = (*client.auth_ids, acls.SUPER_ID)
         self.clients.add(client)

@@ -223,6 +223,7 @@ class Reader:
         return Err.OK, JuteWriter().ustring_vector(found).getvalue()
 
     def who_am_i(self, auth_ids: tuple[Id, ...]) -> Reply:
+        auth_ids = tuple(i for i in auth_ids if i.scheme != acls.PROVIDERS_SCHEME)
         w = JuteWriter()
         w.int(len(auth_ids))
         for ident in auth_ids:

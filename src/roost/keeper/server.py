@@ -235,6 +235,8 @@ class KeeperServer:
             skip_acl=config.skip_acl,
             sasl_password_of=config.sasl_users.get if config.sasl_users else None,
             super_user=config.super_user,
+            providers=frozenset({"sasl"} if config.sasl_users else set())
+            | frozenset({"x509"} if config.secure_client_port >= 0 and config.tls is not None else set()),
         )
         self.core = KeeperCore(settings, self)
         replicator.set_state_machine(self._apply, self.core.snapshot, self.core.restore, self.flush_replies)
@@ -251,12 +253,13 @@ class KeeperServer:
         await replicator.start()
         self._last_leader = replicator.leader_id
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _ClientProtocol(self), config.client_port_address, config.client_port,
-            reuse_address=True, backlog=1024,
-        )
-        sockname = self._server.sockets[0].getsockname()
-        self._address = (sockname[0], sockname[1])
+        if config.client_port >= 0:  # -1: TLS clients only
+            self._server = await loop.create_server(
+                lambda: _ClientProtocol(self), config.client_port_address, config.client_port,
+                reuse_address=True, backlog=1024,
+            )
+            sockname = self._server.sockets[0].getsockname()
+            self._address = (sockname[0], sockname[1])
         if self.tls_context is not None:
             assert config.tls is not None
             self._secure_server = await loop.create_server(
@@ -268,6 +271,8 @@ class KeeperServer:
             self.secure_address = (secure[0], secure[1])
             log.info("keeper %d serving TLS clients on %s:%d (client certificates: %s)", replicator.node_id,
                      *self.secure_address, config.tls.client_auth)
+            if self._address is None:
+                self._address = self.secure_address
         self._tasks = [
             asyncio.create_task(self._proposer(), name="keeper-proposer"),
             asyncio.create_task(self._ticker(), name="keeper-ticker"),

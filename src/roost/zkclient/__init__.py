@@ -9,6 +9,11 @@ ensemble (Roost's keepers or Apache ZooKeeper 3.8), on the broker's asyncio (uvl
     data, stat = await zk.get("/controller", watch=on_change)   # one-shot, run on the loop
     await zk.multi([Check("/controller_epoch", epoch_zk_version), SetData(state_path, state, v)])
 
+Security (docs/keeper-security.md): `auth_data=[("digest", b"user:password")]` (addAuth on every
+connection), `sasl=SaslCredentials(user, password)` (DIGEST-MD5 before any request, as ZooKeeper's
+Java client), `ssl_context=` (TLS), `acl_provider=` (the ACL of a node created without one, from
+its path: the broker's `zookeeper.set.acl`). A refused authentication is final (AuthFailedError).
+
 What the broker reacts to: SUSPENDED (connection lost, the session may live: stop acting on
 what needs the session to be certain), EXPIRED (the session and its ephemerals are gone, watches
 were told with an EXPIRED event; give up controllership), then CONNECTED with
