@@ -27,7 +27,7 @@ def test_a_stale_read_after_the_write_completed_is_rejected_and_the_witness_is_s
     h.append(op("b", "read", 20, 21, 3))  # 3 was overwritten long before
     verdict = check(History(h).ops)
     assert verdict.valid is False
-    assert "smallest failing part" in verdict.problems[0]
+    assert "smallest failing part found has" in verdict.problems[0]
     shown = {o.value for o in verdict.witness}
     assert len(verdict.witness) <= 3 and 3 in shown, verdict.explain()
 

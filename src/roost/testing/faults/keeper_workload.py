@@ -208,18 +208,19 @@ class KeeperWorkload:
             return
         rec = self.recorder
         invoke = rec.t()
+        head, data = None, None
         try:
             children = sorted(client.get_children("/fault/queue"))
             if not children:
                 return
             head = f"/fault/queue/{children[0]}"
-            data, _ = client.get(head)
+            data = client.get(head)[0].decode()
             client.delete(head)
-            rec.record(process, "dequeue", invoke, rec.t(), OK, "/fault/queue", head, data.decode())
+            rec.record(process, "dequeue", invoke, rec.t(), OK, "/fault/queue", head, data)
         except NoNodeError:
-            rec.record(process, "dequeue", invoke, rec.t(), FAIL, "/fault/queue")
-        except (KazooTimeoutError, KazooException):
-            rec.record(process, "dequeue", invoke, rec.t(), UNKNOWN, "/fault/queue")
+            rec.record(process, "dequeue", invoke, rec.t(), FAIL, "/fault/queue", head, data)
+        except (KazooTimeoutError, KazooException):  # the delete may have happened: that item may be gone
+            rec.record(process, "dequeue", invoke, rec.t(), UNKNOWN, "/fault/queue", head, data)
 
     def drain(self) -> None:
         """After the faults: every queued item still there, as one op (the queue check's end)."""

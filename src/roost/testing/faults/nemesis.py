@@ -7,8 +7,10 @@ Kinds (`--faults`):
              nodes (clients reach all); one node cut from its peers only (clients still reach it —
              for a leader: the one that still hears clients but not its followers); packets dropped,
              never rejected (no RST). The first three partitions take these shapes in turn;
-Kill, pause and the cut-off node of a partition are the leader half of the time when the run
-knows which node leads (keepers: the four-letter word srvr).
+When the run knows which node leads (keepers: the four-letter word srvr), the first kill, the
+first cut from peers and the first isolation hit the leader, the first pause and the first split's
+minority a follower (a lagging member clients still read from), and later ones the leader half of
+the time.
 - powercut:  every faulted node killed at once and its unsynced writes lost (see durability.py),
              then all restarted.
 
@@ -47,6 +49,7 @@ class Nemesis:
     on_restart: Callable[[Node], None] | None = None
     leader: Callable[[], int | None] | None = None  # the index of the node that leads now, if known
     _partitions: int = 0
+    _picked: set[str] = field(default_factory=set)
 
     def run(self, until: float) -> None:
         """Faults until `recorder.t()` reaches `until` and every kind has happened once (each fault
@@ -63,15 +66,22 @@ class Nemesis:
     def _hold(self) -> None:
         self.stop.wait(self.rng.uniform(*self.hold_s))
 
-    def _pick(self) -> Node:
-        """A node: the leader half of the time when it is known (faults on a leader are the ones
-        that test elections and commit rules), else any."""
-        if self.leader is not None and self.rng.random() < 0.5:
+    def _pick(self, kind: str) -> Node:
+        """A node: the leader for the first fault of each kind and half of the time after, when the
+        run knows which node leads (faults on a leader test elections and commit rules); else any."""
+        first = kind not in self._picked
+        self._picked.add(kind)
+        if self.leader is not None and (first or self.rng.random() < 0.5):
             index = self.leader()
             for node in self.nodes:
                 if node.index == index:
                     return node
         return self.rng.choice(self.nodes)
+
+    def _follower(self) -> Node:
+        """A node that does not lead (when known): a lagging member clients still read from."""
+        index = self.leader() if self.leader is not None else None
+        return self.rng.choice([node for node in self.nodes if node.index != index] or self.nodes)
 
     def _restart(self, node: Node) -> None:
         node.start(wait=True)
@@ -79,7 +89,7 @@ class Nemesis:
             self.on_restart(node)
 
     def _kill(self) -> None:
-        rec, node = self.recorder, self._pick()
+        rec, node = self.recorder, self._pick("kill")
         t = rec.t()
         node.kill()
         rec.fault("kill", t, {"node": node.index})
@@ -89,7 +99,8 @@ class Nemesis:
         rec.fault("restart", t, {"node": node.index})
 
     def _pause(self) -> None:
-        rec, node = self.recorder, self._pick()
+        rec, node = self.recorder, self._follower() if "pause" not in self._picked else self._pick("pause")
+        self._picked.add("pause")
         t = rec.t()
         node.pause()
         rec.fault("pause", t, {"node": node.index})
@@ -106,17 +117,21 @@ class Nemesis:
         self._partitions += 1
         t = rec.t()
         if shape == "isolate":
-            victim = self._pick().index
+            victim = self._pick("isolate").index
             net.isolate(victim)
             detail = {"shape": shape, "node": victim}
         elif shape == "split":
             shuffled = self.rng.sample(indexes, len(indexes))
+            if "split" not in self._picked and self.leader is not None:  # first: a follower in the minority
+                follower = self._follower().index
+                shuffled = [follower] + [i for i in shuffled if i != follower]
+            self._picked.add("split")
             minority = shuffled[: max(1, (len(indexes) - 1) // 2)]
             majority = [i for i in shuffled if i not in minority] + self.bystanders
             net.split([minority, majority])
             detail = {"shape": shape, "minority": sorted(minority), "majority": sorted(majority)}
         else:  # cut from its peers (and the keepers, for a broker), still heard by clients
-            victim = self._pick().index
+            victim = self._pick("peers-cut").index
             peers = [i for i in indexes if i != victim] + self.bystanders
             net.split([[victim], peers])
             detail = {"shape": shape, "node": victim}

@@ -188,11 +188,12 @@ def _written(op: Op) -> Any:
     return op.value[1] if op.f == "cas" else op.value
 
 
-def shrink(ops: Sequence[Op], model: Model, budget: int, greedy_limit: int = 80) -> list[Op]:
+def shrink(ops: Sequence[Op], model: Model, budget: int, greedy_limit: int = 80) -> tuple[list[Op], bool]:
     """A small non-linearizable part of `ops` (known non-linearizable): the shortest prefix by
     invocation that fails, then, if that is small enough, operations dropped one at a time while
     it still fails — never a write whose value a kept read returned (dropping it would make a
-    different, fake violation: a read of a value nobody wrote)."""
+    different, fake violation: a read of a value nobody wrote). Returns the ops and whether they
+    are that minimised part (True) or, for a prefix too long to minimise, its last `greedy_limit`."""
     ordered = sorted(ops, key=lambda op: op.invoke)
     lo, hi = 0, len(ordered)  # prefix lo is linearizable (or empty), prefix hi is not
     while hi - lo > 1:
@@ -203,7 +204,7 @@ def shrink(ops: Sequence[Op], model: Model, budget: int, greedy_limit: int = 80)
             lo = mid
     kept = ordered[:hi]
     if len(kept) > greedy_limit:
-        return kept[-greedy_limit:]
+        return kept[-greedy_limit:], False
     for op in reversed(list(kept)):
         if op not in kept:
             continue
@@ -212,7 +213,7 @@ def shrink(ops: Sequence[Op], model: Model, budget: int, greedy_limit: int = 80)
             continue
         if search(trial, model, budget).valid is False:
             kept = trial
-    return kept
+    return kept, True
 
 
 def check(ops: Sequence[Op], model_for: Callable[[Any], Model] = lambda key: register(),
@@ -230,10 +231,12 @@ def check(ops: Sequence[Op], model_for: Callable[[Any], Model] = lambda key: reg
         verdict = Verdict("linearizable", result.valid,
                           stats={"keys": 1, "ops": len(key_ops), "steps": result.steps})
         if result.valid is False:
-            verdict.witness = shrink(key_ops, model, budget)
+            verdict.witness, minimal = shrink(key_ops, model, budget)
+            shown = (f"the smallest failing part found has {len(verdict.witness)}" if minimal else
+                     f"the shortest failing prefix ends at #{verdict.witness[-1].index}; its last "
+                     f"{len(verdict.witness)} are shown")
             verdict.problems.append(f"key {key!r}: no linearization of its {len(key_ops)} operations "
-                                    f"(at most {result.deepest} could be ordered); the smallest failing part "
-                                    f"has {len(verdict.witness)}")
+                                    f"(at most {result.deepest} could be ordered); {shown}")
         elif result.valid is None:
             verdict.problems.append(f"key {key!r}: search gave up after {result.steps} steps "
                                     f"({len(key_ops)} operations): too hard, not proven either way")

@@ -11,7 +11,8 @@ Operations (`process` is one session; it runs one operation at a time):
 - create-ephemeral: key = path (ok: the session owns it);
 - expired:     the session learnt it had expired (invoke = when); closed: the client closed it;
 - enqueue:     value = a unique value, result = the sequential node created;
-- dequeue:     value = the node deleted (ok: this session deleted it), result = its data;
+- dequeue:     value = the node deleted (ok: this session deleted it), result = its data
+               (unknown: the delete timed out, so the item may be gone);
 - queue-drain: result = the values left in the queue at the end;
 - exists-synced: key = path, result = whether it exists, read after a sync() (so not stale).
 
@@ -162,11 +163,13 @@ def _queue(ops: list[Op]) -> list[Problem]:
             elif op.result not in enqueued:
                 problems.append(("dequeued what was never enqueued", f"{op.result!r}", [op]))
             dequeued.setdefault(op.result, op)
+    # A dequeue whose delete timed out may have taken its item: not a loss.
+    maybe = {op.result for op in ops if op.f == "dequeue" and op.outcome == "unknown" and op.result is not None}
     drains = [op for op in ops if op.f == "queue-drain" and op.outcome == OK]
     if drains:
         left = set(drains[-1].result or ())
         for value, op in enqueued.items():
-            if op.outcome == OK and value not in dequeued and value not in left:
+            if op.outcome == OK and value not in dequeued and value not in left and value not in maybe:
                 problems.append(("queue lost an item", f"{value!r} enqueued as {op.result} is gone", [op, drains[-1]]))
     ok = sorted((op for op in enqueued.values() if op.outcome == OK and op.result), key=lambda op: op.complete)
     by_invoke = sorted(ok, key=lambda op: op.invoke)
