@@ -218,6 +218,8 @@ ROWS = [
         (("Topic", TOPIC, "Read"),), first_partition(), TOPIC_DENIED),
     Row("DescribeTopicPartitions", 75, 0, lambda: {"topics": [{"name": TOPIC}], "response_partition_limit": 10},
         (("Topic", TOPIC, "Describe"),), lambda r: r["topics"][0]["error_code"], TOPIC_DENIED),
+    Row("ListConfigResources", 74, 1, lambda: {"resource_types": [2]},
+        ((*CLUSTER, "DescribeConfigs"),), top, CLUSTER_DENIED),
     Row("DescribeAcls", 29, 3, lambda: {"resource_type_filter": 1, "resource_name_filter": None,
                                         "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
                                         "operation": 1, "permission_type": 1},

@@ -554,6 +554,9 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    # KIP-1142: listing which resources have configs asks DESCRIBE_CONFIGS on the cluster.
+    ApiKey.LIST_CONFIG_RESOURCES: _cluster(DESCRIBE_CONFIGS, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                                              "config_resources": []}),
     ApiKey.DESCRIBE_ACLS: _cluster(DESCRIBE, {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
                                               "error_message": "not authorized to describe the cluster",
                                               "resources": []}),
