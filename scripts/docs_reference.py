@@ -73,7 +73,7 @@ def keeper_settings() -> list[tuple[str, str, str]]:
         if name == "dataDir":
             value = None
         if name == "4lw.commands.whitelist" and value is None:
-            value = "*"
+            value = "*"  # None is the parsed form of "*": every word
         rows.append((name, _default(value), meaning))
     return rows
 

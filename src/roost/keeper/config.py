@@ -486,7 +486,7 @@ SETTINGS_HELP: dict[str, tuple[str | None, str]] = {
     "maxWatchesPerSession": ("max_watches_per_session", "watches one session may set"),
     "extendedTypesEnabled": ("extended_types_enabled", "allow TTL znodes (ZooKeeper's zookeeper.extendedTypesEnabled)"),
     "forceSync": ("force_sync", "fsync the log before acknowledging a write"),
-    "4lw.commands.whitelist": ("four_letter_whitelist", "four-letter words answered, comma-separated (* for all)"),
+    "4lw.commands.whitelist": ("four_letter_whitelist", "four-letter words answered, comma-separated (default srvr, as ZooKeeper; * for all)"),
     "snapCount": ("snap_count", "applied log entries between two snapshots of the tree (or 64 MiB of entries)"),
     "reconfigEnabled": ("reconfig_enabled", "allow dynamic reconfiguration (`reconfig`) by a super user"),
     "superDigest": ("super_digest", "\"super:<base64 sha1>\": a client authenticated with it is a super user"),
@@ -494,4 +494,25 @@ SETTINGS_HELP: dict[str, tuple[str | None, str]] = {
     "metricsProvider.httpPort": ("metrics_port", "serve Prometheus metrics on this port (-1: off; 0 picks one)"),
     "metricsProvider.httpHost": ("metrics_host", "address the Prometheus metrics endpoint listens on"),
     "metricsProvider.className": (None, "accepted for configs written for ZooKeeper; means nothing here"),
+    # Security (docs/keeper-security.md).
+    "zookeeper.superUser": ("super_user", "a SASL user that passes every ACL check"),
+    "zookeeper.X509AuthenticationProvider.superUser": (
+        "x509_super_user", "a client certificate subject (RFC 4514) that passes every ACL check"),
+    "secureClientPort": ("secure_client_port", "port TLS clients connect to (-1: none; 0 picks a free one)"),
+    "secureClientPortAddress": ("secure_client_port_address", "address TLS clients connect to (default: clientPortAddress)"),
+    "serverCnxnFactory": (None, "accepted for configs written for ZooKeeper (Netty there); means nothing here"),
+    "sslQuorum": (None, "put the members' Raft links on mutual TLS with the ssl.quorum.* settings"),
+    **{f"{prefix}{name}": (None, f"{what}{side}") for prefix, side in (
+        ("ssl.", " (client TLS, on secureClientPort)"), ("ssl.quorum.", " (the members' links, with sslQuorum)"))
+       for name, what in (
+           ("keyStore.location", "PEM file with the private key and the certificate chain"),
+           ("keyStore.password", "password of the key in the key store, or ${env:NAME} / ${file:PATH}"),
+           ("keyStore.type", "format of the key store: PEM only"),
+           ("trustStore.location", "PEM file with the CA certificates peers' certificates are checked against"),
+           ("trustStore.type", "format of the trust store: PEM only"),
+           ("clientAuth", "client certificates: need (ZooKeeper's default), want or none"),
+           ("handshakeTimeoutMillis", "longest a TLS handshake may take, ms (default 5000)"),
+           ("protocol", "TLS version: TLSv1.2 or TLSv1.3"),
+           ("enabledProtocols", "TLS versions accepted, comma-separated: TLSv1.2, TLSv1.3"),
+       )},
 }
