@@ -1,6 +1,6 @@
-"""The append door's vocabulary and its per-partition checks: what comes in (entries, acks, origin)
-and what comes out (an `AppendOutcome` per entry), and what a leader checks before its log takes
-a client's batches. `ReplicaManager.append` is the door itself (Kafka's `appendRecords`); the
+"""The append door's vocabulary: what comes in (entries, acks, origin), what comes out (an
+`AppendOutcome` per entry), and the idempotent producer's sequence check that the leader makes
+before its log takes a client's batches. `ReplicaManager.append` is the door itself (Kafka's `appendRecords`); the
 purgatory (`purgatory.py`) settles the acks=all outcomes it cannot settle at once.
 
 The acks rule, in one place (`ReplicaManager.append` and the purgatory's verdict):
