@@ -30,8 +30,9 @@ FIRST_LEADER_HINT_VERSION = 10  # KIP-951
 AUTO_CREATE_WAIT_S = 3.0
 
 
-def _partition_response(index: int, outcome: AppendOutcome) -> dict[str, Any]:
-    return {"index": index, "error_code": outcome.error, "base_offset": outcome.base_offset,
+def _partition_response(index: int, outcome: AppendOutcome, error: ErrorCode | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": outcome.error if error is None else error,
+            "base_offset": outcome.base_offset,
             "log_append_time_ms": outcome.log_append_time, "log_start_offset": outcome.log_start_offset,
             "error_message": outcome.message}
 
@@ -79,27 +80,30 @@ class ProduceApi:
         """The request as one call of the append door, and its outcomes as the answer."""
         body = request.body
         acks = body["acks"]
-        entries = [((topic["name"], pdata["index"]), pdata["records"])
-                   for topic in body["topic_data"] for pdata in topic["partition_data"]]
-        if request.version < FIRST_SUPPORTED_PRODUCE_VERSION:
+        version = request.version
+        entries = []
+        for topic in body["topic_data"]:
+            name = topic["name"]
+            for pdata in topic["partition_data"]:
+                entries.append(((name, pdata["index"]), pdata["records"]))
+        if version < FIRST_SUPPORTED_PRODUCE_VERSION:
             appending = refused(entries, ErrorCode.UNSUPPORTED_VERSION,
                                 "produce versions 0-2 are not supported; use v3 or later")
         else:
             appending = self._replicas.append(entries, acks, AppendOrigin.CLIENT, body["timeout_ms"] / 1000)
-        for ((name, _), records), outcome in zip(entries, appending.outcomes, strict=True):
-            if outcome.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                outcome.error = self._unknown_topic_error(name)
-            if self._stats is not None and (outcome.error == ErrorCode.NONE or name in self._metadata):
-                self._count(name, records, outcome)
+        if self._stats is not None:  # what was appended is known now, whatever the wait
+            for ((name, _), records), outcome in zip(entries, appending.outcomes, strict=True):
+                if outcome.error == ErrorCode.NONE or name in self._metadata:
+                    self._count(name, records, outcome)
         if acks == ACKS_NONE:
             return NO_RESPONSE
         if appending.done is None:
-            return self._response(body, request.version, appending.outcomes)
+            return self._response(body, version, appending.outcomes)
         answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         def settled(_: asyncio.Future[None]) -> None:
             if not answered.done():
-                answered.set_result(self._response(body, request.version, appending.outcomes))
+                answered.set_result(self._response(body, version, appending.outcomes))
 
         appending.done.add_done_callback(settled)  # a future, no task
         return answered
@@ -116,8 +120,11 @@ class ProduceApi:
                 index = pdata["index"]
                 outcome = outcomes[position]
                 position += 1
-                entry = _partition_response(index, outcome)
-                if outcome.error == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINT_VERSION:
+                error = outcome.error
+                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    error = self._unknown_topic_error(name)
+                entry = _partition_response(index, outcome, error)
+                if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINT_VERSION:
                     leader, epoch, _ = self._metadata.leader_endpoint(name, index)
                     entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
                     hinted.add(leader)

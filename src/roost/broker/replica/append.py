@@ -1,6 +1,6 @@
-"""The append door's vocabulary and its per-partition checks: what comes in (entries, acks, origin)
-and what comes out (an `AppendOutcome` per entry), and what a leader checks before its log takes
-a client's batches. `ReplicaManager.append` is the door itself (Kafka's `appendRecords`); the
+"""The append door's vocabulary: what comes in (entries, acks, origin), what comes out (an
+`AppendOutcome` per entry), and the idempotent producer's sequence check that the leader makes
+before its log takes a client's batches. `ReplicaManager.append` is the door itself (Kafka's `appendRecords`); the
 purgatory (`purgatory.py`) settles the acks=all outcomes it cannot settle at once.
 
 The acks rule, in one place (`ReplicaManager.append` and the purgatory's verdict):
@@ -29,15 +29,7 @@ from typing import Any
 from roost.broker.replica.partition import Partition
 from roost.log import OK, Duplicate
 from roost.wire.kafka.errors import ErrorCode
-from roost.wire.kafka.records import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-    LOG_OVERHEAD,
-    MAX_SEQUENCE,
-    BatchHeader,
-    InvalidRecordBatch,
-    validate_batches,
-)
+from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader
 
 log = logging.getLogger("roost.broker.replica")
 
@@ -85,26 +77,6 @@ class Appending:
 def refused(entries: Sequence[tuple[TopicPartition, Any]], error: ErrorCode, message: str | None = None) -> Appending:
     """Every entry answered `error`, nothing written."""
     return Appending([AppendOutcome(error, message) for _ in entries])
-
-
-def check_client_batches(partition: Partition, records: Any) -> Batches | AppendOutcome:
-    """A client's batches, checked before the leader's log takes them: their headers and CRCs,
-    `max.message.bytes`, no transactional or control batches. The batches, or the refusal."""
-    if records is None or len(records) == 0:
-        return AppendOutcome(ErrorCode.CORRUPT_MESSAGE, "no records")
-    try:
-        batches = validate_batches(records)
-    except InvalidRecordBatch as invalid:
-        log.warning("rejected batch for %s-%d: %s", partition.topic, partition.index, invalid)
-        return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
-    max_batch = partition.max_message_bytes
-    for _, batch in batches:  # fields by name, not the properties: once per produced batch
-        if batch.batch_length + LOG_OVERHEAD > max_batch:
-            return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE,
-                                 f"batch of {batch.size} bytes exceeds max.message.bytes {max_batch}")
-        if batch.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
-            return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
-    return batches
 
 
 def check_sequences(partition: Partition, batches: Batches) -> Duplicate | ErrorCode:

@@ -39,7 +39,6 @@ from roost.broker.replica.append import (
     AppendOutcome,
     Batches,
     TopicPartition,
-    check_client_batches,
     check_sequences,
     mark_failed_fsync,
     refused,
@@ -53,6 +52,13 @@ from roost.config import BrokerConfig
 from roost.log import Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
 from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    LOG_OVERHEAD,
+    InvalidRecordBatch,
+    validate_batches,
+)
 
 log = logging.getLogger("roost.broker.replica")
 
@@ -384,10 +390,11 @@ class ReplicaManager:
         outcomes: list[AppendOutcome] = []
         durable: list[asyncio.Future[None]] = []
         awaited: list[AwaitedAppend] = []
-        for (topic, index), records in entries:
-            partition, error = self.leader_partition(topic, index)
-            if partition is None:
-                outcomes.append(AppendOutcome(error))
+        hosted, offline = self.partitions, self.offline
+        for key, records in entries:
+            partition = hosted.get(key)
+            if partition is None or not partition.is_leader or key in offline:
+                outcomes.append(AppendOutcome(self.leader_partition(*key)[1]))
                 continue
             outcome = self._append_to_leader(partition, records, acks, origin)
             outcomes.append(outcome)
@@ -414,10 +421,22 @@ class ReplicaManager:
         the min-ISR check of acks=-1, the append, and the fsync its ack waits for."""
         batches: Batches | None = None
         if origin is AppendOrigin.CLIENT:
-            checked = check_client_batches(partition, records)
-            if isinstance(checked, AppendOutcome):
-                return checked
-            batches = checked
+            # A client's batches: headers and CRCs, max.message.bytes, no transactions (inline:
+            # this runs once per produced partition).
+            if records is None or len(records) == 0:
+                return AppendOutcome(ErrorCode.CORRUPT_MESSAGE, "no records")
+            try:
+                batches = validate_batches(records)
+            except InvalidRecordBatch as invalid:
+                log.warning("rejected batch for %s-%d: %s", partition.topic, partition.index, invalid)
+                return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
+            max_batch = partition.configs["max.message.bytes"]
+            for _, batch in batches:  # fields by name, not the properties: once per produced batch
+                if batch.batch_length + LOG_OVERHEAD > max_batch:
+                    return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE,
+                                         f"batch of {batch.size} bytes exceeds max.message.bytes {max_batch}")
+                if batch.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
+                    return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
         if acks == ACKS_ALL and partition.isr_below_min():
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
@@ -431,7 +450,10 @@ class ReplicaManager:
             if verdict != ErrorCode.NONE:
                 return AppendOutcome(verdict)
         try:
-            info = partition.append_as_leader(records, batches)
+            # Offsets assigned from the log end; each batch stamped with the epoch of the leader
+            # that wrote it (outside the CRC: followers and the leader-epoch cache know from it
+            # where each epoch began).
+            info = partition.log.append(records, batches, leader_epoch=partition.leader_epoch)
         except MessageTooLarge as error:
             return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE, str(error))
         except RecordBatchTooLarge as error:
@@ -441,6 +463,7 @@ class ReplicaManager:
             log.error("append to %s-%d failed: %s", partition.topic, partition.index, error)
             self.logs.storage_failed(partition.log, error)
             return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
+        partition.appended()  # followers' parked fetches wake; the HW may move
         return AppendOutcome(base_offset=info.first_offset, log_append_time=info.log_append_time,
                              log_start_offset=partition.log_start_offset,
                              durable=self.logs.flush_after_append(partition, len(batches) if batches else 1),

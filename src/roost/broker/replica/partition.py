@@ -16,7 +16,7 @@ from typing import Any
 
 from roost.broker.log_manager import reconfigured
 from roost.broker.replica.state import PartitionState
-from roost.log import AppendInfo, PartitionLog, ReadResult
+from roost.log import PartitionLog, ReadResult
 from roost.log.producer_state import CheckResult, ProducerEntry
 from roost.wire.kafka.records import BatchHeader
 
@@ -71,10 +71,6 @@ class Partition:
         return self.configs["flush.messages"] <= 1
 
     # questions (what handlers and the door ask instead of reading the log or the state) --------
-    @property
-    def max_message_bytes(self) -> int:
-        return self.configs["max.message.bytes"]
-
     @property
     def size_bytes(self) -> int:
         return self.log.size_bytes
@@ -136,16 +132,6 @@ class Partition:
         """Whole batches from `offset` up to the log end, uncommitted ones too (what a new group
         coordinator replays). Raises OffsetOutOfRange."""
         return self.log.read(offset, max_bytes)
-
-    # appending (only through ReplicaManager.append) -------------------------------------------
-    def append_as_leader(self, records: Any, batches: Any | None) -> AppendInfo:
-        """Append on the leader, offsets assigned from the log end and each batch stamped with the
-        leader epoch that wrote it (outside the CRC: followers and the leader-epoch cache know
-        from it where each epoch began); followers and the high watermark hear of it. Raises the
-        log's errors (MessageTooLarge, RecordBatchTooLarge, OSError)."""
-        info = self.log.append(records, batches, leader_epoch=self.leader_epoch)
-        self.appended()
-        return info
 
     def reconfigure(self, topic_configs: dict[str, Any]) -> None:
         """Take the topic's changed configs (AlterConfigs): produce checks (max.message.bytes,
