@@ -415,8 +415,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "aborted-index-not-rebuilt-after-crash",
         "recovery's replay puts back aborted-index entries a crash lost",
         (edit("src/roost/log/partition_log.py",
-              "        if completed is not None and completed.aborted:\n",
-              "        if completed is not None and completed.aborted and False:  # MUTATION\n"),),
+              "                    self._track(state, header, lambda p=pos, h=header, s=segment: s.read(p, h.size))\n",
+              "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
         ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
         must_load=(PYTEST,)),
 )
