@@ -142,6 +142,7 @@ FOLLOWER_FSYNC = ("tests/cluster/test_follower_fsync.py::test_a_follower_fsyncs_
 RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
 SINK = "tests/spark/test_sink.py::"
+READ_COMMITTED = "tests/broker/test_read_committed.py::"
 
 # The fault-injection harness (roost.testing.faults): real processes in network namespaces under
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
@@ -484,6 +485,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a power cut of the cluster loses acknowledged records",
         (edit("src/roost/broker/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
         BROKER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
+    Mutation(
+        "lso-ignores-open-transactions",
+        "the last stable offset stops at the first offset of the earliest open transaction",
+        (edit("src/roost/log/producer_state.py",
+              "        if self.ongoing:\n            candidates.append(min(self.ongoing.values()))\n",
+              "        pass  # MUTATION: open transactions ignored\n"),),
+        ("tests/log/test_transactions_log.py::test_lso_follows_open_transactions_and_markers",
+         READ_COMMITTED + "test_read_committed_stops_at_the_lso_and_lists_aborted_transactions"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "lso-ignores-unreplicated-markers",
+        "a decided transaction stays unstable until the high watermark covers its marker",
+        (edit("src/roost/log/producer_state.py",
+              "        while unreplicated and unreplicated[0][1] < high_watermark:\n",
+              "        while unreplicated:  # MUTATION: decided is stable at once\n"),),
+        ("tests/log/test_transactions_log.py::test_lso_follows_open_transactions_and_markers",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "read-committed-without-aborted-list",
+        "a read_committed fetch lists the aborted transactions of the range it returns",
+        (edit("src/roost/log/transactions.py",
+              "        return [entry for entry in self.entries[start:] if entry.first_offset < upper]\n",
+              "        return []  # MUTATION: aborted records served as if committed\n"),),
+        ("tests/log/test_transactions_log.py::test_lso_follows_open_transactions_and_markers",
+         READ_COMMITTED + "test_read_committed_stops_at_the_lso_and_lists_aborted_transactions"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "aborted-index-not-rebuilt-after-crash",
+        "recovery's replay puts back aborted-index entries a crash lost",
+        (edit("src/roost/log/partition_log.py",
+              "                    self._track(state, header, lambda p=pos, h=header, s=segment: s.read(p, h.size))\n",
+              "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
+        ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
+        must_load=(PYTEST,)),
 )
 
 

@@ -47,7 +47,9 @@ from roost.log.leader_epochs import CHECKPOINT_FILE as EPOCH_CHECKPOINT_FILE
 from roost.log.leader_epochs import EpochEntry, LeaderEpochCache
 from roost.log.producer_state import ProducerStateManager
 from roost.log.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
+from roost.log.transactions import AbortedIndex, AbortedTxn, read_marker
 from roost.wire.kafka.records import (
+    ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -108,6 +110,7 @@ class PartitionLog:
         self.log_end_offset = 0
         self.recovery_point = 0
         self.producer_state = ProducerStateManager()
+        self.aborted_index = AbortedIndex(directory)  # loaded by open(); see roost.log.transactions
         self.leader_epochs = LeaderEpochCache(directory, persist=False)  # loaded by open()
         self._unsynced_directories: list[Path] = []  # of a new log: synced by its first flush
         self._closed = False
@@ -217,6 +220,7 @@ class PartitionLog:
                     os.fsync(fd)
         self.recovery_point = self.log_end_offset
         self._write_recovery_checkpoint(force=True)
+        self.aborted_index = AbortedIndex.load(self.directory, self.log_start_offset, self.log_end_offset)
         self._rebuild_producer_state()
         self.leader_epochs = self._load_leader_epochs()
         self.cleaner_checkpoint = read_cleaner_checkpoint(self.directory)
@@ -301,11 +305,32 @@ class PartitionLog:
             if segment.next_offset <= start or segment.size == 0:
                 continue
             position = segment.offset_index.lookup(start) if start > segment.base_offset else 0
-            for _pos, header in segment.scan(position):
+            for pos, header in segment.scan(position):
                 if header.base_offset >= state.map_end_offset:
-                    state.update(header, header.base_offset)
+                    self._track(state, header, lambda p=pos, h=header, s=segment: s.read(p, h.size))
         state.remove_before(self.log_start_offset)
         self.producer_state = state
+
+    def _track(self, state: ProducerStateManager, header: BatchHeader,
+               batch: Callable[[], bytes | memoryview]) -> None:
+        """Feed one batch to the producer state; an ABORT marker ending a transaction with data
+        here goes into the aborted-transaction index."""
+        marker = read_marker(header, batch()) if header.is_control else None
+        completed = state.update(header, header.base_offset, marker)
+        if completed is not None and completed.aborted:
+            self.aborted_index.append(AbortedTxn(
+                completed.producer_id, completed.first_offset, completed.last_offset,
+                state.stable_offset_after_marker(completed.last_offset)))
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first offset of the earliest undecided transaction (or decided one whose
+        marker `high_watermark` does not cover), else the high watermark; never below the log
+        start (Kafka's rule: DeleteRecords may cut under an open transaction)."""
+        return max(self.producer_state.last_stable_offset(high_watermark), self.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [fetch_offset, upper) (a read_committed fetch)."""
+        return self.aborted_index.collect(fetch_offset, upper)
 
     # ------------------------------------------------------------------------------------------
     # properties
@@ -383,8 +408,11 @@ class PartitionLog:
         self.log_end_offset = last + 1
         epochs = self.leader_epochs
         producers = self.producer_state
-        for _pos, header in batches:
-            producers.update(header, header.base_offset)
+        for pos, header in batches:
+            if header.attributes & ATTR_CONTROL:
+                self._track(producers, header, lambda p=pos, h=header: view[p:p + h.size])
+            else:
+                producers.update(header, header.base_offset)
             if header.partition_leader_epoch > epochs.latest_epoch:
                 epochs.assign(header.partition_leader_epoch, header.base_offset)
         return AppendInfo(first, last, max_timestamp, offset_of_max, log_append_time, len(view))
@@ -475,6 +503,7 @@ class PartitionLog:
         os.fsync(old.offset_index.fd)
         os.fsync(old.time_index.fd)
         if old.size:
+            self.aborted_index.sync()  # the snapshot says its markers were applied
             snapshots.write_snapshot(self.directory, self.producer_state)
         else:
             # An empty active segment (only after truncation in an offset gap) is replaced.
@@ -834,6 +863,7 @@ class PartitionLog:
             # Must be on disk before new appends: a stale higher point would skip their checks.
             self.recovery_point = self.log_end_offset
             self._write_recovery_checkpoint(force=True)
+        self.aborted_index.truncate(self.log_end_offset)
         self._rebuild_producer_state()
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
@@ -855,6 +885,7 @@ class PartitionLog:
             pending.cap = min(pending.cap, offset)
         self.recovery_point = offset
         self._write_recovery_checkpoint(force=True)
+        self.aborted_index.truncate(0)
         self._rebuild_producer_state()
         self.leader_epochs.clear()
         self._lower_clean_point(offset)
@@ -884,6 +915,7 @@ class PartitionLog:
         ]
         self._remove_segments(doomed)
         self.producer_state.remove_before(offset)
+        self.aborted_index.trim_below(offset)
         self.leader_epochs.truncate_from_start(offset)
         logger.info(
             "log start of %s moved to %d (DeleteRecords); %d segments deleted",
@@ -931,6 +963,7 @@ class PartitionLog:
             self.log_start_offset = new_start
             write_checkpoint(self.directory / LOG_START_FILE, new_start)
         self.producer_state.remove_before(self.log_start_offset)
+        self.aborted_index.trim_below(self.log_start_offset)
         self.leader_epochs.truncate_from_start(self.log_start_offset)
         logger.info(
             "retention deleted %d segments of %s (%s); log start now %d",
@@ -1022,6 +1055,7 @@ class PartitionLog:
                     os.fsync(fd)
         self.recovery_point = self.log_end_offset
         self._write_recovery_checkpoint(force=True)
+        self.aborted_index.sync()
         snapshots.write_snapshot(self.directory, self.producer_state)
         atomic_write(self.directory / CLEAN_SHUTDOWN_FILE, b"")
         self._release_fds()
@@ -1043,6 +1077,7 @@ class PartitionLog:
         return retired
 
     def _release_fds(self) -> None:
+        self.aborted_index.close()
         for segment in self.segments:
             if self._pending_flushes:
                 self._fds_to_close.extend(segment.fds)  # a flusher thread may be fsyncing them

@@ -28,8 +28,6 @@ MAX_PARTITIONS_PER_RESPONSE = 2000
 NO_AUTHORIZED_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 # Roost has no transactions: no producer has a coordinator epoch or an open transaction.
-NO_COORDINATOR_EPOCH = -1
-NO_TXN_START_OFFSET = -1
 
 
 class DescribeTopicPartitionsApi:
@@ -123,8 +121,8 @@ class DescribeProducersApi:
             return _producers_error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         producers = [
             {"producer_id": entry.producer_id, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
-             "last_timestamp": entry.last_timestamp, "coordinator_epoch": NO_COORDINATOR_EPOCH,
-             "current_txn_start_offset": NO_TXN_START_OFFSET}
+             "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+             "current_txn_start_offset": entry.current_txn_first_offset}
             for entry in partition.producers()
         ]
         return {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,

@@ -32,6 +32,7 @@ FIRST_REPLICA_STATE_VERSION = 15
 FIRST_NODE_ENDPOINTS_VERSION = 16
 FIRST_LEADER_HINT_VERSION = 12
 NO_EPOCH = -1
+READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -53,6 +54,8 @@ class _FetchPlan:
         self.replica_id = replica_id
         self.follower = replica_id >= 0
         self.max_bytes: int = body.get("max_bytes", 0x7FFFFFFF)
+        # read_committed (isolation level 1): data below the LSO, with the aborted transactions in it.
+        self.read_committed = not self.follower and body.get("isolation_level", 0) == READ_COMMITTED
         self.hinted: set[int] = set()
         by_id = version >= FIRST_TOPIC_ID_VERSION
         # (topic name, topic id, request partition, Partition or the error to answer)
@@ -153,7 +156,8 @@ class _FetchPlan:
             limit = min(wanted["partition_max_bytes"], remaining)
             try:
                 result = self.replicas.read(partition, wanted["fetch_offset"], limit,
-                                            min_one_batch=total == 0, follower=self.follower)
+                                            min_one_batch=total == 0, follower=self.follower,
+                                            read_committed=self.read_committed)
             except OffsetOutOfRange:
                 out.append(_partition_result(index, ErrorCode.OFFSET_OUT_OF_RANGE, partition))
                 errored = True
@@ -165,6 +169,10 @@ class _FetchPlan:
             remaining = max(0, remaining - result.size)
             entry = _partition_result(index, ErrorCode.NONE, partition)
             entry["records"] = result.buffers
+            if self.read_committed:
+                entry["aborted_transactions"] = [
+                    {"producer_id": pid, "first_offset": first}
+                    for pid, first in partition.aborted_transactions(wanted["fetch_offset"], result.next_offset)]
             out.append(entry)
         response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics_out}
         if self.hinted and self.version >= FIRST_NODE_ENDPOINTS_VERSION:
@@ -187,8 +195,9 @@ class _FetchPlan:
 
 def _partition_result(index: int, error: ErrorCode, partition: Partition | None = None) -> dict[str, Any]:
     hw = partition.high_watermark if partition else -1
+    lso = partition.last_stable_offset if partition else -1
     return {"partition_index": index, "error_code": error, "high_watermark": hw,
-            "last_stable_offset": hw, "log_start_offset": partition.log_start_offset if partition else -1,
+            "last_stable_offset": lso, "log_start_offset": partition.log_start_offset if partition else -1,
             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 

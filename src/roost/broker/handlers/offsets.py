@@ -1,7 +1,8 @@
 """ListOffsets (earliest, latest, by timestamp) and DeleteRecords, answered by the partition's
 leader. A consumer's "latest" is the high watermark (a follower's, the log end); while a new
 leader's high watermark is still below the start of its epoch (its followers have not fetched
-yet), "latest" is not known: OFFSET_NOT_AVAILABLE, and the client retries (Kafka's rule)."""
+yet), "latest" is not known: OFFSET_NOT_AVAILABLE, and the client retries (Kafka's rule). With
+isolation level 1 (read_committed), "latest" is the last stable offset."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 
 NO_EPOCH = -1
+READ_COMMITTED = 1
 PartitionAnswer = Callable[[Partition | None, ErrorCode, dict[str, Any]], dict[str, Any]]
 
 
@@ -43,9 +45,10 @@ class OffsetsApi:
 
     def handle_list_offsets(self, request: Request) -> dict[str, Any]:
         follower = request.body.get("replica_id", -1) >= 0
+        committed = request.body.get("isolation_level", 0) == READ_COMMITTED
 
         def answer(partition: Partition | None, error: ErrorCode, wanted: dict[str, Any]) -> dict[str, Any]:
-            return _list_offset(partition, error, wanted, follower)
+            return _list_offset(partition, error, wanted, follower, committed)
 
         return {"throttle_time_ms": 0, "topics": self._per_partition(request.body["topics"], answer)}
 
@@ -61,7 +64,7 @@ class OffsetsApi:
 
 
 def _list_offset(partition: Partition | None, error: ErrorCode, request: dict[str, Any],
-                 follower: bool) -> dict[str, Any]:
+                 follower: bool, read_committed: bool = False) -> dict[str, Any]:
     index = request["partition_index"]
     if partition is None:
         return {"partition_index": index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -73,7 +76,7 @@ def _list_offset(partition: Partition | None, error: ErrorCode, request: dict[st
         if partition.high_watermark < partition.leader_epoch_start_offset:
             return {"partition_index": index, "error_code": ErrorCode.OFFSET_NOT_AVAILABLE, "timestamp": -1,
                     "offset": -1, "leader_epoch": -1}
-        offset = partition.high_watermark
+        offset = partition.last_stable_offset if read_committed else partition.high_watermark
     elif timestamp == EARLIEST:
         offset = partition.log_start_offset
     elif timestamp == MAX_TIMESTAMP:

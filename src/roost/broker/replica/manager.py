@@ -472,10 +472,16 @@ class ReplicaManager:
 
     # fetch ------------------------------------------------------------------------------------
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, min_one_batch: bool,
-             follower: bool = False) -> ReadResult:
-        """Whole batches from `fetch_offset`: a consumer reads below the high watermark, a
-        follower up to the log end. Raises OffsetOutOfRange."""
-        limit = partition.log.log_end_offset if follower else partition.high_watermark
+             follower: bool = False, read_committed: bool = False) -> ReadResult:
+        """Whole batches from `fetch_offset`: a consumer reads below the high watermark (below the
+        last stable offset with read_committed), a follower up to the log end. Raises
+        OffsetOutOfRange."""
+        if follower:
+            limit = partition.log.log_end_offset
+        elif read_committed:
+            limit = partition.last_stable_offset
+        else:
+            limit = partition.high_watermark
         return partition.log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
 
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:

@@ -120,6 +120,16 @@ class Partition:
         """(the first offset whose timestamp is >= `timestamp`, that timestamp), or None."""
         return self.log.offset_for_timestamp(timestamp)
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: where a read_committed consumer stops (the high watermark without open
+        transactions)."""
+        return self.log.last_stable_offset(self.state.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with data in [fetch_offset, upper)."""
+        return [(t.producer_id, t.first_offset) for t in self.log.aborted_transactions(fetch_offset, upper)]
+
     def producers(self) -> list[ProducerEntry]:
         """The idempotent producers this log knows (DescribeProducers)."""
         return list(self.log.producer_state.producers.values())
