@@ -182,15 +182,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "follower-fsync-skipped",
         "a follower fsyncs what it replicated (flush.messages=1) before its next Fetch reports it to the leader",
-        (edit("src/roost/broker/replica/fetcher.py", "                sync = self.logs.committer.request(plog)\n",
+        (edit("src/roost/broker/replica/fetcher.py", "                sync = True\n",
               "                pass  # MUTATION: the follower never asks for an fsync\n"),),
         FOLLOWER_FSYNC, must_load=(BROKER,)),
     Mutation(
         "follower-fetches-before-fsync",
         "the follower waits for those fsyncs before fetching again (here it starts them and fetches on)",
-        (edit("src/roost/broker/replica/fetcher.py",
-              "                outcomes = await asyncio.gather(*(sync for _, sync in syncs), return_exceptions=True)\n",
-              "                outcomes = [None] * len(syncs)  # MUTATION: fetch again without waiting for the fsyncs\n"),),
+        (edit("src/roost/broker/replica/effects.py",
+              "            outcomes = await asyncio.gather(*(self._committer.request(plog) for plog in effect.logs),\n"
+              "                                            return_exceptions=True)\n",
+              "            outcomes = [None for _ in [self._committer.request(plog) for plog in effect.logs]]"
+              "  # MUTATION: not awaited\n"),),
         FOLLOWER_FSYNC, must_load=(BROKER,)),
     Mutation(
         "keeper-force-sync-ignored",

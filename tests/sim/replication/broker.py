@@ -32,7 +32,7 @@ from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import _partition_response
 from roost.broker.metadata.cache import MetadataCache
-from roost.broker.replica.fetcher import LeaderFetcher, ReplicaFetchers, _Following
+from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
 from roost.broker.replica.partition import Partition
@@ -47,7 +47,8 @@ from roost.wire.kafka.framing import RequestHeader
 from roost.zkclient import ConnectionLossError, NodeExistsError, NoNodeError, ZkError
 from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
-from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, Wait, gather
+from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, gather
+from tests.sim.replication.shell import SimShell
 from tests.sim.replication.zk import SimZkClient, ZkCall
 
 if TYPE_CHECKING:
@@ -217,178 +218,32 @@ class SimDelayedFetch:
         self._respond(wire_copy(response))
 
 
-class SimIsrManager(IsrManager):
-    """The real IsrManager (expand, shrink_stale, _apply), its asyncio sender mirrored."""
+def _reraise(leader: int, error: BaseException) -> None:
+    raise error  # in the simulation a bug applying a fetch answer fails the run
+
+
+class SimReplicaFetchers(ReplicaFetchers):
+    """The real fetchers on the simulation's shell; it only counts (and notes) what they do."""
 
     def __init__(self, proc: BrokerProcess) -> None:
-        super().__init__(proc.broker_id, ISR_SETTINGS, proc.replicas, proc.metadata, None)  # type: ignore[arg-type]
-        self.proc = proc
+        shell = SimShell(proc.loop, lambda broker: broker in self.endpoints, proc.committer)
+        super().__init__(proc.broker_id, FETCH_SETTINGS, proc.logs, None,  # type: ignore[arg-type]
+                         clock_ms=proc.cluster.world_clock, spawn=shell.spawn)
+        self.request_timeout_ms = FETCH_TIMEOUT_MS
+        self.on_bug = _reraise
+        self._proc = proc
 
-    def start(self) -> None:
-        self.proc.loop.spawn(self._shrink_loop_sim(), "isr-shrink")
+    def _truncate(self, partition: Partition, offset: int) -> None:
+        before = partition.log.log_end_offset
+        super()._truncate(partition, offset)
+        if partition.log.log_end_offset < before:
+            self._proc.cluster.note(f"b{self._proc.broker_id} {partition.topic}-{partition.index}: truncated "
+                                    f"{before} -> {partition.log.log_end_offset} (HW {partition.high_watermark})")
+            self._proc.cluster.stats["truncations"] += 1
 
-    def _shrink_loop_sim(self) -> Gen:
-        while True:
-            yield Sleep(self.max_lag_ms // 2)
-            self.shrink_stale(self.proc.world.now)
-
-    def _queue(self, partition: Partition) -> None:
-        self._queued[(partition.topic, partition.index)] = partition
-        if not self._sending:
-            self._sending = True
-            self.proc.loop.spawn(self._send_sim(), "isr-send")
-
-    def _send_sim(self) -> Gen:
-        try:
-            while self._queued:
-                batch, self._queued = self._queued, {}
-                batch = {tp: p for tp, p in batch.items()
-                         if p.is_leader and p.state.pending_isr is not None and tp not in self._in_flight}
-                if not batch:
-                    continue
-                self._in_flight.update(batch)
-                try:
-                    answer = yield from self._request_sim(batch)
-                finally:
-                    self._in_flight.difference_update(batch)
-                retry = batch if answer is None else self._apply(batch, answer)
-                if retry:
-                    self._failures += 1
-                    yield Sleep(min(ISR_MAX_RETRY_MS, ISR_RETRY_MS * 2 ** min(self._failures, 5)))
-                    for tp, partition in retry.items():
-                        self._queued.setdefault(tp, partition)
-                else:
-                    self._failures = 0
-        finally:
-            self._sending = False
-
-    def _request_sim(self, batch: dict[TopicPartition, Partition]) -> Gen:
-        # IsrManager._request, its body built line for line.
-        controller = self.metadata.endpoint(self.metadata.controller_id)
-        if controller is None:
-            return None
-        by_topic: dict[Any, list[dict[str, Any]]] = {}
-        for partition in batch.values():
-            state = partition.state
-            assert state.pending_isr is not None
-            by_topic.setdefault(partition.topic_id, []).append({
-                "partition_index": partition.index, "leader_epoch": state.leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in sorted(state.pending_isr)],
-                "leader_recovery_state": 1 if state.recovering else 0, "partition_epoch": state.partition_epoch})
-        body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch,
-                "topics": [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]}
-        try:
-            answer = yield Rpc(controller.node_id, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body,
-                               ALTER_PARTITION_TIMEOUT_MS)
-        except PeerError:
-            return None
-        if answer["error_code"] in (ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH):
-            return None
-        return answer
-
-
-class SimLeaderFetcher:
-    """LeaderFetcher._run and ReplicaFetchers.process on the simulation's tasks."""
-
-    def __init__(self, proc: BrokerProcess, leader_id: int) -> None:
-        self.proc = proc
-        self.leader_id = leader_id
-        self.following: dict[TopicPartition, _Following] = {}
-        self._wakeup = SimFuture()
-        self._task: Task = proc.loop.spawn(self._run(), f"fetcher-{leader_id}")
-
-    def add(self, partition: Partition) -> None:
-        self.following[(partition.topic, partition.index)] = _Following(partition, partition.leader_epoch)
-        self._wakeup.set_result(None)
-
-    def remove(self, partition: Partition) -> None:
-        self.following.pop((partition.topic, partition.index), None)
-
-    def _run(self) -> Gen:
-        proc = self.proc
-        while True:
-            now = proc.world.now
-            ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and LeaderFetcher._current(f)}
-            if not ready:
-                self._wakeup = SimFuture()
-                soonest = min((f.delayed_until for f in self.following.values()), default=now + 1000)
-                yield Wait(self._wakeup, timeout=max(10, int(soonest - now)))
-                continue
-            if self.leader_id not in proc.fetchers.endpoints:
-                yield Sleep(FETCH_BACKOFF_MS)  # the leader's address is not known yet
-                continue
-            body = proc.fetchers.fetch_body(ready)
-            try:
-                response = yield Rpc(self.leader_id, ApiKey.FETCH, FETCH_VERSION, body, FETCH_TIMEOUT_MS)
-            except PeerError:
-                yield Sleep(FETCH_BACKOFF_MS)
-                continue
-            syncs = yield from self._process(ready, response)
-            if syncs:
-                # Report (by fetching again) only what is on disk here.
-                yield Wait(gather(syncs))
-
-    def _process(self, ready: dict[TopicPartition, _Following], response: dict[str, Any]) -> Gen:
-        """ReplicaFetchers.process: returns the fsyncs to wait for before fetching again."""
-        proc = self.proc
-        syncs: list[SimFuture] = []
-        by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
-        for topic in response["responses"]:
-            name = by_id.get(topic["topic_id"])
-            for answer in topic["partitions"]:
-                following = ready.get((name, answer["partition_index"])) if name else None
-                if following is None or not LeaderFetcher._current(following):
-                    continue
-                partition = following.partition
-                error = answer["error_code"]
-                if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    proc.cluster.stats["offset_out_of_range"] += 1
-                    yield from self._out_of_range(partition, following)
-                    continue
-                if error != ErrorCode.NONE:
-                    following.delayed_until = proc.world.now + FETCH_BACKOFF_MS
-                    continue
-                before = partition.log.log_end_offset
-                sync = proc.fetchers._apply(partition, answer, following)
-                if partition.log.log_end_offset < before:
-                    proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: truncated "
-                                      f"{before} -> {partition.log.log_end_offset} (diverging "
-                                      f"{answer.get('diverging_epoch')}, HW {partition.high_watermark})")
-                    proc.cluster.stats["truncations"] += 1
-                if sync is not None:
-                    syncs.append(sync)
-        return syncs
-
-    def _out_of_range(self, partition: Partition, following: _Following) -> Gen:
-        """ReplicaFetchers._out_of_range: ask the leader's ListOffsets (earliest, latest) and cut
-        the log to the leader's end, or start again at its log start."""
-        proc = self.proc
-        if self.leader_id not in proc.fetchers.endpoints:
-            return
-        offsets = {}
-        for timestamp in (EARLIEST, LATEST):
-            body = {"replica_id": proc.broker_id, "isolation_level": 0, "topics": [{"name": partition.topic,
-                    "partitions": [{"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
-                                    "timestamp": timestamp}]}]}
-            try:
-                answer = yield Rpc(self.leader_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, FETCH_TIMEOUT_MS)
-            except PeerError:
-                return
-            result = answer["topics"][0]["partitions"][0]
-            if result["error_code"] != ErrorCode.NONE:
-                return
-            offsets[timestamp] = result["offset"]
-        if "fetcher-recheck" in proc.cluster.fixes and not LeaderFetcher._current(following):
-            return  # the proposed fix: while we asked, this broker became leader, or follows another epoch
-        end = partition.log.log_end_offset
-        if end > offsets[LATEST]:
-            proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: log end {end} past the "
-                              f"leader's {offsets[LATEST]}: truncating")
-            proc.fetchers._truncate(partition, offsets[LATEST])
-            proc.cluster.stats["truncations"] += 1
-        elif end < offsets[EARLIEST]:
-            partition.log.truncate_fully_and_start_at(offsets[EARLIEST])
-            partition.state.truncated(partition.log.log_end_offset)
+    def _out_of_range(self, leader: int, following: Any) -> Gen:
+        self._proc.cluster.stats["offset_out_of_range"] += 1
+        yield from super()._out_of_range(leader, following)
 
 
 class BrokerProcess:
@@ -404,16 +259,17 @@ class BrokerProcess:
         self.metadata = MetadataCache()
         self.committer = SimCommitter(self.world, lambda: self.loop.alive, cluster.fsync_ms)
         self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
-        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata)  # type: ignore[arg-type]
-        self.fetchers = ReplicaFetchers(broker_id, FETCH_SETTINGS, self.logs, None)  # type: ignore[arg-type]
+        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
+                                       clock_ms=cluster.world_clock)
+        self.fetchers = SimReplicaFetchers(self)
         self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
                                     lambda topic: None)
         self.offsets = OffsetsApi(self.replicas)
-        self.isr = SimIsrManager(self)
-        self.replicas.on_become_follower = self.follow
-        self.replicas.on_stop_following = self.unfollow
-        self.leader_fetchers: dict[int, SimLeaderFetcher] = {}
-        self._following_leader: dict[TopicPartition, int] = {}
+        self.isr = IsrManager(broker_id, ISR_SETTINGS, self.replicas, self.metadata, None,  # type: ignore[arg-type]
+                              spawn=SimShell(self.loop, lambda broker: self.metadata.endpoint(broker) is not None).spawn)
+        self.isr.request_timeout_ms = ALTER_PARTITION_TIMEOUT_MS
+        self.replicas.on_become_follower = self.fetchers.follow
+        self.replicas.on_stop_following = self.fetchers.unfollow
         self.open_logs: dict[TopicPartition, SimPartitionLog] = {}
         self.zk = SimZkClient(cluster.zk, self.world, self.loop, broker_id, SESSION_TIMEOUT_MS,
                               link_up=lambda: cluster.zk_link_up(broker_id), latency=cluster.zk_latency,
@@ -562,23 +418,6 @@ class BrokerProcess:
         node = self.cluster.zk.tree.get(layout.topic_config_path(topic))
         raw = layout.decode_topic_config(topic, node.data) if node is not None else {}
         return parse_topic_configs(raw, f"/config/topics/{topic}")
-
-    # following ------------------------------------------------------------------------------------
-    def follow(self, partition: Partition) -> None:
-        """ReplicaFetchers.follow."""
-        self.unfollow(partition)
-        self.fetchers._prepare(partition)
-        leader = partition.state.leader
-        fetcher = self.leader_fetchers.get(leader)
-        if fetcher is None:
-            fetcher = self.leader_fetchers[leader] = SimLeaderFetcher(self, leader)
-        fetcher.add(partition)
-        self._following_leader[(partition.topic, partition.index)] = leader
-
-    def unfollow(self, partition: Partition) -> None:
-        leader = self._following_leader.pop((partition.topic, partition.index), None)
-        if leader is not None and leader in self.leader_fetchers:
-            self.leader_fetchers[leader].remove(partition)
 
     # the network ----------------------------------------------------------------------------------
     def _dispatch(self, task: Task, request: Any, token: int) -> bool:

@@ -32,7 +32,7 @@ standing"); the `power_loss_without_fsync` mode shows the checker finding it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roost.broker.zk import layout
 from roost.broker.zk.layout import NO_LEADER, RECOVERING, LeaderAndIsr
@@ -45,15 +45,16 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 
 
-@dataclass
-class Seen:
-    """What the checker saw of one broker incarnation's partition at the previous step."""
+class Seen(NamedTuple):
+    """What the checker saw of one broker incarnation's partition at the previous step (a tuple:
+    made for every replica at every step)."""
 
     is_leader: bool
     leader_epoch: int
     high_watermark: int
     log_id: int
     truncations: int
+    log_end_offset: int
 
 
 @dataclass
@@ -205,13 +206,19 @@ class Checker:
                 self._holds(tp, member, replica, best, f"an ISR member (ISR {list(state.isr)})")
 
     def _check_replica(self, proc: Any, tp: TopicPartition, partition: Any) -> None:
-        state = partition.state
-        plog = partition.log
         if partition.closed:
             return
+        state = partition.state
+        plog = partition.log
+        is_leader = partition.is_leader
+        key = (proc.broker_id, proc.incarnation, tp)
+        seen = self.seen.get(key)
+        now = Seen(is_leader, state.leader_epoch, state.high_watermark, id(plog), plog.truncations,
+                   plog.log_end_offset)
+        if now == seen and not is_leader:
+            return  # a follower that did not move since the last step: every check below holds as it did
         if not 0 <= state.high_watermark <= plog.log_end_offset:
             self.fail(f"b{proc.broker_id} {tp}: HW {state.high_watermark} outside [0, LEO {plog.log_end_offset}]")
-        is_leader = partition.is_leader
         if is_leader:
             epoch = state.leader_epoch
             holder = self.leader_of.setdefault((tp, epoch), (proc.broker_id, proc.incarnation))
@@ -227,9 +234,6 @@ class Checker:
                 self.fail(f"{tp}: broker {proc.broker_id} leads in epoch {epoch}, which ZooKeeper gave to {named}")
             if proc.broker_id not in state.isr:
                 self.fail(f"{tp}: leader {proc.broker_id} is not in its own ISR {sorted(state.isr)}")
-        key = (proc.broker_id, proc.incarnation, tp)
-        seen = self.seen.get(key)
-        now = Seen(is_leader, state.leader_epoch, state.high_watermark, id(plog), plog.truncations)
         if seen is not None:
             if now.leader_epoch < seen.leader_epoch:
                 self.fail(f"b{proc.broker_id} {tp}: leader epoch went back from {seen.leader_epoch} to "

@@ -29,6 +29,7 @@ from typing import Any
 from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import TopicInfo
+from roost.broker.replica.effects import Clock, wall_clock_ms
 from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
@@ -79,10 +80,6 @@ LeadershipListener = Callable[[Partition, bool], None]
 ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @dataclass(slots=True)
 class AppendOutcome:
     """What became of one partition's records in a produce request."""
@@ -99,8 +96,11 @@ class AppendOutcome:
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache,
+                 clock_ms: Clock = wall_clock_ms) -> None:
         self.broker_id = broker_id
+        # The one clock of replication decisions (follower positions here, the ISR manager's lag).
+        self.clock_ms = clock_ms
         self.config = config
         self.logs = logs
         self.metadata = metadata
@@ -258,7 +258,7 @@ class ReplicaManager:
                         body["controller_id"], body["controller_epoch"], self.controller_epoch)
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "topics": []}
         self.controller_epoch = body["controller_epoch"]
-        now = now_ms()
+        now = self.clock_ms()
         breather = _Breather()
         for topic in body["topic_states"]:
             name, topic_id = topic["topic_name"], topic.get("topic_id")
@@ -450,7 +450,7 @@ class ReplicaManager:
 
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
         """A follower's fetch tells where it is: maybe the HW moves, maybe it joins the ISR."""
-        partition.follower_fetched(replica, fetch_offset, now_ms())
+        partition.follower_fetched(replica, fetch_offset, self.clock_ms())
         if partition.state.may_join_isr(replica) and replica in self.metadata.brokers:
             self.on_follower_caught_up(partition, replica)
 
