@@ -142,6 +142,10 @@ RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
 SINK = "tests/spark/test_sink.py::"
 
+REPLICATION_CORE = "tests/broker/test_replication_core.py::"
+SIM_FOUND = "tests/sim/test_replication_sim.py::test_a_seed_that_found_a_bug_passes_on_the_real_code"
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "broker-fsync-skipped",
@@ -349,6 +353,46 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/keeper/commands.py", '        r.expect_end("keeper batch")\n',
               "        pass  # MUTATION: trailing bytes accepted\n"),),
         ("tests/keeper/test_persisted_decoding.py::test_a_truncated_batch_is_refused",), must_load=(PYTEST,)),
+    # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
+    # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).
+    Mutation(
+        "sim-bug-fetcher-truncates-after-losing-its-role",
+        "a follower truncates after its ListOffsets round trips only if it still follows in the same epoch",
+        (edit("src/roost/broker/replica/fetcher.py",
+              "        if not LeaderFetcher._current(following):\n            # While we asked",
+              "        if False:  # MUTATION: no re-check after the round trips\n            # While we asked"),),
+        (REPLICATION_CORE + "test_a_follower_that_became_leader_during_its_list_offsets_keeps_its_log",
+         REPLICATION_CORE + "test_a_follower_that_follows_a_new_epoch_after_its_list_offsets_keeps_its_log",
+         SIM_FOUND + "[fetcher-recheck]"), must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-isr-change-forgotten-when-fenced",
+        "a fenced AlterPartition answer, or one for another leader epoch, leaves the ISR change pending",
+        (edit("src/roost/broker/replica/isr.py",
+              "                    elif not partition.is_leader:\n                        state.pending_isr = None\n",
+              "                    else:  # MUTATION: forgotten\n                        state.pending_isr = None\n"),
+         edit("src/roost/broker/replica/isr.py",
+              "                             partition.index, ErrorCode(code).name)\n                else:\n",
+              "                             partition.index, ErrorCode(code).name)\n"
+              "                    state.pending_isr = None  # MUTATION: forgotten\n                else:\n")),
+        (REPLICATION_CORE + "test_a_fenced_isr_expansion_stays_pending_and_holds_the_high_watermark",
+         REPLICATION_CORE + "test_an_isr_answer_for_another_leader_epoch_stays_pending",
+         SIM_FOUND + "[isr-keep-pending]"), must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-reassignment-keeps-superseded-replica-in-isr",
+        "a reassignment over one in progress takes the superseded added replicas out of the ISR",
+        (edit("src/roost/broker/controller/core.py",
+              "        isr = tuple(b for b in state.isr if b in replicas) or state.isr\n",
+              "        isr = state.isr  # MUTATION: superseded replicas stay in the ISR\n"),),
+        ("tests/controller/test_core.py::"
+         "test_a_reassignment_over_one_in_progress_keeps_the_isr_within_the_replicas",), must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-epoch-cache-untrimmed-at-log-end",
+        "truncating at the log end still drops an epoch that holds no batch (else a follower loops on DivergingEpoch)",
+        (edit("src/roost/log/partition_log.py",
+              "            self.leader_epochs.truncate_from_end(self.log_end_offset)\n            return\n",
+              "            return  # MUTATION: the epoch cache is left as it is\n"),),
+        ("tests/log/test_leader_epochs.py::test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch",
+         SIM_FOUND + "[epoch-cache-trim]"), must_load=(PYTEST,)),
 )
 
 

@@ -87,6 +87,24 @@ def test_a_failure_names_its_seed_and_replay_command() -> None:
             cluster.fail("a made-up violation")
 
 
+# Seeds that find a bug the simulation once found, when its fix is reverted in src/ (the
+# simulation runs the real fetchers, ISR manager, controller core and logs: scripts/break_claims.py
+# reverts each fix and these fail). With the fixes they must pass, liveness included.
+FOUND_BUGS = {
+    "fetcher-recheck": (64, 8000),  # ReplicaFetchers._out_of_range truncating after losing its role
+    "isr-keep-pending": (99, 8000),  # IsrManager._apply forgetting a fenced or other-epoch change
+    "epoch-cache-trim": (24, CI_STEPS),  # PartitionLog.truncate_to at the log end keeping an empty epoch
+}
+
+
+@pytest.mark.parametrize("bug", sorted(FOUND_BUGS))
+def test_a_seed_that_found_a_bug_passes_on_the_real_code(bug: str) -> None:
+    seed, steps = FOUND_BUGS[bug]
+    with Cluster(seed) as cluster:
+        cluster.run(steps)
+        cluster.run_liveness()
+
+
 # Bugs the simulation found in the controller shell, now fixed there and in its mirror here. Each
 # scenario runs with the fix (it must hold) and without it (the bug must show: the scenario still
 # reproduces what it was written for).

@@ -109,6 +109,7 @@ class LeaderFetcher:
                 soonest = min((f.delayed_until for f in self.following.values()), default=now + IDLE_WAIT_MS)
                 yield WaitForWork(max(MIN_WAIT_MS, soonest - now))
                 continue
+            assert all(not f.partition.is_leader for f in ready.values()), "a leader never fetches its own partition"
             body = owner.fetch_body(ready)
             try:
                 response = yield Request(self.leader_id, ApiKey.FETCH, FETCH_VERSION, body, owner.request_timeout_ms)
@@ -134,6 +135,7 @@ class LeaderFetcher:
             if syncs:
                 # Report (by fetching again) only what is on disk here.
                 outcomes = yield Sync(tuple(following.partition.log for following in syncs))
+                assert len(outcomes) == len(syncs), "one outcome per fsync asked for"
                 for following, outcome in zip(syncs, outcomes, strict=True):
                     if outcome is not None:
                         self._give_up(following.partition, outcome)
@@ -275,6 +277,7 @@ class ReplicaFetchers:
         records = answer.get("records")
         if records is not None and len(records) > 0:
             data = bytearray(records) if not isinstance(records, bytearray) else records
+            before = plog.log_end_offset
             try:
                 plog.append(data, assign_offsets=False)
             except (NonMonotonicAppend, InvalidRecordBatch) as error:
@@ -282,6 +285,7 @@ class ReplicaFetchers:
                           plog.log_end_offset, error)
                 following.delayed_until = self.clock_ms() + self.backoff_ms
                 return False
+            assert plog.log_end_offset > before, "an append of the leader's records moves the log end"
             if partition.count_unflushed(1) or partition.fsync_each_append:
                 sync = True
         leader_start = answer.get("log_start_offset", -1)
@@ -292,7 +296,11 @@ class ReplicaFetchers:
         return sync
 
     def _truncate(self, partition: Partition, offset: int) -> None:
+        assert not partition.is_leader, "only a follower cuts its log to match a leader's"
+        assert offset >= 0, offset
         partition.log.truncate_to(offset)
+        assert partition.log.log_end_offset <= max(offset, partition.log.log_start_offset), \
+            (partition.log.log_end_offset, offset)
         partition.state.truncated(partition.log.log_end_offset)
 
     def _start_over_at(self, partition: Partition, offset: int) -> None:

@@ -128,6 +128,7 @@ class IsrManager:
                          if p.is_leader and p.state.pending_isr is not None and tp not in self._in_flight}
                 if not batch:
                     continue
+                assert self._in_flight.isdisjoint(batch), "one ISR change per partition in flight"
                 self._in_flight.update(batch)
                 try:
                     answer = yield from self._request(batch)
