@@ -378,6 +378,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          REPLICATION_CORE + "test_an_isr_answer_for_another_leader_epoch_stays_pending",
          SIM_FOUND + "[isr-keep-pending]"), must_load=(PYTEST,)),
     Mutation(
+        "sim-bug-lost-registration-reply-given-up",
+        "a (re-)registration whose create reply was lost is asked again, so the broker learns its epoch",
+        (edit("src/roost/broker/zk/membership.py",
+              "            if clock_ms() > deadline:\n                raise\n            yield Pause(REGISTRATION_POLL_MS)\n",
+              "            raise  # MUTATION: given up\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_lost_reply_to_a_re_registration_is_asked_again",),
+        must_load=(PYTEST,)),
+    Mutation(
         "sim-bug-reassignment-keeps-superseded-replica-in-isr",
         "a reassignment over one in progress takes the superseded added replicas out of the ISR",
         (edit("src/roost/broker/controller/core.py",

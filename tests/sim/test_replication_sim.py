@@ -14,6 +14,7 @@ import logging
 
 import pytest
 
+from roost.broker.zk import layout
 from roost.zkclient import Create
 from tests.sim.replication.bugs import BUGS, seeded
 from tests.sim.replication.cluster import Cluster, Faults, SimulationFailure
@@ -103,6 +104,26 @@ def test_a_seed_that_found_a_bug_passes_on_the_real_code(bug: str) -> None:
     with Cluster(seed) as cluster:
         cluster.run(steps)
         cluster.run_liveness()
+
+
+def test_a_lost_reply_to_a_re_registration_is_asked_again() -> None:
+    """A broker's session expires (cut from ZooKeeper); when it is back, its new registration is
+    applied but the reply is lost. The broker must ask again and learn its new epoch (the bug:
+    it gave up and kept the old one, and every controller request was refused as stale)."""
+    calm = Faults(drop=0.0, slow=0.0, nemesis_interval=10**9, max_down=0, power_loss=False, zk_lost_reply=0.0)
+    with Cluster(2, brokers=3, faults=calm) as cluster:
+        cluster.replay_command = ".venv/bin/python -m pytest tests/sim/test_replication_sim.py -k re_registration"
+        cluster.run_for(1000)
+        victim = next(b for b in cluster.broker_ids if b != cluster.controller())
+        path = layout.broker_path(victim)
+        cluster.cut_from_zookeeper(victim, 3000)
+        cluster.lose_reply_of = lambda ops: any(isinstance(op, Create) and op.path == path for op in ops)
+        cluster.run_for(6000)
+        assert cluster.lose_reply_of is None, "the registration's reply was never lost"
+        proc = cluster.process(victim)
+        node = cluster.zk.tree.get(path)
+        assert proc is not None and node is not None
+        assert proc.replicas.broker_epoch == node.czxid, "the broker does not know its registration's epoch"
 
 
 # Bugs the simulation found in the controller shell, now fixed there and in its mirror here. Each

@@ -40,11 +40,12 @@ from roost.broker.replica.purgatory import _verdict
 from roost.broker.request import Request
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration
+from roost.broker.zk.membership import CreateNode, ReadNode, registration_steps
 from roost.config import BrokerConfig, parse_topic_configs
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.framing import RequestHeader
-from roost.zkclient import ConnectionLossError, NodeExistsError, NoNodeError, ZkError
+from roost.zkclient import ZkError
 from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
 from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, gather
@@ -311,32 +312,28 @@ class BrokerProcess:
             self.replicas.checkpoint_high_watermarks()
 
     def _register(self) -> Gen:
-        """ClusterMembership.register: create /brokers/ids/<id>, waiting (bounded) for a previous
-        incarnation's node to go with its session."""
-        path = layout.broker_path(self.broker_id)
-        deadline = self.world.now + SESSION_TIMEOUT_MS + 2000
+        """ClusterMembership.register: the real decisions (registration_steps), their ZooKeeper
+        calls and pauses made on the simulated ZooKeeper and clock."""
+        steps = registration_steps(self.broker_id, self.registration.encode(self.world.now),
+                                   lambda: self.zk.session_id, SESSION_TIMEOUT_MS, self.cluster.world_clock)
+        outcome: Any = None
+        failure: ZkError | None = None
         while True:
             try:
-                node = yield from self.zk.create(path, self.registration.encode(self.world.now), ephemeral=True)
+                step = steps.throw(failure) if failure is not None else steps.send(outcome)
+            except StopIteration as done:
+                node = done.value
                 break
-            except ConnectionLossError:
-                if "register-retry" not in self.cluster.fixes:
-                    raise
-                # The proposed fix: the create may have been applied; ask again (the node, if
-                # there, is found to be this session's below).
-                continue
-            except NodeExistsError:
-                try:
-                    _, existing = yield from self.zk.get(path)
-                except NoNodeError:
-                    continue
-                if existing.ephemeral_owner == self.zk.session_id:
-                    node = existing
-                    break
-                if self.world.now > deadline:
-                    self.cluster.fail(f"broker {self.broker_id} could not register: id {self.broker_id} still held "
-                                      f"by session 0x{existing.ephemeral_owner:x} after the session timeout + 2 s")
-                yield Sleep(REGISTRATION_POLL_MS)
+            outcome, failure = None, None
+            try:
+                if isinstance(step, CreateNode):
+                    outcome = yield from self.zk.create(step.path, step.data, ephemeral=True)
+                elif isinstance(step, ReadNode):
+                    outcome = yield from self.zk.get(step.path)
+                else:
+                    yield Sleep(step.ms)
+            except ZkError as error:
+                failure = error
         epoch = node.czxid
         self.replicas.broker_epoch = epoch
         self.fetchers.broker_epoch = epoch

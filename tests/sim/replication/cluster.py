@@ -52,10 +52,10 @@ CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the s
 PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_VERSION = 9
 CLIENT = "client"
-# Fixes for bugs this simulation found in the real code. The fetcher's and the ISR manager's are
-# in the real code only (the simulation runs it; scripts/break_claims.py switches each off there).
-# Those of the controller shell and of registration, which the simulation still mirrors on its
-# tasks, live in the mirror as well, and each can be switched off there (`Cluster(without=...)`,
+# Fixes for bugs this simulation found in the real code. The fetcher's, the ISR manager's and
+# registration's are in the real code only (the simulation runs it; scripts/break_claims.py
+# switches each off there). Those of the controller shell, which the simulation still mirrors on
+# its tasks, live in the mirror as well, and each can be switched off there (`Cluster(without=...)`,
 # the soak's --without) to replay the bug it fixed:
 # - election-retry (controller.py; ControllerShell._after_failure and _run_election): a ZooKeeper
 #   error before the controller is active retries the election; /controller held by this very
@@ -63,9 +63,7 @@ CLIENT = "client"
 # - bounce-on-failover (controller.py; ControllerShell._activate): a new controller handles brokers
 #   that re-registered after the states naming them were written as bounced (out of the ISR, new
 #   leader epochs).
-# - register-retry (broker.py; ClusterMembership.register): a create whose reply was lost is asked
-#   again (the node found is this session's), not given up.
-FIXES = frozenset({"election-retry", "bounce-on-failover", "register-retry"})
+FIXES = frozenset({"election-retry", "bounce-on-failover"})
 
 
 class SimulationFailure(AssertionError):
