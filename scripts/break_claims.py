@@ -386,6 +386,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/sim/test_replication_sim.py::test_a_lost_reply_to_a_re_registration_is_asked_again",),
         must_load=(PYTEST,)),
     Mutation(
+        "sim-bug-lost-election-reply-leaves-no-controller",
+        "an election whose reply was lost runs again and gives up its own stale /controller claim",
+        (edit("src/roost/broker/controller/election.py",
+              "    return not active and controller_id == broker_id and owner_session == session_id\n",
+              "    return False  # MUTATION: the claim is kept\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-bounce-during-failover-unseen",
+        "a new controller handles brokers that re-registered while no controller watched as bounced",
+        (edit("src/roost/broker/controller/election.py",
+              "    return {broker for tp, known in snapshot.states.items()\n",
+              "    return set() and {broker for tp, known in snapshot.states.items()  # MUTATION: none\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_broker_bouncing_during_controller_failover_gets_new_leader_epochs",),
+        must_load=(PYTEST,)),
+    Mutation(
         "sim-bug-reassignment-keeps-superseded-replica-in-isr",
         "a reassignment over one in progress takes the superseded added replicas out of the ISR",
         (edit("src/roost/broker/controller/core.py",

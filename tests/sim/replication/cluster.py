@@ -52,18 +52,8 @@ CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the s
 PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_VERSION = 9
 CLIENT = "client"
-# Fixes for bugs this simulation found in the real code. The fetcher's, the ISR manager's and
-# registration's are in the real code only (the simulation runs it; scripts/break_claims.py
-# switches each off there). Those of the controller shell, which the simulation still mirrors on
-# its tasks, live in the mirror as well, and each can be switched off there (`Cluster(without=...)`,
-# the soak's --without) to replay the bug it fixed:
-# - election-retry (controller.py; ControllerShell._after_failure and _run_election): a ZooKeeper
-#   error before the controller is active retries the election; /controller held by this very
-#   session with no controller running is given up.
-# - bounce-on-failover (controller.py; ControllerShell._activate): a new controller handles brokers
-#   that re-registered after the states naming them were written as bounced (out of the ISR, new
-#   leader epochs).
-FIXES = frozenset({"election-retry", "bounce-on-failover"})
+# The fixes for the bugs this simulation found are in the real code only (the simulation runs it):
+# scripts/break_claims.py reverts each there, and the tests named in docs/replication-core.md fail.
 
 
 class SimulationFailure(AssertionError):
@@ -170,11 +160,9 @@ class Network:
 
 class Cluster:
     def __init__(self, seed: int, brokers: int | None = None, faults: Faults | None = None,
-                 transcript: int = 400, verbose: bool = False, without: frozenset[str] = frozenset(),
+                 transcript: int = 400, verbose: bool = False,
                  power_loss_without_fsync: bool = False) -> None:
         self.seed = seed
-        assert without <= FIXES, without
-        self.fixes = FIXES - without  # the real code's fixes in the mirrored loops (see FIXES)
         # A scenario's own fault: the first ZooKeeper write matching it loses its reply.
         self.lose_reply_of: Callable[[list[Any]], bool] | None = None
         self.world = World(seed)
@@ -649,4 +637,4 @@ class _AdminClient:
         pass
 
 
-__all__ = ["FIXES", "Cluster", "Faults", "SimulationFailure"]
+__all__ = ["Cluster", "Faults", "SimulationFailure"]
