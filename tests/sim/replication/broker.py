@@ -7,17 +7,17 @@ Real objects, called as the real broker calls them:
   (UpdateMetadata), real `PartitionLog`s (see logs.py);
 - the leader's side of a replica fetch: `roost.broker.handlers.fetch._FetchPlan` (its follower
   checks, divergence, follower positions, ISR expansion trigger, reads);
-- the follower's side: `ReplicaFetchers.fetch_body`, `_prepare` and `_apply` (truncation by
-  leader epoch through `roost.broker.replica.follower`, HW following, fsync requests);
-- the ISR: `IsrManager.expand`, `shrink_stale` and `_apply` (pending changes, the maximal ISR);
+- the follower's side and the ISR: the real `ReplicaFetchers`/`LeaderFetcher` activities and the
+  real `IsrManager` (expand, the shrink check, the AlterPartition sender), run on the simulation's
+  shell (shell.py: their requests on the simulated network, their fsyncs on the simulated
+  committer, their sleeps on the simulated clock);
+- registration: the real `registration_steps`, its calls on the simulated ZooKeeper;
 - acks=all: `roost.broker.replica.purgatory._verdict` decides every delayed produce.
 
-Mirrored on the simulation's tasks (the real ones are asyncio loops around the calls above):
-the fetcher loop (`LeaderFetcher._run` / `ReplicaFetchers.process`), the leader's long-poll
-(`FetchApi.handle` / `DelayedFetch`), the AlterPartition sender (`IsrManager._send` /
-`_request`), `DelayedProduce`'s timer, `ProduceApi.handle`, registration
-(`ClusterMembership.register`) and controlled shutdown (`Broker._controlled_shutdown`).
-Their timings are the real ones scaled down (see the constants).
+Mirrored on the simulation's tasks (the real ones are asyncio code around the calls above): the
+leader's long-poll (`FetchApi.handle` / `DelayedFetch`), `DelayedProduce`'s timer,
+`ProduceApi.handle`, and controlled shutdown (`Broker._controlled_shutdown`); the controller
+shell is in controller.py. Their timings are the real ones scaled down (see the constants).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import _partition_response
 from roost.broker.metadata.cache import MetadataCache
+from roost.broker.replica import effects
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ACKS_ALL, ACKS_NONE, AppendOutcome, AwaitedAppend, ReplicaManager
@@ -65,17 +66,11 @@ FETCH_WAIT_MAX_MS = 100  # replica.fetch.wait.max.ms [500]
 FETCH_BACKOFF_MS = 100  # replica.fetch.backoff.ms
 FETCH_TIMEOUT_MS = 1000  # the fetcher's request timeout [30 s]
 ALTER_PARTITION_TIMEOUT_MS = 1000  # [10 s]
-ISR_RETRY_MS = 100
-ISR_MAX_RETRY_MS = 2000
-REGISTRATION_POLL_MS = 200
 CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 1000  # [10 s]
 LEADERSHIPS_GONE_WAIT_MS = 2000
-FETCH_VERSION = 15
-ALTER_PARTITION_VERSION = 3
-LIST_OFFSETS_VERSION = 7
-EARLIEST, LATEST = -2, -1
+EARLIEST = -2  # ListOffsets' timestamp for the log start
 HW_CHECKPOINT_INTERVAL_MS = 1000  # replica.high.watermark.checkpoint.interval.ms [5000]
 
 FETCH_SETTINGS = {"replica.fetch.wait.max.ms": FETCH_WAIT_MAX_MS, "replica.fetch.min.bytes": 1,
@@ -224,27 +219,14 @@ def _reraise(leader: int, error: BaseException) -> None:
 
 
 class SimReplicaFetchers(ReplicaFetchers):
-    """The real fetchers on the simulation's shell; it only counts (and notes) what they do."""
+    """The real fetchers on the simulation's shell, its clock, and a bug failing the run."""
 
     def __init__(self, proc: BrokerProcess) -> None:
-        shell = SimShell(proc.loop, lambda broker: broker in self.endpoints, proc.committer)
+        shell = SimShell(proc.loop, lambda broker: broker in self.endpoints, proc.committer, proc.observe)
         super().__init__(proc.broker_id, FETCH_SETTINGS, proc.logs, None,  # type: ignore[arg-type]
                          clock_ms=proc.cluster.world_clock, spawn=shell.spawn)
         self.request_timeout_ms = FETCH_TIMEOUT_MS
         self.on_bug = _reraise
-        self._proc = proc
-
-    def _truncate(self, partition: Partition, offset: int) -> None:
-        before = partition.log.log_end_offset
-        super()._truncate(partition, offset)
-        if partition.log.log_end_offset < before:
-            self._proc.cluster.note(f"b{self._proc.broker_id} {partition.topic}-{partition.index}: truncated "
-                                    f"{before} -> {partition.log.log_end_offset} (HW {partition.high_watermark})")
-            self._proc.cluster.stats["truncations"] += 1
-
-    def _out_of_range(self, leader: int, following: Any) -> Gen:
-        self._proc.cluster.stats["offset_out_of_range"] += 1
-        yield from super()._out_of_range(leader, following)
 
 
 class BrokerProcess:
@@ -285,6 +267,12 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.loop.alive
+
+    def observe(self, effect: effects.Request) -> None:
+        """Counts what the real fetchers ask for (the summary's out-of-range fetches)."""
+        if effect.api_key == ApiKey.LIST_OFFSETS and \
+                effect.body["topics"][0]["partitions"][0]["timestamp"] == EARLIEST:
+            self.cluster.stats["offset_out_of_range"] += 1
 
     # start and stop -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -409,6 +397,11 @@ class BrokerProcess:
     # logs and configs ---------------------------------------------------------------------------
     def _log_opened(self, topic: str, index: int, plog: SimPartitionLog) -> None:
         self.open_logs[(topic, index)] = plog
+
+        def cut(before: int, after: int) -> None:
+            self.cluster.note(f"b{self.broker_id} {topic}-{index}: truncated {before} -> {after}")
+            self.cluster.stats["truncations"] += 1
+        plog.on_cut = cut
         self.cluster.log_opened(self, (topic, index), plog)
 
     async def _topic_config(self, topic: str) -> dict[str, Any]:

@@ -18,10 +18,12 @@ class SimShell:
     broker's address is known (as the real shells' peer lookups do); `committer` makes logs
     durable (SimCommitter)."""
 
-    def __init__(self, loop: TaskLoop, reachable: Callable[[int], bool], committer: Any = None) -> None:
+    def __init__(self, loop: TaskLoop, reachable: Callable[[int], bool], committer: Any = None,
+                 observe: Callable[[Request], None] | None = None) -> None:
         self._loop = loop
         self._reachable = reachable
         self._committer = committer
+        self.observe = observe  # sees each request sent (the simulation's counters)
 
     def spawn(self, activity: Activity, name: str) -> SimTask:
         return SimTask(self, activity, name)
@@ -58,6 +60,8 @@ class SimTask:
                     if not shell._reachable(effect.broker):
                         failure = Unreachable(effect.broker, "address not known", no_address=True)
                         continue
+                    if shell.observe is not None:
+                        shell.observe(effect)
                     try:
                         outcome = yield Rpc(effect.broker, effect.api_key, effect.version, effect.body,
                                             int(effect.timeout_ms))
