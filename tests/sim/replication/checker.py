@@ -154,15 +154,16 @@ class Checker:
                       f"{ack.broker} in epoch {ack.leader_epoch}) is not in the log of broker {broker}, {role} "
                       f"(its LEO {partition.log.log_end_offset}, batch there {batch})")
 
-    def _current_leader(self, tp: TopicPartition) -> tuple[int, Any, LeaderAndIsr] | None:
+    def _current_leader(self, tp: TopicPartition) -> tuple[int, Any, LeaderAndIsr, Any] | None:
+        """(leader id, its partition, the state ZooKeeper holds, its process), if it leads now."""
         state = self.zk_state(tp)
         if state is None or state.leader < 0:
             return None
         proc = self.cluster.process(state.leader)
-        partition = proc.replicas.partition(*tp) if proc is not None else None
+        partition = proc.replicas.partitions.get(tp) if proc is not None else None
         if partition is None or not partition.is_leader or partition.leader_epoch != state.leader_epoch:
             return None
-        return state.leader, partition, state
+        return state.leader, partition, state, proc
 
     # every step ------------------------------------------------------------------------------------
     def check(self) -> None:
@@ -176,8 +177,8 @@ class Checker:
         current = self._current_leader(tp)
         if current is None:
             return
-        leader, partition, state = current
-        key = (tp, leader, self.cluster.process(leader).incarnation, partition.leader_epoch)
+        leader, partition, state, proc = current
+        key = (tp, leader, proc.incarnation, partition.leader_epoch)
         if key not in self.checked_leaders:
             # A new leader: every acknowledged write must be in its log.
             self.checked_leaders.add(key)
@@ -195,7 +196,7 @@ class Checker:
             if member == leader:
                 continue
             proc = self.cluster.process(member)
-            replica = proc.replicas.partition(*tp) if proc is not None else None
+            replica = proc.replicas.partitions.get(tp) if proc is not None else None
             if replica is None or replica.closed:
                 continue
             if replica.log.shadow.digest_at(hw) != committed:

@@ -229,8 +229,10 @@ class Cluster:
         return self.root / f"broker-{broker}"
 
     def process(self, broker: int | str) -> BrokerProcess | None:
-        proc = self.processes.get(broker) if isinstance(broker, int) else None
-        return proc if proc is not None and proc.alive else None
+        # Called about twenty times per simulated event (the checker): kept lean. The processes
+        # are keyed by broker id; any other name ("client") finds none.
+        proc = self.processes.get(broker)  # type: ignore[call-overload]
+        return proc if proc is not None and proc.loop.alive else None
 
     def live_processes(self) -> Iterator[BrokerProcess]:
         for broker in self.broker_ids:
