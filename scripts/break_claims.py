@@ -150,6 +150,10 @@ FAULT_RUN = "tests/faults/test_fault_run.py::"
 KEEPER_FAULT_RUN = (FAULT_RUN + "test_a_keeper_ensemble_under_every_fault_stays_linearizable",)
 BROKER_FAULT_RUN = (FAULT_RUN + "test_a_broker_cluster_under_every_fault_loses_duplicates_and_reorders_nothing",)
 
+REPLICATION_CORE = "tests/broker/test_replication_core.py::"
+SIM_FOUND = "tests/sim/test_replication_sim.py::test_a_seed_that_found_a_bug_passes_on_the_real_code"
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "broker-fsync-skipped",
@@ -190,15 +194,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "follower-fsync-skipped",
         "a follower fsyncs what it replicated (flush.messages=1) before its next Fetch reports it to the leader",
-        (edit("src/roost/broker/replica/fetcher.py", "                sync = self.logs.committer.request(plog)\n",
+        (edit("src/roost/broker/replica/fetcher.py", "                sync = True\n",
               "                pass  # MUTATION: the follower never asks for an fsync\n"),),
         FOLLOWER_FSYNC, must_load=(BROKER,)),
     Mutation(
         "follower-fetches-before-fsync",
         "the follower waits for those fsyncs before fetching again (here it starts them and fetches on)",
-        (edit("src/roost/broker/replica/fetcher.py",
-              "                outcomes = await asyncio.gather(*(sync for _, sync in syncs), return_exceptions=True)\n",
-              "                outcomes = [None] * len(syncs)  # MUTATION: fetch again without waiting for the fsyncs\n"),),
+        (edit("src/roost/broker/replica/effects.py",
+              "            outcomes = await asyncio.gather(*(self._committer.request(plog) for plog in effect.logs),\n"
+              "                                            return_exceptions=True)\n",
+              "            outcomes = [None for _ in [self._committer.request(plog) for plog in effect.logs]]"
+              "  # MUTATION: not awaited\n"),),
         FOLLOWER_FSYNC, must_load=(BROKER,)),
     Mutation(
         "keeper-force-sync-ignored",
@@ -519,6 +525,70 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
         ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
         must_load=(PYTEST,)),
+    # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
+    # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).
+    Mutation(
+        "sim-bug-fetcher-truncates-after-losing-its-role",
+        "a follower truncates after its ListOffsets round trips only if it still follows in the same epoch",
+        (edit("src/roost/broker/replica/fetcher.py",
+              "        if not LeaderFetcher._current(following):\n            # While we asked",
+              "        if False:  # MUTATION: no re-check after the round trips\n            # While we asked"),),
+        (REPLICATION_CORE + "test_a_follower_that_became_leader_during_its_list_offsets_keeps_its_log",
+         REPLICATION_CORE + "test_a_follower_that_follows_a_new_epoch_after_its_list_offsets_keeps_its_log",
+         SIM_FOUND + "[fetcher-recheck]"), must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-isr-change-forgotten-when-fenced",
+        "a fenced AlterPartition answer, or one for another leader epoch, leaves the ISR change pending",
+        (edit("src/roost/broker/replica/isr.py",
+              "                    elif not partition.is_leader:\n                        state.pending_isr = None\n",
+              "                    else:  # MUTATION: forgotten\n                        state.pending_isr = None\n"),
+         edit("src/roost/broker/replica/isr.py",
+              "                             partition.index, ErrorCode(code).name)\n                else:\n",
+              "                             partition.index, ErrorCode(code).name)\n"
+              "                    state.pending_isr = None  # MUTATION: forgotten\n                else:\n")),
+        (REPLICATION_CORE + "test_a_fenced_isr_expansion_stays_pending_and_holds_the_high_watermark",
+         REPLICATION_CORE + "test_an_isr_answer_for_another_leader_epoch_stays_pending",
+         SIM_FOUND + "[isr-keep-pending]"), must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-lost-registration-reply-given-up",
+        "a (re-)registration whose create reply was lost is asked again, so the broker learns its epoch",
+        (edit("src/roost/broker/zk/membership.py",
+              "            if clock_ms() > deadline:\n                raise\n            yield Pause(REGISTRATION_POLL_MS)\n",
+              "            raise  # MUTATION: given up\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_lost_reply_to_a_re_registration_is_asked_again",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-lost-election-reply-leaves-no-controller",
+        "an election whose reply was lost runs again and gives up its own stale /controller claim",
+        (edit("src/roost/broker/controller/election.py",
+              "    return not active and controller_id == broker_id and owner_session == session_id\n",
+              "    return False  # MUTATION: the claim is kept\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-bounce-during-failover-unseen",
+        "a new controller handles brokers that re-registered while no controller watched as bounced",
+        (edit("src/roost/broker/controller/election.py",
+              "    return {broker for tp, known in snapshot.states.items()\n",
+              "    return set() and {broker for tp, known in snapshot.states.items()  # MUTATION: none\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_broker_bouncing_during_controller_failover_gets_new_leader_epochs",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-reassignment-keeps-superseded-replica-in-isr",
+        "a reassignment over one in progress takes the superseded added replicas out of the ISR",
+        (edit("src/roost/broker/controller/core.py",
+              "        isr = tuple(b for b in state.isr if b in replicas) or state.isr\n",
+              "        isr = state.isr  # MUTATION: superseded replicas stay in the ISR\n"),),
+        ("tests/controller/test_core.py::"
+         "test_a_reassignment_over_one_in_progress_keeps_the_isr_within_the_replicas",), must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-epoch-cache-untrimmed-at-log-end",
+        "truncating at the log end still drops an epoch that holds no batch (else a follower loops on DivergingEpoch)",
+        (edit("src/roost/log/partition_log.py",
+              "            self.leader_epochs.truncate_from_end(self.log_end_offset)\n            return\n",
+              "            return  # MUTATION: the epoch cache is left as it is\n"),),
+        ("tests/log/test_leader_epochs.py::test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch",
+         SIM_FOUND + "[epoch-cache-trim]"), must_load=(PYTEST,)),
 )
 
 

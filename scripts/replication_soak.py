@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.sim.replication.bugs import BUGS, seeded
-from tests.sim.replication.cluster import FIXES, Cluster, SimulationFailure
+from tests.sim.replication.cluster import Cluster, SimulationFailure
 
 
 def parse_range(text: str) -> range:
@@ -42,9 +42,6 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=8000, help="chaos events per seed")
     parser.add_argument("--brokers", type=int, choices=[3, 4, 5], help="default: drawn per seed")
     parser.add_argument("--bug", choices=sorted(BUGS), help="seed a known bug; stop at the first seed catching it")
-    parser.add_argument("--without", action="append", choices=sorted(FIXES), default=[],
-                        help="switch off a fix in the simulation's mirrored loops, to replay the bug it fixed "
-                             "(see FIXES in tests/sim/replication/cluster.py)")
     parser.add_argument("--power-loss-without-fsync", action="store_true",
                         help="power losses also where topics do not fsync before acknowledging (loses acked writes, "
                              "as Kafka's ZooKeeper mode does)")
@@ -65,10 +62,9 @@ def main() -> int:
             break
         runs += 1
         extra = (f" --bug {args.bug}" if args.bug else "") + (" --no-liveness" if args.no_liveness else "") \
-            + (f" --brokers {args.brokers}" if args.brokers else "") + "".join(f" --without {f}" for f in args.without) \
+            + (f" --brokers {args.brokers}" if args.brokers else "") \
             + (" --power-loss-without-fsync" if args.power_loss_without_fsync else "")
         with seeded(args.bug), Cluster(seed, brokers=args.brokers, verbose=args.verbose,
-                                       without=frozenset(args.without),
                                        power_loss_without_fsync=args.power_loss_without_fsync) as cluster:
             cluster.replay_extra = extra
             try:
@@ -90,7 +86,7 @@ def main() -> int:
     elapsed = time.monotonic() - started
     print(f"{runs - len(failures)} passed, {len(failures)} failed in {elapsed:.1f}s "
           f"({args.steps} steps per seed{', bug ' + args.bug if args.bug else ''}"
-          f"{', without ' + ','.join(args.without) if args.without else ''}); totals {dict(totals)}"
+          f"); totals {dict(totals)}"
           + (f"; failing seeds {failures}" if failures else ""), flush=True)
     if args.bug:
         print("the seeded bug was caught" if failures else "the seeded bug was NOT caught", flush=True)

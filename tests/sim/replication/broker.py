@@ -7,17 +7,17 @@ Real objects, called as the real broker calls them:
   (UpdateMetadata), real `PartitionLog`s (see logs.py);
 - the leader's side of a replica fetch: `roost.broker.handlers.fetch._FetchPlan` (its follower
   checks, divergence, follower positions, ISR expansion trigger, reads);
-- the follower's side: `ReplicaFetchers.fetch_body`, `_prepare` and `_apply` (truncation by
-  leader epoch through `roost.broker.replica.follower`, HW following, fsync requests);
-- the ISR: `IsrManager.expand`, `shrink_stale` and `_apply` (pending changes, the maximal ISR);
+- the follower's side and the ISR: the real `ReplicaFetchers`/`LeaderFetcher` activities and the
+  real `IsrManager` (expand, the shrink check, the AlterPartition sender), run on the simulation's
+  shell (shell.py: their requests on the simulated network, their fsyncs on the simulated
+  committer, their sleeps on the simulated clock);
+- registration: the real `registration_steps`, its calls on the simulated ZooKeeper;
 - acks=all: `roost.broker.replica.purgatory._verdict` decides every delayed produce.
 
-Mirrored on the simulation's tasks (the real ones are asyncio loops around the calls above):
-the fetcher loop (`LeaderFetcher._run` / `ReplicaFetchers.process`), the leader's long-poll
-(`FetchApi.handle` / `DelayedFetch`), the AlterPartition sender (`IsrManager._send` /
-`_request`), `DelayedProduce`'s timer, `ProduceApi.handle`, registration
-(`ClusterMembership.register`) and controlled shutdown (`Broker._controlled_shutdown`).
-Their timings are the real ones scaled down (see the constants).
+Mirrored on the simulation's tasks (the real ones are asyncio code around the calls above): the
+leader's long-poll (`FetchApi.handle` / `DelayedFetch`), `DelayedProduce`'s timer,
+`ProduceApi.handle`, and controlled shutdown (`Broker._controlled_shutdown`); the controller
+shell is in controller.py. Their timings are the real ones scaled down (see the constants).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import _partition_response
 from roost.broker.metadata.cache import MetadataCache
+from roost.broker.replica import effects
 from roost.broker.replica.append import ACKS_ALL, ACKS_NONE, AppendOrigin, AppendOutcome
-from roost.broker.replica.fetcher import LeaderFetcher, ReplicaFetchers, _Following
+from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
@@ -41,14 +42,16 @@ from roost.broker.replica.purgatory import AwaitedAppend, _verdict
 from roost.broker.request import Request
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration
+from roost.broker.zk.membership import CreateNode, ReadNode, registration_steps
 from roost.config import BrokerConfig, parse_topic_configs
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.framing import RequestHeader
-from roost.zkclient import ConnectionLossError, NodeExistsError, NoNodeError, ZkError
+from roost.zkclient import ZkError
 from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
-from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, Wait, gather
+from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, gather
+from tests.sim.replication.shell import SimShell
 from tests.sim.replication.zk import SimZkClient, ZkCall
 
 if TYPE_CHECKING:
@@ -64,17 +67,11 @@ FETCH_WAIT_MAX_MS = 100  # replica.fetch.wait.max.ms [500]
 FETCH_BACKOFF_MS = 100  # replica.fetch.backoff.ms
 FETCH_TIMEOUT_MS = 1000  # the fetcher's request timeout [30 s]
 ALTER_PARTITION_TIMEOUT_MS = 1000  # [10 s]
-ISR_RETRY_MS = 100
-ISR_MAX_RETRY_MS = 2000
-REGISTRATION_POLL_MS = 200
 CONTROLLED_SHUTDOWN_RETRIES = 3
 CONTROLLED_SHUTDOWN_BACKOFF_MS = 500
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 1000  # [10 s]
 LEADERSHIPS_GONE_WAIT_MS = 2000
-FETCH_VERSION = 15
-ALTER_PARTITION_VERSION = 3
-LIST_OFFSETS_VERSION = 7
-EARLIEST, LATEST = -2, -1
+EARLIEST = -2  # ListOffsets' timestamp for the log start
 HW_CHECKPOINT_INTERVAL_MS = 1000  # replica.high.watermark.checkpoint.interval.ms [5000]
 
 FETCH_SETTINGS = {"replica.fetch.wait.max.ms": FETCH_WAIT_MAX_MS, "replica.fetch.min.bytes": 1,
@@ -218,178 +215,19 @@ class SimDelayedFetch:
         self._respond(wire_copy(response))
 
 
-class SimIsrManager(IsrManager):
-    """The real IsrManager (expand, shrink_stale, _apply), its asyncio sender mirrored."""
+def _reraise(leader: int, error: BaseException) -> None:
+    raise error  # in the simulation a bug applying a fetch answer fails the run
+
+
+class SimReplicaFetchers(ReplicaFetchers):
+    """The real fetchers on the simulation's shell, its clock, and a bug failing the run."""
 
     def __init__(self, proc: BrokerProcess) -> None:
-        super().__init__(proc.broker_id, ISR_SETTINGS, proc.replicas, proc.metadata, None)  # type: ignore[arg-type]
-        self.proc = proc
-
-    def start(self) -> None:
-        self.proc.loop.spawn(self._shrink_loop_sim(), "isr-shrink")
-
-    def _shrink_loop_sim(self) -> Gen:
-        while True:
-            yield Sleep(self.max_lag_ms // 2)
-            self.shrink_stale(self.proc.world.now)
-
-    def _queue(self, partition: Partition) -> None:
-        self._queued[(partition.topic, partition.index)] = partition
-        if not self._sending:
-            self._sending = True
-            self.proc.loop.spawn(self._send_sim(), "isr-send")
-
-    def _send_sim(self) -> Gen:
-        try:
-            while self._queued:
-                batch, self._queued = self._queued, {}
-                batch = {tp: p for tp, p in batch.items()
-                         if p.is_leader and p.state.pending_isr is not None and tp not in self._in_flight}
-                if not batch:
-                    continue
-                self._in_flight.update(batch)
-                try:
-                    answer = yield from self._request_sim(batch)
-                finally:
-                    self._in_flight.difference_update(batch)
-                retry = batch if answer is None else self._apply(batch, answer)
-                if retry:
-                    self._failures += 1
-                    yield Sleep(min(ISR_MAX_RETRY_MS, ISR_RETRY_MS * 2 ** min(self._failures, 5)))
-                    for tp, partition in retry.items():
-                        self._queued.setdefault(tp, partition)
-                else:
-                    self._failures = 0
-        finally:
-            self._sending = False
-
-    def _request_sim(self, batch: dict[TopicPartition, Partition]) -> Gen:
-        # IsrManager._request, its body built line for line.
-        controller = self.metadata.endpoint(self.metadata.controller_id)
-        if controller is None:
-            return None
-        by_topic: dict[Any, list[dict[str, Any]]] = {}
-        for partition in batch.values():
-            state = partition.state
-            assert state.pending_isr is not None
-            by_topic.setdefault(partition.topic_id, []).append({
-                "partition_index": partition.index, "leader_epoch": state.leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in sorted(state.pending_isr)],
-                "leader_recovery_state": 1 if state.recovering else 0, "partition_epoch": state.partition_epoch})
-        body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch,
-                "topics": [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]}
-        try:
-            answer = yield Rpc(controller.node_id, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body,
-                               ALTER_PARTITION_TIMEOUT_MS)
-        except PeerError:
-            return None
-        if answer["error_code"] in (ErrorCode.NOT_CONTROLLER, ErrorCode.STALE_BROKER_EPOCH):
-            return None
-        return answer
-
-
-class SimLeaderFetcher:
-    """LeaderFetcher._run and ReplicaFetchers.process on the simulation's tasks."""
-
-    def __init__(self, proc: BrokerProcess, leader_id: int) -> None:
-        self.proc = proc
-        self.leader_id = leader_id
-        self.following: dict[TopicPartition, _Following] = {}
-        self._wakeup = SimFuture()
-        self._task: Task = proc.loop.spawn(self._run(), f"fetcher-{leader_id}")
-
-    def add(self, partition: Partition) -> None:
-        self.following[(partition.topic, partition.index)] = _Following(partition, partition.leader_epoch)
-        self._wakeup.set_result(None)
-
-    def remove(self, partition: Partition) -> None:
-        self.following.pop((partition.topic, partition.index), None)
-
-    def _run(self) -> Gen:
-        proc = self.proc
-        while True:
-            now = proc.world.now
-            ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and LeaderFetcher._current(f)}
-            if not ready:
-                self._wakeup = SimFuture()
-                soonest = min((f.delayed_until for f in self.following.values()), default=now + 1000)
-                yield Wait(self._wakeup, timeout=max(10, int(soonest - now)))
-                continue
-            if self.leader_id not in proc.fetchers.endpoints:
-                yield Sleep(FETCH_BACKOFF_MS)  # the leader's address is not known yet
-                continue
-            body = proc.fetchers.fetch_body(ready)
-            try:
-                response = yield Rpc(self.leader_id, ApiKey.FETCH, FETCH_VERSION, body, FETCH_TIMEOUT_MS)
-            except PeerError:
-                yield Sleep(FETCH_BACKOFF_MS)
-                continue
-            syncs = yield from self._process(ready, response)
-            if syncs:
-                # Report (by fetching again) only what is on disk here.
-                yield Wait(gather(syncs))
-
-    def _process(self, ready: dict[TopicPartition, _Following], response: dict[str, Any]) -> Gen:
-        """ReplicaFetchers.process: returns the fsyncs to wait for before fetching again."""
-        proc = self.proc
-        syncs: list[SimFuture] = []
-        by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
-        for topic in response["responses"]:
-            name = by_id.get(topic["topic_id"])
-            for answer in topic["partitions"]:
-                following = ready.get((name, answer["partition_index"])) if name else None
-                if following is None or not LeaderFetcher._current(following):
-                    continue
-                partition = following.partition
-                error = answer["error_code"]
-                if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    proc.cluster.stats["offset_out_of_range"] += 1
-                    yield from self._out_of_range(partition, following)
-                    continue
-                if error != ErrorCode.NONE:
-                    following.delayed_until = proc.world.now + FETCH_BACKOFF_MS
-                    continue
-                before = partition.log.log_end_offset
-                sync = proc.fetchers._apply(partition, answer, following)
-                if partition.log.log_end_offset < before:
-                    proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: truncated "
-                                      f"{before} -> {partition.log.log_end_offset} (diverging "
-                                      f"{answer.get('diverging_epoch')}, HW {partition.high_watermark})")
-                    proc.cluster.stats["truncations"] += 1
-                if sync is not None:
-                    syncs.append(sync)
-        return syncs
-
-    def _out_of_range(self, partition: Partition, following: _Following) -> Gen:
-        """ReplicaFetchers._out_of_range: ask the leader's ListOffsets (earliest, latest) and cut
-        the log to the leader's end, or start again at its log start."""
-        proc = self.proc
-        if self.leader_id not in proc.fetchers.endpoints:
-            return
-        offsets = {}
-        for timestamp in (EARLIEST, LATEST):
-            body = {"replica_id": proc.broker_id, "isolation_level": 0, "topics": [{"name": partition.topic,
-                    "partitions": [{"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
-                                    "timestamp": timestamp}]}]}
-            try:
-                answer = yield Rpc(self.leader_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, FETCH_TIMEOUT_MS)
-            except PeerError:
-                return
-            result = answer["topics"][0]["partitions"][0]
-            if result["error_code"] != ErrorCode.NONE:
-                return
-            offsets[timestamp] = result["offset"]
-        if "fetcher-recheck" in proc.cluster.fixes and not LeaderFetcher._current(following):
-            return  # the proposed fix: while we asked, this broker became leader, or follows another epoch
-        end = partition.log.log_end_offset
-        if end > offsets[LATEST]:
-            proc.cluster.note(f"b{proc.broker_id} {partition.topic}-{partition.index}: log end {end} past the "
-                              f"leader's {offsets[LATEST]}: truncating")
-            proc.fetchers._truncate(partition, offsets[LATEST])
-            proc.cluster.stats["truncations"] += 1
-        elif end < offsets[EARLIEST]:
-            partition.log.truncate_fully_and_start_at(offsets[EARLIEST])
-            partition.state.truncated(partition.log.log_end_offset)
+        shell = SimShell(proc.loop, lambda broker: broker in self.endpoints, proc.committer, proc.observe)
+        super().__init__(proc.broker_id, FETCH_SETTINGS, proc.logs, None,  # type: ignore[arg-type]
+                         clock_ms=proc.cluster.world_clock, spawn=shell.spawn)
+        self.request_timeout_ms = FETCH_TIMEOUT_MS
+        self.on_bug = _reraise
 
 
 class BrokerProcess:
@@ -405,16 +243,17 @@ class BrokerProcess:
         self.metadata = MetadataCache()
         self.committer = SimCommitter(self.world, lambda: self.loop.alive, cluster.fsync_ms)
         self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
-        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata)  # type: ignore[arg-type]
-        self.fetchers = ReplicaFetchers(broker_id, FETCH_SETTINGS, self.logs, None)  # type: ignore[arg-type]
+        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
+                                       clock_ms=cluster.world_clock)
+        self.fetchers = SimReplicaFetchers(self)
         self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
                                     lambda topic: None)
         self.offsets = OffsetsApi(self.replicas)
-        self.isr = SimIsrManager(self)
-        self.replicas.on_become_follower = self.follow
-        self.replicas.on_stop_following = self.unfollow
-        self.leader_fetchers: dict[int, SimLeaderFetcher] = {}
-        self._following_leader: dict[TopicPartition, int] = {}
+        self.isr = IsrManager(broker_id, ISR_SETTINGS, self.replicas, self.metadata, None,  # type: ignore[arg-type]
+                              spawn=SimShell(self.loop, lambda broker: self.metadata.endpoint(broker) is not None).spawn)
+        self.isr.request_timeout_ms = ALTER_PARTITION_TIMEOUT_MS
+        self.replicas.on_become_follower = self.fetchers.follow
+        self.replicas.on_stop_following = self.fetchers.unfollow
         self.open_logs: dict[TopicPartition, SimPartitionLog] = {}
         self.zk = SimZkClient(cluster.zk, self.world, self.loop, broker_id, SESSION_TIMEOUT_MS,
                               link_up=lambda: cluster.zk_link_up(broker_id), latency=cluster.zk_latency,
@@ -429,6 +268,12 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.loop.alive
+
+    def observe(self, effect: effects.Request) -> None:
+        """Counts what the real fetchers ask for (the summary's out-of-range fetches)."""
+        if effect.api_key == ApiKey.LIST_OFFSETS and \
+                effect.body["topics"][0]["partitions"][0]["timestamp"] == EARLIEST:
+            self.cluster.stats["offset_out_of_range"] += 1
 
     # start and stop -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -456,32 +301,28 @@ class BrokerProcess:
             self.replicas.checkpoint_high_watermarks()
 
     def _register(self) -> Gen:
-        """ClusterMembership.register: create /brokers/ids/<id>, waiting (bounded) for a previous
-        incarnation's node to go with its session."""
-        path = layout.broker_path(self.broker_id)
-        deadline = self.world.now + SESSION_TIMEOUT_MS + 2000
+        """ClusterMembership.register: the real decisions (registration_steps), their ZooKeeper
+        calls and pauses made on the simulated ZooKeeper and clock."""
+        steps = registration_steps(self.broker_id, self.registration.encode(self.world.now),
+                                   lambda: self.zk.session_id, SESSION_TIMEOUT_MS, self.cluster.world_clock)
+        outcome: Any = None
+        failure: ZkError | None = None
         while True:
             try:
-                node = yield from self.zk.create(path, self.registration.encode(self.world.now), ephemeral=True)
+                step = steps.throw(failure) if failure is not None else steps.send(outcome)
+            except StopIteration as done:
+                node = done.value
                 break
-            except ConnectionLossError:
-                if "register-retry" not in self.cluster.fixes:
-                    raise
-                # The proposed fix: the create may have been applied; ask again (the node, if
-                # there, is found to be this session's below).
-                continue
-            except NodeExistsError:
-                try:
-                    _, existing = yield from self.zk.get(path)
-                except NoNodeError:
-                    continue
-                if existing.ephemeral_owner == self.zk.session_id:
-                    node = existing
-                    break
-                if self.world.now > deadline:
-                    self.cluster.fail(f"broker {self.broker_id} could not register: id {self.broker_id} still held "
-                                      f"by session 0x{existing.ephemeral_owner:x} after the session timeout + 2 s")
-                yield Sleep(REGISTRATION_POLL_MS)
+            outcome, failure = None, None
+            try:
+                if isinstance(step, CreateNode):
+                    outcome = yield from self.zk.create(step.path, step.data, ephemeral=True)
+                elif isinstance(step, ReadNode):
+                    outcome = yield from self.zk.get(step.path)
+                else:
+                    yield Sleep(step.ms)
+            except ZkError as error:
+                failure = error
         epoch = node.czxid
         self.replicas.broker_epoch = epoch
         self.fetchers.broker_epoch = epoch
@@ -557,29 +398,17 @@ class BrokerProcess:
     # logs and configs ---------------------------------------------------------------------------
     def _log_opened(self, topic: str, index: int, plog: SimPartitionLog) -> None:
         self.open_logs[(topic, index)] = plog
+
+        def cut(before: int, after: int) -> None:
+            self.cluster.note(f"b{self.broker_id} {topic}-{index}: truncated {before} -> {after}")
+            self.cluster.stats["truncations"] += 1
+        plog.on_cut = cut
         self.cluster.log_opened(self, (topic, index), plog)
 
     async def _topic_config(self, topic: str) -> dict[str, Any]:
         node = self.cluster.zk.tree.get(layout.topic_config_path(topic))
         raw = layout.decode_topic_config(topic, node.data) if node is not None else {}
         return parse_topic_configs(raw, f"/config/topics/{topic}")
-
-    # following ------------------------------------------------------------------------------------
-    def follow(self, partition: Partition) -> None:
-        """ReplicaFetchers.follow."""
-        self.unfollow(partition)
-        self.fetchers._prepare(partition)
-        leader = partition.state.leader
-        fetcher = self.leader_fetchers.get(leader)
-        if fetcher is None:
-            fetcher = self.leader_fetchers[leader] = SimLeaderFetcher(self, leader)
-        fetcher.add(partition)
-        self._following_leader[(partition.topic, partition.index)] = leader
-
-    def unfollow(self, partition: Partition) -> None:
-        leader = self._following_leader.pop((partition.topic, partition.index), None)
-        if leader is not None and leader in self.leader_fetchers:
-            self.leader_fetchers[leader].remove(partition)
 
     # the network ----------------------------------------------------------------------------------
     def _dispatch(self, task: Task, request: Any, token: int) -> bool:

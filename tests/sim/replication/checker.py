@@ -32,7 +32,7 @@ standing"); the `power_loss_without_fsync` mode shows the checker finding it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roost.broker.zk import layout
 from roost.broker.zk.layout import NO_LEADER, RECOVERING, LeaderAndIsr
@@ -45,15 +45,16 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 
 
-@dataclass
-class Seen:
-    """What the checker saw of one broker incarnation's partition at the previous step."""
+class Seen(NamedTuple):
+    """What the checker saw of one broker incarnation's partition at the previous step (a tuple:
+    made for every replica at every step)."""
 
     is_leader: bool
     leader_epoch: int
     high_watermark: int
     log_id: int
     truncations: int
+    log_end_offset: int
 
 
 @dataclass
@@ -153,15 +154,16 @@ class Checker:
                       f"{ack.broker} in epoch {ack.leader_epoch}) is not in the log of broker {broker}, {role} "
                       f"(its LEO {partition.log.log_end_offset}, batch there {batch})")
 
-    def _current_leader(self, tp: TopicPartition) -> tuple[int, Any, LeaderAndIsr] | None:
+    def _current_leader(self, tp: TopicPartition) -> tuple[int, Any, LeaderAndIsr, Any] | None:
+        """(leader id, its partition, the state ZooKeeper holds, its process), if it leads now."""
         state = self.zk_state(tp)
         if state is None or state.leader < 0:
             return None
         proc = self.cluster.process(state.leader)
-        partition = proc.replicas.partition(*tp) if proc is not None else None
+        partition = proc.replicas.partitions.get(tp) if proc is not None else None
         if partition is None or not partition.is_leader or partition.leader_epoch != state.leader_epoch:
             return None
-        return state.leader, partition, state
+        return state.leader, partition, state, proc
 
     # every step ------------------------------------------------------------------------------------
     def check(self) -> None:
@@ -175,8 +177,8 @@ class Checker:
         current = self._current_leader(tp)
         if current is None:
             return
-        leader, partition, state = current
-        key = (tp, leader, self.cluster.process(leader).incarnation, partition.leader_epoch)
+        leader, partition, state, proc = current
+        key = (tp, leader, proc.incarnation, partition.leader_epoch)
         if key not in self.checked_leaders:
             # A new leader: every acknowledged write must be in its log.
             self.checked_leaders.add(key)
@@ -194,7 +196,7 @@ class Checker:
             if member == leader:
                 continue
             proc = self.cluster.process(member)
-            replica = proc.replicas.partition(*tp) if proc is not None else None
+            replica = proc.replicas.partitions.get(tp) if proc is not None else None
             if replica is None or replica.closed:
                 continue
             if replica.log.shadow.digest_at(hw) != committed:
@@ -205,13 +207,19 @@ class Checker:
                 self._holds(tp, member, replica, best, f"an ISR member (ISR {list(state.isr)})")
 
     def _check_replica(self, proc: Any, tp: TopicPartition, partition: Any) -> None:
-        state = partition.state
-        plog = partition.log
         if partition.closed:
             return
+        state = partition.state
+        plog = partition.log
+        is_leader = partition.is_leader
+        key = (proc.broker_id, proc.incarnation, tp)
+        seen = self.seen.get(key)
+        now = Seen(is_leader, state.leader_epoch, state.high_watermark, id(plog), plog.truncations,
+                   plog.log_end_offset)
+        if now == seen and not is_leader:
+            return  # a follower that did not move since the last step: every check below holds as it did
         if not 0 <= state.high_watermark <= plog.log_end_offset:
             self.fail(f"b{proc.broker_id} {tp}: HW {state.high_watermark} outside [0, LEO {plog.log_end_offset}]")
-        is_leader = partition.is_leader
         if is_leader:
             epoch = state.leader_epoch
             holder = self.leader_of.setdefault((tp, epoch), (proc.broker_id, proc.incarnation))
@@ -227,9 +235,6 @@ class Checker:
                 self.fail(f"{tp}: broker {proc.broker_id} leads in epoch {epoch}, which ZooKeeper gave to {named}")
             if proc.broker_id not in state.isr:
                 self.fail(f"{tp}: leader {proc.broker_id} is not in its own ISR {sorted(state.isr)}")
-        key = (proc.broker_id, proc.incarnation, tp)
-        seen = self.seen.get(key)
-        now = Seen(is_leader, state.leader_epoch, state.high_watermark, id(plog), plog.truncations)
         if seen is not None:
             if now.leader_epoch < seen.leader_epoch:
                 self.fail(f"b{proc.broker_id} {tp}: leader epoch went back from {seen.leader_epoch} to "

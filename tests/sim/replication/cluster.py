@@ -35,7 +35,6 @@ from typing import Any
 
 from roost.broker.controller.assignment import assign_replicas
 from roost.broker.controller.core import ControllerSettings
-from roost.broker.replica import manager as manager_module
 from roost.broker.zk import layout
 from roost.broker.zk.layout import TopicAssignment
 from roost.wire.kafka import ApiKey
@@ -53,23 +52,8 @@ CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the s
 PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_VERSION = 9
 CLIENT = "client"
-# Fixes for bugs this simulation found in the real code, now in the real code too. The
-# simulation mirrors the real shell's and fetcher's loops, so each fix lives in the mirror as well,
-# and each can be switched off there (`Cluster(without=...)`, the soak's --without) to replay the
-# bug it fixed:
-# - election-retry (controller.py; ControllerShell._after_failure and _run_election): a ZooKeeper
-#   error before the controller is active retries the election; /controller held by this very
-#   session with no controller running is given up.
-# - bounce-on-failover (controller.py; ControllerShell._activate): a new controller handles brokers
-#   that re-registered after the states naming them were written as bounced (out of the ISR, new
-#   leader epochs).
-# - fetcher-recheck (broker.py; ReplicaFetchers._out_of_range): after the ListOffsets round trips,
-#   truncate only if the partition is still followed in the same epoch.
-# - register-retry (broker.py; ClusterMembership.register): a create whose reply was lost is asked
-#   again (the node found is this session's), not given up.
-# A fifth, IsrManager._apply keeping a fenced or other-epoch ISR change pending until LeaderAndIsr,
-# is real code the simulation runs as is.
-FIXES = frozenset({"election-retry", "bounce-on-failover", "fetcher-recheck", "register-retry"})
+# The fixes for the bugs this simulation found are in the real code only (the simulation runs it):
+# scripts/break_claims.py reverts each there, and the tests named in docs/replication-core.md fail.
 
 
 class SimulationFailure(AssertionError):
@@ -176,11 +160,9 @@ class Network:
 
 class Cluster:
     def __init__(self, seed: int, brokers: int | None = None, faults: Faults | None = None,
-                 transcript: int = 400, verbose: bool = False, without: frozenset[str] = frozenset(),
+                 transcript: int = 400, verbose: bool = False,
                  power_loss_without_fsync: bool = False) -> None:
         self.seed = seed
-        assert without <= FIXES, without
-        self.fixes = FIXES - without  # the real code's fixes in the mirrored loops (see FIXES)
         # A scenario's own fault: the first ZooKeeper write matching it loses its reply.
         self.lose_reply_of: Callable[[list[Any]], bool] | None = None
         self.world = World(seed)
@@ -247,8 +229,10 @@ class Cluster:
         return self.root / f"broker-{broker}"
 
     def process(self, broker: int | str) -> BrokerProcess | None:
-        proc = self.processes.get(broker) if isinstance(broker, int) else None
-        return proc if proc is not None and proc.alive else None
+        # Called about twenty times per simulated event (the checker): kept lean. The processes
+        # are keyed by broker id; any other name ("client") finds none.
+        proc = self.processes.get(broker)  # type: ignore[call-overload]
+        return proc if proc is not None and proc.loop.alive else None
 
     def live_processes(self) -> Iterator[BrokerProcess]:
         for broker in self.broker_ids:
@@ -537,29 +521,20 @@ class Cluster:
         return layout.decode_controller(node.data) if node is not None else None
 
     # running -----------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _sim_clock(self) -> Iterator[None]:
-        """The replica manager reads the wall clock for follower positions and leadership
-        changes; in the simulation that clock is the simulated one."""
-        real = manager_module.now_ms
-        manager_module.now_ms = lambda: self.world.now  # type: ignore[assignment]
-        try:
-            yield
-        finally:
-            manager_module.now_ms = real  # type: ignore[assignment]
+    def world_clock(self) -> int:
+        """The one clock of the replication cores in the simulation: the simulated time (ms)."""
+        return self.world.now
 
     def run(self, steps: int) -> None:
         """`steps` events of chaos (a replay runs the same number, then the liveness phase)."""
         self.chaos_steps += steps
-        with self._sim_clock():
-            for _ in range(steps):
-                self._step()
+        for _ in range(steps):
+            self._step()
 
     def run_for(self, ms: int) -> None:
         deadline = self.world.now + ms
-        with self._sim_clock():
-            while self.world.now < deadline:
-                self._step()
+        while self.world.now < deadline:
+            self._step()
 
     def _step(self) -> None:
         try:
@@ -601,13 +576,12 @@ class Cluster:
 
     def _run_until(self, problems: Callable[[], str], bound_ms: int, what: str) -> None:
         deadline = self.world.now + bound_ms
-        with self._sim_clock():
-            while True:
-                self._step()
-                if self.world.steps % 100 == 0 and not problems():
-                    return
-                if self.world.now > deadline:
-                    self.fail(f"liveness: not converged {bound_ms} ms {what}: {problems()}")
+        while True:
+            self._step()
+            if self.world.steps % 100 == 0 and not problems():
+                return
+            if self.world.now > deadline:
+                self.fail(f"liveness: not converged {bound_ms} ms {what}: {problems()}")
 
     def convergence_problems(self, since: int, quiet: bool) -> str:
         problems = []
@@ -665,4 +639,4 @@ class _AdminClient:
         pass
 
 
-__all__ = ["FIXES", "Cluster", "Faults", "SimulationFailure"]
+__all__ = ["Cluster", "Faults", "SimulationFailure"]

@@ -12,18 +12,9 @@ Where it differs from the real shell: reads that the real shell makes concurrent
 made one after another; an exception the real shell would log and resign on (an assertion in
 the core, say) is raised here instead: the simulation stops and reports it as a bug.
 
-Two fixes for bugs the simulation found are mirrored here from the real shell (see FIXES in
-cluster.py; two more live in broker.py); each can be switched off to replay its bug:
-- "election-retry": a ZooKeeper error while this broker is not (yet) an active controller
-  (say the election multi was applied but its reply lost, or a read of the activation failed)
-  posts the election again, and an election that finds /controller held by this very session
-  while no controller runs here deletes it and starts over. (Without it, /controller can name
-  a broker that never activates: no controller, for good.)
-- "bounce-on-failover": on activation, a broker named leader or ISR member by a partition state
-  written before its current registration (its czxid is newer than the state's mzxid) restarted
-  or re-registered while no controller watched; it is handled as Kafka handles a bounced broker
-  (failure, then startup): out of the ISRs, new leaders elected with new epochs. (Without it, a
-  broker that lost its unsynced tail leads again in its old epoch, and replicas diverge.)
+The shell's own decisions that bugs the simulation found were about (what to do after a failed
+event, when to give up a /controller claim, which brokers bounced while no controller watched)
+are the real ones: `roost.broker.controller.election`, which the real shell calls too.
 """
 
 from __future__ import annotations
@@ -39,6 +30,13 @@ from roost.broker.controller.core import (
     PartitionState,
     Ready,
     ZkWrite,
+)
+from roost.broker.controller.election import (
+    ELECTION_RETRY_MS,
+    AfterFailure,
+    after_failure,
+    bounced_at_activation,
+    give_up_claim,
 )
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration, LayoutError, LeaderAndIsr, TopicAssignment
@@ -172,11 +170,11 @@ class SimControllerShell:
                 yield from self._resign(str(moved))
                 self._post(self._run_election)
             except ZkError as error:
-                if self.active:
+                if after_failure(self.active) is AfterFailure.RESIGN_AND_ELECT:
                     yield from self._resign(f"ZooKeeper error {error!r}")
                     self._post(self._run_election)
-                elif "election-retry" in self.proc.cluster.fixes:
-                    self._post(self._run_election)
+                else:
+                    self.proc.world.after(ELECTION_RETRY_MS, self._post, self._run_election)
 
     def _on_session(self, state: str, session: int, new_session: bool) -> None:
         if state == "expired" and self.active:
@@ -191,10 +189,7 @@ class SimControllerShell:
         try:
             data, stat = yield from self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
             controller_id = layout.decode_controller(data)
-            if "election-retry" in self.proc.cluster.fixes and controller_id == self.broker_id \
-                    and stat.ephemeral_owner == self.zk.session_id:
-                # Ours, yet no controller runs here (an election or activation broke off): give
-                # it up and run again.
+            if give_up_claim(controller_id, stat.ephemeral_owner, self.broker_id, self.zk.session_id, self.active):
                 yield from self.zk.write([Delete(layout.CONTROLLER, stat.version)], multi=False)
                 self._post(self._run_election)
                 return
@@ -237,13 +232,7 @@ class SimControllerShell:
 
     def _activate(self) -> Gen:
         snapshot = yield from self._load()
-        bounced: set[int] = set()
-        if "bounce-on-failover" in self.proc.cluster.fixes:
-            for tp, known in snapshot.states.items():
-                for broker in {known.state.leader, *known.state.isr}:
-                    registration = snapshot.brokers.get(broker)
-                    if registration is not None and registration.epoch > self._state_mzxid.get(tp, 0):
-                        bounced.add(broker)
+        bounced = bounced_at_activation(snapshot, self._state_mzxid)
         everyone = dict(snapshot.brokers)
         snapshot.brokers = {b: r for b, r in everyone.items() if b not in bounced}
         self.core = ControllerCore(self.broker_id, self.epoch, self.settings, snapshot, self.proc.world.now)

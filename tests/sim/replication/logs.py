@@ -86,6 +86,8 @@ class SimPartitionLog(PartitionLog):
     shadow: Shadow
     truncations: int
     recovery_problem: str | None = None
+    # Told (LEO before, LEO after) when a truncation cut records: the simulation's transcript.
+    on_cut: Callable[[int, int], None] | None = None
 
     def _rebuild_shadow(self) -> str | None:
         """Read the batches back; returns what is wrong when they do not cover the offsets from
@@ -116,8 +118,11 @@ class SimPartitionLog(PartitionLog):
         return info
 
     def truncate_to(self, offset: int) -> None:
+        before = self.log_end_offset
         super().truncate_to(offset)
         self.truncations += 1
+        if self.log_end_offset < before and self.on_cut is not None:
+            self.on_cut(before, self.log_end_offset)
         self.shadow.cut(self.log_end_offset)
         assert self.shadow.end == self.log_end_offset
 

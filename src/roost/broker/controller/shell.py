@@ -32,6 +32,13 @@ from roost.broker.controller.core import (
     Ready,
     ZkWrite,
 )
+from roost.broker.controller.election import (
+    ELECTION_RETRY_MS,
+    AfterFailure,
+    after_failure,
+    bounced_at_activation,
+    give_up_claim,
+)
 from roost.broker.peer import PeerError, PeerPool
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration, LayoutError, LeaderAndIsr, TopicAssignment
@@ -58,7 +65,6 @@ OPS_PER_MULTI = 500
 REQUEST_TIMEOUT_S = 30.0
 CHANNEL_RETRY_S = 0.1
 TICK_S = 1.0
-ELECTION_RETRY_S = 0.2  # pause before an election that broke off runs again
 
 
 def now_ms() -> int:
@@ -166,15 +172,11 @@ class ControllerShell:
                 await self._after_failure("internal error")
 
     async def _after_failure(self, reason: str) -> None:
-        if self.active:
+        if after_failure(self.active) is AfterFailure.RESIGN_AND_ELECT:
             await self._resign(reason)
             self._post(self._run_election)
         else:
-            # An election or an activation broke off (say the election's multi was applied and
-            # its reply lost): run it again, after a pause, or /controller may name a broker
-            # that never activates, and nobody elects again (found by the replication
-            # simulation). Kafka's controller re-checks /controller the same way.
-            asyncio.get_running_loop().call_later(ELECTION_RETRY_S, self._post, self._run_election)
+            asyncio.get_running_loop().call_later(ELECTION_RETRY_MS / 1000, self._post, self._run_election)
 
     def _on_session(self, event: SessionEvent) -> None:
         if event.state == SessionState.EXPIRED and self.active:
@@ -190,9 +192,7 @@ class ControllerShell:
         try:
             data, stat = await self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
             controller_id = layout.decode_controller(data)
-            if controller_id == self.broker_id and stat.ephemeral_owner == self.zk.session_id:
-                # Ours, yet no controller runs here: an election or activation broke off. Give
-                # it up; its deletion's watch runs the election again.
+            if give_up_claim(controller_id, stat.ephemeral_owner, self.broker_id, self.zk.session_id, self.active):
                 log.warning("%s names this broker but no controller runs here: giving it up", layout.CONTROLLER)
                 await self.zk.delete(layout.CONTROLLER, stat.version)
                 return
@@ -238,15 +238,7 @@ class ControllerShell:
 
     async def _activate(self) -> None:
         snapshot = await self._load()
-        # A broker that a partition state names (leader or ISR) but that registered after that
-        # state was last written restarted or re-registered while no controller watched: handle
-        # it as a bounce (its failure, then its startup), so that it loses its leaderships and
-        # ISR places and every partition it led gets a new leader epoch. Otherwise it would lead
-        # again in an epoch it led before a crash that may have cut its unsynced tail, and the
-        # replicas diverge under one epoch (found by the replication simulation).
-        bounced = {broker for tp, known in snapshot.states.items()
-                   for broker in {known.state.leader, *known.state.isr}
-                   if broker in snapshot.brokers and snapshot.brokers[broker].epoch > self._state_mzxid.get(tp, 0)}
+        bounced = bounced_at_activation(snapshot, self._state_mzxid)
         everyone = dict(snapshot.brokers)
         snapshot.brokers = {b: r for b, r in everyone.items() if b not in bounced}
         self.core = ControllerCore(self.broker_id, self.epoch, self.settings, snapshot, now_ms())

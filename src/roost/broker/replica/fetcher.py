@@ -12,23 +12,41 @@ follows the leader's. With fsync before ack (`flush.messages` = 1) the follower 
 appended before it fetches again, so the offset it reports, and the leader's acks=all with it,
 mean "on disk here too". A partition whose leader or epoch changed while a fetch was in flight
 ignores that fetch's answer.
+
+Every decision is here and none of the I/O: a fetcher's loop (`LeaderFetcher.run`) is a sans-IO
+activity that yields effects (roost.broker.replica.effects: fetch and ListOffsets requests,
+fsyncs, sleeps) to a shell, the broker's asyncio one or the replication simulation's, and reads
+the time from one injected clock. Appends and truncations go to the partition's log directly.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 from roost.broker.log_manager import LogManager
-from roost.broker.peer import PeerError, PeerPool
+from roost.broker.peer import PeerPool
+from roost.broker.replica.effects import (
+    Activity,
+    AsyncioShell,
+    Clock,
+    Effect,
+    Request,
+    ShellTask,
+    Sleep,
+    Spawn,
+    Sync,
+    Unreachable,
+    WaitForWork,
+    wall_clock_ms,
+)
 from roost.broker.replica.follower import start_offset_without_epochs, truncation_offset
 from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
 from roost.log import NonMonotonicAppend
-from roost.wire.kafka import ApiKey, KafkaCodecError
+from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import InvalidRecordBatch
 
@@ -36,91 +54,90 @@ log = logging.getLogger("roost.broker.fetcher")
 
 FETCH_VERSION = 15
 LIST_OFFSETS_VERSION = 7
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_MS = 30_000
+IDLE_WAIT_MS = 1000  # how long a fetcher with nothing to fetch waits before it looks again
+MIN_WAIT_MS = 10
 EARLIEST, LATEST = -2, -1
 RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                        ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_ID,
                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
                        ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+TopicPartition = tuple[str, int]
+# What a fetcher does with an exception applying an answer (a bug, not a network fault).
+BugHandler = Callable[[int, BaseException], None]
 
 
 @dataclass
 class _Following:
     partition: Partition
     leader_epoch: int  # the epoch this fetcher follows in; a change means the entry is stale
-    delayed_until: float = 0.0  # loop time before which it sits out (after an error)
+    delayed_until: float = 0.0  # clock time (ms) before which it sits out (after an error)
+
+
+def _log_bug(leader: int, error: BaseException) -> None:
+    # A bug, not a network fault: say so loudly, and keep the other partitions going.
+    log.error("applying a fetch answer from leader %d failed", leader, exc_info=error)
 
 
 class LeaderFetcher:
-    """Fetches all partitions this broker follows from one leader."""
+    """Fetches all partitions this broker follows from one leader: the loop's decisions (what is
+    ready to fetch, what an answer means, when to back off, when to give a partition up)."""
 
     def __init__(self, leader_id: int, owner: ReplicaFetchers) -> None:
         self.leader_id = leader_id
         self._owner = owner
-        self.following: dict[tuple[str, int], _Following] = {}
-        self._wakeup = asyncio.Event()
+        self.following: dict[TopicPartition, _Following] = {}
         self._failures = 0
-        self._task = asyncio.ensure_future(self._run())
+        self._task: ShellTask = owner.spawn(self.run(), f"the fetcher from leader {leader_id}")
 
     def add(self, partition: Partition) -> None:
         self.following[(partition.topic, partition.index)] = _Following(partition, partition.leader_epoch)
-        self._wakeup.set()
+        self._task.wake()
 
     def remove(self, partition: Partition) -> None:
         self.following.pop((partition.topic, partition.index), None)
 
     async def close(self) -> None:
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
-        except Exception:  # a bug: said loudly, but the broker's shutdown goes on
-            log.exception("the fetcher from leader %d ended with an error", self.leader_id)
+        await self._task.close()
 
-    async def _run(self) -> None:
+    def run(self) -> Activity:
         owner = self._owner
-        loop = asyncio.get_running_loop()
         while True:
-            now = loop.time()
+            now = owner.clock_ms()
             ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and self._current(f)}
             if not ready:
-                self._wakeup.clear()
-                soonest = min((f.delayed_until for f in self.following.values()), default=now + 1.0)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), max(0.01, soonest - now))
+                soonest = min((f.delayed_until for f in self.following.values()), default=now + IDLE_WAIT_MS)
+                yield WaitForWork(max(MIN_WAIT_MS, soonest - now))
                 continue
-            peer = owner.peer_for(self.leader_id)
-            if peer is None:
-                await asyncio.sleep(owner.backoff_s)  # the leader's address is not known yet
-                continue
+            assert all(not f.partition.is_leader for f in ready.values()), "a leader never fetches its own partition"
             body = owner.fetch_body(ready)
             try:
-                response = await peer.request(ApiKey.FETCH, FETCH_VERSION, body, REQUEST_TIMEOUT_S)
-            except (PeerError, KafkaCodecError) as error:
-                # Said once per outage (a dead leader fails every 100 ms until it is replaced).
-                self._failures += 1
-                if self._failures == 1:
-                    log.info("fetch from leader %d failed: %s; retrying every %.0f ms", self.leader_id, error,
-                             owner.backoff_s * 1000)
-                await asyncio.sleep(owner.backoff_s)
+                response = yield Request(self.leader_id, ApiKey.FETCH, FETCH_VERSION, body, owner.request_timeout_ms)
+            except Unreachable as error:
+                if not error.no_address:  # else the leader's address is not known yet
+                    # Said once per outage (a dead leader fails every 100 ms until it is replaced).
+                    self._failures += 1
+                    if self._failures == 1:
+                        log.info("fetch from leader %d failed: %s; retrying every %.0f ms", self.leader_id,
+                                 error, owner.backoff_ms)
+                yield Sleep(owner.backoff_ms)
                 continue
             if self._failures:
                 log.info("fetching from leader %d again after %d failed attempts", self.leader_id, self._failures)
                 self._failures = 0
             try:
-                syncs = await owner.process(self.leader_id, ready, response)
-            except Exception:
-                # A bug, not a network fault: say so loudly, and keep the other partitions going.
-                log.exception("applying a fetch answer from leader %d failed", self.leader_id)
+                syncs = yield from owner.process(self.leader_id, ready, response)
+            except Exception as error:
+                owner.on_bug(self.leader_id, error)
                 for following in ready.values():
-                    following.delayed_until = loop.time() + owner.backoff_s
+                    following.delayed_until = owner.clock_ms() + owner.backoff_ms
                 continue
             if syncs:
                 # Report (by fetching again) only what is on disk here.
-                outcomes = await asyncio.gather(*(sync for _, sync in syncs), return_exceptions=True)
-                for (following, _), outcome in zip(syncs, outcomes, strict=True):
-                    if isinstance(outcome, BaseException):
+                outcomes = yield Sync(tuple(following.partition.log for following in syncs))
+                assert len(outcomes) == len(syncs), "one outcome per fsync asked for"
+                for following, outcome in zip(syncs, outcomes, strict=True):
+                    if outcome is not None:
                         self._give_up(following.partition, outcome)
 
     def _give_up(self, partition: Partition, error: BaseException) -> None:
@@ -142,19 +159,24 @@ class LeaderFetcher:
 class ReplicaFetchers:
     """The set of leader fetchers, and what is done with their answers."""
 
-    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, peers: PeerPool) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, peers: PeerPool | None,
+                 clock_ms: Clock = wall_clock_ms, spawn: Spawn | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = -1
         self.logs = logs
         self.peers = peers
+        self.clock_ms = clock_ms
         self.wait_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
         self.max_bytes = config["replica.fetch.response.max.bytes"]
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
-        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        self.backoff_ms = config["replica.fetch.backoff.ms"]
+        self.request_timeout_ms = REQUEST_TIMEOUT_MS
+        self.on_bug: BugHandler = _log_bug
+        self.spawn: Spawn = spawn or AsyncioShell(self.peer_for, logs.committer).spawn
         self.endpoints: dict[int, tuple[str, int]] = {}
         self._fetchers: dict[int, LeaderFetcher] = {}
-        self._by_partition: dict[tuple[str, int], int] = {}
+        self._by_partition: dict[TopicPartition, int] = {}
 
     # membership -------------------------------------------------------------------------------
     def learn_endpoint(self, broker: int, host: str, port: int) -> None:
@@ -162,7 +184,7 @@ class ReplicaFetchers:
 
     def peer_for(self, broker: int) -> Any:
         address = self.endpoints.get(broker)
-        return None if address is None else self.peers.get(broker, *address)
+        return None if address is None or self.peers is None else self.peers.get(broker, *address)
 
     def follow(self, partition: Partition) -> None:
         """Start fetching `partition` from its leader (after a LeaderAndIsr made us follower)."""
@@ -197,7 +219,7 @@ class ReplicaFetchers:
         self._by_partition.clear()
 
     # requests and answers ---------------------------------------------------------------------
-    def fetch_body(self, ready: dict[tuple[str, int], _Following]) -> dict[str, Any]:
+    def fetch_body(self, ready: dict[TopicPartition, _Following]) -> dict[str, Any]:
         by_topic: dict[Any, list[dict[str, Any]]] = {}
         for following in ready.values():
             partition = following.partition
@@ -212,12 +234,12 @@ class ReplicaFetchers:
                 "topics": [{"topic_id": topic_id, "partitions": parts} for topic_id, parts in by_topic.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
 
-    async def process(self, leader: int, ready: dict[tuple[str, int], _Following],
-                      response: dict[str, Any]) -> list[tuple[_Following, asyncio.Future[None]]]:
-        """Apply a fetch answer; returns the fsyncs to wait for before fetching again."""
-        syncs: list[tuple[_Following, asyncio.Future[None]]] = []
+    def process(self, leader: int, ready: dict[TopicPartition, _Following],
+                response: dict[str, Any]) -> Generator[Effect, Any, list[_Following]]:
+        """Apply a fetch answer; returns the partitions whose logs must be made durable before
+        the next fetch reports them."""
+        syncs: list[_Following] = []
         by_id = {f.partition.topic_id: f.partition.topic for f in ready.values()}
-        loop = asyncio.get_running_loop()
         for topic in response["responses"]:
             name = by_id.get(topic["topic_id"])
             for answer in topic["partitions"]:
@@ -227,20 +249,20 @@ class ReplicaFetchers:
                 partition = following.partition
                 error = answer["error_code"]
                 if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    await self._out_of_range(leader, following)
+                    yield from self._out_of_range(leader, following)
                     continue
                 if error != ErrorCode.NONE:
                     if error not in RETRIABLE:
                         log.warning("fetch of %s-%d from %d: error %d", partition.topic, partition.index,
                                     leader, error)
-                    following.delayed_until = loop.time() + self.backoff_s
+                    following.delayed_until = self.clock_ms() + self.backoff_ms
                     continue
-                sync = self._apply(partition, answer, following)
-                if sync is not None:
-                    syncs.append((following, sync))
+                if self._apply(partition, answer, following):
+                    syncs.append(following)
         return syncs
 
-    def _apply(self, partition: Partition, answer: dict[str, Any], following: _Following) -> asyncio.Future[None] | None:
+    def _apply(self, partition: Partition, answer: dict[str, Any], following: _Following) -> bool:
+        """Take one partition's answer; True when what it appended must be fsynced first."""
         plog = partition.log
         diverging = answer.get("diverging_epoch") or {}
         if diverging.get("epoch", -1) != -1 or diverging.get("end_offset", -1) != -1:
@@ -250,20 +272,22 @@ class ReplicaFetchers:
                      partition.topic, partition.index, diverging["epoch"], diverging["end_offset"],
                      plog.log_end_offset, end)
             self._truncate(partition, end)
-            return None
-        sync = None
+            return False
+        sync = False
         records = answer.get("records")
         if records is not None and len(records) > 0:
             data = bytearray(records) if not isinstance(records, bytearray) else records
+            before = plog.log_end_offset
             try:
                 plog.append(data, assign_offsets=False)
             except (NonMonotonicAppend, InvalidRecordBatch) as error:
                 log.error("%s-%d: cannot append the leader's records at %d: %s", partition.topic, partition.index,
                           plog.log_end_offset, error)
-                following.delayed_until = asyncio.get_running_loop().time() + self.backoff_s
-                return None
+                following.delayed_until = self.clock_ms() + self.backoff_ms
+                return False
+            assert plog.log_end_offset > before, "an append of the leader's records moves the log end"
             if partition.count_unflushed(1) or partition.fsync_each_append:
-                sync = self.logs.committer.request(plog)
+                sync = True
         leader_start = answer.get("log_start_offset", -1)
         if plog.log_start_offset < leader_start <= plog.log_end_offset:
             plog.delete_records_before(leader_start)
@@ -272,24 +296,30 @@ class ReplicaFetchers:
         return sync
 
     def _truncate(self, partition: Partition, offset: int) -> None:
+        assert not partition.is_leader, "only a follower cuts its log to match a leader's"
+        assert offset >= 0, offset
         partition.log.truncate_to(offset)
+        assert partition.log.log_end_offset <= max(offset, partition.log.log_start_offset), \
+            (partition.log.log_end_offset, offset)
         partition.state.truncated(partition.log.log_end_offset)
 
-    async def _out_of_range(self, leader: int, following: _Following) -> None:
+    def _start_over_at(self, partition: Partition, offset: int) -> None:
+        partition.log.truncate_fully_and_start_at(offset)
+        partition.state.truncated(partition.log.log_end_offset)
+
+    def _out_of_range(self, leader: int, following: _Following) -> Generator[Effect, Any, None]:
         """Our fetch offset is outside the leader's log: past its end (we hold records it lost:
         truncate to its end) or before its start (retention moved on: start again at its start)."""
         partition = following.partition
-        peer = self.peer_for(leader)
-        if peer is None:
-            return
         offsets = {}
         for timestamp in (EARLIEST, LATEST):
             body = {"replica_id": self.broker_id, "isolation_level": 0, "topics": [{"name": partition.topic,
                     "partitions": [{"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
                                     "timestamp": timestamp}]}]}
             try:
-                answer = await peer.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, REQUEST_TIMEOUT_S)
-            except (PeerError, KafkaCodecError):
+                answer = yield Request(leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body,
+                                       self.request_timeout_ms)
+            except Unreachable:
                 return
             result = answer["topics"][0]["partitions"][0]
             if result["error_code"] != ErrorCode.NONE:
@@ -308,5 +338,4 @@ class ReplicaFetchers:
         elif end < offsets[EARLIEST]:
             log.warning("%s-%d: our log end %d is before the leader's log start %d: starting over there",
                         partition.topic, partition.index, end, offsets[EARLIEST])
-            partition.log.truncate_fully_and_start_at(offsets[EARLIEST])
-            partition.state.truncated(partition.log.log_end_offset)
+            self._start_over_at(partition, offsets[EARLIEST])

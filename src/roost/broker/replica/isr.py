@@ -11,69 +11,77 @@ change per partition is in flight; changes of many partitions travel in one requ
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import time
+from collections.abc import Generator
 from typing import Any
 
 from roost.broker.metadata.cache import MetadataCache
-from roost.broker.peer import PeerError, PeerPool
+from roost.broker.peer import PeerPool
+from roost.broker.replica.effects import (
+    Activity,
+    AsyncioShell,
+    Effect,
+    Request,
+    ShellTask,
+    Sleep,
+    Spawn,
+    Unreachable,
+)
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
-from roost.wire.kafka import ApiKey, KafkaCodecError
+from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker.isr")
 
 ALTER_PARTITION_VERSION = 3
-REQUEST_TIMEOUT_S = 10.0
-RETRY_S = 0.1
-MAX_RETRY_S = 2.0
+REQUEST_TIMEOUT_MS = 10_000
+RETRY_MS = 100
+MAX_RETRY_MS = 2000
 # Answers that mean "wait for the controller's LeaderAndIsr": our view is stale.
 STALE = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.UNKNOWN_TOPIC_ID,
                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST})
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class IsrManager:
+    """The ISR's decisions for the partitions led here. Its two activities (the periodic shrink
+    check and the AlterPartition sender) are sans-IO: they yield effects
+    (roost.broker.replica.effects) to a shell and read the replica manager's clock."""
+
     def __init__(self, broker_id: int, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache,
-                 peers: PeerPool) -> None:
+                 peers: PeerPool | None, spawn: Spawn | None = None) -> None:
         self.broker_id = broker_id
         self.replicas = replicas
         self.metadata = metadata
         self.peers = peers
+        self.spawn: Spawn = spawn or AsyncioShell(self._peer_for).spawn
         self.max_lag_ms = config["replica.lag.time.max.ms"]
+        self.request_timeout_ms = REQUEST_TIMEOUT_MS
         self._queued: dict[tuple[str, int], Partition] = {}
         self._in_flight: set[tuple[str, int]] = set()
         self._sending = False
         self._failures = 0  # consecutive requests that found no controller
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: list[ShellTask] = []
         # ISR changes the controller accepted for partitions led here (Kafka's IsrShrinksPerSec,
         # IsrExpandsPerSec): one per partition change that drops, or adds, members.
         self.shrinks = 0
         self.expands = 0
         replicas.on_follower_caught_up = self.expand
 
-    def start(self) -> None:
-        self._spawn(self._shrink_loop())
+    def _peer_for(self, broker: int) -> Any:
+        endpoint = self.metadata.endpoint(broker)
+        if endpoint is None or self.peers is None:
+            return None
+        return self.peers.get(endpoint.node_id, endpoint.host, endpoint.port)
 
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def start(self) -> None:
+        self._tasks.append(self.spawn(self._shrink_loop(), "the ISR shrink check"))
 
     async def stop(self) -> None:
-        tasks = list(self._tasks)
+        tasks, self._tasks = self._tasks, []
         for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await task.close()
 
     # proposals --------------------------------------------------------------------------------
     def expand(self, partition: Partition, replica: int) -> None:
@@ -97,20 +105,22 @@ class IsrManager:
                          partition.topic, partition.index, sorted(stale), self.max_lag_ms, sorted(state.pending_isr))
                 self._queue(partition)
 
-    async def _shrink_loop(self) -> None:
+    def _shrink_loop(self) -> Activity:
         while True:
-            await asyncio.sleep(self.max_lag_ms / 2000)
-            self.shrink_stale(now_ms())
+            yield Sleep(self.max_lag_ms / 2)
+            self.shrink_stale(self.replicas.clock_ms())
 
     def _queue(self, partition: Partition) -> None:
         self._queued[(partition.topic, partition.index)] = partition
         if not self._sending:
             self._sending = True
-            # One request for every change proposed in this loop turn.
-            asyncio.get_running_loop().call_soon(lambda: self._spawn(self._send()))
+            # One request for every change proposed in this loop turn (the sender starts on the
+            # shell's next turn).
+            self._tasks = [task for task in self._tasks if not task.done()]
+            self._tasks.append(self.spawn(self._send(), "the AlterPartition sender"))
 
     # the request ------------------------------------------------------------------------------
-    async def _send(self) -> None:
+    def _send(self) -> Activity:
         try:
             while self._queued:
                 batch, self._queued = self._queued, {}
@@ -118,9 +128,10 @@ class IsrManager:
                          if p.is_leader and p.state.pending_isr is not None and tp not in self._in_flight}
                 if not batch:
                     continue
+                assert self._in_flight.isdisjoint(batch), "one ISR change per partition in flight"
                 self._in_flight.update(batch)
                 try:
-                    answer = await self._request(batch)
+                    answer = yield from self._request(batch)
                 finally:
                     self._in_flight.difference_update(batch)
                 retry = batch if answer is None else self._apply(batch, answer)
@@ -128,7 +139,7 @@ class IsrManager:
                     # No controller, or not the controller: try again (still pending), backing off
                     # while it lasts (a broker cut off from the cluster asks in vain).
                     self._failures += 1
-                    await asyncio.sleep(min(MAX_RETRY_S, RETRY_S * 2 ** min(self._failures, 5)))
+                    yield Sleep(min(MAX_RETRY_MS, RETRY_MS * 2 ** min(self._failures, 5)))
                     for tp, partition in retry.items():
                         self._queued.setdefault(tp, partition)
                 else:
@@ -136,7 +147,7 @@ class IsrManager:
         finally:
             self._sending = False
 
-    async def _request(self, batch: dict[tuple[str, int], Partition]) -> dict[str, Any] | None:
+    def _request(self, batch: dict[tuple[str, int], Partition]) -> Generator[Effect, Any, dict[str, Any] | None]:
         controller = self.metadata.endpoint(self.metadata.controller_id)
         if controller is None:
             return None
@@ -150,10 +161,10 @@ class IsrManager:
                 "leader_recovery_state": 1 if state.recovering else 0, "partition_epoch": state.partition_epoch})
         body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch,
                 "topics": [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]}
-        peer = self.peers.get(controller.node_id, controller.host, controller.port)
         try:
-            answer = await peer.request(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body, REQUEST_TIMEOUT_S)
-        except (PeerError, KafkaCodecError) as error:
+            answer = yield Request(controller.node_id, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body,
+                                   self.request_timeout_ms)
+        except Unreachable as error:
             if not self._failures:
                 log.info("AlterPartition to controller %d failed: %s", controller.node_id, error)
             return None

@@ -43,6 +43,7 @@ from roost.broker.replica.append import (
     mark_failed_fsync,
     refused,
 )
+from roost.broker.replica.effects import Clock, wall_clock_ms
 from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
@@ -91,13 +92,14 @@ LeadershipListener = Callable[[Partition, bool], None]
 ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache,
+                 clock_ms: Clock = wall_clock_ms) -> None:
         self.broker_id = broker_id
+        # The one clock of replication decisions (follower positions here, the ISR manager's lag).
+        self.clock_ms = clock_ms
         self.config = config
         self.logs = logs
         self.metadata = metadata
@@ -262,7 +264,7 @@ class ReplicaManager:
                         body["controller_id"], body["controller_epoch"], self.controller_epoch)
             return {"error_code": ErrorCode.STALE_CONTROLLER_EPOCH, "topics": []}
         self.controller_epoch = body["controller_epoch"]
-        now = now_ms()
+        now = self.clock_ms()
         breather = _Breather()
         for topic in body["topic_states"]:
             name, topic_id = topic["topic_name"], topic.get("topic_id")
@@ -486,7 +488,7 @@ class ReplicaManager:
 
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
         """A follower's fetch tells where it is: maybe the HW moves, maybe it joins the ISR."""
-        partition.follower_fetched(replica, fetch_offset, now_ms())
+        partition.follower_fetched(replica, fetch_offset, self.clock_ms())
         if partition.state.may_join_isr(replica) and replica in self.metadata.brokers:
             self.on_follower_caught_up(partition, replica)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 from roost.broker.zk import layout
@@ -24,11 +25,35 @@ from roost.zkclient import (
     SessionEvent,
     SessionState,
     ZkClient,
+    ZkError,
 )
 
 log = logging.getLogger("roost.broker.zk")
 
-REGISTRATION_POLL_S = 0.2
+REGISTRATION_POLL_MS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class CreateNode:
+    """Create the ephemeral node; resumed with its Stat, or the ZooKeeper error thrown in."""
+
+    path: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ReadNode:
+    """Read a node; resumed with (data, Stat), or the ZooKeeper error thrown in."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    ms: int
+
+
+RegistrationStep = CreateNode | ReadNode | Pause
 
 
 class RegistrationError(RuntimeError):
@@ -78,42 +103,30 @@ class ClusterMembership:
 
     async def register(self) -> None:
         """Create /brokers/ids/<id> (ephemeral); waits up to a session timeout for a previous
-        incarnation's node to expire."""
+        incarnation's node to expire. The decisions are `registration_steps`; this only does
+        the ZooKeeper calls and the pauses it asks for."""
         assert self.registration is not None
-        path = layout.broker_path(self.broker_id)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.zk.session_timeout + 2.0
-        warned = False
+        steps = registration_steps(self.broker_id, self.registration.encode(), lambda: self.zk.session_id,
+                                   int(self.zk.session_timeout * 1000), lambda: int(loop.time() * 1000))
+        outcome: Any = None
+        failure: ZkError | None = None
         while True:
             try:
-                _, stat = await self.zk.create_with_stat(path, self.registration.encode(), ephemeral=True)
+                step = steps.throw(failure) if failure is not None else steps.send(outcome)
+            except StopIteration as done:
+                stat = done.value
                 break
-            except ConnectionLossError:
-                # The create may have been applied with its reply lost: ask again, and the node,
-                # if there, is found to be ours below. (Giving up here left ZooKeeper holding a
-                # registration whose epoch this broker never learned: every controller request
-                # refused as stale, for good. Found by the replication simulation.)
-                if loop.time() > deadline:
-                    raise
-                await asyncio.sleep(REGISTRATION_POLL_S)
-                continue
-            except NodeExistsError:
-                try:
-                    _, existing = await self.zk.get(path)
-                except NoNodeError:
-                    continue
-                if existing.ephemeral_owner == self.zk.session_id:
-                    stat = existing  # ours already (a retried create)
-                    break
-                if loop.time() > deadline:
-                    raise RegistrationError(
-                        f"broker id {self.broker_id} is already registered in ZooKeeper by another live "
-                        f"session: is another broker running with broker.id={self.broker_id}?") from None
-                if not warned:
-                    log.warning("broker id %d is still registered (a previous run?); waiting for that "
-                                "session to expire", self.broker_id)
-                    warned = True
-                await asyncio.sleep(REGISTRATION_POLL_S)
+            outcome, failure = None, None
+            try:
+                if isinstance(step, CreateNode):
+                    _, outcome = await self.zk.create_with_stat(step.path, step.data, ephemeral=True)
+                elif isinstance(step, ReadNode):
+                    outcome = await self.zk.get(step.path)
+                else:
+                    await asyncio.sleep(step.ms / 1000)
+            except ZkError as error:
+                failure = error
         self.broker_epoch = stat.czxid
         log.info("registered as broker %d (epoch %d) at %s:%d", self.broker_id, self.broker_epoch,
                  self.registration.host, self.registration.port)
@@ -216,3 +229,42 @@ class ClusterMembership:
 
     def describe(self) -> dict[str, Any]:
         return {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch, "cluster_id": self.cluster_id}
+
+
+def registration_steps(broker_id: int, data: bytes, session_id: Callable[[], int | None], session_timeout_ms: int,
+                       clock_ms: Callable[[], int]) -> Generator[RegistrationStep, Any, Any]:
+    """The decisions of a registration, sans I/O (the broker's ClusterMembership and the
+    replication simulation drive it): create /brokers/ids/<id>; a node found there that is not
+    this session's is a previous incarnation's, waited out (bounded); returns the node's Stat,
+    whose czxid is the broker epoch."""
+    path = layout.broker_path(broker_id)
+    deadline = clock_ms() + session_timeout_ms + 2000
+    warned = False
+    while True:
+        try:
+            return (yield CreateNode(path, data))
+        except ConnectionLossError:
+            # The create may have been applied with its reply lost: ask again, and the node,
+            # if there, is found to be ours below. (Giving up here left ZooKeeper holding a
+            # registration whose epoch this broker never learned: every controller request
+            # refused as stale, for good. Found by the replication simulation.)
+            if clock_ms() > deadline:
+                raise
+            yield Pause(REGISTRATION_POLL_MS)
+            continue
+        except NodeExistsError:
+            try:
+                _, existing = yield ReadNode(path)
+            except NoNodeError:
+                continue
+            if existing.ephemeral_owner == session_id():
+                return existing  # ours already (a retried create)
+            if clock_ms() > deadline:
+                raise RegistrationError(
+                    f"broker id {broker_id} is already registered in ZooKeeper by another live "
+                    f"session: is another broker running with broker.id={broker_id}?") from None
+            if not warned:
+                log.warning("broker id %d is still registered (a previous run?); waiting for that "
+                            "session to expire", broker_id)
+                warned = True
+            yield Pause(REGISTRATION_POLL_MS)
