@@ -45,3 +45,23 @@ def test_a_refusal_encodes_at_every_advertised_version(row: Row, version: int) -
         except (KeyError, IndexError):
             return  # the version has no field for it (e.g. OffsetFetch v1's top-level error)
         assert code == row.refused
+
+
+def test_create_topics_shows_configs_only_to_who_may_describe_them() -> None:
+    authorizer = Authorizer()
+    authorizer.replace(ResourcePattern(acl.ResourceType.TOPIC, "t", PatternType.PREFIXED), {
+        AccessControlEntry(str(NOBODY), "*", acl.AclOperation.CREATE, AclPermissionType.ALLOW)})
+    authorizer.replace(ResourcePattern(acl.ResourceType.TOPIC, "t-seen", PatternType.LITERAL), {
+        AccessControlEntry(str(NOBODY), "*", acl.AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)})
+    body = {"topics": [{"name": "t-hidden"}, {"name": "t-seen"}]}
+    header = RequestHeader(19, 5, 1, "rules-test")
+    merge = RULES[19](Check(authorizer, MetadataCache(), Request(header, body, "10.0.0.1", NOBODY), True))
+    assert callable(merge)
+    configs = [{"name": "retention.ms", "value": "1", "read_only": False, "config_source": 5, "is_sensitive": False}]
+    answer = merge({"throttle_time_ms": 0, "topics": [
+        {"name": name, "error_code": 0, "error_message": None, "num_partitions": 1, "replication_factor": 1,
+         "configs": list(configs)} for name in ("t-hidden", "t-seen")]})
+    by_name = {t["name"]: t for t in answer["topics"]}
+    assert by_name["t-hidden"]["configs"] is None and by_name["t-hidden"]["topic_config_error_code"] == 29
+    assert by_name["t-seen"]["configs"] == configs and "topic_config_error_code" not in by_name["t-seen"]
+    encode_response(header, answer)

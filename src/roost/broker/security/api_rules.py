@@ -354,6 +354,21 @@ def _offset_delete(c: Check) -> Outcome:
 
 
 def _create_topics(c: Check) -> Outcome:
+    """CREATE on the cluster or on each topic (29); from v5 the answer shows a created topic's
+    configs only to a principal with DESCRIBE_CONFIGS on it (else TopicConfigErrorCode 29)."""
+    outcome = _create_topics_refused(c)
+    if c.request.version < 5:
+        return outcome
+
+    def hide_configs(response: dict[str, Any]) -> dict[str, Any]:
+        for topic in response["topics"]:
+            if topic.get("error_code", 0) == 0 and not c.may(DESCRIBE_CONFIGS, TOPIC, topic["name"]):
+                topic.update(configs=None, topic_config_error_code=TOPIC_DENIED)
+        return response
+    return _chain(outcome, hide_configs)
+
+
+def _create_topics_refused(c: Check) -> Outcome:
     if c.may(CREATE, CLUSTER):
         return None
     topics = c.request.body["topics"]
