@@ -9,12 +9,13 @@ Kinds (`--faults`):
              never rejected (no RST); and, drawn at random later, *one-way*: a node that hears
              nothing from its peers while they still hear it. The first three partitions take
              the first three shapes in turn;
+- powercut:  every faulted node killed at once and its unsynced writes lost (see durability.py),
+             then all restarted.
+
 When the run knows which node leads (keepers: the four-letter word srvr), the first kill, the
 first cut from peers and the first isolation hit the leader, the first pause and the first split's
 minority a follower (a lagging member clients still read from), and later ones the leader half of
 the time.
-- powercut:  every faulted node killed at once and its unsynced writes lost (see durability.py),
-             then all restarted.
 
 The first faults go through the mix in order, so that a short run still has each kind once; then
 the kinds are drawn at random. Between faults the cluster is left healthy for a while.
