@@ -61,6 +61,10 @@ def test_a_value_at_two_offsets_is_a_duplicate() -> None:
     assert "duplicate" in kinds(ops)
 
 
+def test_a_value_nobody_sent_is_a_phantom() -> None:
+    assert kinds([*clean(), poll("d", 5, (0, 3, "z"))]) == {"phantom"}
+
+
 def test_a_producer_s_values_out_of_order_is_a_reorder() -> None:
     ops = [send("p", 0, "a", 0, 1), send("p", 1, "b", 0, 0), poll("c", 3, (0, 0, "b"), (0, 1, "a"))]
     assert "reordered" in kinds(ops)

@@ -162,3 +162,30 @@ def test_a_read_made_stale_in_a_generated_history_is_rejected(seed: int) -> None
     assert stale is not None
     broken = [*h, op("z", "read", end + 1, end + 2, current), op("z", "read", end + 3, end + 4, stale)]
     assert check(broken).valid is False
+
+
+def test_a_znode_write_made_the_version_it_returned() -> None:
+    model = lambda key: versioned_register("", 0)  # noqa: E731
+    concurrent = [Op("a", "write", 0, 5, OK, "x", "a", 1), Op("b", "write", 0, 5, OK, "x", "b", 2),
+                  Op("c", "read", 6, 7, OK, "x", ("b", 2))]
+    assert check(concurrent, model).valid is True
+    # The same writes, but "b" returned version 1: then "a" came second and "b" cannot be last.
+    swapped = [Op("a", "write", 0, 5, OK, "x", "a", 2), Op("b", "write", 0, 5, OK, "x", "b", 1),
+               Op("c", "read", 6, 7, OK, "x", ("b", 2))]
+    assert check(swapped, model).valid is False
+
+
+def test_unknown_znode_writes_are_settled_by_what_was_read_and_by_the_versions() -> None:
+    model = lambda key: versioned_register("", 0)  # noqa: E731
+    seen = [Op("a", "write", 0, 1, UNKNOWN, "x", "a"), Op("b", "read", 2, 3, OK, "x", ("a", 1)),
+            Op("b", "read", 4, 5, OK, "x", ("a", 1))]
+    assert check(seen, model, settle_unknowns=True).valid is True
+    # An unknown write seen only after it had been read as something else: still invalid.
+    late = [Op("a", "write", 0, 1, UNKNOWN, "x", "a"), Op("b", "read", 2, 3, OK, "x", ("a", 1)),
+            Op("b", "read", 4, 5, OK, "x", ("", 0))]
+    assert check(late, model, settle_unknowns=True).valid is False
+    # Unknown writes never seen while every version is accounted for: dropped, verdict unchanged.
+    unseen = [Op("a", "write", 0, 1, UNKNOWN, "x", "lost"), Op("b", "write", 2, 3, OK, "x", "b", 1),
+              Op("b", "read", 4, 5, OK, "x", ("b", 1))]
+    assert check(unseen, model, settle_unknowns=True).valid is True
+    assert check(unseen, model).valid is True

@@ -36,6 +36,9 @@ class BrokerWorkload:
     stop_consumers: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Per producer: value -> (invocation, key), and the values whose delivery was reported.
+    _invoked: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
+    _reported: dict[str, set[str]] = field(default_factory=dict)
 
     def setup(self, timeout: float = 60.0) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
@@ -76,9 +79,12 @@ class BrokerWorkload:
             self.errors.append(f"{name}: {error!r}")
 
     def stop_producing(self, timeout: float) -> None:
+        """Stop the producers; what a producer still flushing has not heard of is unknown."""
         self.stop.set()
         for thread in self.threads[: self.producers]:
             thread.join(timeout)
+        for name in list(self._invoked):
+            self._settle(name)
 
     def stop_consuming(self, timeout: float) -> None:
         self.stop_consumers.set()
@@ -90,8 +96,8 @@ class BrokerWorkload:
         rec = self.recorder
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": 5, "message.timeout.ms": 15000, "request.timeout.ms": 5000})
-        invoked: dict[str, tuple[float, str]] = {}
-        reported: set[str] = set()
+        invoked: dict[str, tuple[float, str]] = self._invoked.setdefault(name, {})
+        reported: set[str] = self._reported.setdefault(name, set())
 
         def report(error: Any, message: Any) -> None:  # runs inside poll/flush: a list append only
             value = message.value().decode()
@@ -117,8 +123,15 @@ class BrokerWorkload:
             producer.poll(0)
             self.stop.wait(interval)
         producer.flush(30)
-        for value, (invoke, key) in invoked.items():  # never reported: unknown
+        self._settle(name)
+
+    def _settle(self, name: str) -> None:
+        """Sends never reported are unknown (once: a settled value counts as reported)."""
+        rec = self.recorder
+        reported = self._reported[name]
+        for value, (invoke, key) in list(self._invoked[name].items()):
             if value not in reported:
+                reported.add(value)
                 rec.record(name, "send", invoke, rec.t(), UNKNOWN, key, value)
 
     # consumers -------------------------------------------------------------------------------

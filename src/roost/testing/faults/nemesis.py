@@ -6,13 +6,16 @@ Kinds (`--faults`):
 - partition: one of: a node isolated from everyone (clients too); a majority/minority split of the
              nodes (clients reach all); one node cut from its peers only (clients still reach it —
              for a leader: the one that still hears clients but not its followers); packets dropped,
-             never rejected (no RST). The first three partitions take these shapes in turn;
+             never rejected (no RST); and, drawn at random later, *one-way*: a node that hears
+             nothing from its peers while they still hear it. The first three partitions take
+             the first three shapes in turn;
+- powercut:  every faulted node killed at once and its unsynced writes lost (see durability.py),
+             then all restarted.
+
 When the run knows which node leads (keepers: the four-letter word srvr), the first kill, the
 first cut from peers and the first isolation hit the leader, the first pause and the first split's
 minority a follower (a lagging member clients still read from), and later ones the leader half of
 the time.
-- powercut:  every faulted node killed at once and its unsynced writes lost (see durability.py),
-             then all restarted.
 
 The first faults go through the mix in order, so that a short run still has each kind once; then
 the kinds are drawn at random. Between faults the cluster is left healthy for a while.
@@ -112,8 +115,8 @@ class Nemesis:
     def _partition(self) -> None:
         rec, net = self.recorder, self.network
         indexes = [node.index for node in self.nodes]
-        shapes = ("peers-cut", "split", "isolate")
-        shape = shapes[self._partitions] if self._partitions < len(shapes) else self.rng.choice(shapes)
+        shapes = ("peers-cut", "split", "isolate", "one-way")
+        shape = shapes[self._partitions] if self._partitions < 3 else self.rng.choice(shapes)
         self._partitions += 1
         t = rec.t()
         if shape == "isolate":
@@ -130,6 +133,11 @@ class Nemesis:
             majority = [i for i in shuffled if i not in minority] + self.bystanders
             net.split([minority, majority])
             detail = {"shape": shape, "minority": sorted(minority), "majority": sorted(majority)}
+        elif shape == "one-way":  # hears nothing from its peers, while they still hear it
+            victim = self._pick("one-way").index
+            peers = [i for i in indexes if i != victim] + self.bystanders
+            net.drop_between(victim, [net.address(i) for i in peers], inbound=True, outbound=False)
+            detail = {"shape": shape, "node": victim}
         else:  # cut from its peers (and the keepers, for a broker), still heard by clients
             victim = self._pick("peers-cut").index
             peers = [i for i in indexes if i != victim] + self.bystanders

@@ -17,6 +17,7 @@ What is an error (each a `Verdict` problem with the operations that show it):
                partition, but whose value nobody read — or its offset holds another value;
 - divergent:   two consumers read different values at the same partition and offset;
 - duplicate:   one value at two places;
+- phantom:     a value read that no send wrote;
 - reordered:   one producer's values to one partition not in the order it sent them
                (idempotent producers keep order), in its acknowledged offsets or in the log read;
 - consumer skipped / went back: between two polls of one consumer (no assign or rebalance in
@@ -88,6 +89,12 @@ def check(ops: Iterable[Op]) -> Verdict:
             witness = [op for op in (send_of.get(value), place_op[value]) if op is not None]
             problems.append(("duplicate", f"{value!r} at {sorted(where, key=repr)}", witness))
 
+    every_send = {op.value for op in ops if op.f == "send"}
+    for value, where in places.items():
+        if value not in every_send:
+            partition, offset = min(where, key=repr)
+            problems.append(("phantom", f"{value!r} read at {partition}@{offset} was never sent",
+                             [read_at[(partition, offset)]]))
     problems += _reordered(sends, log, send_of)
     problems += _consumer_positions(ops, log)
     problems += _commits(ops)

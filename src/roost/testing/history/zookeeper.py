@@ -37,6 +37,8 @@ recorded after the read that saw its data (0 for histories whose events are reco
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -109,29 +111,58 @@ def _watches(ops: list[Op], grace_s: float, event_slack_s: float) -> list[Proble
     expired_at = {op.process: op.invoke for op in ops if op.f == "expired"}
     closed_at = {op.process: op.invoke for op in ops if op.f == "closed"}
     end = max((op.complete for op in ops), default=0.0)
+    # Per path: known writes by the version they made, with the earliest completion of any write at
+    # or above each version (so "the first change past version v" is one bisect).
+    changes: dict[Any, tuple[list[int], list[float], list[Op]]] = {}
+    by_path: dict[Any, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f in ("write", "cas") and op.outcome == OK and op.result is not None:
+            by_path[op.key].append(op)
+    for path, writes in by_path.items():
+        writes.sort(key=lambda op: op.result)
+        earliest: list[float] = [0.0] * len(writes)
+        first: list[Op] = [writes[-1]] * len(writes)
+        best = math.inf
+        best_op = writes[-1]
+        for i in range(len(writes) - 1, -1, -1):
+            if writes[i].complete < best:
+                best, best_op = writes[i].complete, writes[i]
+            earliest[i], first[i] = best, best_op
+        changes[path] = ([op.result for op in writes], earliest, first)
+    # Per session and path: its reads in order (a session runs one operation at a time).
+    reads: dict[tuple[str, Any], list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f in ("read", "read-seq") and op.outcome == OK:
+            reads[(op.process, op.key)].append(op)
+    read_starts: dict[tuple[str, Any], list[float]] = {}
+    for session_key, session_reads in reads.items():
+        session_reads.sort(key=lambda op: op.invoke)
+        read_starts[session_key] = [op.invoke for op in session_reads]
     for registration in (op for op in ops if op.f == "watch-set" and op.outcome == OK):
         fired = sorted(events.get(registration.result, []), key=lambda e: e.invoke)
         if len(fired) > 1:
             problems.append(("watch fired twice", f"registration {registration.result} on {registration.key} "
                              f"fired {len(fired)} times", [registration, *fired[:2]]))
         alive_until = expired_at.get(registration.process, closed_at.get(registration.process, end))
-        # The first change after the watched version, completed while the session lived.
-        change = next((op for op in ops if op.key == registration.key and op.f in ("write", "cas")
-                       and op.outcome == OK and op.result is not None and op.result > registration.value
-                       and op.complete < alive_until - grace_s), None)
-        if change is not None and not fired and registration.process not in expired_at:
-            problems.append(("watch never fired", f"{registration.key} changed to version {change.result} after "
-                             f"a watch was set at {registration.value}", [registration, change]))
-        # The session must not read the newer data before the event.
-        first_event = fired[0].invoke if fired else float("inf")
-        for op in ops:
-            if (op.process == registration.process and op.key == registration.key and op.f == "read"
-                    and op.outcome == OK and op.invoke > registration.complete and op.value[1] > registration.value
-                    and op.complete + event_slack_s < first_event):
-                problems.append(("data before its watch event", f"session {op.process} read {op.key} version "
-                                 f"{op.value[1]} before the event of its watch at version {registration.value}",
-                                 [registration, op, *fired[:1]]))
-                break
+        if registration.key in changes and not fired and registration.process not in expired_at:
+            versions, earliest, first = changes[registration.key]
+            i = bisect.bisect_right(versions, registration.value)
+            if i < len(versions) and earliest[i] < alive_until - grace_s:
+                change = first[i]
+                problems.append(("watch never fired", f"{registration.key} changed to version {change.result} "
+                                 f"after a watch was set at {registration.value}", [registration, change]))
+        # The session must not read the newer data before the event: its first read past the
+        # watched version (it reads in order, so later ones complete later still).
+        first_event = fired[0].invoke if fired else math.inf
+        session_key = (registration.process, registration.key)
+        session_reads = reads.get(session_key, [])
+        j = bisect.bisect_right(read_starts[session_key], registration.complete) if session_reads else 0
+        newer = next((session_reads[k] for k in range(j, len(session_reads))
+                      if session_reads[k].value[1] > registration.value), None)
+        if newer is not None and newer.complete + event_slack_s < first_event:
+            problems.append(("data before its watch event", f"session {newer.process} read {newer.key} version "
+                             f"{newer.value[1]} before the event of its watch at version {registration.value}",
+                             [registration, newer, *fired[:1]]))
     return problems
 
 
