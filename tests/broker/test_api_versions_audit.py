@@ -126,8 +126,14 @@ def test_librdkafka_enables_the_features_of_a_kafka_broker(clustered: RoostProce
 
 
 def readme_table() -> dict[str, tuple[int, tuple[int, int], str]]:
-    """{api name: (key, (min, max), release)} from the README's table of advertised ranges."""
-    text = README.read_text()
+    """{api name: (key, (min, max), release)} from the README's table of advertised ranges, and
+    the security page's table of the SASL and SCRAM APIs (same columns)."""
+    rows = table_rows(README.read_text())
+    rows.update(table_rows((README.parent / "docs" / "security.md").read_text()))
+    return rows
+
+
+def table_rows(text: str) -> dict[str, tuple[int, tuple[int, int], str]]:
     start = text.index("| API | key | advertised | Kafka release |")
     rows = {}
     for line in text[start:].splitlines()[2:]:

@@ -118,7 +118,8 @@ class ProduceApi:
         if hinted:
             response["node_endpoints"] = [
                 {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
-                for e in (self._metadata.endpoint(b) for b in sorted(hinted)) if e is not None]
+                for e in (self._metadata.client_endpoint(b, request.listener) for b in sorted(hinted))
+                if e is not None]
         if acks == ACKS_NONE:
             if durable_waits:
                 # Nobody waits for the answer, but the fsync must still happen.

@@ -1,0 +1,251 @@
+"""SASL on a Kafka connection, sans I/O: the frame order of Kafka's SaslServerAuthenticator and the
+PLAIN and SCRAM-SHA-256/512 servers.
+
+Order: ApiVersions (at most once), then SaslHandshake naming a mechanism; after a v1 handshake
+each token comes in a SaslAuthenticate request and gets a SaslAuthenticate answer, after a v0
+handshake tokens come raw (4-byte length, bytes) and go back the same way. Anything else before
+the login is done closes the connection. A failed login answers SASL_AUTHENTICATION_FAILED with
+Kafka's generic message (v1) or nothing (v0), and the connection closes after
+`connection.failed.authentication.delay.ms`; an unknown user and a wrong password look the same
+(SCRAM answers an unknown user with a made-up salt and fails at the proof, as for a bad password).
+
+`SaslAuthenticator.on_frame` takes one whole frame and says what to do: route it (ApiVersions),
+reply, fail, or close; the connection does it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+from scramp import ScramException, ScramMechanism
+
+from roost.broker.security.principal import USER_TYPE, KafkaPrincipal
+from roost.broker.security.scram import SCRAM_MECHANISMS, ScramCredential
+from roost.wire.kafka import ApiKey, KafkaCodecError, encode_response, read_request_header
+from roost.wire.kafka.errors import ErrorCode
+
+AUTH_FAILED_MESSAGE = "Authentication failed: Invalid username or password"
+_DUMMY_SECRET = os.urandom(32)  # made-up salts for unknown users, stable within this process
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials were refused; str(error) is for the log and never holds a secret."""
+
+
+class MechanismServer:
+    """One login with one mechanism: tokens in, tokens out."""
+
+    complete = False
+    user = ""
+
+    def step(self, token: bytes) -> bytes:
+        raise NotImplementedError
+
+
+class PlainServer(MechanismServer):
+    """RFC 4616: one token `authzid NUL user NUL password`."""
+
+    def __init__(self, users: Callable[[], dict[str, str]]) -> None:
+        self._users = users
+
+    def step(self, token: bytes) -> bytes:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("PLAIN token is not authzid\\0user\\0password")
+        authzid, user_bytes, password = parts
+        try:
+            user, authz = user_bytes.decode(), authzid.decode()
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("PLAIN token is not UTF-8") from None
+        if authz and authz != user:
+            raise AuthenticationFailed(f"PLAIN authorization id differs from user {user!r}")
+        known = self._users().get(user)
+        # Compare against something even for an unknown user, so both take the same time.
+        expected = (known if known is not None else "\0unknown").encode()
+        if not hmac.compare_digest(hashlib.sha256(password).digest(), hashlib.sha256(expected).digest()) \
+                or known is None:
+            raise AuthenticationFailed(f"PLAIN login of user {user!r} refused (unknown user or wrong password)")
+        self.user, self.complete = user, True
+        return b""
+
+
+class ScramServer(MechanismServer):
+    """RFC 5802 with `scramp` doing the cryptography and message checks."""
+
+    def __init__(self, mechanism: str, credentials: Callable[[str, str], ScramCredential | None]) -> None:
+        assert mechanism in SCRAM_MECHANISMS
+        self._mechanism = mechanism
+        self._credentials = credentials
+        self._unknown_user = False
+        self._server = ScramMechanism(mechanism).make_server(self._auth_info)
+        self._stage = 0
+
+    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
+        found = self._credentials(user, self._mechanism)
+        if found is None or found.iterations < 4096:
+            # A made-up credential: the exchange goes on and fails at the proof, as for a bad password.
+            self._unknown_user = True
+            salt = hmac.new(_DUMMY_SECRET, user.encode(), hashlib.sha256).digest()[:16]
+            return salt, os.urandom(64), os.urandom(64), 4096
+        return found.salt, found.stored_key, found.server_key, found.iterations
+
+    def step(self, token: bytes) -> bytes:
+        try:
+            text = token.decode()
+        except UnicodeDecodeError:
+            raise AuthenticationFailed(f"{self._mechanism} message is not UTF-8") from None
+        try:
+            if self._stage == 0:
+                self._stage = 1
+                self._server.set_client_first(text)
+                self.user = self._server.user or ""
+                return self._server.get_server_first().encode()
+            if self._stage == 1:
+                self._stage = 2
+                self._server.set_client_final(text)
+                if self._unknown_user:
+                    raise AuthenticationFailed(f"{self._mechanism} login of unknown user {self.user!r}")
+                final = self._server.get_server_final().encode()
+                self.complete = True
+                return final
+        except ScramException as error:
+            raise AuthenticationFailed(f"{self._mechanism} login of user {self.user!r} refused: "
+                                       f"{error.args[0] if error.args else 'invalid'}") from None
+        raise AuthenticationFailed(f"{self._mechanism}: a message after the exchange ended")
+
+
+@dataclass
+class SaslSettings:
+    """What one SASL listener offers."""
+
+    mechanisms: list[str]
+    plain_users: Callable[[], dict[str, str]] = dict
+    scram_credentials: Callable[[str, str], ScramCredential | None] = lambda user, mech: None
+
+    def server(self, mechanism: str) -> MechanismServer:
+        if mechanism == "PLAIN":
+            return PlainServer(self.plain_users)
+        return ScramServer(mechanism, self.scram_credentials)
+
+
+class Action(Enum):
+    ROUTE = auto()       # an ApiVersions request: answer it as usual
+    REPLY = auto()       # send `reply`, keep going
+    DONE = auto()        # send `reply`; the client is `principal` from now on
+    FAIL = auto()        # after the failure delay send `reply` (may be empty) and close
+    CLOSE = auto()       # close at once (a protocol violation)
+
+
+@dataclass
+class Step:
+    action: Action
+    reply: list[bytes] = field(default_factory=list)
+    reason: str = ""  # for the log: never a secret
+    principal: KafkaPrincipal | None = None
+
+
+class State(Enum):
+    INITIAL = auto()
+    HANDSHAKE = auto()        # after ApiVersions: only SaslHandshake
+    AUTHENTICATE = auto()     # SaslAuthenticate requests (handshake v1)
+    RAW_TOKENS = auto()       # raw tokens (handshake v0)
+    COMPLETE = auto()
+    FAILED = auto()
+
+
+class SaslAuthenticator:
+    def __init__(self, settings: SaslSettings) -> None:
+        self.settings = settings
+        self.state = State.INITIAL
+        self.mechanism = ""
+        self._server: MechanismServer | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state is State.COMPLETE
+
+    def on_frame(self, frame: bytearray) -> Step:
+        assert self.state not in (State.COMPLETE, State.FAILED), self.state
+        if self.state is State.RAW_TOKENS:
+            return self._token(bytes(frame), raw=True, header=None)
+        try:
+            header, _ = read_request_header(frame)
+        except KafkaCodecError as error:
+            return self._close(f"undecodable request before authentication: {error}")
+        key = header.api_key
+        if key == ApiKey.API_VERSIONS and self.state is State.INITIAL:
+            if header.api_version <= 3:
+                self.state = State.HANDSHAKE
+            return Step(Action.ROUTE)
+        if key == ApiKey.SASL_HANDSHAKE and self.state in (State.INITIAL, State.HANDSHAKE):
+            return self._handshake(frame)
+        if key == ApiKey.SASL_AUTHENTICATE and self.state is State.AUTHENTICATE:
+            return self._authenticate(frame)
+        return self._close(f"request api_key={key} v{header.api_version} before SASL authentication "
+                           f"(state {self.state.name})")
+
+    def _close(self, reason: str) -> Step:
+        self.state = State.FAILED
+        return Step(Action.CLOSE, reason=reason)
+
+    def _decode(self, frame: bytearray) -> tuple[object, dict[str, object]] | None:
+        from roost.wire.kafka import decode_request
+        try:
+            return decode_request(frame)
+        except KafkaCodecError:
+            return None
+
+    def _handshake(self, frame: bytearray) -> Step:
+        decoded = self._decode(frame)
+        if decoded is None:
+            return self._close("undecodable SaslHandshake")
+        header, body = decoded
+        mechanism = str(body["mechanism"])
+        enabled = self.settings.mechanisms
+        if mechanism not in enabled:
+            self.state = State.FAILED
+            reply = encode_response(header, {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM,  # type: ignore[arg-type]
+                                             "mechanisms": enabled})
+            return Step(Action.FAIL, [bytes(b) for b in reply],
+                        reason=f"SASL mechanism {mechanism[:40]!r} is not enabled (enabled: {', '.join(enabled)})")
+        self.mechanism = mechanism
+        self._server = self.settings.server(mechanism)
+        self.state = State.AUTHENTICATE if header.api_version >= 1 else State.RAW_TOKENS  # type: ignore[attr-defined]
+        reply = encode_response(header, {"error_code": ErrorCode.NONE, "mechanisms": enabled})  # type: ignore[arg-type]
+        return Step(Action.REPLY, [bytes(b) for b in reply])
+
+    def _authenticate(self, frame: bytearray) -> Step:
+        decoded = self._decode(frame)
+        if decoded is None:
+            return self._close("undecodable SaslAuthenticate")
+        header, body = decoded
+        return self._token(bytes(body["auth_bytes"]), raw=False, header=header)  # type: ignore[arg-type]
+
+    def _token(self, token: bytes, raw: bool, header: object) -> Step:
+        assert self._server is not None
+        try:
+            answer = self._server.step(token)
+        except AuthenticationFailed as error:
+            self.state = State.FAILED
+            reply: list[bytes] = []
+            if not raw:
+                reply = [bytes(b) for b in encode_response(header, {  # type: ignore[arg-type]
+                    "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                    "error_message": AUTH_FAILED_MESSAGE, "auth_bytes": b"", "session_lifetime_ms": 0})]
+            return Step(Action.FAIL, reply, reason=f"authentication with {self.mechanism} failed: {error}")
+        if raw:
+            reply = [len(answer).to_bytes(4, "big"), answer]
+        else:
+            reply = [bytes(b) for b in encode_response(header, {  # type: ignore[arg-type]
+                "error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
+                "session_lifetime_ms": 0})]  # KIP-368 re-login is not offered
+        if not self._server.complete:
+            return Step(Action.REPLY, reply)
+        self.state = State.COMPLETE
+        return Step(Action.DONE, reply, principal=KafkaPrincipal(USER_TYPE, self._server.user),
+                    reason=f"authenticated as User:{self._server.user} with {self.mechanism}")
