@@ -197,7 +197,12 @@ class KafkaConnection(asyncio.Protocol):
     def _sasl_step(self, frame: bytearray) -> bool:
         """Give a frame to the SASL login; True when it is a request to route as usual."""
         assert self._sasl is not None
-        step = self._sasl.on_frame(frame)
+        try:
+            step = self._sasl.on_frame(frame)
+        except Exception:
+            log.exception("SASL login from %s failed unexpectedly; closing", self.peer)
+            self.abort("internal error during SASL login")
+            return False
         if step.action is Action.ROUTE:
             return True
         if step.action is Action.CLOSE:

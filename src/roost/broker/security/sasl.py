@@ -15,6 +15,7 @@ reply, fail, or close; the connection does it.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -22,10 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from scramp import ScramException, ScramMechanism
-
 from roost.broker.security.principal import USER_TYPE, KafkaPrincipal
-from roost.broker.security.scram import SCRAM_MECHANISMS, ScramCredential
+from roost.broker.security.scram import HASHES, MIN_ITERATIONS, SCRAM_MECHANISMS, ScramCredential
 from roost.wire.kafka import ApiKey, KafkaCodecError, encode_response, read_request_header
 from roost.wire.kafka.errors import ErrorCode
 
@@ -75,48 +74,112 @@ class PlainServer(MechanismServer):
 
 
 class ScramServer(MechanismServer):
-    """RFC 5802 with `scramp` doing the cryptography and message checks."""
+    """RFC 5802 (SCRAM-SHA-256/512) as Kafka's ScramSaslServer checks it.
+
+    Written here rather than with scramp's server: Kafka accepts a client-final nonce that only
+    *ends with* the server's nonce, and librdkafka up to 2.x (Debian's kcat) sends
+    client-nonce + server-nonce there; scramp demands equality and would refuse those clients.
+    scramp still derives the stored credentials (`scram.make_credential`)."""
 
     def __init__(self, mechanism: str, credentials: Callable[[str, str], ScramCredential | None]) -> None:
         assert mechanism in SCRAM_MECHANISMS
         self._mechanism = mechanism
+        self._hash = HASHES[mechanism]
         self._credentials = credentials
-        self._unknown_user = False
-        self._server = ScramMechanism(mechanism).make_server(self._auth_info)
         self._stage = 0
+        self._known = False
+        self._credential: ScramCredential | None = None
+        self._gs2_header = ""
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
 
-    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
+    def _lookup(self, user: str) -> ScramCredential:
         found = self._credentials(user, self._mechanism)
-        if found is None or found.iterations < 4096:
-            # A made-up credential: the exchange goes on and fails at the proof, as for a bad password.
-            self._unknown_user = True
-            salt = hmac.new(_DUMMY_SECRET, user.encode(), hashlib.sha256).digest()[:16]
-            return salt, os.urandom(64), os.urandom(64), 4096
-        return found.salt, found.stored_key, found.server_key, found.iterations
+        if found is not None and found.iterations >= MIN_ITERATIONS:
+            self._known = True
+            return found
+        # A made-up credential: the exchange goes on and fails at the proof, as for a bad password.
+        salt = hmac.new(_DUMMY_SECRET, user.encode(), hashlib.sha256).digest()[:16]
+        return ScramCredential(salt, os.urandom(64), os.urandom(64), MIN_ITERATIONS)
 
     def step(self, token: bytes) -> bytes:
         try:
             text = token.decode()
         except UnicodeDecodeError:
             raise AuthenticationFailed(f"{self._mechanism} message is not UTF-8") from None
-        try:
-            if self._stage == 0:
-                self._stage = 1
-                self._server.set_client_first(text)
-                self.user = self._server.user or ""
-                return self._server.get_server_first().encode()
-            if self._stage == 1:
-                self._stage = 2
-                self._server.set_client_final(text)
-                if self._unknown_user:
-                    raise AuthenticationFailed(f"{self._mechanism} login of unknown user {self.user!r}")
-                final = self._server.get_server_final().encode()
-                self.complete = True
-                return final
-        except ScramException as error:
-            raise AuthenticationFailed(f"{self._mechanism} login of user {self.user!r} refused: "
-                                       f"{error.args[0] if error.args else 'invalid'}") from None
+        if self._stage == 0:
+            self._stage = 1
+            return self._client_first(text).encode()
+        if self._stage == 1:
+            self._stage = 2
+            return self._client_final(text).encode()
         raise AuthenticationFailed(f"{self._mechanism}: a message after the exchange ended")
+
+    def _client_first(self, text: str) -> str:
+        # gs2-header: "n," [ "a=" authzid ] ","  (only "n": no channel binding, as Kafka)
+        if not text.startswith("n,"):
+            raise AuthenticationFailed(f"{self._mechanism} client-first does not start with n,")
+        authzid_part, sep, bare = text[2:].partition(",")
+        if not sep or (authzid_part and not authzid_part.startswith("a=")):
+            raise AuthenticationFailed(f"{self._mechanism} client-first has a bad gs2 header")
+        self._gs2_header = text[:2 + len(authzid_part) + 1]
+        attributes = _attributes(bare)
+        user, client_nonce = attributes.get("n"), attributes.get("r")
+        if user is None or not client_nonce or not bare.startswith("n="):
+            raise AuthenticationFailed(f"{self._mechanism} client-first lacks n= or r=")
+        user = user.replace("=2C", ",").replace("=3D", "=")
+        authzid = authzid_part[2:].replace("=2C", ",").replace("=3D", "=")
+        self.user = user
+        if authzid and authzid != user:
+            raise AuthenticationFailed(f"{self._mechanism} authorization id differs from user {user!r}")
+        if "tokenauth" in attributes:
+            raise AuthenticationFailed(f"{self._mechanism} delegation-token login of {user!r} is not supported")
+        self._credential = self._lookup(user)
+        self._client_first_bare = bare
+        self._nonce = client_nonce + base64.b64encode(os.urandom(24)).decode()
+        salt = base64.b64encode(self._credential.salt).decode()
+        self._server_first = f"r={self._nonce},s={salt},i={self._credential.iterations}"
+        return self._server_first
+
+    def _client_final(self, text: str) -> str:
+        credential = self._credential
+        assert credential is not None
+        without_proof, sep, proof_b64 = text.rpartition(",p=")
+        attributes = _attributes(without_proof)
+        if not sep or not proof_b64:
+            raise AuthenticationFailed(f"{self._mechanism} client-final of {self.user!r} has no proof")
+        if attributes.get("c") != base64.b64encode(self._gs2_header.encode()).decode():
+            raise AuthenticationFailed(f"{self._mechanism} client-final of {self.user!r}: channel binding differs")
+        if not attributes.get("r", "").endswith(self._nonce):  # Kafka's check (see the class comment)
+            raise AuthenticationFailed(f"{self._mechanism} client-final of {self.user!r}: wrong nonce")
+        try:
+            proof = base64.b64decode(proof_b64, validate=True)
+        except ValueError:
+            raise AuthenticationFailed(f"{self._mechanism} client-final of {self.user!r}: proof is not base64") from None
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        signature = hmac.new(credential.stored_key, auth_message, self._hash).digest()
+        if len(proof) != len(signature) or not self._verify(proof, signature, credential.stored_key):
+            raise AuthenticationFailed(f"{self._mechanism} login of user {self.user!r} refused "
+                                       "(unknown user or wrong password)")
+        self.complete = True
+        server_signature = hmac.new(credential.server_key, auth_message, self._hash).digest()
+        return "v=" + base64.b64encode(server_signature).decode()
+
+    def _verify(self, proof: bytes, signature: bytes, stored_key: bytes) -> bool:
+        """The proof holds iff H(proof XOR ClientSignature) is the stored key (RFC 5802 3)."""
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        return hmac.compare_digest(self._hash(client_key).digest(), stored_key) and self._known
+
+
+def _attributes(message: str) -> dict[str, str]:
+    """`k=v,k=v` of a SCRAM message (values may hold '=')."""
+    found: dict[str, str] = {}
+    for part in message.split(","):
+        key, sep, value = part.partition("=")
+        if sep:
+            found.setdefault(key, value)
+    return found
 
 
 @dataclass

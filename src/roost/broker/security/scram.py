@@ -10,6 +10,8 @@ are in `scram_zk`. Keys are derived with `scramp` (RFC 5802), not by hand.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import urllib.parse
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ MIN_ITERATIONS = 4096  # Kafka refuses to store or use fewer
 MAX_ITERATIONS = 16384
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # AlterUserScramCredentials' int8
 MECHANISM_BY_CODE = {code: name for name, code in MECHANISM_CODES.items()}
+HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,12 @@ def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATI
 def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
                                     iterations: int) -> ScramCredential:
     """What AlterUserScramCredentials sends (the client salts the password): the stored and
-    server keys derived from it."""
-    stored, server = ScramMechanism(mechanism).make_stored_server_keys(salted_password)
-    return ScramCredential(salt, stored, server, iterations)
+    server keys derived from it (RFC 5802 section 3). scramp 1.5 derives them only from the
+    password itself, so these two HMACs and a hash are done here."""
+    digest = HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    return ScramCredential(salt, digest(client_key).digest(), server_key, iterations)
 
 
 def sanitize(user: str) -> str:
