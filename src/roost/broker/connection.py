@@ -117,6 +117,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.abort("the client certificate's subject matches no ssl.principal.mapping.rules rule")
                 return
             self.principal = principal
+            if principal is not ANONYMOUS:
+                log.info("connection from %s on listener %s: TLS client certificate proves %s", self.peer,
+                         self.listener, principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._frames.buffered and not self._closed:
