@@ -47,7 +47,7 @@ from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.log_move import LogMoves
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
-from roost.broker.security.listener import ListenerSecurity, build_listener_security
+from roost.broker.security.listener import ListenerSecurity, build_listener_security, peer_security
 from roost.broker.security.scram import ScramCredentialStore
 from roost.broker.security.scram_zk import ZkScramCredentials
 from roost.broker.stats import BrokerStats
@@ -125,7 +125,6 @@ class Broker:
                                   self.logs.storage_failed)
         self.producer_ids: ProducerIdAllocator | ZkProducerIdAllocator = \
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
-        self.peers = PeerPool(f"roost-broker-{self.broker_id}")
         self._connections: set[KafkaConnection] = set()
         self._background: set[asyncio.Future[None]] = set()
         self._servers: list[asyncio.Server] = []
@@ -142,6 +141,8 @@ class Broker:
             entry.name: build_listener_security(config, entry.name, protocols.get(entry.name, "PLAINTEXT"), self.scram)
             for entry in self.listener_addresses}
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> where it listens
+        self.peers = PeerPool(f"roost-broker-{self.broker_id}", peer_security(
+            config, self.inter_broker_listener, self.listener_security[self.inter_broker_listener].protocol))
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
             max_inflight_requests=config["queued.max.requests"],

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from roost.broker.peer import PeerSecurity
 from roost.broker.security.jaas import parse_jaas
 from roost.broker.security.sasl import SaslSettings
 from roost.broker.security.scram import ScramCredentialStore
-from roost.broker.security.tls import ListenerTls
+from roost.broker.security.tls import ListenerTls, build_context
 from roost.config import BrokerConfig, ConfigError
 
 
@@ -48,3 +49,23 @@ def build_listener_security(config: BrokerConfig, name: str, protocol: str,
     return ListenerSecurity(name, protocol, tls, sasl,
                             int(config["connection.failed.authentication.delay.ms"]) / 1000,
                             int(config["sasl.server.max.receive.size"]))
+
+
+def peer_security(config: BrokerConfig, listener: str, protocol: str) -> PeerSecurity:
+    """How this broker logs in to the others on the inter-broker `listener`: Kafka's
+    sasl.mechanism.inter.broker.protocol with the username/password of that listener's JAAS
+    login for the mechanism, and TLS with its trust store (and key store, for mutual TLS)."""
+    tls = build_context(config, listener, server_side=False) if protocol in ("SSL", "SASL_SSL") else None
+    check_hostname = config.for_listener(listener, "ssl.endpoint.identification.algorithm") == "https"
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return PeerSecurity(tls, check_hostname)
+    mechanism = str(config["sasl.mechanism.inter.broker.protocol"])
+    try:
+        login = parse_jaas(config.jaas_config(listener, mechanism))
+    except ValueError as error:
+        raise ConfigError(f"listener {listener}: {mechanism} sasl.jaas.config: {error}") from None
+    if not login.username or login.password is None:
+        raise ConfigError(f"the inter-broker listener {listener} uses {protocol}: give the broker's own login as "
+                          f"username=\"...\" password=\"...\" in 'listener.name.{listener.lower()}."
+                          f"{mechanism.lower()}.sasl.jaas.config'")
+    return PeerSecurity(tls, check_hostname, mechanism, login.username, login.password)
