@@ -347,6 +347,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/keeper/commands.py", '        r.expect_end("keeper batch")\n',
               "        pass  # MUTATION: trailing bytes accepted\n"),),
         ("tests/keeper/test_persisted_decoding.py::test_a_truncated_batch_is_refused",), must_load=(PYTEST,)),
+    Mutation(
+        "scram-proof-unverified",
+        "a SCRAM login needs a proof made from the right password (unknown user and wrong password alike)",
+        (edit("src/roost/broker/security/sasl.py",
+              "        return hmac.compare_digest(self._hash(client_key).digest(), stored_key) and self._known\n",
+              "        return True  # MUTATION: proof not verified\n"),),
+        ("tests/security/test_bad_input.py::test_scram_unknown_user_fails_like_a_wrong_password",
+         "tests/security/test_credentials.py::test_a_user_written_into_zookeeper_by_another_client_logs_in_within_a_second"),
+        must_load=(BROKER,)),
+    Mutation(
+        "tls-client-auth-ignored",
+        "ssl.client.auth=required refuses a client without a certificate and names one with it",
+        (edit("src/roost/broker/security/tls.py", "        context.verify_mode = CLIENT_AUTH_MODES[mode]\n",
+              "        context.verify_mode = ssl.CERT_NONE  # MUTATION: client auth ignored\n"),),
+        ("tests/security/test_bad_input.py::test_mutual_tls_refuses_a_client_without_a_certificate",
+         "tests/security/test_credentials.py::test_a_client_certificate_becomes_the_principal_by_the_mapping_rule"),
+        must_load=(BROKER,)),
 )
 
 
