@@ -196,11 +196,13 @@ class Setting:
         if self.check is not None:
             complaint = self.check(value)
             if complaint:
-                raise ConfigError(f"{source}: setting '{self.name}' = {raw!r} {complaint}")
+                shown = "(hidden)" if self.sensitive else repr(raw)  # a secret never goes into a message
+                raise ConfigError(f"{source}: setting '{self.name}' = {shown} {complaint}")
         return value
 
     def _convert(self, raw: Any, source: str) -> Any:
-        problem = f"{source}: setting '{self.name}' expects {self.kind.__name__}, got {raw!r}"
+        shown = f"a {type(raw).__name__}" if self.sensitive else repr(raw)
+        problem = f"{source}: setting '{self.name}' expects {self.kind.__name__}, got {shown}"
         if self.kind is bool:
             if isinstance(raw, bool):
                 return raw

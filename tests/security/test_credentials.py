@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from scramp import ScramClient
 
 from roost.broker.security.scram import make_credential, sanitize
-from tests.security.conftest import SCRAM_USER, SecuredNode
+from tests.security.conftest import PLAIN_USERS, SCRAM_PASSWORD, SCRAM_USER, SecuredNode
 from tests.support.kafka_wire import WireClient
 
 
@@ -94,3 +94,11 @@ def test_a_client_certificate_becomes_the_principal_by_the_mapping_rule(secured:
     producer.produce("mtls-principal", b"x")
     assert producer.flush(30) == 0
     assert "on listener MTLS: TLS client certificate proves User:alice" in secured.log
+
+
+def test_no_password_reaches_the_broker_log(secured: SecuredNode) -> None:
+    """Whatever the tests before did (logins, failures, user changes), no password is logged."""
+    text = secured.log
+    for secret in (*PLAIN_USERS.values(), SCRAM_PASSWORD, "dave-secret", "not-the-password-4711"):
+        assert secret not in text
+    assert "authenticated as User:" in text  # the log does say who logged in
