@@ -350,7 +350,8 @@ SECURITY_SETTINGS: tuple[Setting, ...] = (
     Setting("connection.failed.authentication.delay.ms", int, 100,
             "a failed login's connection is closed after this delay", at_least(0)),
     Setting("connections.max.reauth.ms", int, 0,
-            "SASL sessions must log in again within this time (KIP-368; 0: never)", at_least(0)),
+            "SASL sessions must log in again within this time, or their connection is closed (KIP-368; 0: never)",
+            at_least(0), per_listener=True),
 )
 
 

@@ -22,7 +22,8 @@ from roost.testing.node import RoostNode
 
 PLAIN_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
-LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL")
+LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "REAUTH")
+REAUTH_MS = 1500  # the REAUTH listener's connections.max.reauth.ms (KIP-368)
 
 
 @dataclass
@@ -63,11 +64,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredNode]:
     settings = {
         "listeners": ",".join(f"{name}://127.0.0.1:0" for name in LISTENERS),
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                          "SASL_SSL:SASL_SSL",
+                                          "SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
         "ssl.keystore.location": str(certs["broker"]),
         "ssl.truststore.location": str(certs["ca"]),
         "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.reauth.connections.max.reauth.ms": REAUTH_MS,
         "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/L,DEFAULT",
         "sasl.jaas.config": f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
     }

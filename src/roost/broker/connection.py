@@ -25,6 +25,7 @@ from roost.broker.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
 from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.broker.security.sasl import Action, SaslAuthenticator
 from roost.wire.kafka import (
+    ApiKey,
     FrameSizeError,
     FrameSplitter,
     KafkaCodecError,
@@ -78,6 +79,7 @@ class KafkaConnection(asyncio.Protocol):
         # length prefix so a huge token is never buffered, and no lower bound (a raw v0 token may
         # be a few bytes).
         self._sasl = SaslAuthenticator(security.sasl) if security.sasl is not None else None
+        self._session_expires: float | None = None  # loop time a KIP-368 session ends (None: never)
         self._frames = FrameSplitter(limits.max_frame_bytes, MIN_REQUEST_FRAME) if self._sasl is None else \
             FrameSplitter(min(limits.max_frame_bytes, security.max_sasl_token_bytes), 0)
         self._waiting: deque[bytearray] = deque()  # whole frames not handled yet (reading paused)
@@ -164,8 +166,17 @@ class KafkaConnection(asyncio.Protocol):
 
     # requests ---------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytearray) -> None:
-        if self._sasl is not None and not self._sasl.complete and not self._sasl_step(frame):
-            return
+        if self._sasl is not None:
+            if self._sasl.complete and self._session_expires is not None:
+                if len(frame) >= 2 and int.from_bytes(frame[:2], "big") == ApiKey.SASL_HANDSHAKE:
+                    # KIP-368: the client logs in again on this connection.
+                    self._sasl = SaslAuthenticator(self._sasl.settings, reauthenticating=True)
+                elif asyncio.get_running_loop().time() > self._session_expires:
+                    self.abort(f"SASL session of {self.principal} expired (connections.max.reauth.ms); "
+                               "the client did not log in again")
+                    return
+            if not self._sasl.complete and not self._sasl_step(frame):
+                return
         try:
             header, header_end = read_request_header(frame)
         except KafkaCodecError as error:
@@ -214,17 +225,32 @@ class KafkaConnection(asyncio.Protocol):
         if step.action is Action.FAIL:
             self._fail_authentication(step.reason, step.reply)
             return False
-        self._write_now(step.reply)
         if step.action is Action.DONE:
             assert step.principal is not None
+            if self._session_expires is not None and step.principal != self.principal:
+                self._fail_authentication(f"re-login as {step.principal} on a connection of {self.principal} "
+                                          "(the principal may not change)", [])
+                return False
+            reauth_ms = self._sasl.settings.reauth_ms
+            if reauth_ms > 0:
+                self._session_expires = asyncio.get_running_loop().time() + reauth_ms / 1000
+            relogin = self.principal == step.principal
             self.principal = step.principal  # on SASL_SSL the SASL identity wins over a certificate
             self._frames.max_frame_bytes = self._limits.max_frame_bytes
             self._frames.min_frame_bytes = MIN_REQUEST_FRAME
-            log.info("connection from %s on listener %s: %s", self.peer, self.listener, step.reason)
+            log.info("connection from %s on listener %s: %s%s", self.peer, self.listener, step.reason,
+                     " again (KIP-368)" if relogin else "")
+        self._reply_in_order(step.reply)
         return False
 
-    def _write_now(self, buffers: list[bytes]) -> None:
-        if self._transport is not None and not self._closed:
+    def _reply_in_order(self, buffers: list[bytes]) -> None:
+        """A login answer: at once, or after the answers still owed (a re-login may come while
+        earlier requests wait)."""
+        if self._slots:
+            slot = _Slot()
+            self._slots.append(slot)
+            self._fill(slot, buffers)
+        elif self._transport is not None and not self._closed:
             self._transport.writelines(buffers)
 
     def _fail_authentication(self, reason: str, reply: list[bytes]) -> None:

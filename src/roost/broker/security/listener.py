@@ -45,7 +45,8 @@ def build_listener_security(config: BrokerConfig, name: str, protocol: str,
             raise ConfigError(f"listener {name}: PLAIN sasl.jaas.config: {error}") from None
         users = plain.plain_users()
         plain_users: Callable[[], dict[str, str]] = lambda: users  # noqa: E731
-        sasl = SaslSettings(mechanisms, plain_users, scram.get)
+        sasl = SaslSettings(mechanisms, plain_users, scram.get,
+                            int(config.for_listener(name, "connections.max.reauth.ms")))
     return ListenerSecurity(name, protocol, tls, sasl,
                             int(config["connection.failed.authentication.delay.ms"]) / 1000,
                             int(config["sasl.server.max.receive.size"]))

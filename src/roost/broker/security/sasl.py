@@ -189,6 +189,7 @@ class SaslSettings:
     mechanisms: list[str]
     plain_users: Callable[[], dict[str, str]] = dict
     scram_credentials: Callable[[str, str], ScramCredential | None] = lambda user, mech: None
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368): 0, sessions never expire
 
     def server(self, mechanism: str) -> MechanismServer:
         if mechanism == "PLAIN":
@@ -222,9 +223,11 @@ class State(Enum):
 
 
 class SaslAuthenticator:
-    def __init__(self, settings: SaslSettings) -> None:
+    def __init__(self, settings: SaslSettings, reauthenticating: bool = False) -> None:
+        """`reauthenticating`: a KIP-368 re-login on a connection already authenticated, which
+        starts at SaslHandshake (no ApiVersions first)."""
         self.settings = settings
-        self.state = State.INITIAL
+        self.state = State.HANDSHAKE if reauthenticating else State.INITIAL
         self.mechanism = ""
         self._server: MechanismServer | None = None
 
@@ -306,7 +309,8 @@ class SaslAuthenticator:
         else:
             reply = [bytes(b) for b in encode_response(header, {  # type: ignore[arg-type]
                 "error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": answer,
-                "session_lifetime_ms": 0})]  # KIP-368 re-login is not offered
+                # KIP-368: the client must log in again within this time (0: never).
+                "session_lifetime_ms": self.settings.reauth_ms if self._server.complete else 0})]
         if not self._server.complete:
             return Step(Action.REPLY, reply)
         self.state = State.COMPLETE
