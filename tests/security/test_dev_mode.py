@@ -4,6 +4,7 @@ users made with `roost user create` log in."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -64,3 +65,17 @@ def test_roost_user_create_list_delete(dev_node: RoostNode) -> None:
     deleted = roost(dev_node, "user", "delete", USER)
     assert deleted.returncode == 0, deleted.stderr
     assert USER not in roost(dev_node, "user", "list", "--format", "json").stdout
+
+
+def test_a_profile_points_at_the_password_file(dev_node: RoostNode, tmp_path: Path) -> None:
+    assert dev_node.data_dir is not None
+    settings = dict(dev_node.security_settings)
+    settings["sasl.password"] = "${file:" + str(dev_node.data_dir / "security" / "admin.password") + "}"
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text("[dev]\n" + f'bootstrap = "{dev_node.bootstrap}"\n[dev.settings]\n'
+                        + "".join(f'"{key}" = "{value}"\n' for key, value in settings.items()))
+    listed = subprocess.run([sys.executable, "-m", "roost.cli.main", "topic", "list", "--profile", "dev"],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "ROOST_PROFILES_FILE": str(profiles)})
+    assert listed.returncode == 0, listed.stderr
+    assert "dev-secured" in listed.stdout
