@@ -138,3 +138,55 @@ def test_secret_references(tmp_path, monkeypatch) -> None:  # type: ignore[no-un
     assert config["ssl.key.password"] == "from-env"
     with pytest.raises(ConfigError, match="NOT_SET_ANYWHERE"):
         BrokerConfig.build([("f", {"ssl.key.password": "${env:NOT_SET_ANYWHERE}"})])
+
+
+def test_pkcs12_key_and_trust_stores_serve_tls(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A listener context from PKCS#12 stores (read with cryptography) completes a TLS handshake
+    with a client that trusts the CA and shows a certificate the server's trust store accepts."""
+    import socket
+    import ssl
+    import threading
+
+    import trustme
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        load_pem_private_key,
+        pkcs12,
+    )
+
+    from roost.broker.security.tls import ListenerTls
+
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost")
+    key = load_pem_private_key(leaf.private_key_pem.bytes(), None)
+    cert = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes())
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
+    (tmp_path / "keystore.p12").write_bytes(pkcs12.serialize_key_and_certificates(
+        b"broker", key, cert, [ca_cert], BestAvailableEncryption(b"store-pw")))  # type: ignore[arg-type]
+    (tmp_path / "truststore.p12").write_bytes(pkcs12.serialize_key_and_certificates(
+        b"ca", None, ca_cert, None, BestAvailableEncryption(b"trust-pw")))
+    config = BrokerConfig.build([("f", {
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(tmp_path / "keystore.p12"),
+        "ssl.keystore.password": "store-pw", "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": str(tmp_path / "truststore.p12"), "ssl.truststore.password": "trust-pw",
+        "ssl.client.auth": "required"})])
+    tls = ListenerTls(config, "SSL")
+    client_cert = ca.issue_cert("carol@example.com", common_name="carol")
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    client_cert.configure_cert(client_context)
+    server_side, client_side = socket.socketpair()
+    seen: list[object] = []
+
+    def serve() -> None:
+        with tls.context.wrap_socket(server_side, server_side=True) as wrapped:
+            seen.append(tls.principal(wrapped))
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with client_context.wrap_socket(client_side, server_hostname="localhost"):
+        thread.join(10)
+    # DEFAULT mapping: the whole subject, RFC 2253 order (most specific first).
+    assert len(seen) == 1 and str(seen[0]).startswith("User:CN=carol,OU=Testing cert") \
+        and ",O=trustme" in str(seen[0])
