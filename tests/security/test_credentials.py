@@ -102,3 +102,20 @@ def test_no_password_reaches_the_broker_log(secured: SecuredNode) -> None:
     for secret in (*PLAIN_USERS.values(), SCRAM_PASSWORD, "dave-secret", "not-the-password-4711"):
         assert secret not in text
     assert "authenticated as User:" in text  # the log does say who logged in
+
+
+def test_every_listener_is_registered_as_kafka_registers_it(secured: SecuredNode) -> None:
+    zk = KazooClient(hosts=secured.node.zookeeper)
+    zk.start(timeout=10)
+    try:
+        data, _ = zk.get("/brokers/ids/0")
+    finally:
+        zk.stop()
+        zk.close()
+    registration = json.loads(data)
+    assert registration["endpoints"][0] == f"PLAINTEXT://127.0.0.1:{secured.ports['PLAINTEXT']}"  # inter-broker first
+    assert sorted(registration["endpoints"]) == sorted(
+        f"{name}://127.0.0.1:{port}" for name, port in secured.ports.items())
+    assert registration["listener_security_protocol_map"] == {
+        "PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+        "SASL_SSL": "SASL_SSL", "REAUTH": "SASL_PLAINTEXT"}
