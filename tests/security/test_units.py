@@ -190,3 +190,28 @@ def test_pkcs12_key_and_trust_stores_serve_tls(tmp_path) -> None:  # type: ignor
     # DEFAULT mapping: the whole subject, RFC 2253 order (most specific first).
     assert len(seen) == 1 and str(seen[0]).startswith("User:CN=carol,OU=Testing cert") \
         and ",O=trustme" in str(seen[0])
+
+
+def test_roost_up_brokers_with_security_plans_secured_listeners(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`roost up --brokers 3 --security sasl_ssl`: every broker listens on SASL_SSL, talks to the
+    others over it as the admin user, and its config file points at the secrets without them."""
+    import tomllib
+
+    from roost.cli import cluster, dev_security
+    from roost.cli.main import build_parser
+    from roost.cli.node import given_settings
+
+    args = build_parser().parse_args(["up", "--brokers", "3", "--data-dir", str(tmp_path), "--kafka-port", "19192",
+                                      "--security", "sasl_ssl"])
+    security = dev_security.prepare(args.data_dir, args.security, args.host)
+    assert security is not None
+    plan = cluster.plan_from_args(args, given_settings(args), security)
+    plan.write_configs()
+    password = (tmp_path / "security" / "admin.password").read_text().strip()
+    for spec in plan.brokers:
+        text = spec.config_path.read_text()
+        assert password not in text
+        config = BrokerConfig.build([("file", tomllib.loads(text))])  # the child's own check
+        assert config["listeners"] == f"SASL_SSL://127.0.0.1:{spec.address[1]}"
+        assert config.inter_broker_listener() == "SASL_SSL"
+        assert f'password="{password}"' in config["sasl.jaas.config"]  # resolved from the file
