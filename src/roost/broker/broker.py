@@ -179,7 +179,11 @@ class Broker:
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions, self.stats)
-        self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(header, frame, "local"))
+        # This broker asking itself (the controller its own broker, say) does so as it asks the
+        # others: as its inter-broker principal, on its inter-broker listener.
+        own = self.peers.security.principal
+        self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(
+            header, frame, "local", -1, own, self.inter_broker_listener))
 
     def _build_cluster_parts(self) -> None:
         config = self.config

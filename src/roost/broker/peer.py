@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from roost.broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from roost.wire.kafka import (
     FrameSizeError,
     FrameSplitter,
@@ -55,6 +56,12 @@ class PeerSecurity:
 
     def __repr__(self) -> str:  # never the password
         return f"PeerSecurity(tls={self.tls is not None}, mechanism={self.mechanism!r}, username={self.username!r})"
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who this broker is to the others: User:<username> after a SASL login; ANONYMOUS
+        otherwise (a certificate-only identity is not worked out here)."""
+        return KafkaPrincipal(USER_TYPE, self.username) if self.mechanism is not None else ANONYMOUS
 
 
 PLAINTEXT_PEERS = PeerSecurity()
