@@ -96,3 +96,52 @@ def test_a_new_scram_user_reaches_every_broker_within_a_second(secured_cluster: 
         cluster.wait_for_output(broker_id, "user 'erin': SCRAM credentials for SCRAM-SHA-256", timeout=5)
     # Measured from the answer, including the output pipe's own delay.
     assert time.monotonic() - answered < 1.0
+
+
+def test_kill_9_of_a_leader_mid_stream_loses_nothing_acknowledged(secured_cluster: LocalCluster) -> None:
+    """The seeds' experiment on SASL_SSL inter-broker links: acks=all writes while the leader is
+    killed; every acknowledged message is read back after failover (the followers log in to the
+    new leader, the controller to the survivors)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster = secured_cluster
+    admin = cluster.admin()
+    admin.create_topics([NewTopic("failover", 1, 3, config={"min.insync.replicas": "2"})])["failover"].result(30)
+    cluster.wait_for_isr("failover")
+    leader = cluster.partitions("failover")[0][0]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 2, "message.timeout.ms": 30000})
+    acked: list[bytes] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is None:
+            acked.append(message.value())  # type: ignore[attr-defined]
+
+    killed = False
+    started = time.monotonic()
+    for i in range(3000):
+        producer.produce("failover", f"m{i}".encode(), on_delivery=delivered)
+        producer.poll(0)
+        if i % 100 == 0:
+            time.sleep(0.02)
+        if i == 1000:
+            cluster.kill(leader)
+            killed = True
+        assert time.monotonic() - started < 60
+    producer.flush(60)
+    assert killed and len(acked) > 1000
+    new_leader = cluster.partitions("failover")[0][0]
+    assert new_leader not in (-1, leader)
+    consumer = Consumer({"bootstrap.servers": cluster.running_bootstrap(), "group.id": "failover-check",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("failover", 0, 0)])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    while not set(acked) <= seen and time.monotonic() < deadline:
+        for message in consumer.consume(500, timeout=1.0):
+            if message.error() is None:
+                seen.add(message.value())
+    consumer.close()
+    assert set(acked) <= seen, f"{len(set(acked) - seen)} acknowledged messages lost"
+    cluster.restart(leader)
+    cluster.wait_for_isr("failover")
