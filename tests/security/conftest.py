@@ -35,6 +35,13 @@ class SecuredNode:
     client_key: Path
     client_pem: Path  # key and certificate in one file
 
+    def metrics_text(self) -> str:
+        import urllib.request
+        assert self.node.process is not None
+        host, port = self.node.process.wait_listening(["metrics"])["metrics"]
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
+            return answer.read().decode()
+
     def address(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
 
@@ -70,6 +77,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredNode]:
         "ssl.truststore.location": str(certs["ca"]),
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.reauth.connections.max.reauth.ms": REAUTH_MS,
+        "metrics.port": 0,
         "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/L,DEFAULT",
         "sasl.jaas.config": f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
     }

@@ -96,9 +96,12 @@ def test_a_client_certificate_becomes_the_principal_by_the_mapping_rule(secured:
     assert "on listener MTLS: TLS client certificate proves User:alice" in secured.log
 
 
-def test_no_password_reaches_the_broker_log(secured: SecuredNode) -> None:
-    """Whatever the tests before did (logins, failures, user changes), no password is logged."""
-    text = secured.log
+def test_no_password_reaches_the_broker_log_or_metrics(secured: SecuredNode) -> None:
+    """Whatever the tests before did (logins, failures, user changes), no password is logged or
+    served on /metrics."""
+    metrics = secured.metrics_text()
+    assert "kafka_" in metrics or "roost_" in metrics
+    text = secured.log + metrics
     for secret in (*PLAIN_USERS.values(), SCRAM_PASSWORD, "dave-secret", "not-the-password-4711"):
         assert secret not in text
     assert "authenticated as User:" in text  # the log does say who logged in
