@@ -357,6 +357,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/security/test_credentials.py::test_a_user_written_into_zookeeper_by_another_client_logs_in_within_a_second"),
         must_load=(BROKER,)),
     Mutation(
+        "sasl-request-before-login-served",
+        "on a SASL listener a request before the login closes the connection",
+        (edit("src/roost/broker/security/sasl.py",
+              '        return self._close(f"request api_key={key} v{header.api_version} before SASL authentication "\n',
+              '        return Step(Action.ROUTE)  # MUTATION\n        return self._close(f"request api_key={key} v{header.api_version} before SASL authentication "\n'),),
+        ("tests/security/test_bad_input.py::test_a_request_before_authentication_closes_the_connection",),
+        must_load=(BROKER,)),
+    Mutation(
         "tls-client-auth-ignored",
         "ssl.client.auth=required refuses a client without a certificate and names one with it",
         (edit("src/roost/broker/security/tls.py", "        context.verify_mode = CLIENT_AUTH_MODES[mode]\n",
