@@ -114,15 +114,10 @@ def test_unknown_mechanism_gets_the_enabled_list_and_a_close(secured: SecuredNod
 
 @pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_a_request_before_authentication_closes_the_connection(secured: SecuredNode, listener: str) -> None:
-    if listener == "SASL_SSL":
-        context = ssl.create_default_context(cafile=str(secured.ca))
-        raw = socket.create_connection(("127.0.0.1", secured.ports[listener]), timeout=10)
-        client = WireClient.__new__(WireClient)
-        WireClient.__init__(client, secured.address("PLAINTEXT"))  # a shell whose socket is replaced
-        client.sock.close()
-        client.sock = context.wrap_socket(raw, server_hostname="localhost")
-    else:
-        client = WireClient(secured.address(listener), timeout=10)
+    client = WireClient(secured.address(listener), timeout=10)
+    if listener == "SASL_SSL":  # the same socket, TLS first
+        client.sock = ssl.create_default_context(cafile=str(secured.ca)).wrap_socket(
+            client.sock, server_hostname="localhost")
     client.send(METADATA, 1, {"topics": []})
     assert client.is_closed_by_peer()
     client.close()
