@@ -1,5 +1,6 @@
 """A 3-broker cluster whose inter-broker links (replica fetches, the controller's requests, the
-brokers' other peer traffic) go over a SASL_SSL listener with SCRAM-SHA-512: it produces with
+brokers' other peer traffic) go over a SASL_SSL listener with SCRAM-SHA-512 and mutual TLS: it
+produces with
 acks=all to a replicated topic and every replica catches up; a SCRAM user created through one
 broker reaches all three within a second."""
 
@@ -51,6 +52,8 @@ def secured_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalC
                 "listener.name.internal.scram-sha-512.sasl.jaas.config": login,
                 "ssl.keystore.location": str(certs["broker"]),
                 "ssl.truststore.location": str(certs["ca"]),
+                # Mutual TLS between brokers too: each shows its key store's certificate.
+                "listener.name.internal.ssl.client.auth": "required",
                 "log.dirs": str(root / f"broker-{broker_id}"),
                 "offsets.topic.replication.factor": 3, "default.replication.factor": 3,
                 **TEST_BROKER_SETTINGS})
@@ -145,3 +148,26 @@ def test_kill_9_of_a_leader_mid_stream_loses_nothing_acknowledged(secured_cluste
     assert set(acked) <= seen, f"{len(set(acked) - seen)} acknowledged messages lost"
     cluster.restart(leader)
     cluster.wait_for_isr("failover")
+
+
+def test_the_inter_broker_listener_refuses_a_client_without_a_certificate(secured_cluster: LocalCluster) -> None:
+    import re
+    import socket
+    import ssl
+
+    from roost.wire.kafka import RequestHeader, encode_request
+
+    output = secured_cluster.wait_for_output(1, "listener internal listening on")
+    port = int(re.search(r"listener internal listening on 127\.0\.0\.1:(\d+)", output).group(1))  # type: ignore[union-attr]
+    context = ssl.create_default_context(cafile=str(secured_cluster.root / "ca.pem"))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    answer = b""
+    try:
+        tls = context.wrap_socket(raw, server_hostname="localhost")
+        tls.sendall(b"".join(bytes(b) for b in encode_request(RequestHeader(18, 0, 1, "t"), {})))
+        answer = tls.recv(1024)
+    except (ssl.SSLError, ConnectionError):
+        pass
+    finally:
+        raw.close()
+    assert answer == b""
