@@ -589,6 +589,31 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            return  # MUTATION: the epoch cache is left as it is\n"),),
         ("tests/log/test_leader_epochs.py::test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch",
          SIM_FOUND + "[epoch-cache-trim]"), must_load=(PYTEST,)),
+    Mutation(
+        "scram-proof-unverified",
+        "a SCRAM login needs a proof made from the right password (unknown user and wrong password alike)",
+        (edit("src/roost/broker/security/sasl.py",
+              "        return hmac.compare_digest(self._hash(client_key).digest(), stored_key) and self._known\n",
+              "        return True  # MUTATION: proof not verified\n"),),
+        ("tests/security/test_bad_input.py::test_scram_unknown_user_fails_like_a_wrong_password",
+         "tests/security/test_credentials.py::test_a_user_written_into_zookeeper_by_another_client_logs_in_within_a_second"),
+        must_load=(BROKER,)),
+    Mutation(
+        "sasl-request-before-login-served",
+        "on a SASL listener a request before the login closes the connection",
+        (edit("src/roost/broker/security/sasl.py",
+              '        return self._close(f"request api_key={key} v{header.api_version} before SASL authentication "\n',
+              '        return Step(Action.ROUTE)  # MUTATION\n        return self._close(f"request api_key={key} v{header.api_version} before SASL authentication "\n'),),
+        ("tests/security/test_bad_input.py::test_a_request_before_authentication_closes_the_connection",),
+        must_load=(BROKER,)),
+    Mutation(
+        "tls-client-auth-ignored",
+        "ssl.client.auth=required refuses a client without a certificate and names one with it",
+        (edit("src/roost/broker/security/tls.py", "        context.verify_mode = CLIENT_AUTH_MODES[mode]\n",
+              "        context.verify_mode = ssl.CERT_NONE  # MUTATION: client auth ignored\n"),),
+        ("tests/security/test_bad_input.py::test_mutual_tls_refuses_a_client_without_a_certificate",
+         "tests/security/test_credentials.py::test_a_client_certificate_becomes_the_principal_by_the_mapping_rule"),
+        must_load=(BROKER,)),
 )
 
 

@@ -9,6 +9,7 @@ with a message that names the setting.
 from __future__ import annotations
 
 import argparse
+import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -49,41 +50,105 @@ def minus_one_or_at_least(low: int) -> Check:
     return lambda value: None if value == -1 or value >= low else f"must be -1 or >= {low}"
 
 
-def parse_listener(value: str, allow_port_zero: bool = False) -> tuple[str, int] | None:
-    """`PLAINTEXT://host:port` as (host, port); None for the empty string (not set).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+LISTENER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
-    Roost serves one plaintext listener, so Kafka's lists (`A://h:1,B://h:2`) and other security
-    protocols are refused. An IPv6 host is written in brackets (`PLAINTEXT://[::1]:9092`).
-    `allow_port_zero` is for the address to bind (`listeners`), where 0 picks a free port."""
-    if value == "":
-        return None
+
+@dataclass(frozen=True)
+class ListenerAddress:
+    """One entry of `listeners` / `advertised.listeners`: NAME://host:port."""
+
+    name: str  # upper case, as Kafka compares them
+    host: str
+    port: int
+
+
+def parse_listeners(value: str, allow_port_zero: bool = False) -> list[ListenerAddress]:
+    """Kafka's `listeners` list, `NAME://host:port[,NAME://host:port...]`; [] for "" (not set).
+
+    Names are case-insensitive (kept upper case) and unique, and each maps to a security protocol
+    through `listener.security.protocol.map` (checked with the other settings). An IPv6 host is
+    written in brackets (`PLAINTEXT://[::1]:9092`). `allow_port_zero` is for the addresses to bind
+    (`listeners`), where 0 picks a free port."""
+    if value.strip() == "":
+        return []
     low = 0 if allow_port_zero else 1
-    problem = ValueError(f"must be one listener PLAINTEXT://host:port (port {low}-65535)")
-    scheme, sep, address = value.partition("://")
-    host, _, port = address.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise problem
-    if scheme != "PLAINTEXT" or not sep or not host or any(c in host for c in ",/ "):
-        raise problem
-    if not port.isdigit() or not low <= int(port) <= 65535:
-        raise problem
-    return host, int(port)
+    found: list[ListenerAddress] = []
+    for item in value.split(","):
+        item = item.strip()
+        problem = ValueError(f"must be listeners NAME://host:port separated by commas (port {low}-65535), "
+                             f"not {item!r}")
+        scheme, sep, address = item.partition("://")
+        host, _, port = address.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        elif ":" in host:
+            raise problem
+        if not sep or not LISTENER_NAME.match(scheme) or not host or any(c in host for c in ",/ "):
+            raise problem
+        if not port.isdigit() or not low <= int(port) <= 65535:
+            raise problem
+        found.append(ListenerAddress(scheme.upper(), host, int(port)))
+    names = [entry.name for entry in found]
+    if len(set(names)) != len(names):
+        raise ValueError(f"names a listener twice ({', '.join(names)}): each listener needs its own name")
+    ports = [entry.port for entry in found if entry.port != 0]
+    if len(set(ports)) != len(ports):
+        raise ValueError("gives two listeners the same port")
+    return found
 
 
-def plaintext_listener(host: str, port: int) -> str:
-    """(host, port) as a listener setting's value, the inverse of parse_listener."""
-    return f"PLAINTEXT://[{host}]:{port}" if ":" in host else f"PLAINTEXT://{host}:{port}"
+def parse_listener(value: str, allow_port_zero: bool = False) -> tuple[str, int] | None:
+    """The first listener of `value` as (host, port); None for the empty string (not set)."""
+    found = parse_listeners(value, allow_port_zero)
+    return (found[0].host, found[0].port) if found else None
+
+
+def format_listener(name: str, host: str, port: int) -> str:
+    """One listener as a listener setting writes it, the inverse of parse_listeners."""
+    return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
 
 
 def listener(allow_port_zero: bool = False) -> Check:
     def check(value: str) -> str | None:
         try:
-            parse_listener(value, allow_port_zero)
+            parse_listeners(value, allow_port_zero)
         except ValueError as problem:
             return str(problem)
         return None
+    return check
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: `NAME:PROTOCOL,...` as {NAME: PROTOCOL} (names upper case)."""
+    found: dict[str, str] = {}
+    for item in value.split(","):
+        name, sep, protocol = item.strip().partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not LISTENER_NAME.match(name.strip()) or protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"must be NAME:PROTOCOL pairs separated by commas, PROTOCOL one of "
+                             f"{', '.join(SECURITY_PROTOCOLS)}; not {item.strip()!r}")
+        found[name.strip().upper()] = protocol
+    return found
+
+
+def protocol_map() -> Check:
+    def check(value: str) -> str | None:
+        try:
+            parse_protocol_map(value)
+        except ValueError as problem:
+            return str(problem)
+        return None
+    return check
+
+
+def list_of(*choices: str) -> Check:
+    """A comma-separated list of `choices` (empty allowed)."""
+    def check(value: str) -> str | None:
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        bad = [item for item in items if item not in choices]
+        return f"may only list {', '.join(choices)}; not {', '.join(bad)}" if bad else None
     return check
 
 
@@ -127,8 +192,8 @@ class Setting:
     help: str
     check: Check | None = None
     topic_name: str | None = None  # the per-topic override's name, where Kafka has one
-    # A secret (Kafka's PASSWORD type): never echoed in errors, DescribeConfigs answers null.
-    sensitive: bool = False
+    sensitive: bool = False  # a secret: never shown (DescribeConfigs answers null, IsSensitive)
+    per_listener: bool = False  # may be set for one listener: listener.name.<l>.<name>
 
     def parse(self, raw: Any, source: str) -> Any:
         """Convert `raw` (from TOML or a flag string) to this setting's type and check it."""
@@ -136,7 +201,7 @@ class Setting:
         if self.check is not None:
             complaint = self.check(value)
             if complaint:
-                shown = "(hidden)" if self.sensitive else repr(raw)
+                shown = "(hidden)" if self.sensitive else repr(raw)  # a secret never goes into a message
                 raise ConfigError(f"{source}: setting '{self.name}' = {shown} {complaint}")
         return value
 
@@ -278,8 +343,9 @@ CLUSTER_SETTINGS: tuple[Setting, ...] = (
             "how long a broker tries to reach the ensemble before giving up at start", at_least(1)),
     *ZOOKEEPER_SECURITY_SETTINGS,
     Setting("listeners", str, "",
-            "address to listen on, PLAINTEXT://host:port; port 0 picks a free one "
-            "(default: roost up's --host and --kafka-port)", listener(allow_port_zero=True)),
+            "addresses to listen on, NAME://host:port separated by commas (e.g. "
+            "INTERNAL://127.0.0.1:9093,EXTERNAL://0.0.0.0:9094); port 0 picks a free one "
+            "(default: PLAINTEXT on roost up's --host and --kafka-port)", listener(allow_port_zero=True)),
     Setting("broker.rack", str, "", "this broker's rack; replicas of a partition are spread across racks"),
     Setting("log.dirs", str, "",
             "the directories this broker keeps its logs in, separated by commas; the first also holds "
@@ -320,12 +386,74 @@ CLUSTER_SETTINGS: tuple[Setting, ...] = (
             topic_name="unclean.leader.election.enable"),
 )
 
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Listeners' security: TLS (Kafka's ssl.* names, PEM and PKCS#12 key stores) and SASL. Each may be
+# set for one listener as listener.name.<listener>.<name> (the listener's name in lower case).
+SECURITY_SETTINGS: tuple[Setting, ...] = (
+    Setting("listener.security.protocol.map", str, DEFAULT_PROTOCOL_MAP,
+            "each listener's security protocol, NAME:PROTOCOL separated by commas "
+            "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", protocol_map()),
+    Setting("inter.broker.listener.name", str, "",
+            "the listener brokers use to talk to each other (default: the one of security.inter.broker.protocol)"),
+    Setting("security.inter.broker.protocol", str, "PLAINTEXT",
+            "the security protocol brokers use to talk to each other, when inter.broker.listener.name is unset",
+            one_of(*SECURITY_PROTOCOLS)),
+    Setting("ssl.keystore.type", str, "PEM", "PEM (key and certificate chain in one file) or PKCS12",
+            one_of("PEM", "PKCS12"), per_listener=True),
+    Setting("ssl.keystore.location", str, "", "the key store: the listener's private key and certificate chain",
+            per_listener=True),
+    Setting("ssl.keystore.password", str, "", "password of a PKCS12 key store", sensitive=True, per_listener=True),
+    Setting("ssl.key.password", str, "", "password of the private key in a PEM key store", sensitive=True,
+            per_listener=True),
+    Setting("ssl.truststore.type", str, "PEM", "PEM (CA certificates) or PKCS12", one_of("PEM", "PKCS12"),
+            per_listener=True),
+    Setting("ssl.truststore.location", str, "",
+            "CA certificates client certificates (and, for a broker's own links, the brokers') must chain to",
+            per_listener=True),
+    Setting("ssl.truststore.password", str, "", "password of a PKCS12 trust store", sensitive=True,
+            per_listener=True),
+    Setting("ssl.client.auth", str, "none", "ask TLS clients for a certificate: none, requested or required",
+            one_of("none", "requested", "required"), per_listener=True),
+    Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted (1.2 and 1.3 only)",
+            list_of("TLSv1.2", "TLSv1.3"), per_listener=True),
+    Setting("ssl.cipher.suites", str, "", "OpenSSL cipher list for TLS 1.2 (empty: Python's defaults)",
+            per_listener=True),
+    Setting("ssl.principal.mapping.rules", str, "DEFAULT",
+            "how a client certificate's subject becomes a principal: RULE:regex/replacement/[LU],... or DEFAULT",
+            per_listener=True),
+    Setting("ssl.endpoint.identification.algorithm", str, "https",
+            "how this broker checks other brokers' certificates: https (name check) or empty (CA only)",
+            one_of("https", ""), per_listener=True),
+    Setting("ssl.handshake.timeout.ms", int, 10_000,
+            "a TLS handshake not done in this time closes the connection (Roost's own setting)",
+            at_least(1), per_listener=True),
+    Setting("sasl.enabled.mechanisms", str, ",".join(SASL_MECHANISMS),
+            "SASL mechanisms offered on SASL listeners (Kafka's default GSSAPI is not supported)",
+            list_of(*SASL_MECHANISMS), per_listener=True),
+    Setting("sasl.mechanism.inter.broker.protocol", str, "PLAIN",
+            "the SASL mechanism brokers log in to each other with", one_of(*SASL_MECHANISMS)),
+    Setting("sasl.jaas.config", str, "",
+            "JAAS login: PlainLoginModule/ScramLoginModule required username=\"..\" password=\"..\" "
+            "user_<name>=\"..\"; (usually per listener and mechanism: listener.name.<l>.<mech>.sasl.jaas.config)",
+            sensitive=True, per_listener=True),
+    Setting("sasl.server.max.receive.size", int, 524_288,
+            "largest SASL token accepted before authentication (Kafka's cap)", at_least(512)),
+    Setting("connection.failed.authentication.delay.ms", int, 100,
+            "a failed login's connection is closed after this delay", at_least(0)),
+    Setting("connections.max.reauth.ms", int, 0,
+            "SASL sessions must log in again within this time, or their connection is closed (KIP-368; 0: never)",
+            at_least(0), per_listener=True),
+)
+
+
 BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", int, 0, "this broker's node id", at_least(0)),
     # Where clients are told to connect (Metadata, FindCoordinator), when that is not where the
     # broker listens: behind a NAT, a container's port mapping or a proxy.
     Setting("advertised.listeners", str, "",
-            "address given to clients, PLAINTEXT://host:port (default: the listening address)", listener()),
+            "addresses given to clients, NAME://host:port per listener (default: the listening addresses)",
+            listener()),
     Setting("num.partitions", int, 1, "partitions of an auto-created topic", between(1, 10000)),
     Setting("default.replication.factor", int, 1, "replicas of an auto-created topic", between(1, 32)),
     Setting("auto.create.topics.enable", bool, True, "create a topic on first Metadata/Produce for it"),
@@ -390,6 +518,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "acks an offset commit waits for (-1: every in-sync replica)", minus_one_or_at_least(1)),
     *CLUSTER_SETTINGS,
     *AUTHORIZER_SETTINGS,
+    *SECURITY_SETTINGS,
     # Off unless asked for, like Kafka (which has no metrics port of its own): a fixed default
     # port would clash between the brokers of one machine.
     Setting("metrics.port", int, -1,
@@ -399,6 +528,44 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}
+LISTENER_PREFIX = "listener.name."
+JAAS_SETTING = SETTINGS_BY_NAME["sasl.jaas.config"]
+
+
+def setting_for(name: str) -> Setting | None:
+    """The setting `name` sets: a broker setting, or a per-listener one
+    (listener.name.<l>.<setting>, listener.name.<l>.<mechanism>.sasl.jaas.config); None if none."""
+    if name in SETTINGS_BY_NAME:
+        return SETTINGS_BY_NAME[name]
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, rest = name.removeprefix(LISTENER_PREFIX).partition(".")
+    if not LISTENER_NAME.match(listener) or listener != listener.lower():
+        return None
+    setting = SETTINGS_BY_NAME.get(rest)
+    if setting is not None and setting.per_listener:
+        return setting
+    mechanism, _, tail = rest.partition(".")
+    if tail == "sasl.jaas.config" and mechanism.upper() in SASL_MECHANISMS:
+        return JAAS_SETTING
+    return None
+
+
+def is_sensitive(name: str) -> bool:
+    setting = setting_for(name)
+    return setting is not None and setting.sensitive
+
+
+def resolve_secret_reference(raw: Any, name: str, source: str) -> Any:
+    """A config value may name where a secret is rather than hold it (`${env:NAME}`,
+    `${file:/path}`: roost.secret_ref); other values are returned unchanged."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return resolve_secret(raw)
+    except ValueError as problem:
+        raise ConfigError(f"{source}: setting '{name}': {problem}") from None
+
 
 # Per-topic configs (CreateTopics, DescribeConfigs): Kafka's topic-level names and the broker
 # setting that supplies each default.
@@ -461,16 +628,37 @@ class BrokerConfig:
         given: set[str] = set()
         for source, layer in layers:
             for name, raw in layer.items():
-                setting = SETTINGS_BY_NAME.get(name)
+                setting = setting_for(name)
                 if setting is None:
                     raise ConfigError(f"{source}: unknown setting '{name}'")
-                values[name] = setting.parse(raw, source)
+                values[name] = setting.parse(resolve_secret_reference(raw, name, source), source)
                 given.add(name)
         config = cls(values, given=frozenset(given))
         config._check_relations()
         return config
 
+    def for_listener(self, listener: str, name: str) -> Any:
+        """`name` as one listener sees it: listener.name.<listener>.<name> when set, else `name`."""
+        specific = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        return self.values[specific] if specific in self.values else self[name]
+
+    def jaas_config(self, listener: str, mechanism: str) -> str:
+        """The JAAS login of `mechanism` on `listener`: Kafka's
+        listener.name.<l>.<mechanism>.sasl.jaas.config, else the listener's or the broker's
+        sasl.jaas.config."""
+        specific = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        return str(self.values.get(specific) or self.for_listener(listener, "sasl.jaas.config"))
+
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self["listener.security.protocol.map"])
+
+    def inter_broker_listener(self) -> str:
+        """The inter-broker listener's name: inter.broker.listener.name, else the listener named
+        after security.inter.broker.protocol (Kafka's rule)."""
+        return str(self["inter.broker.listener.name"]).upper() or str(self["security.inter.broker.protocol"])
+
     def _check_relations(self) -> None:
+        self._check_listeners()
         if self["group.min.session.timeout.ms"] > self["group.max.session.timeout.ms"]:
             raise ConfigError(
                 "setting 'group.min.session.timeout.ms' must not exceed 'group.max.session.timeout.ms'"
@@ -492,13 +680,36 @@ class BrokerConfig:
                 f"below 'replica.lag.time.max.ms' = {lag}"
             )
         self._check_zookeeper_security()
-        advertised = parse_listener(self["advertised.listeners"]) or parse_listener(
-            self["listeners"], allow_port_zero=True)
-        if advertised is not None and advertised[0] in ("0.0.0.0", "::"):
-            raise ConfigError(
-                f"setting 'advertised.listeners' is required when 'listeners' = {self['listeners']!r}: "
-                "clients cannot connect to the wildcard address, so advertise a routable one"
-            )
+
+    def _check_listeners(self) -> None:
+        bound = parse_listeners(self["listeners"], allow_port_zero=True)
+        advertised = {entry.name: entry for entry in parse_listeners(self["advertised.listeners"])}
+        protocols = self.protocol_map()
+        for entry in bound:
+            if entry.name not in protocols:
+                raise ConfigError(f"setting 'listeners': listener {entry.name} has no security protocol in "
+                                  f"'listener.security.protocol.map' = {self['listener.security.protocol.map']!r}")
+            shown = advertised.get(entry.name, entry)
+            if shown.host in ("0.0.0.0", "::"):
+                raise ConfigError(
+                    f"setting 'advertised.listeners' is required when 'listeners' = {self['listeners']!r}: "
+                    "clients cannot connect to the wildcard address, so advertise a routable one"
+                )
+        names = {entry.name for entry in bound}
+        if bound and set(advertised) - names:
+            raise ConfigError(f"setting 'advertised.listeners' names listeners that 'listeners' does not: "
+                              f"{', '.join(sorted(set(advertised) - names))}")
+        if self["inter.broker.listener.name"] and self.values["security.inter.broker.protocol"] != "PLAINTEXT":
+            raise ConfigError("settings 'inter.broker.listener.name' and 'security.inter.broker.protocol' "
+                              "must not both be set (Kafka's rule)")
+        inter = self.inter_broker_listener()
+        if bound and inter not in names:
+            raise ConfigError(f"the inter-broker listener {inter} is not one of 'listeners' ({', '.join(sorted(names))}):"
+                              " set 'inter.broker.listener.name'")
+        for name in (entry.name for entry in bound):
+            if protocols[name] in ("SSL", "SASL_SSL") and not self.for_listener(name, "ssl.keystore.location"):
+                raise ConfigError(f"listener {name} uses {protocols[name]}: set 'ssl.keystore.location' "
+                                  f"(or 'listener.name.{name.lower()}.ssl.keystore.location')")
 
     def _check_zookeeper_security(self) -> None:
         user, password = self["zookeeper.sasl.client.username"], self["zookeeper.sasl.client.password"]

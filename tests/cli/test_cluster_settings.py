@@ -48,8 +48,10 @@ def test_replica_fetch_wait_must_stay_below_the_lag_limit() -> None:
 
 @pytest.mark.parametrize(("name", "value", "complaint"), [
     ("zookeeper.connect", "zk1:notaport", "host:port"),
-    ("listeners", "PLAINTEXT://h:1,PLAINTEXT://h:2", "one listener"),
-    ("listeners", "SSL://h:9093", "one listener"),
+    ("listeners", "PLAINTEXT://h:1,PLAINTEXT://h:2", "twice"),
+    ("listeners", "PLAIN TEXT://h:9093", "NAME://host:port"),
+    ("listeners", "A://h:9093,B://h:9093", "same port"),
+    ("listener.security.protocol.map", "A:TLS", "NAME:PROTOCOL"),
     ("log.dirs", "/a,,/b", "none empty"),
     ("log.dirs", "/a,/a", "twice"),
     ("log.dir", "/a,/b", "one directory"),

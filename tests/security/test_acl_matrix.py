@@ -232,6 +232,12 @@ ROWS = [
                                                    "pattern_type_filter": 3, "principal_filter": "User:nobody",
                                                    "host_filter": None, "operation": 1, "permission_type": 1}]},
         ((*CLUSTER, "Alter"),), lambda r: r["filter_results"][0]["error_code"], CLUSTER_DENIED),
+    Row("DescribeUserScramCredentials", 50, 0, lambda: {"users": None},
+        ((*CLUSTER, "Describe"),), top, CLUSTER_DENIED),
+    Row("AlterUserScramCredentials", 51, 0, lambda: {"deletions": [{"name": "matrix-nobody", "mechanism": 1}],
+                                                     "upsertions": []},
+        ((*CLUSTER, "Alter"),), lambda r: r["results"][0]["error_code"], CLUSTER_DENIED,
+        not_refused(CLUSTER_DENIED)),  # allowed: RESOURCE_NOT_FOUND (no such credential)
     # The cluster's own requests: refused to a client without CLUSTER_ACTION. With it, a stale
     # controller epoch (0) makes the broker answer without acting.
     Row("LeaderAndIsr", 4, 7, lambda: {"controller_id": 0, "controller_epoch": 0, "broker_epoch": -1,
@@ -289,8 +295,9 @@ def test_every_served_api_has_a_row() -> None:
     from roost.broker.broker import CLUSTER_VERSIONS
     from roost.broker.dispatcher import ADVERTISED_VERSIONS
     served = set(ADVERTISED_VERSIONS) | set(CLUSTER_VERSIONS)
-    # ApiVersions is never checked; ListGroups filters (test_list_groups_shows_only_describable_groups).
-    assert served - {row.api for row in ROWS} == {18, 16}
+    # ApiVersions and the SASL login are never checked; ListGroups filters
+    # (test_list_groups_shows_only_describable_groups).
+    assert served - {row.api for row in ROWS} == {18, 16, 17, 36}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_cod
 from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.handlers import admin, groups
+from roost.broker.handlers import sasl as sasl_handlers
 from roost.broker.handlers.acls import AclsApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.describe import (
@@ -59,6 +60,9 @@ from roost.broker.security.authorizer import (
     authorizer_enabled,
     parse_super_users,
 )
+from roost.broker.security.listener import ListenerSecurity, build_listener_security, peer_security
+from roost.broker.security.scram import ScramCredentialStore
+from roost.broker.security.scram_zk import ZkScramCredentials
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
 from roost.broker.zk.config_changes import ConfigChangeListener
@@ -66,11 +70,12 @@ from roost.broker.zk.layout import (
     LOG_DIR_EVENT_PREFIX,
     LOG_DIR_EVENTS,
     BrokerRegistration,
+    RegisteredEndpoint,
     TopicAssignment,
     encode_log_dir_event,
 )
 from roost.broker.zk.membership import ClusterMembership
-from roost.config import BrokerConfig, ConfigError, parse_listener, plaintext_listener
+from roost.config import BrokerConfig, ConfigError, ListenerAddress, format_listener, parse_listeners
 from roost.log.files import atomic_write
 from roost.wire.kafka import ApiKey, KafkaCodecError
 from roost.wire.kafka.errors import ErrorCode
@@ -133,10 +138,24 @@ class Broker:
                                   self.logs.storage_failed)
         self.producer_ids: ProducerIdAllocator | ZkProducerIdAllocator = \
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
-        self.peers = PeerPool(f"roost-broker-{self.broker_id}")
         self._connections: set[KafkaConnection] = set()
         self._background: set[asyncio.Future[None]] = set()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        # Every listener (`listeners`, else PLAINTEXT on host:port), the inter-broker one first.
+        self.listener_addresses = parse_listeners(config["listeners"], allow_port_zero=True) or \
+            [ListenerAddress("PLAINTEXT", host, port)]
+        inter = config.inter_broker_listener() if config["listeners"] else self.listener_addresses[0].name
+        self.listener_addresses.sort(key=lambda entry: entry.name != inter)
+        self.inter_broker_listener = self.listener_addresses[0].name
+        self.metadata.inter_broker_listener = self.inter_broker_listener
+        protocols = config.protocol_map()
+        self.scram = ScramCredentialStore()
+        self.listener_security: dict[str, ListenerSecurity] = {
+            entry.name: build_listener_security(config, entry.name, protocols.get(entry.name, "PLAINTEXT"), self.scram)
+            for entry in self.listener_addresses}
+        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> where it listens
+        self.peers = PeerPool(f"roost-broker-{self.broker_id}", peer_security(
+            config, self.inter_broker_listener, self.listener_security[self.inter_broker_listener].protocol))
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
             max_inflight_requests=config["queued.max.requests"],
@@ -148,6 +167,7 @@ class Broker:
         self.fetchers: ReplicaFetchers | None = None
         self.isr: IsrManager | None = None
         self.config_changes: ConfigChangeListener | None = None
+        self.scram_source: ZkScramCredentials | None = None
         self.topics: TopicAdmin | ClusterTopicAdmin
         self.broker_configs: DynamicBrokerConfigs
         self.authorizer = build_authorizer(config)
@@ -177,9 +197,9 @@ class Broker:
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
         self._dispatcher = Dispatcher(self._routes(), self.advertised_versions, self.stats)
         # What this broker asks of itself is served in-process as BROKER_ITSELF, a principal no
-        # listener can give a client.
+        # listener can give a client, on its inter-broker listener.
         self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(
-            header, frame, "local", principal=BROKER_ITSELF))
+            header, frame, "local", -1, BROKER_ITSELF, self.inter_broker_listener))
 
     def _build_cluster_parts(self) -> None:
         config = self.config
@@ -200,6 +220,7 @@ class Broker:
                                           on_controller=self.metadata.learn_controller)
         self.membership = ClusterMembership(self.zk)
         self.config_changes = ConfigChangeListener(self.zk, self._config_changed)
+        self.scram_source = ZkScramCredentials(self.zk, self.scram)
         self.broker_configs = ZkDynamicConfigs(config, self.broker_id, self.replicas, self.membership)
         # Ids a standalone run of this broker handed out stay taken.
         local_block = self.data_dir / "meta" / "producer-id-block"
@@ -220,6 +241,7 @@ class Broker:
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
                                        self.broker_configs, self.listeners_in_force)
         acls = AclsApi(self.acl_store)
+        scram_api = sasl_handlers.ScramApi(self.scram, self.scram_source)
         group_ctx = groups.GroupContext(
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
@@ -255,6 +277,10 @@ class Broker:
             ApiKey.CREATE_ACLS: acls.handle_create,
             ApiKey.DELETE_ACLS: acls.handle_delete,
             ApiKey.LIST_CONFIG_RESOURCES: ListConfigResourcesApi(self.metadata).handle,
+            ApiKey.SASL_HANDSHAKE: sasl_handlers.handle_sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: sasl_handlers.handle_sasl_authenticate,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_api.handle_describe,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_api.handle_alter,
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
@@ -322,6 +348,8 @@ class Broker:
         them (this broker's dynamic configs), take the new configs."""
         if entity_path.startswith("topics/"):
             await self._topic_config_changed(entity_path.removeprefix("topics/"))
+        elif entity_path.startswith("users/") and self.scram_source is not None:
+            await self.scram_source.reload_user(entity_path.removeprefix("users/"))
         elif isinstance(self.broker_configs, ZkDynamicConfigs) and self.broker_configs.names_this_broker(entity_path):
             await self.broker_configs.reload()
 
@@ -333,28 +361,56 @@ class Broker:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
-        """Where clients are told to connect: `advertised.listeners`, else where we listen."""
-        return parse_listener(self.config["advertised.listeners"]) or (self.host, self.port)
+        """Where the inter-broker listener is advertised."""
+        endpoint = self.advertised_endpoints()[0]
+        return endpoint.host, endpoint.port
+
+    def advertised_endpoints(self) -> list[RegisteredEndpoint]:
+        """Every listener as clients are told to reach it (`advertised.listeners`, else where it
+        listens), the inter-broker one first."""
+        advertised = {entry.name: entry for entry in parse_listeners(self.config["advertised.listeners"])}
+        found = []
+        for entry in self.listener_addresses:
+            host, port = self.bound.get(entry.name, (entry.host, entry.port))
+            shown = advertised.get(entry.name)
+            if shown is None and not self.config["listeners"] and advertised:
+                shown = next(iter(advertised.values()))  # one advertised address for roost up's one listener
+            if shown is not None:
+                host, port = shown.host, shown.port
+            found.append(RegisteredEndpoint(entry.name, host, port, self.listener_security[entry.name].protocol))
+        return found
 
     def listeners_in_force(self) -> dict[str, str]:
         """`listeners` and `advertised.listeners` as they are in force, for DescribeConfigs."""
-        return {"listeners": plaintext_listener(self.host, self.port),
-                "advertised.listeners": plaintext_listener(*self.advertised_address)}
+        bound = [format_listener(entry.name, *self.bound.get(entry.name, (entry.host, entry.port)))
+                 for entry in self.listener_addresses]
+        advertised = [format_listener(e.listener, e.host, e.port) for e in self.advertised_endpoints()]
+        return {"listeners": ",".join(bound), "advertised.listeners": ",".join(advertised)}
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:
+        """Listen on every listener; returns where the first (the inter-broker one) listens."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.requested_port,
-                                                reuse_address=True, backlog=1024)
-        sockname = self._server.sockets[0].getsockname()
-        self.port = sockname[1]
+        for entry in self.listener_addresses:
+            security = self.listener_security[entry.name]
+            tls = security.tls
+            server = await loop.create_server(
+                partial(self._new_connection, security), entry.host, entry.port, reuse_address=True, backlog=1024,
+                ssl=tls.context if tls else None, ssl_handshake_timeout=tls.handshake_timeout_s if tls else None)
+            self._servers.append(server)
+            self.bound[entry.name] = (entry.host, server.sockets[0].getsockname()[1])
+            log.info("listener %s (%s) on %s:%d", entry.name, security.protocol, *self.bound[entry.name])
+        self.host, self.port = self.bound[self.listener_addresses[0].name]
         if self.clustered:
             await self._join_cluster()
         else:
             if self.acl_store is not None:
                 await self.acl_store.start()
             # A lone broker is its own controller and the only live broker.
-            self.metadata.set_brokers([BrokerEndpoint(self.broker_id, *self.advertised_address)], self.broker_id)
+            endpoints = self.advertised_endpoints()
+            self.metadata.set_brokers([BrokerEndpoint(
+                self.broker_id, endpoints[0].host, endpoints[0].port, None,
+                tuple((e.listener, e.host, e.port) for e in endpoints))], self.broker_id)
         self.logs.start_upkeep()
         self.groups.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
@@ -368,9 +424,11 @@ class Broker:
         await self.zk.ensure_chroot()
         if self.acl_store is not None:
             await self.acl_store.start()
-        host, port = self.advertised_address
+        endpoints = self.advertised_endpoints()
         rack = str(self.config["broker.rack"]) or None
-        self.membership.registration = BrokerRegistration(self.broker_id, host, port, rack)
+        self.membership.registration = BrokerRegistration(
+            self.broker_id, endpoints[0].host, endpoints[0].port, rack, endpoints[0].listener,
+            endpoints=tuple(endpoints))
 
         def new_epoch(epoch: int) -> None:
             self.replicas.broker_epoch = epoch
@@ -388,6 +446,8 @@ class Broker:
         assert self.config_changes is not None and isinstance(self.broker_configs, ZkDynamicConfigs)
         await self.config_changes.start()
         await self.broker_configs.reload()
+        assert self.scram_source is not None
+        await self.scram_source.load_all()
         self.isr.start()
         self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
@@ -420,8 +480,8 @@ class Broker:
     async def stop(self) -> None:
         if self.clustered and bool(self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
         await _bounded("the group coordinator", self.groups.stop())
@@ -443,8 +503,8 @@ class Broker:
         await _bounded("the log directory moves", self.log_moves.close())
         await _bounded("the replica manager", self.replicas.close())
         self.logs.close()  # last, and never skipped: it flushes and closes the logs
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         log.info("broker %d stopped; requests served: %s", self.broker_id,
                  describe_counts(self._dispatcher.request_counts))
 
@@ -494,8 +554,8 @@ class Broker:
                 p.is_leader and len(p.replicas()) > 1 for p in self.replicas.hosted()):
             await asyncio.sleep(0.01)
 
-    def _new_connection(self) -> KafkaConnection:
-        connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard)
+    def _new_connection(self, security: ListenerSecurity) -> KafkaConnection:
+        connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard, security)
         if len(self._connections) >= self.config["max.connections"]:
             # Accept and drop at once: the client sees a closed socket and backs off.
             connection.reject_reason = f"max.connections reached ({len(self._connections)} open)"

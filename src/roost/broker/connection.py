@@ -21,8 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from roost.broker.request import NO_RESPONSE, Deferred
+from roost.broker.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
 from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from roost.broker.security.sasl import Action, SaslAuthenticator
 from roost.wire.kafka import (
+    ApiKey,
     FrameSizeError,
     FrameSplitter,
     KafkaCodecError,
@@ -50,7 +53,7 @@ class RequestRouter(Protocol):
     or an awaitable of either; raises KafkaCodecError for a request it cannot decode."""
 
     def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1,
-              principal: KafkaPrincipal = ANONYMOUS) -> Any: ...
+              principal: KafkaPrincipal = ANONYMOUS, listener: str = "") -> Any: ...
 
 
 class _Slot:
@@ -65,12 +68,20 @@ class _Slot:
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, router: RequestRouter, limits: ConnectionLimits,
-                 on_close: Callable[[KafkaConnection], None]) -> None:
+                 on_close: Callable[[KafkaConnection], None], security: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
         self._router = router
         self._limits = limits
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
-        self._frames = FrameSplitter(limits.max_frame_bytes, MIN_REQUEST_FRAME)
+        self.security = security
+        self.listener = security.name
+        # Before a SASL login: Kafka's cap on a token (sasl.server.max.receive.size), checked on the
+        # length prefix so a huge token is never buffered, and no lower bound (a raw v0 token may
+        # be a few bytes).
+        self._sasl = SaslAuthenticator(security.sasl) if security.sasl is not None else None
+        self._session_expires: float | None = None  # loop time a KIP-368 session ends (None: never)
+        self._frames = FrameSplitter(limits.max_frame_bytes, MIN_REQUEST_FRAME) if self._sasl is None else \
+            FrameSplitter(min(limits.max_frame_bytes, security.max_sasl_token_bytes), 0)
         self._waiting: deque[bytearray] = deque()  # whole frames not handled yet (reading paused)
         self._handling = False
         self._slots: deque[_Slot] = deque()
@@ -99,6 +110,18 @@ class KafkaConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self._limits.max_buffered_bytes // 4)
         if self.reject_reason is not None:
             self.abort(self.reject_reason)
+            return
+        tls = self.security.tls
+        if tls is not None:
+            # asyncio calls connection_made once the TLS handshake is done.
+            principal = tls.principal(transport.get_extra_info("ssl_object"))
+            if principal is None:
+                self.abort("the client certificate's subject matches no ssl.principal.mapping.rules rule")
+                return
+            self.principal = principal
+            if principal is not ANONYMOUS:
+                log.info("connection from %s on listener %s: TLS client certificate proves %s", self.peer,
+                         self.listener, principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._frames.buffered and not self._closed:
@@ -143,13 +166,25 @@ class KafkaConnection(asyncio.Protocol):
 
     # requests ---------------------------------------------------------------------------------
     def _handle_frame(self, frame: bytearray) -> None:
+        if self._sasl is not None:
+            if self._sasl.complete and self._session_expires is not None:
+                if len(frame) >= 2 and int.from_bytes(frame[:2], "big") == ApiKey.SASL_HANDSHAKE:
+                    # KIP-368: the client logs in again on this connection.
+                    self._sasl = SaslAuthenticator(self._sasl.settings, reauthenticating=True)
+                elif asyncio.get_running_loop().time() > self._session_expires:
+                    self.abort(f"SASL session of {self.principal} expired (connections.max.reauth.ms); "
+                               "the client did not log in again")
+                    return
+            if not self._sasl.complete and not self._sasl_step(frame):
+                return
         try:
             header, header_end = read_request_header(frame)
         except KafkaCodecError as error:
             self.abort(f"undecodable request header: {error}")
             return
         try:
-            result = self._router.route(header, frame, self.client_host, header_end, self.principal)
+            result = self._router.route(header, frame, self.client_host, header_end, self.principal,
+                                        self.listener)
         except KafkaCodecError as error:
             self.abort(f"bad request api_key={header.api_key} v{header.api_version}: {error}")
             return
@@ -172,6 +207,69 @@ class KafkaConnection(asyncio.Protocol):
         else:
             self._fill(slot, result)
         self._update_reading()
+
+    def _sasl_step(self, frame: bytearray) -> bool:
+        """Give a frame to the SASL login; True when it is a request to route as usual."""
+        assert self._sasl is not None
+        try:
+            step = self._sasl.on_frame(frame)
+        except Exception:
+            log.exception("SASL login from %s failed unexpectedly; closing", self.peer)
+            self.abort("internal error during SASL login")
+            return False
+        if step.action is Action.ROUTE:
+            return True
+        if step.action is Action.CLOSE:
+            self.abort(step.reason)
+            return False
+        if step.action is Action.FAIL:
+            self._fail_authentication(step.reason, step.reply)
+            return False
+        if step.action is Action.DONE:
+            assert step.principal is not None
+            if self._session_expires is not None and step.principal != self.principal:
+                self._fail_authentication(f"re-login as {step.principal} on a connection of {self.principal} "
+                                          "(the principal may not change)", [])
+                return False
+            reauth_ms = self._sasl.settings.reauth_ms
+            if reauth_ms > 0:
+                self._session_expires = asyncio.get_running_loop().time() + reauth_ms / 1000
+            relogin = self.principal == step.principal
+            self.principal = step.principal  # on SASL_SSL the SASL identity wins over a certificate
+            self._frames.max_frame_bytes = self._limits.max_frame_bytes
+            self._frames.min_frame_bytes = MIN_REQUEST_FRAME
+            log.info("connection from %s on listener %s: %s%s", self.peer, self.listener, step.reason,
+                     " again (KIP-368)" if relogin else "")
+        self._reply_in_order(step.reply)
+        return False
+
+    def _reply_in_order(self, buffers: list[bytes]) -> None:
+        """A login answer: at once, or after the answers still owed (a re-login may come while
+        earlier requests wait)."""
+        if self._slots:
+            slot = _Slot()
+            self._slots.append(slot)
+            self._fill(slot, buffers)
+        elif self._transport is not None and not self._closed:
+            self._transport.writelines(buffers)
+
+    def _fail_authentication(self, reason: str, reply: list[bytes]) -> None:
+        """Kafka's answer to a failed login: the reply (if any) and the close come after
+        connection.failed.authentication.delay.ms, so guessing passwords is slow; nothing more
+        is read meanwhile."""
+        log.warning("connection from %s on listener %s: %s; closing", self.peer, self.listener, reason)
+        self._closed = True  # nothing else is handled on this connection
+        transport = self._transport
+        if transport is None:
+            return
+        transport.pause_reading()
+
+        def close() -> None:
+            if not transport.is_closing():
+                transport.writelines(reply)
+                transport.close()
+
+        asyncio.get_running_loop().call_later(self.security.failed_auth_delay_s, close)
 
     def _finish_deferred(self, future: asyncio.Future[Any], slot: _Slot, header: RequestHeader) -> None:
         self.tasks.discard(future)

@@ -71,6 +71,10 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (0, 3),        # 1+ pattern types, 2+ flexible, 3 USER resources
     ApiKey.CREATE_ACLS: (0, 3),
     ApiKey.DELETE_ACLS: (0, 3),
+    ApiKey.SASL_HANDSHAKE: (0, 1),       # 1: tokens inside SaslAuthenticate
+    ApiKey.SASL_AUTHENTICATE: (0, 2),    # 2 flexible
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),  # flexible
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),     # flexible
 }
 
 
@@ -115,7 +119,7 @@ class Dispatcher:
         self._stats = stats  # None: metrics are off and requests are not timed
 
     def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1,
-              principal: KafkaPrincipal = ANONYMOUS) -> Any:
+              principal: KafkaPrincipal = ANONYMOUS, listener: str = "") -> Any:
         """Decode and handle one request (its header already read; `header_end` where it ended,
         so that it is not parsed twice, or -1)."""
         key, version = header.api_key, header.api_version
@@ -135,10 +139,10 @@ class Dispatcher:
             header, body = decode_request(frame)
         self.request_counts[(key, version)] += 1
         if self._stats is None:
-            return self._handle(key, header, body, client_host, principal)
+            return self._handle(key, header, body, client_host, principal, listener)
         started = now_ms()
         times = self._stats.timer(request_metric_name(key, body))
-        answer = self._handle(key, header, body, client_host, principal)
+        answer = self._handle(key, header, body, client_host, principal, listener)
         if type(answer) is Deferred:
             answer.future.add_done_callback(lambda _, t=times, s=started: t.record(now_ms() - s))
         else:
@@ -146,8 +150,8 @@ class Dispatcher:
         return answer
 
     def _handle(self, key: int, header: RequestHeader, body: dict[str, Any], client_host: str,
-                principal: KafkaPrincipal) -> Any:
-        result = self._routes[key](Request(header, body, client_host, principal))  # type: ignore[index]
+                principal: KafkaPrincipal, listener: str = "") -> Any:
+        result = self._routes[key](Request(header, body, client_host, principal, listener))  # type: ignore[index]
         if type(result) is dict:
             return encode_response(header, result)
         if result is NO_RESPONSE:

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from roost.broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from roost.wire.kafka import (
     FrameSizeError,
     FrameSplitter,
@@ -33,6 +36,35 @@ CONNECT_TIMEOUT_S = 5.0
 
 class PeerError(Exception):
     """The request could not be answered: the connection failed, broke or timed out."""
+
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+LOGIN_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class PeerSecurity:
+    """How this broker reaches the others: the inter-broker listener's protocol, as Kafka's
+    inter-broker client does (TLS with the broker's trust store and, for mutual TLS, its own key
+    store; SASL with sasl.mechanism.inter.broker.protocol and the JAAS username/password)."""
+
+    tls: ssl.SSLContext | None = None
+    check_hostname: bool = True
+    mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+    def __repr__(self) -> str:  # never the password
+        return f"PeerSecurity(tls={self.tls is not None}, mechanism={self.mechanism!r}, username={self.username!r})"
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who this broker is to the others: User:<username> after a SASL login; ANONYMOUS
+        otherwise (a certificate-only identity is not worked out here)."""
+        return KafkaPrincipal(USER_TYPE, self.username) if self.mechanism is not None else ANONYMOUS
+
+
+PLAINTEXT_PEERS = PeerSecurity()
 
 
 class _PeerProtocol(asyncio.Protocol):
@@ -59,8 +91,10 @@ class _PeerProtocol(asyncio.Protocol):
 
 class KafkaPeer:
     def __init__(self, node_id: int, host: str, port: int, client_id: str, *,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_in_flight: int = 1000) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, max_in_flight: int = 1000,
+                 security: PeerSecurity = PLAINTEXT_PEERS) -> None:
         self.node_id = node_id
+        self.security = security
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -71,6 +105,7 @@ class KafkaPeer:
         self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], int, int]] = {}
         self._correlation = 0
         self._closed = False
+        self._logging_in: _PeerProtocol | None = None  # connected, SASL login not done yet
 
     def __repr__(self) -> str:
         return f"KafkaPeer({self.node_id}@{self.host}:{self.port})"
@@ -80,29 +115,35 @@ class KafkaPeer:
         if self._closed:
             raise PeerError(f"{self!r} is closed")
         async with self._slots:
-            protocol = await asyncio.wait_for(self._connected(), CONNECT_TIMEOUT_S)
-            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-            correlation = self._correlation
-            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[correlation] = (future, api_key, version)
-            try:
-                frame = encode_request(RequestHeader(api_key, version, correlation, self.client_id), body)
-            except KafkaCodecError:
-                del self._pending[correlation]
-                raise
-            transport = protocol.transport
-            if self._closed or protocol is not self._protocol or transport is None or transport.is_closing():
-                # The connection broke (or the peer was closed) while this request waited for
-                # its answer from _connected(): wait_for hands the result over a loop turn late.
-                del self._pending[correlation]
-                raise PeerError(f"{self!r}: connection closed before the request was sent")
-            transport.writelines(frame)
-            try:
-                return await asyncio.wait_for(future, timeout)
-            except TimeoutError:
-                raise PeerError(f"{self!r}: no answer to api {api_key} within {timeout:.1f} s") from None
-            finally:
-                self._pending.pop(correlation, None)
+            protocol = await asyncio.wait_for(self._connected(), CONNECT_TIMEOUT_S + LOGIN_TIMEOUT_S)
+            return await self._exchange(protocol, api_key, version, body, timeout)
+
+    async def _exchange(self, protocol: _PeerProtocol, api_key: int, version: int, body: dict[str, Any],
+                        timeout: float) -> dict[str, Any]:
+        """One request on `protocol` (also during its login, before it is the connection)."""
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        correlation = self._correlation
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[correlation] = (future, api_key, version)
+        try:
+            frame = encode_request(RequestHeader(api_key, version, correlation, self.client_id), body)
+        except KafkaCodecError:
+            del self._pending[correlation]
+            raise
+        transport = protocol.transport
+        if self._closed or protocol not in (self._protocol, self._logging_in) or transport is None \
+                or transport.is_closing():
+            # The connection broke (or the peer was closed) while this request waited for
+            # its answer from _connected(): wait_for hands the result over a loop turn late.
+            del self._pending[correlation]
+            raise PeerError(f"{self!r}: connection closed before the request was sent")
+        transport.writelines(frame)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise PeerError(f"{self!r}: no answer to api {api_key} within {timeout:.1f} s") from None
+        finally:
+            self._pending.pop(correlation, None)
 
     async def _connected(self) -> _PeerProtocol:
         if self._protocol is not None:
@@ -117,12 +158,56 @@ class KafkaPeer:
 
     async def _connect(self) -> _PeerProtocol:
         loop = asyncio.get_running_loop()
+        security = self.security
         try:
-            _, protocol = await loop.create_connection(lambda: _PeerProtocol(self), self.host, self.port)
-        except OSError as error:
+            _, protocol = await asyncio.wait_for(loop.create_connection(
+                lambda: _PeerProtocol(self), self.host, self.port, ssl=security.tls,
+                server_hostname=(self.host if security.check_hostname else "") if security.tls else None),
+                CONNECT_TIMEOUT_S)
+        except (OSError, ssl.SSLError, TimeoutError) as error:
             raise PeerError(f"{self!r}: cannot connect: {error}") from None
+        if security.mechanism is not None:
+            self._logging_in = protocol
+            try:
+                await self._login(protocol)
+            except BaseException:
+                if protocol.transport is not None:
+                    protocol.transport.abort()
+                raise
+            finally:
+                self._logging_in = None
         self._protocol = protocol
         return protocol
+
+    async def _login(self, protocol: _PeerProtocol) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v1 rounds as this broker's own user."""
+        security = self.security
+        mechanism = security.mechanism
+        assert mechanism is not None
+        answer = await self._exchange(protocol, SASL_HANDSHAKE, 1, {"mechanism": mechanism}, LOGIN_TIMEOUT_S)
+        if answer["error_code"] != 0:
+            raise PeerError(f"{self!r}: SASL mechanism {mechanism} refused (error {answer['error_code']})")
+        if mechanism == "PLAIN":
+            tokens = [f"\0{security.username}\0{security.password}".encode()]
+            answer = await self._exchange(protocol, SASL_AUTHENTICATE, 1, {"auth_bytes": tokens[0]}, LOGIN_TIMEOUT_S)
+            if answer["error_code"] != 0:
+                raise PeerError(f"{self!r}: login as {security.username!r} failed: {answer['error_message']}")
+            return
+        from scramp import ScramClient, ScramException
+        client = ScramClient([mechanism], security.username, security.password)
+        first = await self._exchange(protocol, SASL_AUTHENTICATE, 1, {"auth_bytes": client.get_client_first().encode()},
+                                     LOGIN_TIMEOUT_S)
+        if first["error_code"] != 0:
+            raise PeerError(f"{self!r}: login as {security.username!r} failed: {first['error_message']}")
+        try:
+            client.set_server_first(bytes(first["auth_bytes"]).decode())
+            final = await self._exchange(protocol, SASL_AUTHENTICATE, 1,
+                                         {"auth_bytes": client.get_client_final().encode()}, LOGIN_TIMEOUT_S)
+            if final["error_code"] != 0:
+                raise PeerError(f"{self!r}: login as {security.username!r} failed: {final['error_message']}")
+            client.set_server_final(bytes(final["auth_bytes"]).decode())  # the peer knows our key too
+        except ScramException as error:
+            raise PeerError(f"{self!r}: SCRAM exchange failed: {error}") from None
 
     def _response(self, protocol: _PeerProtocol, frame: bytearray) -> None:
         if len(frame) < 4:
@@ -142,7 +227,9 @@ class KafkaPeer:
             future.set_result(body)
 
     def _broken(self, protocol: _PeerProtocol, reason: str) -> None:
-        if protocol is not self._protocol:
+        if protocol is self._logging_in:
+            self._logging_in = None
+        elif protocol is not self._protocol:
             return
         self._protocol = None
         if protocol.transport is not None:
@@ -201,8 +288,9 @@ class PeerPool:
     """One KafkaPeer per broker id, re-made when the broker's address changes; this broker itself
     through a LocalPeer once `serve_locally` was called."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: PeerSecurity = PLAINTEXT_PEERS) -> None:
         self.client_id = client_id
+        self.security = security
         self._peers: dict[int, KafkaPeer] = {}
         self._local: LocalPeer | None = None
 
@@ -216,7 +304,7 @@ class PeerPool:
         if peer is None or (peer.host, peer.port) != (host, port):
             if peer is not None:
                 peer.close()
-            peer = self._peers[node_id] = KafkaPeer(node_id, host, port, self.client_id)
+            peer = self._peers[node_id] = KafkaPeer(node_id, host, port, self.client_id, security=self.security)
         return peer
 
     def drop(self, node_id: int) -> None:

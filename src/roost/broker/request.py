@@ -47,14 +47,15 @@ def when_all(futures: list[asyncio.Future[Any]]) -> asyncio.Future[list[BaseExce
 class Request:
     """One decoded request and where it came from."""
 
-    __slots__ = ("body", "client_host", "header", "principal")
+    __slots__ = ("body", "client_host", "header", "listener", "principal")
 
     def __init__(self, header: RequestHeader, body: dict[str, Any], client_host: str,
-                 principal: KafkaPrincipal = ANONYMOUS) -> None:
+                 principal: KafkaPrincipal = ANONYMOUS, listener: str = "") -> None:
         self.header = header
         self.body = body
         self.client_host = client_host
         self.principal = principal  # who sent it: ANONYMOUS until TLS or SASL proves otherwise
+        self.listener = listener  # the listener it came in on ("": an in-process call)
 
     @property
     def version(self) -> int:

@@ -12,6 +12,8 @@ Profiles live in `~/.config/roost/profiles.toml` (or the file named by ROOST_PRO
     zookeeper = "10.0.0.5:2181"
     [staging.settings]                      # any confluent-kafka (librdkafka) setting
     "client.id" = "roost-cli"
+    "security.protocol" = "sasl_ssl"
+    "sasl.password" = "${file:/home/me/.config/roost/staging.password}"   # or ${env:NAME}
 
 Precedence: `-b`/`-X` on the command line, then ROOST_BOOTSTRAP, then the profile, then the
 default 127.0.0.1:9092. Errors are one line on stderr (`roost: ...`) and a non-zero exit status;
@@ -90,9 +92,17 @@ def parse_settings(pairs: Iterable[str], option: str = "-X") -> dict[str, str]:
 
 
 def resolve_target(bootstrap: str | None, settings: Sequence[str], profile: str | None, timeout_s: float) -> Target:
+    from roost.config import ConfigError, resolve_secret_reference
+
     chosen = load_profile(profile) if profile else {}
     merged = {str(k): str(v) for k, v in dict(chosen.get("settings", {})).items()}
     merged.update(parse_settings(settings))
+    try:
+        # A profile (or -X) may name where a secret is: ${env:NAME} or ${file:/path}.
+        merged = {key: resolve_secret_reference(value, key, f"profile {profile}" if profile else "-X")
+                  for key, value in merged.items()}
+    except ConfigError as error:
+        raise CliError(str(error)) from None
     return Target(
         bootstrap=bootstrap or os.environ.get("ROOST_BOOTSTRAP") or str(chosen.get("bootstrap", DEFAULT_BOOTSTRAP)),
         settings=merged,

@@ -20,6 +20,7 @@ from typing import Any
 
 import tomli_w
 
+from roost.cli.dev_security import DevSecurity
 from roost.cli.node import GivenSettings
 from roost.config import ConfigError
 from roost.keeper.config import ConfigError as KeeperConfigError
@@ -96,7 +97,8 @@ class ClusterPlan:
 # ----------------------------------------------------------------------------------- planning
 
 
-def plan_from_args(args: argparse.Namespace, settings: GivenSettings) -> ClusterPlan:
+def plan_from_args(args: argparse.Namespace, settings: GivenSettings,
+                   security: DevSecurity | None = None) -> ClusterPlan:
     """Check roost up's cluster flags and settings and choose every port; raises ConfigError."""
     if args.no_keeper:
         raise ConfigError("--no-keeper: with --brokers, give --zookeeper HOST:PORT[,...] to start no keeper")
@@ -117,12 +119,12 @@ def plan_from_args(args: argparse.Namespace, settings: GivenSettings) -> Cluster
     keeper_ports, peer_ports, broker_ports = ports[:keepers], ports[keepers:keepers + peers], ports[keepers + peers:]
     keeper_specs = plan_keepers(data_dir, args.host, keeper_ports, peer_ports, settings)
     connect = args.zookeeper or ",".join(f"{hostport(*spec.address)}" for spec in keeper_specs)
-    broker_specs = plan_brokers(data_dir, args.host, broker_ports, connect, settings)
+    broker_specs = plan_brokers(data_dir, args.host, broker_ports, connect, settings, security)
     return ClusterPlan(data_dir, keeper_specs, broker_specs, connect, args.log_level)
 
 
 def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
-                 settings: GivenSettings) -> list[ChildSpec]:
+                 settings: GivenSettings, security: DevSecurity | None = None) -> list[ChildSpec]:
     given = settings.names()
     for name, why in PER_BROKER_SETTINGS.items():
         if name in given:
@@ -141,7 +143,8 @@ def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
     metrics_ports = consecutive(shared["metrics.port"], count) if shared["metrics.port"] > 0 else [None] * count
     specs = []
     for broker_id, port in enumerate(ports, start=1):
-        own = {"broker.id": broker_id, "listeners": f"PLAINTEXT://{hostport(host, port)}",
+        listener = security.listener(hostport(host, port)) if security else f"PLAINTEXT://{hostport(host, port)}"
+        own = {"broker.id": broker_id, "listeners": listener, **(security.settings if security else {}),
                "log.dirs": str(data_dir / f"broker-{broker_id}"), "zookeeper.connect": connect,
                **replication}
         if metrics_ports[broker_id - 1] is not None:

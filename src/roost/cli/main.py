@@ -30,7 +30,7 @@ SERVER_COMMANDS: dict[str, tuple[str, str]] = {
 # Each module exposes `command`, a click command or group.
 CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.topic", "roost.cli.produce", "roost.cli.consume",
                                           "roost.cli.group", "roost.cli.cluster_status", "roost.cli.zk",
-                                          "roost.cli.console", "roost.cli.acl")
+                                          "roost.cli.console", "roost.cli.acl", "roost.cli.user")
 
 
 def build_parser(*names: str) -> argparse.ArgumentParser:

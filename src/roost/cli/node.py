@@ -187,6 +187,11 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
         await broker.stop()
         return 0
     print(f"roost: {listening} listening on {bound[0]}:{bound[1]}", flush=True)
+    if len(broker.bound) > 1 or set(broker.bound) != {"PLAINTEXT"}:
+        # One line per named listener too: `roost: kafka listener sasl-ssl listening on HOST:PORT`.
+        for name, (host_, port_) in broker.bound.items():
+            print(f"roost: {listening} listener {name.lower().replace('_', '-')} listening on {host_}:{port_}",
+                  flush=True)
     metrics: MetricsEndpoint | None = None
     if config["metrics.port"] >= 0:
         from roost.console.broker_metrics import broker_registry

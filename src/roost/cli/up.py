@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from roost.cli import cluster, supervisor
+from roost.cli import cluster, dev_security, supervisor
 from roost.cli.node import (
     GivenSettings,
     add_settings_arguments,
@@ -86,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     "more than one broker, else 1)")
     cluster_flags.add_argument("--zookeeper", metavar="HOST:PORT[,...]",
                                help="use this ZooKeeper ensemble (keepers or Apache ZooKeeper) and start no keeper")
+    parser.add_argument("--security", choices=dev_security.MODES, default="plaintext",
+                        help="for development: ssl, sasl_plaintext or sasl_ssl with a throw-away CA and an admin "
+                             "user made in DATA_DIR/security (prints how to connect; default plaintext)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add_console_arguments(parser, port_number)
     add_settings_arguments(parser)
@@ -94,17 +97,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
+    security: dev_security.DevSecurity | None = None
     try:
         settings = given_settings(args)
+        security = dev_security.prepare(args.data_dir, args.security, args.host)
+        if security is not None and "listeners" in settings.names():
+            raise ConfigError("--security chooses the listeners itself: leave 'listeners' unset")
         if args.brokers is not None:
-            plan = cluster.plan_from_args(args, settings)
+            plan = cluster.plan_from_args(args, settings, security)
         else:
             refuse_cluster_flags(args)
-            config = settings.build()
+            extra = []
+            if security is not None:
+                kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
+                extra.append(("--security", {**security.settings,
+                                             "listeners": security.listener(cluster.hostport(args.host, kafka_port))}))
+            config = settings.build(*extra)
     except ConfigError as error:
         print(f"{COMMAND}: {error}", file=sys.stderr)
         return 2
+    args.dev_security = security
     if args.brokers is not None:
+        if security is not None:
+            for line in security.hints(",".join(cluster.hostport(*spec.address) for spec in plan.brokers)):
+                print(line, flush=True)
         # Plain asyncio: the supervisor does little I/O and needs Popen's process_group and preexec_fn.
         return asyncio.run(supervisor.supervise(
             plan, lambda bootstrap, connect: start_up_console(args, bootstrap, connect)))
@@ -152,6 +168,9 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
 
     async def console_beside(bound: tuple[str, int]) -> Stoppable | None:
         local = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
+        if args.dev_security is not None:
+            for line in args.dev_security.hints(cluster.hostport(local, bound[1])):
+                print(line, flush=True)
         return await start_console_process(args, cluster.hostport(local, bound[1]), config["zookeeper.connect"] or None)
 
     status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop,

@@ -31,25 +31,42 @@ class RoostNode(KafkaHelpers):
     helpers of KafkaHelpers. `process` is None for an external cluster."""
 
     def __init__(self, bootstrap: str, zookeeper: str | None, process: ServerProcess | None = None,
-                 data_dir: Path | None = None) -> None:
+                 data_dir: Path | None = None, security_settings: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
         self.zookeeper = zookeeper
         self.process = process
         self.data_dir = data_dir
+        # What clients need to reach a secured node (security.protocol, the CA, the admin user's
+        # login): part of every client_config().
+        self.security_settings: dict[str, str] = dict(security_settings or {})
+
+    def client_config(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap, **self.security_settings, **(extra or {})}
 
     @classmethod
     def start(cls, data_dir: Path, settings: Mapping[str, Any] | None = None,
-              timeout: float = START_TIMEOUT_S) -> RoostNode:
+              timeout: float = START_TIMEOUT_S, security: str = "plaintext") -> RoostNode:
         """Run `roost up` with its data in `data_dir` and return once its broker and keeper both
         listen. The server binds port 0 itself and prints the ports it got, so no port is chosen
-        here and none can be lost to a concurrent test run (pytest-xdist) in between."""
+        here and none can be lost to a concurrent test run (pytest-xdist) in between.
+
+        `security` (ssl, sasl_plaintext, sasl_ssl) starts a secured node as `roost up --security`
+        does; its client settings (with the admin user's password) are then in every
+        `client_config()`."""
         args = ["up", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--kafka-port", "0",
-                "--keeper-port", "0", "--no-console", *_set_flags({**NODE_TEST_SETTINGS, **(settings or {})})]
+                "--keeper-port", "0", "--no-console", "--security", security,
+                *_set_flags({**NODE_TEST_SETTINGS, **(settings or {})})]
         process = ServerProcess.launch(args, data_dir / "roost.log")
         listeners = process.wait_listening(("kafka", "keeper"), timeout)
         kafka_host, kafka_port = listeners["kafka"]
         keeper_host, keeper_port = listeners["keeper"]
-        return cls(f"{kafka_host}:{kafka_port}", f"{keeper_host}:{keeper_port}", process, data_dir)
+        security_settings: dict[str, str] = {}
+        if security != "plaintext":
+            from roost.cli.dev_security import prepare
+            prepared = prepare(data_dir, security, "127.0.0.1")  # made by the node already: read back
+            assert prepared is not None
+            security_settings = prepared.client_settings(with_password=True)
+        return cls(f"{kafka_host}:{kafka_port}", f"{keeper_host}:{keeper_port}", process, data_dir, security_settings)
 
     @classmethod
     def external(cls, bootstrap: str, zookeeper: str | None) -> RoostNode:

@@ -7,7 +7,8 @@ tests a real Roost broker and keeper, without Docker or a JVM.
   parametrization (an int: partitions; a dict: those keyword arguments) shape it;
 - `roost_cluster` (module, opt-in): brokers and a keeper ensemble as separate processes, with
   fault injection; `@pytest.mark.roost_cluster(brokers=3, keepers=1)` sizes it;
-- `roost_node_settings` (session): broker settings for `roost_node`; override it in a conftest.
+- `roost_node_settings` (session): broker settings for `roost_node`; override it in a conftest;
+- `roost_node_security` (session): plaintext, ssl, sasl_plaintext or sasl_ssl for `roost_node`.
 
 `--roost-bootstrap` / `roost_bootstrap` use an external cluster instead (see roost.testing.options).
 """
@@ -49,8 +50,16 @@ def roost_node_settings() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def roost_node_security() -> str:
+    """`roost_node`'s security: plaintext (the default), ssl, sasl_plaintext or sasl_ssl, as
+    `roost up --security` (a throw-away CA and an admin user; `roost_node.client_config()`
+    carries the client settings). Override this fixture in a conftest.py to change it."""
+    return "plaintext"
+
+
+@pytest.fixture(scope="session")
 def roost_node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-               roost_node_settings: dict[str, Any]) -> Iterator[RoostNode]:
+               roost_node_settings: dict[str, Any], roost_node_security: str) -> Iterator[RoostNode]:
     """A running Roost node (broker + keeper) for the whole session: `.bootstrap` and
     `.zookeeper` are its addresses; `.create_topic`, `.produce`, `.consume` help. With
     --roost-bootstrap, the external cluster instead (nothing is started)."""
@@ -58,7 +67,8 @@ def roost_node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     if external is not None:
         yield RoostNode.external(external.bootstrap, external.zookeeper)
         return
-    node = RoostNode.start(tmp_path_factory.mktemp("roost-node"), roost_node_settings)
+    node = RoostNode.start(tmp_path_factory.mktemp("roost-node"), roost_node_settings,
+                           security=roost_node_security)
     try:
         yield node
     finally:

@@ -41,6 +41,7 @@ from roost.broker.zk.layout import (
     NO_LEADER,
     RECOVERED,
     RECOVERING,
+    SECURITY_PROTOCOL_IDS,
     BrokerRegistration,
     LeaderAndIsr,
     TopicAssignment,
@@ -865,7 +866,9 @@ class ControllerCore:
             "topic_states": [{"topic_name": t, "topic_id": topic_ids[t], "partition_states": states}
                              for t, states in sorted(by_topic.items())],
             "live_brokers": [{"id": b.broker_id, "endpoints": [
-                {"port": b.port, "host": b.host, "listener": b.listener, "security_protocol": PLAINTEXT}],
+                {"port": e.port, "host": e.host, "listener": e.listener,
+                 "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, PLAINTEXT)}
+                for e in b.all_endpoints()],
                 "rack": b.rack} for b in sorted(self.brokers.values(), key=lambda r: r.broker_id)],
         }
         return BrokerRequest(broker, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, body)

@@ -284,7 +284,10 @@ def _render(value: Any) -> str:
 
 def _config_entry(name: str, value: Any, source: int, setting: Setting | None, documentation: bool,
                   synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
-    sensitive = setting is not None and setting.sensitive  # Kafka answers a secret with null
+    sensitive = setting is not None and setting.sensitive
+    if sensitive:  # Kafka's rule: a secret's value is never sent, only that it is one
+        value = None
+        synonyms = [{**synonym, "value": None} for synonym in synonyms]
     return {"name": name, "value": None if sensitive else _render(value), "read_only": read_only,
             "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": sensitive,
             "synonyms": synonyms, "config_type": CONFIG_TYPE.get(setting.kind, 2) if setting else 2,

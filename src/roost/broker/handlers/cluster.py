@@ -168,5 +168,5 @@ class ControllerApi:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "endpoint_type": 1, "cluster_id": self._cluster_id(), "controller_id": metadata.controller_id,
                 "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                            for b in sorted(metadata.brokers.values(), key=lambda e: e.node_id)],
+                            for b in sorted(metadata.client_brokers(request.listener), key=lambda e: e.node_id)],
                 "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS}

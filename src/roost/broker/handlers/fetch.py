@@ -47,7 +47,8 @@ class _FetchPlan:
     """The partitions one Fetch request asked for, resolved and checked once, read as often as needed."""
 
     def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, version: int, replica_id: int,
-                 body: dict[str, Any]) -> None:
+                 body: dict[str, Any], listener: str = "") -> None:
+        self.listener = listener  # the client's listener: leader hints give its addresses
         self.replicas = replicas
         self.metadata = metadata
         self.version = version
@@ -178,7 +179,8 @@ class _FetchPlan:
         if self.hinted and self.version >= FIRST_NODE_ENDPOINTS_VERSION:
             response["node_endpoints"] = [
                 {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
-                for e in (self.metadata.endpoint(b) for b in sorted(self.hinted)) if e is not None]
+                for e in (self.metadata.client_endpoint(b, self.listener) for b in sorted(self.hinted))
+                if e is not None]
         return response, total, errored
 
     def _error(self, name: str, index: int, code: ErrorCode) -> dict[str, Any]:
@@ -214,7 +216,7 @@ class FetchApi:
             log.warning("replica fetch from %s claims broker id %d, which is not a live broker; refused",
                         request.client_host, replica_id)
             return _refuse_all(body, request.version)
-        plan = _FetchPlan(self._replicas, self._metadata, request.version, replica_id, body)
+        plan = _FetchPlan(self._replicas, self._metadata, request.version, replica_id, body, request.listener)
         response, found, errored = plan.read()
         max_wait_ms = body["max_wait_ms"]
         # Fetch sessions (KIP-227) are declined by answering session id 0: clients send full fetches.

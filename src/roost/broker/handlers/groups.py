@@ -46,6 +46,8 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, An
                 "error_message": "only group coordinators are supported (no transactions)",
                 "node_id": -1, "host": "", "port": -1}
     endpoint: BrokerEndpoint | None = ctx.groups.coordinator_for(body["key"])
+    if endpoint is not None:
+        endpoint = endpoint.on_listener(request.listener)  # the address of the client's listener
     if endpoint is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "error_message": None, "node_id": -1, "host": "", "port": -1}

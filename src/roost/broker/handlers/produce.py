@@ -98,17 +98,18 @@ class ProduceApi:
         if acks == ACKS_NONE:
             return NO_RESPONSE
         if appending.done is None:
-            return self._response(body, version, appending.outcomes)
+            return self._response(body, version, appending.outcomes, request.listener)
         answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         def settled(_: asyncio.Future[None]) -> None:
             if not answered.done():
-                answered.set_result(self._response(body, version, appending.outcomes))
+                answered.set_result(self._response(body, version, appending.outcomes, request.listener))
 
         appending.done.add_done_callback(settled)  # a future, no task
         return answered
 
-    def _response(self, body: dict[str, Any], version: int, outcomes: list[AppendOutcome]) -> dict[str, Any]:
+    def _response(self, body: dict[str, Any], version: int, outcomes: list[AppendOutcome],
+                  listener: str) -> dict[str, Any]:
         """The door's outcomes, in the request's order, as the Produce response."""
         hinted: set[int] = set()
         topics_out = []
@@ -134,7 +135,8 @@ class ProduceApi:
         if hinted:
             response["node_endpoints"] = [
                 {"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack}
-                for e in (self._metadata.endpoint(b) for b in sorted(hinted)) if e is not None]
+                for e in (self._metadata.client_endpoint(b, listener) for b in sorted(hinted))
+                if e is not None]
         return response
 
     def _count(self, topic: str, records: Any, outcome: AppendOutcome) -> None:

@@ -24,9 +24,20 @@ LEADER_DURING_DELETE = -2
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
     node_id: int
-    host: str
+    host: str  # host and port: the inter-broker listener's (where brokers reach each other)
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()  # (listener name, host, port) of every listener
+
+    def on_listener(self, listener: str) -> BrokerEndpoint | None:
+        """This broker as a client that came in on `listener` must reach it: that listener's
+        address, None when the broker has no such listener ("" or no list known: as it is)."""
+        if not listener or not self.listeners:
+            return self
+        for name, host, port in self.listeners:
+            if name == listener:
+                return BrokerEndpoint(self.node_id, host, port, self.rack, self.listeners)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +59,7 @@ class MetadataCache:
     _partition_counts: dict[str, int] = field(default_factory=dict)
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     listeners: list[Callable[[], None]] = field(default_factory=list)  # told after each UpdateMetadata
+    inter_broker_listener: str = ""  # whose address BrokerEndpoint.host/port give ("": the first)
 
     # changes ----------------------------------------------------------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:
@@ -94,10 +106,12 @@ class MetadataCache:
         self.controller_epoch = body["controller_epoch"]
         brokers = []
         for broker in body["live_brokers"]:
-            endpoint = broker["endpoints"][0] if broker.get("endpoints") else None
-            if endpoint is None:
+            endpoints = broker.get("endpoints") or []
+            if not endpoints:
                 continue
-            brokers.append(BrokerEndpoint(broker["id"], endpoint["host"], endpoint["port"], broker.get("rack")))
+            endpoint = next((e for e in endpoints if e["listener"] == self.inter_broker_listener), endpoints[0])
+            brokers.append(BrokerEndpoint(broker["id"], endpoint["host"], endpoint["port"], broker.get("rack"),
+                                          tuple((e["listener"], e["host"], e["port"]) for e in endpoints)))
         self.set_brokers(brokers, body["controller_id"])
         for topic in body["topic_states"]:
             name = topic["topic_name"]
@@ -141,6 +155,15 @@ class MetadataCache:
 
     def endpoint(self, node_id: int) -> BrokerEndpoint | None:
         return self.brokers.get(node_id)
+
+    def client_endpoint(self, node_id: int, listener: str) -> BrokerEndpoint | None:
+        """Where a client on `listener` reaches broker `node_id`."""
+        found = self.brokers.get(node_id)
+        return found.on_listener(listener) if found is not None else None
+
+    def client_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        """The live brokers as a client on `listener` reaches them (those without it left out)."""
+        return [e for b in self.brokers.values() if (e := b.on_listener(listener)) is not None]
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)

@@ -4,7 +4,7 @@ Protocols", KafkaApis.scala), applied around the handlers without touching them.
 `guard(routes, authorizer, ...)` wraps every route in a check: a rule looks at the request and
 either lets it through, refuses it whole with Kafka's error response, or takes the unauthorized
 topics (groups, resources) out of the request and puts their errors back into the handler's
-answer, as Kafka answers per topic. ApiVersions (and later SASL) is never checked.
+answer, as Kafka answers per topic. ApiVersions and the SASL login are never checked.
 
 Requests a broker sends to itself (a one-broker cluster's controller) are served in-process with
 `BROKER_ITSELF`, a principal no listener can produce (TLS and SASL make `User:` principals only).
@@ -538,6 +538,15 @@ def _acl_deletions(c: Check) -> Outcome:
         for _ in c.request.body["filters"]]}
 
 
+def _scram_alterations(c: Check) -> Outcome:
+    if c.may(ALTER, CLUSTER):
+        return None
+    users = dict.fromkeys(entry["name"] for kind in ("deletions", "upsertions") for entry in c.request.body[kind])
+    return {"throttle_time_ms": 0, "results": [
+        {"user": user, "error_code": CLUSTER_DENIED, "error_message": "not authorized to alter the cluster"}
+        for user in users]}
+
+
 DENIED_31 = {"error_code": CLUSTER_DENIED}
 
 RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
@@ -576,6 +585,10 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
                                               "error_message": "not authorized to describe the cluster",
                                               "resources": []}),
     ApiKey.CREATE_ACLS: _acl_creations,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(DESCRIBE, {
+        "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+        "error_message": "not authorized to describe the cluster", "results": []}),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _scram_alterations,
     ApiKey.DELETE_ACLS: _acl_deletions,
     # The cluster's own requests: only brokers (CLUSTER_ACTION) may send them.
     ApiKey.LEADER_AND_ISR: _cluster(CLUSTER_ACTION, {"error_code": CLUSTER_DENIED, "topics": []}),
@@ -595,7 +608,8 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
         "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
         "error_message": "not authorized to describe the cluster", "topics": []}),
 }
-UNCHECKED = frozenset({ApiKey.API_VERSIONS})
+# Asked before (or to establish) who the client is: Kafka never checks them.
+UNCHECKED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def guard(routes: Mapping[ApiKey, Handler], authorizer: Authorizer, metadata: MetadataCache,

@@ -163,21 +163,45 @@ def decode_log_dir_event(data: bytes | None) -> int:
 
 
 # ---------------------------------------------------------------------------------- brokers
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # UpdateMetadata's int16
+
+
+@dataclass(frozen=True)
+class RegisteredEndpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+def _host_text(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """/brokers/ids/<id>. `host`/`port`/`listener` are the inter-broker endpoint (where the
+    controller and the other brokers reach this one); `endpoints` lists every listener, the
+    inter-broker one first, as Kafka registers them (with listener_security_protocol_map)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     listener: str = "PLAINTEXT"
     epoch: int = -1  # the znode's czxid, filled in by whoever reads it
+    endpoints: tuple[RegisteredEndpoint, ...] = ()
+
+    def all_endpoints(self) -> tuple[RegisteredEndpoint, ...]:
+        return self.endpoints or (RegisteredEndpoint(self.listener, self.host, self.port),)
 
     def encode(self, now_ms: int | None = None) -> bytes:
         stamp = now_ms if now_ms is not None else int(time.time() * 1000)
+        endpoints = self.all_endpoints()
         body: dict[str, Any] = {
             "version": 5, "host": self.host, "port": self.port,
-            "endpoints": [f"{self.listener}://{self.host}:{self.port}"],
-            "listener_security_protocol_map": {self.listener: "PLAINTEXT"},
+            "endpoints": [f"{e.listener}://{_host_text(e.host)}:{e.port}" for e in endpoints],
+            "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
             "jmx_port": -1, "timestamp": str(stamp), "features": {},
         }
         if self.rack is not None:
@@ -189,17 +213,27 @@ class BrokerRegistration:
         what = broker_path(broker_id)
         value = _load(data, what)
         host, port = value.get("host"), value.get("port")
-        listener = "PLAINTEXT"
-        endpoints = value.get("endpoints") or []
-        if endpoints and isinstance(endpoints[0], str) and "://" in endpoints[0]:
-            # The first endpoint: "LISTENER://host:port" (host may be empty or bracketed IPv6).
-            listener, _, address = endpoints[0].partition("://")
+        protocols = value.get("listener_security_protocol_map") or {}
+        endpoints: list[RegisteredEndpoint] = []
+        for entry in value.get("endpoints") or []:
+            if not isinstance(entry, str) or "://" not in entry:
+                continue
+            # "LISTENER://host:port" (host may be empty or bracketed IPv6).
+            listener, _, address = entry.partition("://")
             ep_host, _, ep_port = address.rpartition(":")
-            host, port = ep_host.strip("[]") or host, int(ep_port) if ep_port.isdigit() else port
+            if not ep_port.isdigit():
+                continue
+            protocol = protocols.get(listener, listener) if isinstance(protocols, dict) else listener
+            endpoints.append(RegisteredEndpoint(listener, ep_host.strip("[]") or str(host), int(ep_port),
+                                                protocol if protocol in SECURITY_PROTOCOL_IDS else "PLAINTEXT"))
+        listener = "PLAINTEXT"
+        if endpoints:
+            listener, host, port = endpoints[0].listener, endpoints[0].host, endpoints[0].port
         if not isinstance(host, str) or not isinstance(port, int) or port < 0:
             raise LayoutError(f"{what}: no usable endpoint in {value!r}")
         rack = value.get("rack")
-        return cls(broker_id, host, port, rack if isinstance(rack, str) else None, listener, epoch)
+        return cls(broker_id, host, port, rack if isinstance(rack, str) else None, listener, epoch,
+                   tuple(endpoints))
 
 
 # ----------------------------------------------------------------------------------- topics
