@@ -377,8 +377,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "max.connections: past it a connection is refused, and a closed one frees its place (the "
         "test's retry must end in its assertion, issue 12 item 3)",
         (edit("src/roost/broker/broker.py",
-              "KafkaConnection(self._dispatcher, self._limits, self._connections.discard)",
-              "KafkaConnection(self._dispatcher, self._limits, lambda _closed: None)  # MUTATION"),),
+              "KafkaConnection(self._dispatcher, self._limits, self._connections.discard, security)",
+              "KafkaConnection(self._dispatcher, self._limits, lambda _closed: None, security)  # MUTATION"),),
         ("tests/broker/test_config_cli.py::test_connection_cap",), must_load=(BROKER,)),
     Mutation(
         "fetch-never-waits",
