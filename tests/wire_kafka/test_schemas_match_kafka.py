@@ -43,6 +43,8 @@ ALL_MESSAGES = [message for pair in API_MESSAGES for message in pair] + list(EMB
 LOWEST_VERSION_BEFORE_KAFKA_4 = {
     "ProduceRequest": 0, "ProduceResponse": 0,
     "OffsetForLeaderEpochRequest": 0, "OffsetForLeaderEpochResponse": 0,
+    "DescribeAclsRequest": 0, "DescribeAclsResponse": 0, "CreateAclsRequest": 0, "CreateAclsResponse": 0,
+    "DeleteAclsRequest": 0, "DeleteAclsResponse": 0,
 }
 
 

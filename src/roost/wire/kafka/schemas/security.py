@@ -24,7 +24,7 @@ SASL_AUTHENTICATE_REQUEST = Message(
 SASL_AUTHENTICATE_RESPONSE = Message(
     "SaslAuthenticateResponse", api_key=36, kind="response", versions="0-2", flexible="2+", fields=(
         Field("ErrorCode", "int16", "0+"),
-        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        Field("ErrorMessage", "string", "0+", nullable="0+"),
         Field("AuthBytes", "bytes", "0+"),
         Field("SessionLifetimeMs", "int64", "1+", default=0),
     ))
@@ -40,11 +40,11 @@ DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE = Message(
     "DescribeUserScramCredentialsResponse", api_key=50, kind="response", versions="0", flexible="0+", fields=(
         Field("ThrottleTimeMs", "int32", "0+"),
         Field("ErrorCode", "int16", "0+"),
-        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        Field("ErrorMessage", "string", "0+", nullable="0+"),
         Field("Results", "[]DescribeUserScramCredentialsResult", "0+", fields=(
             Field("User", "string", "0+"),
             Field("ErrorCode", "int16", "0+"),
-            Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            Field("ErrorMessage", "string", "0+", nullable="0+"),
             Field("CredentialInfos", "[]CredentialInfo", "0+", fields=(
                 Field("Mechanism", "int8", "0+"),
                 Field("Iterations", "int32", "0+"),
@@ -73,6 +73,6 @@ ALTER_USER_SCRAM_CREDENTIALS_RESPONSE = Message(
         Field("Results", "[]AlterUserScramCredentialsResult", "0+", fields=(
             Field("User", "string", "0+"),
             Field("ErrorCode", "int16", "0+"),
-            Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            Field("ErrorMessage", "string", "0+", nullable="0+"),
         )),
     ))
