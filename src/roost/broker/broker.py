@@ -154,7 +154,7 @@ class Broker:
         else:
             # The first FindCoordinator creates __consumer_offsets (Kafka's way).
             self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
-        # Hot-path counts for Prometheus (roost.console.broker_metrics): kept only when metrics are on.
+        # Hot-path counts for Prometheus (roost.metrics.broker_metrics): kept only when metrics are on.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.port"] >= 0 else None
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})

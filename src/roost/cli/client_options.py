@@ -25,14 +25,14 @@ import json
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from roost.admin.target import DEFAULT_ZOOKEEPER, Target
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-DEFAULT_ZOOKEEPER = "127.0.0.1:2181"
 FORMATS = ("text", "json", "yaml")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,21 +43,6 @@ class CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"roost: {self.message}", err=True)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a client command connects, and how."""
-
-    bootstrap: str
-    settings: Mapping[str, str] = field(default_factory=dict)
-    zookeeper: str = DEFAULT_ZOOKEEPER
-    timeout_s: float = 10.0
-
-    def client_config(self, **overrides: Any) -> dict[str, Any]:
-        """A confluent-kafka configuration: bootstrap, the user's -X settings, then `overrides`
-        (which the command needs to work as documented)."""
-        return {"bootstrap.servers": self.bootstrap, **self.settings, **overrides}
 
 
 def profiles_file() -> Path:

@@ -27,7 +27,9 @@ from typing import Any
 import click
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
-from roost.cli.client_options import CliError, Target, kafka_target_options
+from roost.admin.offset_spec import OffsetSpec, OffsetSpecError, parse_offset_spec, resolve
+from roost.admin.target import Target
+from roost.cli.client_options import CliError, kafka_target_options
 from roost.cli.kafka_io import (
     client_config,
     fetch_topics,
@@ -38,7 +40,6 @@ from roost.cli.kafka_io import (
     timestamp_type_name,
     warn,
 )
-from roost.cli.offset_spec import OffsetSpec, OffsetSpecError, parse_offset_spec, resolve
 from roost.cli.record_format import FormatError, RecordFormat
 from roost.cli.record_json import record_to_json
 

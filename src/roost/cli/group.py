@@ -12,62 +12,27 @@ kafka-consumer-groups --reset-offsets, and changes nothing without --execute).
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import click
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
-from roost.cli import offset_spec
-from roost.cli.client_options import CliError, Target, emit, format_option, kafka_target_options
-from roost.cli.kafka_admin import (
+from roost.admin.errors import SeekTargetError
+from roost.admin.kafka_client import (
     DELETE_GROUPS_KEY,
     await_result,
-    emit_document,
     fetch_metadata,
     list_offsets,
     open_admin,
-    report_each,
     require_api,
     topic_partitions,
 )
-
-Partition = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class SeekTarget:
-    """Where `--to` sends each partition: kind is start, end, offset, time or shift."""
-
-    kind: str
-    value: int = 0  # the offset, the timestamp in ms, or the shift
-
-
-def parse_time_ms(text: str, now_ms: int | None = None) -> int:
-    """`--to @TIME`: the consume offset grammar's time (ISO 8601, `now`, -2h, -1h30m), except that
-    bare digits are read by their count as rpk's group seek does (seconds, ms or ns)."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    try:
-        return offset_spec.parse_time_ms(text, now, digits_by_length=True)
-    except offset_spec.OffsetSpecError as error:
-        raise click.BadParameter(str(error), param_hint="--to") from None
-
-
-def parse_seek_target(text: str) -> SeekTarget:
-    """`--to`: start, end, OFFSET, @TIME, +N or -N."""
-    if text in ("start", "end"):
-        return SeekTarget(text)
-    if text.startswith("@"):
-        return SeekTarget("time", parse_time_ms(text[1:]))
-    if re.fullmatch(r"[+-]\d+", text):
-        return SeekTarget("shift", int(text))
-    if text.isdigit():
-        return SeekTarget("offset", int(text))
-    raise click.BadParameter(f"expected start, end, OFFSET, @TIME, +N or -N; got {text!r}", param_hint="--to")
+from roost.admin.seek import Partition, parse_seek_target, plan_seek
+from roost.admin.target import Target
+from roost.cli.admin_output import emit_document, report_each
+from roost.cli.client_options import CliError, emit, format_option, kafka_target_options
 
 
 def describe_group(admin: AdminClient, target: Target, group: str) -> ConsumerGroupDescription:
@@ -179,33 +144,6 @@ def describe(target: Target, group: str, output_format: str) -> None:
     ], output_format)
 
 
-def plan_seek(to: SeekTarget, partitions: list[Partition], committed: dict[Partition, int],
-              starts: dict[Partition, int], ends: dict[Partition, int],
-              at_time: dict[Partition, int]) -> list[dict[str, Any]]:
-    """Each partition's current and new offset. New offsets stay within [log start, log end], as
-    kafka-consumer-groups keeps them; a shift moves from the committed offset (from the log start
-    where there is none); a time past the last record goes to the log end."""
-    rows = []
-    for key in partitions:
-        start, end = starts[key], ends[key]
-        current = committed.get(key)
-        if to.kind == "start":
-            new = start
-        elif to.kind == "end":
-            new = end
-        elif to.kind == "offset":
-            new = to.value
-        elif to.kind == "shift":
-            new = (start if current is None else current) + to.value
-        else:
-            assert to.kind == "time", to
-            new = at_time[key] if at_time[key] >= 0 else end
-        new = min(max(new, start), end)
-        rows.append({"topic": key[0], "partition": key[1], "current": current, "new": new,
-                     "log_start_offset": start, "log_end_offset": end})
-    return rows
-
-
 @command.command("seek")
 @click.argument("group")
 @click.option("--to", "to_text", required=True, metavar="start|end|OFFSET|@TIME|+N|-N",
@@ -224,7 +162,10 @@ def seek(target: Target, group: str, to_text: str, topics: str | None, execute: 
     roost group seek billing --to end
     roost group seek billing --to @-1h --topics orders,refunds --execute
     """
-    to = parse_seek_target(to_text)
+    try:
+        to = parse_seek_target(to_text)
+    except SeekTargetError as error:
+        raise click.BadParameter(error.message, param_hint="--to") from None
     chosen_topics = [t for t in (topics or "").split(",") if t] if topics is not None else None
     if chosen_topics == []:
         raise click.BadParameter("expected topic names separated by commas", param_hint="--topics")

@@ -10,7 +10,8 @@ from typing import Any, BinaryIO, TypeVar
 
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
 
-from roost.cli.client_options import CliError, Target
+from roost.admin.target import Target
+from roost.cli.client_options import CliError
 from roost.cli.record_format import Record
 
 # librdkafka logs each failed connection attempt on stderr; the commands report failures

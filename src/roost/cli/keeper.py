@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: KeeperConfig) -> int:
     from roost.cli.metrics import start_metrics
-    from roost.console.keeper_metrics import keeper_registry
     from roost.keeper.server import KeeperServer
+    from roost.metrics.keeper_metrics import keeper_registry
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

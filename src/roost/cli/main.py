@@ -17,6 +17,9 @@ from collections.abc import Sequence
 
 import click
 
+from roost.admin.errors import AdminError
+from roost.cli.client_options import CliError
+
 # The server subcommands: name -> (module, one-line summary). Each module exposes
 # `register(subparsers)`, which adds its subcommand and sets `func` on it. A module is imported
 # only when its command runs: they import the broker and the keeper, which a client command
@@ -83,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as error:
         error.show()
         return error.exit_code
+    except AdminError as error:  # the admin library's one-line failures, shown as the CLI's own
+        CliError(error.message).show()
+        return 1
     except click.exceptions.Abort:  # Ctrl-C at a prompt
         click.echo("roost: aborted", err=True)
         return 130

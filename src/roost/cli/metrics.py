@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from roost.console.metrics_http import MetricsEndpoint
+    from roost.metrics.endpoint import MetricsEndpoint
 
 
 async def start_metrics(registries: Sequence[CollectorRegistry], host: str, port: int,
@@ -18,7 +18,7 @@ async def start_metrics(registries: Sequence[CollectorRegistry], host: str, port
     """Serve `registries` on http://host:port/metrics and print `roost: {name} listening on
     HOST:PORT` (`name`: "metrics", or "broker 3 metrics" as `roost up --brokers` relays it); None
     (with an error line) when it cannot listen."""
-    from roost.console.metrics_http import MetricsEndpoint
+    from roost.metrics.endpoint import MetricsEndpoint
 
     endpoint = MetricsEndpoint(registries)
     try:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from roost.cli.up_console import Stoppable
-    from roost.console.metrics_http import MetricsEndpoint
+    from roost.metrics.endpoint import MetricsEndpoint
 
 log = logging.getLogger("roost.cli")
 
@@ -189,7 +189,7 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
     print(f"roost: {listening} listening on {bound[0]}:{bound[1]}", flush=True)
     metrics: MetricsEndpoint | None = None
     if config["metrics.port"] >= 0:
-        from roost.console.broker_metrics import broker_registry
+        from roost.metrics.broker_metrics import broker_registry
 
         # Named like the Kafka listener: "kafka" -> "metrics", "broker 3 kafka" -> "broker 3 metrics".
         name = " ".join([*listening.split()[:-1], "metrics"])

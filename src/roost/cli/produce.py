@@ -27,7 +27,8 @@ from typing import Any, BinaryIO
 import click
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from roost.cli.client_options import CliError, Target, kafka_target_options, parse_settings
+from roost.admin.target import Target
+from roost.cli.client_options import CliError, kafka_target_options, parse_settings
 from roost.cli.kafka_io import (
     client_config,
     fetch_topics,

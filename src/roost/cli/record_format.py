@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import BinaryIO
 
+from roost.admin.offset_spec import epoch_ms
+
 FIELDS = frozenset("tkvpohTd")
 BYTE_MODIFIERS = ("hex", "base64")
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
@@ -137,14 +139,6 @@ def parse_timestamp(text: str, pattern: str | None = None) -> int:
     except ValueError as error:
         raise FormatError(f"bad timestamp {text!r}: {error}") from None
     return epoch_ms(moment)
-
-
-def epoch_ms(moment: datetime) -> int:
-    """Milliseconds since the epoch, exactly (no float on the way; a naive time is UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def text_of(data: bytes) -> str:

@@ -31,26 +31,24 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from roost.admin.kafka_client import (
+    await_result,
+    fetch_metadata,
+    is_internal,
+    list_offsets,
+    open_admin,
+    topic_partitions,
+)
+from roost.admin.replica_sizes import replica_sizes
+from roost.admin.target import Target
+from roost.cli.admin_output import compile_regex, emit_document, report_each
 from roost.cli.client_options import (
     CliError,
-    Target,
     emit,
     format_option,
     kafka_target_options,
     parse_settings,
 )
-from roost.cli.kafka_admin import (
-    await_result,
-    compile_regex,
-    emit_document,
-    fetch_metadata,
-    is_internal,
-    list_offsets,
-    open_admin,
-    report_each,
-    topic_partitions,
-)
-from roost.cli.log_dirs import replica_sizes
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -144,7 +144,7 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
     # The embedded keeper's series are served beside the broker's, on the one metrics endpoint.
     extra_metrics = []
     if keeper is not None and config["metrics.port"] >= 0:
-        from roost.console.keeper_metrics import keeper_registry
+        from roost.metrics.keeper_metrics import keeper_registry
 
         extra_metrics.append(keeper_registry(keeper.server))
 

@@ -27,10 +27,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
-
-from roost.cli.record_format import epoch_ms
 
 PositionKind = Literal["start", "end", "offset", "after_start", "before_end", "time"]
 
@@ -39,6 +37,14 @@ DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 ISO_DATE_TIME = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:[Zz]|[+-]\d{2}:?\d{2})?)?")
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch, exactly (no float on the way; a naive time is UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 class OffsetSpecError(ValueError):

@@ -4,7 +4,7 @@ describe` (its SIZE column) and by the console (topic sizes and bytes per second
 confluent-kafka's AdminClient (2.16) has no describe_log_dirs, so the request goes over a plain
 socket with Roost's own codec (`roost.wire.kafka`), at version 1: the version every Kafka from 1.0
 to 4.x and Roost serve. DescribeLogDirs answers for the broker asked, so each broker is asked.
-Plaintext listeners only (as `kafka_admin.broker_api_keys`); elsewhere sizes are unknown.
+Plaintext listeners only (as `kafka_client.broker_api_keys`); elsewhere sizes are unknown.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from roost.cli.client_options import Target
-from roost.cli.kafka_admin import read_exactly
+from roost.admin.kafka_client import read_exactly
+from roost.admin.target import Target
 from roost.wire.kafka import ApiKey, KafkaCodecError, RequestHeader, decode_response, encode_request
 
 DESCRIBE_LOG_DIRS_VERSION = 1

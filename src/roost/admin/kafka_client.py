@@ -1,9 +1,9 @@
-"""What the Kafka client commands (`roost topic`, `roost group`, `roost cluster`) share: an
-AdminClient bounded by --timeout, its failures turned into one-line CliErrors, offsets by
-partition, and documents (several tables) printed as text, JSON or YAML.
+"""What the Kafka client commands (`roost topic`, `roost group`, `roost cluster`) and the console
+share: an AdminClient bounded by the target's timeout, its failures turned into one-line
+AdminErrors, offsets by partition, the APIs a broker advertises, internal-topic rules.
 
     admin = open_admin(target)
-    metadata = fetch_metadata(admin, target)                 # CliError if unreachable in time
+    metadata = fetch_metadata(admin, target)                 # AdminError if unreachable in time
     ends = list_offsets(admin, target, partitions, OffsetSpec.latest())
 
 confluent-kafka never gives up on an unreachable cluster by itself: every call here waits at
@@ -13,19 +13,17 @@ most `target.timeout_s` for its answer.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
-import re
 import socket
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-import click
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
-from roost.cli.client_options import CliError, Target, emit
+from roost.admin.errors import AdminError
+from roost.admin.target import Target
 
 # librdkafka's own log lines (connection refused, ...) would add to the one-line error; they go
 # to a logger that drops them.
@@ -51,7 +49,7 @@ def open_admin(target: Target) -> AdminClient:
     except (KafkaException, ValueError, TypeError) as error:  # e.g. an unknown -X setting
         kafka_error = error.args[0] if error.args else error
         text = kafka_error.str() if isinstance(kafka_error, KafkaError) else str(kafka_error)
-        raise CliError(f"client settings: {text}") from None
+        raise AdminError(f"client settings: {text}") from None
 
 
 def describe_error(error: BaseException, what: str, target: Target) -> str:
@@ -68,35 +66,13 @@ def describe_error(error: BaseException, what: str, target: Target) -> str:
 
 
 def await_result(future: concurrent.futures.Future[Any], target: Target, what: str) -> Any:
-    """`future`'s result within the target's timeout, or a CliError saying what failed."""
+    """`future`'s result within the target's timeout, or an AdminError saying what failed."""
     try:
         return future.result(timeout=target.timeout_s)
     except concurrent.futures.TimeoutError:
-        raise CliError(f"{what}: no answer from {target.bootstrap} within {target.timeout_s:g}s") from None
+        raise AdminError(f"{what}: no answer from {target.bootstrap} within {target.timeout_s:g}s") from None
     except (KafkaException, ValueError, TypeError) as error:
-        raise CliError(describe_error(error, what, target)) from None
-
-
-def report_each(futures: Mapping[str, concurrent.futures.Future[Any]], target: Target, column: str, action: str,
-                done: str, output_format: str, settled: Callable[[str], str | None] | None = None) -> None:
-    """Await one admin future per name (`action NAME` in errors): a row (`column`, status `done`)
-    per success, then one error line naming every failure. `settled(message)` may turn a failure
-    into a status instead (`topic create --if-not-exists`: "exists")."""
-    rows, failures = [], []
-    for name, future in futures.items():
-        try:
-            await_result(future, target, f"{action} {name}")
-            rows.append({column: name, "status": done})
-        except CliError as error:
-            status = settled(error.message) if settled is not None else None
-            if status is None:
-                failures.append(error.message)
-            else:
-                rows.append({column: name, "status": status})
-    if rows or not failures:
-        emit(rows, [column, "status"], output_format)
-    if failures:
-        raise CliError("; ".join(failures))
+        raise AdminError(describe_error(error, what, target)) from None
 
 
 def fetch_metadata(admin: AdminClient, target: Target, topic: str | None = None) -> ClusterMetadata:
@@ -104,14 +80,14 @@ def fetch_metadata(admin: AdminClient, target: Target, topic: str | None = None)
     try:
         return admin.list_topics(topic=topic, timeout=target.timeout_s)
     except KafkaException as error:
-        raise CliError(describe_error(error, "metadata", target)) from None
+        raise AdminError(describe_error(error, "metadata", target)) from None
 
 
 def list_offsets(admin: AdminClient, target: Target, partitions: Iterable[tuple[str, int]],
                  spec: OffsetSpec, strict: bool = True) -> dict[tuple[str, int], int | None]:
     """The offset `spec` names (earliest, latest, for a timestamp) of each (topic, partition);
     -1 where there is none (no record at or after a timestamp). A partition that cannot answer
-    (offline, deleted) is a CliError, or with `strict=False` None: a report goes on without it."""
+    (offline, deleted) is an AdminError, or with `strict=False` None: a report goes on without it."""
     request = {TopicPartition(topic, index): spec for topic, index in partitions}
     if not request:
         return {}
@@ -121,7 +97,7 @@ def list_offsets(admin: AdminClient, target: Target, partitions: Iterable[tuple[
         try:
             offsets[(tp.topic, tp.partition)] = await_result(future, target,
                                                              f"offsets of {tp.topic}[{tp.partition}]").offset
-        except CliError:
+        except AdminError:
             if strict:
                 raise
             offsets[(tp.topic, tp.partition)] = None
@@ -138,34 +114,11 @@ def is_internal(topic: str) -> bool:
     return topic.startswith("__")
 
 
-def compile_regex(pattern: str | None, option: str = "--regex") -> re.Pattern[str] | None:
-    if pattern is None:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as error:
-        raise click.BadParameter(f"not a regular expression: {error}", param_hint=option) from None
-
-
-def emit_document(document: Mapping[str, Any], sections: Sequence[tuple[str, str, Sequence[str]]],
-                  output_format: str) -> None:
-    """Print `document` whole as JSON or YAML, or as text: for each (key, title, columns) of
-    `sections`, the rows under document[key] as a table titled `title`."""
-    if output_format == "json":
-        click.echo(json.dumps(document, indent=2, default=str))
-    elif output_format == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(json.loads(json.dumps(document, default=str)), sort_keys=False), nl=False)
-    else:
-        for key, title, columns in sections:
-            if document[key] or title is None:
-                emit(document[key], columns, "text", title=title)
-            else:
-                click.echo(f"{title}: none")
-
-
 API_VERSIONS_KEY = 18
+# An ApiVersions v0 answer: correlation id, error code, the array's count, then 6 bytes per API;
+# Kafka has under 100 APIs, so an answer over 64 KiB is not one and is not read.
+API_VERSIONS_HEAD = 10
+MAX_API_VERSIONS_BYTES = 64 * 1024
 DELETE_GROUPS_KEY = 42
 
 
@@ -185,13 +138,15 @@ def broker_api_keys(target: Target) -> set[int] | None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=target.timeout_s) as sock:
             sock.sendall(struct.pack(">i", len(header)) + header)
             size = struct.unpack(">i", read_exactly(sock, 4))[0]
+            if not API_VERSIONS_HEAD <= size <= MAX_API_VERSIONS_BYTES:  # not an ApiVersions v0 answer
+                return None
             body = read_exactly(sock, size)
     except (OSError, ValueError, struct.error):
         return None
     _correlation, error, count = struct.unpack_from(">ihi", body)
-    if error != 0 or count < 0 or len(body) < 10 + 6 * count:
+    if error != 0 or count < 0 or len(body) < API_VERSIONS_HEAD + 6 * count:
         return None
-    return {struct.unpack_from(">h", body, 10 + 6 * i)[0] for i in range(count)}
+    return {struct.unpack_from(">h", body, API_VERSIONS_HEAD + 6 * i)[0] for i in range(count)}
 
 
 def read_exactly(sock: socket.socket, size: int) -> bytes:
@@ -206,7 +161,7 @@ def read_exactly(sock: socket.socket, size: int) -> bytes:
 
 
 def require_api(target: Target, api_key: int, name: str, what: str) -> None:
-    """A CliError when the cluster is known not to implement `name`."""
+    """An AdminError when the cluster is known not to implement `name`."""
     keys = broker_api_keys(target)
     if keys is not None and api_key not in keys:
-        raise CliError(f"{what}: the broker does not support this request ({name} is not among its APIs)")
+        raise AdminError(f"{what}: the broker does not support this request ({name} is not among its APIs)")

@@ -2,7 +2,7 @@
 kafka-2_0_0.yml) and kafka_exporter (danielqsj) name theirs, so that the usual Grafana dashboards
 (721 Kafka Overview, 7589 Kafka Exporter Overview) fill without editing.
 
-Everything is computed when Prometheus scrapes, on the broker's loop (see metrics_http): the
+Everything is computed when Prometheus scrapes, on the broker's loop (see roost.metrics.endpoint): the
 gauges from the broker's state, the counters from the plain integers of roost.broker.stats. A
 broker with metrics off keeps no counts at all (`Broker.stats` is None).
 """
