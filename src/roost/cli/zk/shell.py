@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
-from roost.cli.client_options import CliError
-from roost.cli.zk_session import ZkSession
+from roost.cli.client.client_options import CliError
+from roost.cli.zk.kazoo_session import ZkSession
 
 HISTORY_LENGTH = 1000
 QUIT_WORDS = ("quit", "exit", "EOF")

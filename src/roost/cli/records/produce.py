@@ -28,8 +28,9 @@ import click
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from roost.admin.target import Target
-from roost.cli.client_options import CliError, kafka_target_options, parse_settings
-from roost.cli.kafka_io import (
+from roost.cli.client.client_options import CliError, kafka_target_options, parse_settings
+from roost.cli.records.record_format import FormatError, Record, RecordFormat
+from roost.cli.records.record_io import (
     client_config,
     fetch_topics,
     make_client,
@@ -38,8 +39,7 @@ from roost.cli.kafka_io import (
     stdout_bytes,
     warn,
 )
-from roost.cli.record_format import FormatError, Record, RecordFormat
-from roost.cli.record_json import record_from_json
+from roost.cli.records.record_json import record_from_json
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 INTERRUPTED = 130

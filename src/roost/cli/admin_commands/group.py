@@ -31,8 +31,8 @@ from roost.admin.kafka_client import (
 )
 from roost.admin.seek import Partition, parse_seek_target, plan_seek
 from roost.admin.target import Target
-from roost.cli.admin_output import emit_document, report_each
-from roost.cli.client_options import CliError, emit, format_option, kafka_target_options
+from roost.cli.client.admin_output import emit_document, report_each
+from roost.cli.client.client_options import CliError, emit, format_option, kafka_target_options
 
 
 def describe_group(admin: AdminClient, target: Target, group: str) -> ConsumerGroupDescription:

@@ -27,9 +27,10 @@ from typing import Any
 
 import click
 
-from roost.cli.client_options import DEFAULT_ZOOKEEPER, CliError
-from roost.cli.zk_format import acl_lines, parse_acl, stat_lines
-from roost.cli.zk_requests import (
+from roost.cli.client.client_options import DEFAULT_ZOOKEEPER, CliError
+from roost.cli.zk.kazoo_session import ZkSession, split_auth
+from roost.cli.zk.node_format import acl_lines, parse_acl, stat_lines
+from roost.cli.zk.raw_requests import (
     ADD_WATCH_MODES,
     CONTAINER_FLAGS,
     TTL_FLAGS,
@@ -41,8 +42,7 @@ from roost.cli.zk_requests import (
     WhoAmI,
     call,
 )
-from roost.cli.zk_session import ZkSession, split_auth
-from roost.cli.zk_tree import delete_all, export_tree, import_tree, read_export, subtree
+from roost.cli.zk.tree_transfer import delete_all, export_tree, import_tree, read_export, subtree
 
 
 class ZkGroup(click.Group):
@@ -338,7 +338,7 @@ def import_(session: ZkSession, file: str, path: str | None) -> None:
 @pass_session
 def watch(session: ZkSession, path: str, events: int, watch_timeout: float) -> None:
     """Follow PATH's data and children, one line per change (a roost extra, not zkCli's)."""
-    from roost.cli.zk_follow import follow
+    from roost.cli.zk.follow import follow
 
     follow(session, path, events, watch_timeout)
 
@@ -397,7 +397,7 @@ def reconfig(session: ZkSession, joining: tuple[str, ...], leaving: tuple[str, .
 @pass_session
 def shell(session: ZkSession) -> None:
     """An interactive shell of these commands (history, tab completion of commands and paths)."""
-    from roost.cli.zk_shell import run_shell
+    from roost.cli.zk.shell import run_shell
 
     if session.interactive:
         raise CliError("already in the shell")

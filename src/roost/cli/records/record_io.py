@@ -11,8 +11,8 @@ from typing import Any, BinaryIO, TypeVar
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, KafkaException, Message
 
 from roost.admin.target import Target
-from roost.cli.client_options import CliError
-from roost.cli.record_format import Record
+from roost.cli.client.client_options import CliError
+from roost.cli.records.record_format import Record
 
 # librdkafka logs each failed connection attempt on stderr; the commands report failures
 # themselves in one line, so only critical log lines get through (-X log_level=7 shows all).

@@ -17,7 +17,7 @@ import binascii
 import json
 from typing import Any
 
-from roost.cli.record_format import FormatError, Record, format_timestamp
+from roost.cli.records.record_format import FormatError, Record, format_timestamp
 
 
 def _text_or_base64(data: bytes) -> tuple[str, bool]:

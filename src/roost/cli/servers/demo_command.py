@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 LISTENING = re.compile(r"^roost: kafka listening on (?P<address>[0-9.]+:\d+)$")
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from roost.cli.zk_session import ZkSession
+from roost.cli.zk.kazoo_session import ZkSession
 
 
 def follow(session: ZkSession, path: str, limit: int, timeout: float) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from roost.cli.client_options import CliError
-from roost.cli.zk_format import error_for, event_line
+from roost.cli.client.client_options import CliError
+from roost.cli.zk.node_format import error_for, event_line
 
 
 def quiet_kazoo() -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roost.cli.node import (
+from roost.cli.servers.node_runner import (
     add_settings_arguments,
     configure_logging,
     given_settings,

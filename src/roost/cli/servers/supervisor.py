@@ -1,4 +1,4 @@
-"""Runs a planned local cluster (roost.cli.cluster) as supervised child processes.
+"""Runs a planned local cluster (roost.cli.servers.cluster_plan) as supervised child processes.
 
 Keepers start first and the brokers once a keeper leads. Each child's stdout lines are relayed,
 named (`roost: keeper 2 listening on ...`, `roost: broker 1 kafka listening on ...`); its stderr
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from roost.cli.cluster import ChildSpec, ClusterPlan, hostport
-from roost.cli.launch import child_lines
-from roost.cli.up_console import Stoppable
+from roost.cli.servers.cluster_plan import ChildSpec, ClusterPlan, hostport
+from roost.cli.servers.launch import child_lines
+from roost.cli.servers.up_console import Stoppable
 
 # Starts a companion of the ready cluster (the web console) from its bootstrap servers and
 # zookeeper.connect; what it returns is stopped before the children.

@@ -15,7 +15,7 @@ import click
 from roost.admin.errors import AdminError
 from roost.admin.kafka_client import await_result
 from roost.admin.target import Target
-from roost.cli.client_options import CliError, emit
+from roost.cli.client.client_options import CliError, emit
 
 
 def report_each(futures: Mapping[str, concurrent.futures.Future[Any]], target: Target, column: str, action: str,

@@ -4,9 +4,9 @@ Without --brokers: one broker and, beside it in the same process, a standalone k
 line per listener once it listens (`roost: kafka listening on HOST:PORT`; with --metrics-port,
 `roost: metrics listening on HOST:PORT` for the broker's and keeper's Prometheus metrics), and on SIGTERM or SIGINT
 it stops accepting, flushes and closes every log, and exits 0. Beside it, the web console
-(roost.cli.up_console: http://127.0.0.1:8080/ unless --console-port or --no-console).
+(roost.cli.servers.up_console: http://127.0.0.1:8080/ unless --console-port or --no-console).
 
-With --brokers N: a cluster of child processes supervised by this one (roost.cli.cluster): a
+With --brokers N: a cluster of child processes supervised by this one (roost.cli.servers.cluster_plan): a
 keeper ensemble (or an existing ZooKeeper ensemble given with --zookeeper) and N brokers.
 """
 
@@ -18,8 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
-from roost.cli import cluster, supervisor
-from roost.cli.node import (
+from roost.cli.servers import cluster_plan, supervisor
+from roost.cli.servers.node_runner import (
     GivenSettings,
     add_settings_arguments,
     configure_logging,
@@ -30,7 +30,12 @@ from roost.cli.node import (
     serve_broker,
     stop_signals,
 )
-from roost.cli.up_console import Stoppable, add_console_arguments, start_console_process, start_up_console
+from roost.cli.servers.up_console import (
+    Stoppable,
+    add_console_arguments,
+    start_console_process,
+    start_up_console,
+)
 from roost.config import BrokerConfig, ConfigError
 from roost.keeper.config import ConfigError as KeeperConfigError
 from roost.keeper.embedded import KeeperHandle, start_embedded_keeper
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = given_settings(args)
         if args.brokers is not None:
-            plan = cluster.plan_from_args(args, settings)
+            plan = cluster_plan.plan_from_args(args, settings)
         else:
             refuse_cluster_flags(args)
             config = settings.build()
@@ -150,7 +155,7 @@ async def serve(config: BrokerConfig, settings: GivenSettings, args: argparse.Na
 
     async def console_beside(bound: tuple[str, int]) -> Stoppable | None:
         local = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
-        return await start_console_process(args, cluster.hostport(local, bound[1]), config["zookeeper.connect"] or None)
+        return await start_console_process(args, cluster_plan.hostport(local, bound[1]), config["zookeeper.connect"] or None)
 
     status = await serve_broker(config, log_directory(config, args.data_dir), host, port, COMMAND, "kafka", stop,
                                 extra_metrics, after_start=console_beside)

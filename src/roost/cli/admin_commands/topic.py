@@ -41,8 +41,8 @@ from roost.admin.kafka_client import (
 )
 from roost.admin.replica_sizes import replica_sizes
 from roost.admin.target import Target
-from roost.cli.admin_output import compile_regex, emit_document, report_each
-from roost.cli.client_options import (
+from roost.cli.client.admin_output import compile_regex, emit_document, report_each
+from roost.cli.client.client_options import (
     CliError,
     emit,
     format_option,

@@ -16,8 +16,8 @@ import click
 from roost.admin.health import brokers_and_controller, ensemble_problems, probe_keeper, unhealthy_partitions
 from roost.admin.kafka_client import fetch_metadata, open_admin
 from roost.admin.target import Target
-from roost.cli.admin_output import emit_document
-from roost.cli.client_options import format_option, kafka_target_options
+from roost.cli.client.admin_output import emit_document
+from roost.cli.client.client_options import format_option, kafka_target_options
 
 
 @click.group("cluster")

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost.broker.broker import Broker
-from roost.cli.metrics import start_metrics
-from roost.cli.server_process import run_on_fast_loop
+from roost.cli.servers.metrics_serving import start_metrics
+from roost.cli.servers.server_process import run_on_fast_loop
 from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_layer, load_toml, parse_listener
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from roost.cli.up_console import Stoppable
+    from roost.cli.servers.up_console import Stoppable
     from roost.metrics.endpoint import MetricsEndpoint
 
 log = logging.getLogger("roost.cli")
@@ -122,7 +122,7 @@ def raise_open_files_limit() -> int:
 
 
 def run_loop(coro: Coroutine[Any, Any, int]) -> int:
-    """Run a broker's `coro` on the fast loop (roost.cli.server_process), with the open-files limit raised
+    """Run a broker's `coro` on the fast loop (roost.cli.servers.server_process), with the open-files limit raised
     first (see raise_open_files_limit)."""
     limit = raise_open_files_limit()
     logging.getLogger("roost").info("open files limit %d: about %d partitions per broker at three files each",

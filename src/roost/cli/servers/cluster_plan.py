@@ -2,7 +2,7 @@
 
 This module plans it: it checks the flags and settings, chooses every port before anything
 starts, and describes each child process (`roost keeper` or `roost broker`) with its complete
-config, so that each config is whole when written. roost.cli.supervisor runs the plan.
+config, so that each config is whole when written. roost.cli.servers.supervisor runs the plan.
 
 K keepers (`roost keeper --config DIR/keeper-I.toml`) form one ensemble; N brokers
 (`roost broker --config DIR/broker-I.toml`, ids 1..N, logs in DIR/broker-I) join it. With
@@ -20,7 +20,7 @@ from typing import Any
 
 import tomli_w
 
-from roost.cli.node import GivenSettings
+from roost.cli.servers.node_runner import GivenSettings
 from roost.config import ConfigError
 from roost.keeper.config import ConfigError as KeeperConfigError
 from roost.keeper.config import KeeperConfig

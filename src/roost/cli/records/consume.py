@@ -29,8 +29,9 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, To
 
 from roost.admin.offset_spec import OffsetSpec, OffsetSpecError, parse_offset_spec, resolve
 from roost.admin.target import Target
-from roost.cli.client_options import CliError, kafka_target_options
-from roost.cli.kafka_io import (
+from roost.cli.client.client_options import CliError, kafka_target_options
+from roost.cli.records.record_format import FormatError, RecordFormat
+from roost.cli.records.record_io import (
     client_config,
     fetch_topics,
     make_client,
@@ -40,8 +41,7 @@ from roost.cli.kafka_io import (
     timestamp_type_name,
     warn,
 )
-from roost.cli.record_format import FormatError, RecordFormat
-from roost.cli.record_json import record_to_json
+from roost.cli.records.record_json import record_to_json
 
 BATCH = 500
 POLL_S = 0.2  # a short poll keeps Ctrl-C prompt while waiting for records

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Protocol, TextIO
 
-from roost.cli.launch import child_command, child_lines
+from roost.cli.servers.launch import child_command, child_lines
 from roost.console.settings import DEFAULT_CONSOLE_PORT
 
 LISTENING = "roost: console listening on "

@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from roost.cli.server_process import run_on_fast_loop
+from roost.cli.servers.server_process import run_on_fast_loop
 from roost.keeper.config import ConfigError, KeeperConfig
 
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: KeeperConfig) -> int:
-    from roost.cli.metrics import start_metrics
+    from roost.cli.servers.metrics_serving import start_metrics
     from roost.keeper.server import KeeperServer
     from roost.metrics.keeper_metrics import keeper_registry
 

@@ -10,7 +10,7 @@ from typing import Any
 from kazoo import exceptions as kz
 from kazoo.security import ACL, Id
 
-from roost.cli.client_options import CliError
+from roost.cli.client.client_options import CliError
 
 # zkCli prints permissions in this order (ZKUtil.getPermString), with these bits (ZooDefs.Perms).
 PERMISSION_BITS = {"c": 4, "d": 8, "r": 1, "w": 2, "a": 16}

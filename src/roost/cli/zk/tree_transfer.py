@@ -29,9 +29,9 @@ from typing import Any
 
 import click
 
-from roost.cli.client_options import CliError
-from roost.cli.zk_format import acl_text, node_kind, parse_acl
-from roost.cli.zk_session import ZkSession
+from roost.cli.client.client_options import CliError
+from roost.cli.zk.kazoo_session import ZkSession
+from roost.cli.zk.node_format import acl_text, node_kind, parse_acl
 
 EXPORT_VERSION = 1
 SEQUENTIAL_NAME = re.compile(r"\d{10}$")

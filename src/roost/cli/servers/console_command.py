@@ -13,7 +13,7 @@ import signal
 
 import click
 
-from roost.cli.up_console import announce
+from roost.cli.servers.up_console import announce
 from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings
 
 
