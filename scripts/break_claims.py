@@ -175,7 +175,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "roll-without-fsync",
         "a roll makes the old segment durable before the new one takes a byte (no hole below the log "
         "end after a power cut); here the roll fsyncs only the old segment's indexes",
-        (edit("src/roost/log/partition_log.py", "        if old.size:\n            os.fsync(old.log_fd)\n", ""),),
+        (edit("src/roost/log/log_writes.py", "        if old.size:\n            os.fsync(old.log_fd)\n", ""),),
         ("tests/broker/test_fsync_before_ack.py::"
          "test_a_roll_makes_the_old_segment_durable_before_the_new_one_takes_a_byte",),
         must_load=(BROKER,)),
