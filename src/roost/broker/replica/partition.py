@@ -128,10 +128,6 @@ class Partition:
     def unwatch(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
 
-    def wake_waiters(self) -> None:
-        """Everyone waiting looks again (new data, or the partition is going away)."""
-        self.state_changed()
-
     def close(self) -> None:
         """Stop serving (deleted or no longer hosted); waiters see it is gone."""
         self.closed = True
