@@ -146,13 +146,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "broker-fsync-skipped",
         "the broker fsyncs before acknowledging (log.flush.interval.messages=1, topic flush.messages=1)",
-        (edit("src/roost/broker/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
+        (edit("src/roost/storage/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
         FSYNC_BEFORE_ACK, must_load=(BROKER,)),
     Mutation(
         "broker-acks-before-fsync",
         "the acknowledgement waits for the fsync: here the group committer releases the waiting "
         "answers, then fsyncs",
-        (edit("src/roost/broker/flusher.py",
+        (edit("src/roost/storage/flusher.py",
               """\
         self._in_flight = True
         self._rounds.put(""",

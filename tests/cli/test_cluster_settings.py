@@ -238,8 +238,8 @@ def test_plain_up_binds_listeners_and_keeps_data_in_log_dirs(tmp_path: Path) -> 
 
 
 def test_the_data_directory_is_the_first_log_dir_or_log_dir(tmp_path: Path) -> None:
-    from roost.broker.log_dirs import configured_log_dirs
     from roost.cli.servers.node_runner import log_directory
+    from roost.storage.directories import configured_log_dirs
 
     first, second = tmp_path / "a", tmp_path / "b"
     several = BrokerConfig.build([("f", {"log.dirs": f"{first}, {second}"})])

@@ -36,7 +36,6 @@ from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
-from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
 from roost.broker.peer import PeerError, PeerPool
@@ -59,6 +58,7 @@ from roost.broker.zk.layout import (
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, parse_listener
 from roost.log.files import atomic_write
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey, KafkaCodecError
 from roost.wire.kafka.errors import ErrorCode
 from roost.zkclient import ZkClient

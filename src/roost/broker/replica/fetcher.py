@@ -22,12 +22,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.log_manager import LogManager
 from roost.broker.peer import PeerError, PeerPool
 from roost.broker.replica.follower import start_offset_without_epochs, truncation_offset
 from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
 from roost.log import NonMonotonicAppend
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey, KafkaCodecError
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import InvalidRecordBatch

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import TopicInfo
 from roost.broker.replica.follower import divergence
@@ -36,6 +35,7 @@ from roost.broker.replica.state import NO_LEADER, PartitionState
 from roost.config import BrokerConfig
 from roost.log import OK, Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import (
     ATTR_CONTROL,

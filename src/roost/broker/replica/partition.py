@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from roost.broker.log_manager import reconfigured
 from roost.broker.replica.state import PartitionState
 from roost.log import PartitionLog
+from roost.storage.log_manager import reconfigured
 
 Watcher = Callable[[], None]
 Waiter = Callable[[], None]

@@ -11,7 +11,7 @@ current one is whole); a future copy beside a -delete copy, with no current one,
 copying and was closed before the current one was renamed, so it becomes the current one. A
 partition found in two directories under its plain name is an error: the broker will not guess.
 A deleted partition's log is renamed to <topic>-<partition>.<id>-deleted and removed by a thread of
-its own (`roost.broker.log_deleter`); one still there at start is removed then.
+its own (`roost.storage.log_deleter`); one still there at start is removed then.
 
 A directory whose disk fails (an I/O error on an append, a roll, a flush) is taken offline for the
 life of the process: its partitions answer KAFKA_STORAGE_ERROR and new partitions go elsewhere.
@@ -30,7 +30,7 @@ from pathlib import Path
 from roost.config import BrokerConfig
 from roost.log.files import atomic_write, fsync_directory
 
-log = logging.getLogger("roost.broker.log_dirs")
+log = logging.getLogger("roost.storage.directories")
 
 META_PROPERTIES = "meta.properties"
 LIVE_NAME = re.compile(r"^(?P<topic>.+)-(?P<index>\d+)$")

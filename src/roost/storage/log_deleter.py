@@ -10,7 +10,7 @@ likewise renames and deletes later, `file.delete.delay.ms`).
 The thread takes every path queued so far as one round: one fsync of each parent directory makes
 the round's renames durable, then the directories go, then one more fsync per parent makes the
 removals durable. A directory still there at the next start (the process stopped first) is
-removed then (`roost.broker.log_dirs`).
+removed then (`roost.storage.directories`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from roost.log.files import fsync_directory
 
-log = logging.getLogger("roost.broker.log_deleter")
+log = logging.getLogger("roost.storage.log_deleter")
 
 _STOP = None
 FINISH_TIMEOUT_S = 30.0  # at close: how long the last deletions may take before the broker goes on

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from roost.log import PartitionLog
 
-log = logging.getLogger("roost.broker.flusher")
+log = logging.getLogger("roost.storage.flusher")
 
 
 @dataclass

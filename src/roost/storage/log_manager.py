@@ -1,7 +1,7 @@
 """The log manager: the partition logs on this broker's disk and the work they need over time.
 
 It opens, creates and deletes partition logs (one directory per partition under a log directory's
-`logs/`; `roost.broker.log_dirs` says which directory), applies
+`logs/`; `roost.storage.directories` says which directory), applies
 the flush policy after appends (group commit), and runs the upkeep loops: retention, periodic
 flush (`flush.ms`) and compaction. It knows logs and topic configs, not replication: the replica
 manager tells it which logs are hosted and their high watermarks (`HostedLog`).
@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from roost.broker.flusher import GroupCommitter
-from roost.broker.log_deleter import LogDeleter
-from roost.broker.log_dirs import LogDir, LogDirs, configured_log_dirs, deleted_name, partition_name
 from roost.config import BrokerConfig
 from roost.log import CleanStats, LogConfig, PartitionLog
+from roost.storage.directories import LogDir, LogDirs, configured_log_dirs, deleted_name, partition_name
+from roost.storage.flusher import GroupCommitter
+from roost.storage.log_deleter import LogDeleter
 
 log = logging.getLogger("roost.broker")
 
@@ -130,7 +130,7 @@ class LogManager:
 
     def delete_log(self, topic: str, index: int, partition_log: PartitionLog | None) -> None:
         """Let go of a partition's log (if open) and rename its directory out of the live names
-        at once; its files are removed by the deleter's thread (`roost.broker.log_deleter`)."""
+        at once; its files are removed by the deleter's thread (`roost.storage.log_deleter`)."""
         log_dir = self.dirs.dir_of(topic, index)
         self.dirs.forget(topic, index)
         name = deleted_name(topic, index)
