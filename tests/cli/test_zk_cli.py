@@ -24,8 +24,8 @@ import pytest
 from kazoo.security import make_digest_acl
 
 from roost.cli.zk.command_group import command
+from roost.cli.zk.interactive_shell import ZkShell
 from roost.cli.zk.kazoo_session import ZkSession
-from roost.cli.zk.shell import ZkShell
 from tests.keeper.zkharness import (
     kazoo,
     keeper_process,

@@ -47,7 +47,7 @@ from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Handler
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
-from roost.broker.zk.config_changes import ConfigChangeListener
+from roost.broker.zk.config_change_listener import ConfigChangeListener
 from roost.broker.zk.layout import (
     LOG_DIR_EVENT_PREFIX,
     LOG_DIR_EVENTS,

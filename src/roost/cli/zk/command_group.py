@@ -397,7 +397,7 @@ def reconfig(session: ZkSession, joining: tuple[str, ...], leaving: tuple[str, .
 @pass_session
 def shell(session: ZkSession) -> None:
     """An interactive shell of these commands (history, tab completion of commands and paths)."""
-    from roost.cli.zk.shell import run_shell
+    from roost.cli.zk.interactive_shell import run_shell
 
     if session.interactive:
         raise CliError("already in the shell")
