@@ -10,7 +10,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Self
 
 from roost.log import producer_state as snapshots
 from roost.log.cleaner import read_cleaner_checkpoint
@@ -33,9 +33,6 @@ from roost.log.partition_state import (
 from roost.log.producer_state import ProducerStateManager
 from roost.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment
 
-if TYPE_CHECKING:
-    from roost.log.partition_log import PartitionLog
-
 logger = logging.getLogger("roost.log")
 
 
@@ -43,7 +40,7 @@ class LogLoading(PartitionLogState):
     """Opening and crash recovery of a partition log; see the module docstring."""
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> PartitionLog:
+    def open(cls, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> Self:
         """Create the partition directory, or load it, recovering from a crash if needed."""
         started = time.monotonic()
         log = cls(Path(directory), config, clock_ms)
