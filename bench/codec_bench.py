@@ -1,6 +1,6 @@
 """Micro benchmark of the Kafka wire codec's hot paths: the closure codec ("generic",
-compiler.py) against the generated one ("generated", codegen.py), in the same process, in
-alternating rounds. Prints figures with their conditions; never asserts.
+tests/wire_kafka/closure_codec.py, the tests' oracle) against the generated one ("generated",
+codegen.py, the codec Roost runs), in the same process, in alternating rounds. Prints figures with their conditions; never asserts.
 
     .venv/bin/python bench/codec_bench.py [--rounds 5] [--seconds 0.05] [--only WORD]
     .venv/bin/python bench/codec_bench.py --compare-with /path/to/other/checkout [--rounds 5]
@@ -50,10 +50,13 @@ class KafkaFraming(Protocol):
 
 
 def codec_variants() -> dict[str, KafkaFraming]:
-    from roost.wire.kafka.apis import GENERATED_CODECS, GENERIC_CODECS
+    from roost.wire.kafka.apis import GENERATED_CODECS, CodecTable
     from roost.wire.kafka.framing import KafkaFraming as Framing
 
-    return {"generic": Framing(GENERIC_CODECS), "generated": Framing(GENERATED_CODECS)}
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: the oracle is in tests/
+    from tests.wire_kafka.closure_codec import compile_struct
+
+    return {"generic": Framing(CodecTable("generic", compile_struct)), "generated": Framing(GENERATED_CODECS)}
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from typing import Any
 from roost.broker.group import service as service_module
 from roost.broker.group.offsets import CommittedOffset, offset_batch
 from roost.broker.group.service import GroupService, offsets_topic_configs
-from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import OFFSETS_TOPIC
 from roost.broker.replica.manager import ReplicaManager
 from roost.config import BrokerConfig
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka.errors import ErrorCode
 
 ME = 1

@@ -16,13 +16,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from roost.broker.log_dirs import LogDirs
-from roost.broker.log_manager import log_config_from_topic, now_ms
 from roost.broker.replica.log_move import LogMove
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.state import PartitionState
 from roost.config import BrokerConfig
 from roost.log import PartitionLog
+from roost.storage.directories import LogDirs
+from roost.storage.log_manager import log_config_from_topic, now_ms
 from roost.wire.kafka.records import build_batch
 
 RECORD_BYTES = 1000

@@ -38,7 +38,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from roost.cli.demo import ChildNode
+from roost.cli.servers.demo_command import ChildNode
 
 START_MS = 1_767_225_600_000
 TAGS = [f"tag{i}" for i in range(1, 61)]

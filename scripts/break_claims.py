@@ -158,13 +158,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "broker-fsync-skipped",
         "the broker fsyncs before acknowledging (log.flush.interval.messages=1, topic flush.messages=1)",
-        (edit("src/roost/broker/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
+        (edit("src/roost/storage/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
         FSYNC_BEFORE_ACK, must_load=(BROKER,)),
     Mutation(
         "broker-acks-before-fsync",
         "the acknowledgement waits for the fsync: here the group committer releases the waiting "
         "answers, then fsyncs",
-        (edit("src/roost/broker/flusher.py",
+        (edit("src/roost/storage/flusher.py",
               """\
         self._in_flight = True
         self._rounds.put(""",
@@ -187,7 +187,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "roll-without-fsync",
         "a roll makes the old segment durable before the new one takes a byte (no hole below the log "
         "end after a power cut); here the roll fsyncs only the old segment's indexes",
-        (edit("src/roost/log/partition_log.py", "        if old.size:\n            os.fsync(old.log_fd)\n", ""),),
+        (edit("src/roost/log/log_writes.py", "        if old.size:\n            os.fsync(old.log_fd)\n", ""),),
         ("tests/broker/test_fsync_before_ack.py::"
          "test_a_roll_makes_the_old_segment_durable_before_the_new_one_takes_a_byte",),
         must_load=(BROKER,)),
@@ -489,7 +489,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fault-run-broker-fsync-skipped-power-cut",
         "with log.flush.interval.messages=1 the broker fsyncs before acknowledging: here it never does, and "
         "a power cut of the cluster loses acknowledged records",
-        (edit("src/roost/broker/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
+        (edit("src/roost/storage/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
         BROKER_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
     Mutation(
         "lso-ignores-open-transactions",
@@ -520,7 +520,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "aborted-index-not-rebuilt-after-crash",
         "recovery's replay puts back aborted-index entries a crash lost",
-        (edit("src/roost/log/partition_log.py",
+        (edit("src/roost/log/log_loading.py",
               "                    self._track(state, header, lambda p=pos, h=header, s=segment: s.read(p, h.size))\n",
               "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
         ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
@@ -584,7 +584,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "sim-bug-epoch-cache-untrimmed-at-log-end",
         "truncating at the log end still drops an epoch that holds no batch (else a follower loops on DivergingEpoch)",
-        (edit("src/roost/log/partition_log.py",
+        (edit("src/roost/log/log_writes.py",
               "            self.leader_epochs.truncate_from_end(self.log_end_offset)\n            return\n",
               "            return  # MUTATION: the epoch cache is left as it is\n"),),
         ("tests/log/test_leader_epochs.py::test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch",

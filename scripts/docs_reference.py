@@ -237,8 +237,8 @@ def metrics() -> list[MetricHelp]:
     request timed so that every label shows; the keeper's from a stand-in leader."""
     from roost.broker.broker import Broker
     from roost.config import BrokerConfig
-    from roost.console.broker_metrics import broker_registry
-    from roost.console.keeper_metrics import keeper_registry
+    from roost.metrics.broker_metrics import broker_registry
+    from roost.metrics.keeper_metrics import keeper_registry
 
     with tempfile.TemporaryDirectory(prefix="roost-docs-") as directory:
         broker = Broker(BrokerConfig.build([("docs", {"metrics.port": 0})]), pathlib.Path(directory), "127.0.0.1", 0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from roost.broker.zk import layout
-from roost.broker.zk.config_changes import ConfigChangeListener
+from roost.broker.zk.config_change_listener import ConfigChangeListener
 from roost.zkclient import ZkClient
 from tests.zkclient.conftest import Server, server  # noqa: F401 - the fixture, with both kinds of server
 from tests.zkclient.support import run, unique

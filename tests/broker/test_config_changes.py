@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from roost.broker.config_changes import (
+from roost.broker.config_alterations import (
     OP_APPEND,
     OP_DELETE,
     OP_SET,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.replica import manager as manager_module
 from roost.broker.replica.manager import ReplicaManager
 from roost.config import BrokerConfig
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka.errors import ErrorCode
 
 ME, PEER = 1, 2

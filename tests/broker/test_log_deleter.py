@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from roost.broker import log_deleter
-from roost.broker.log_dirs import DELETED_NAME, LogDirs, deleted_name, partition_name
-from roost.broker.log_manager import LogManager
 from roost.config import BrokerConfig
+from roost.storage import log_deleter
+from roost.storage.directories import DELETED_NAME, LogDirs, deleted_name, partition_name
+from roost.storage.log_manager import LogManager
 from tests.broker.conftest import StartBroker
 from tests.log.conftest import batch
 from tests.support.procs import wait_for

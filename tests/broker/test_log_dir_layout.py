@@ -1,4 +1,4 @@
-"""What a start makes of the log directories (roost.broker.log_dirs): every state a move between
+"""What a start makes of the log directories (roost.storage.directories): every state a move between
 directories can be cut off in by a crash, built on disk from real partition logs, and the rules
 on placement and identity. (The move itself, with a real broker, is in test_log_dirs.py.)"""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.broker.log_dirs import META_PROPERTIES, LogDirError, LogDirs, moving_name
 from roost.log import LogConfig, PartitionLog
+from roost.storage.directories import META_PROPERTIES, LogDirError, LogDirs, moving_name
 from roost.wire.kafka.records import build_batch
 
 MOVE_ID = uuid.UUID(int=7).hex

@@ -14,7 +14,7 @@ from pathlib import Path
 CHILD = """
 import json, os, resource, sys
 from pathlib import Path
-from roost.broker.log_manager import LogManager, LogUnavailable
+from roost.storage.log_manager import LogManager, LogUnavailable
 from roost.config import BrokerConfig
 
 def descriptors():

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from roost.broker.log_manager import log_config_from_topic
+from roost.storage.log_manager import log_config_from_topic
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.replica.effects import Activity, Request, Sleep, Sync, WaitForWork
 from roost.broker.replica.fetcher import ReplicaFetchers

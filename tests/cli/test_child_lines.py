@@ -1,10 +1,10 @@
-"""The lines of a child's output as `roost up` relays them (roost.cli.launch.child_lines)."""
+"""The lines of a child's output as `roost up` relays them (roost.cli.servers.launch.child_lines)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from roost.cli.launch import child_lines
+from roost.cli.servers.launch import child_lines
 
 
 def test_a_line_past_the_limit_is_skipped_and_the_lines_after_it_still_come() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from roost.cli.main import main
-from roost.cli.supervisor import relabel
+from roost.cli.servers.supervisor import relabel
 from roost.config import BrokerConfig, ConfigError
 from tests.support.procs import ROOST, start_roost
 
@@ -125,8 +125,8 @@ def test_roost_broker_requires_zookeeper_connect_and_log_dirs(tmp_path: Path,
 
 
 def test_settings_layers_file_then_set_then_flags(tmp_path: Path) -> None:
-    from roost.cli.broker import cluster_member_config
     from roost.cli.main import build_parser
+    from roost.cli.servers.broker_command import cluster_member_config
     config = tmp_path / "broker.toml"
     config.write_text('zookeeper.connect = "zk1:2181"\nlog.dirs = "/data"\nbroker.id = 1\nbroker.rack = "a"\n'
                       "[replica.fetch]\nbackoff.ms = 50\n")
@@ -194,9 +194,9 @@ def test_keeper_settings_that_are_per_member_are_refused(tmp_path: Path,
 
 
 def test_plan_gives_each_broker_its_own_settings_and_shares_the_users(tmp_path: Path) -> None:
-    from roost.cli import cluster
     from roost.cli.main import build_parser
-    from roost.cli.node import given_settings
+    from roost.cli.servers import cluster_plan as cluster
+    from roost.cli.servers.node_runner import given_settings
     args = build_parser().parse_args(["up", "--brokers", "4", "--data-dir", str(tmp_path), "--kafka-port", "19092",
                                       "--set", "num.partitions=6", "--default.replication.factor", "2",
                                       "--zookeeper.session.timeout.ms", "15000", "--replica.lag.time.max.ms", "20000"])
@@ -240,8 +240,8 @@ def test_plain_up_binds_listeners_and_keeps_data_in_log_dirs(tmp_path: Path) -> 
 
 
 def test_the_data_directory_is_the_first_log_dir_or_log_dir(tmp_path: Path) -> None:
-    from roost.broker.log_dirs import configured_log_dirs
-    from roost.cli.node import log_directory
+    from roost.cli.servers.node_runner import log_directory
+    from roost.storage.directories import configured_log_dirs
 
     first, second = tmp_path / "a", tmp_path / "b"
     several = BrokerConfig.build([("f", {"log.dirs": f"{first}, {second}"})])

@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.cli.record_format import FormatError, Record, RecordFormat, format_timestamp, parse_timestamp
-from roost.cli.record_json import record_from_json, record_to_json
+from roost.cli.records.record_format import (
+    FormatError,
+    Record,
+    RecordFormat,
+    format_timestamp,
+    parse_timestamp,
+)
+from roost.cli.records.record_json import record_from_json, record_to_json
 
 SAMPLE = Record(topic="orders", partition=2, offset=41, timestamp_ms=1_795_428_000_123, key=b"user-7",
                 value=b"hello world", headers=[("source", b"cli"), ("trace", None)])

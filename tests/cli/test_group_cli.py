@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from roost.cli.group import parse_time_ms
+from roost.admin.seek import parse_time_ms
 from tests.cli.kafka_cli import (
     assert_one_line_error,
     dead_address,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.cli.offset_spec import (
+from roost.admin.offset_spec import (
     END,
     START,
     OffsetSpec,

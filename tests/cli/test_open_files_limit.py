@@ -12,7 +12,7 @@ import pytest
 
 CHILD = """
 import resource
-from roost.cli.node import raise_open_files_limit
+from roost.cli.servers.node_runner import raise_open_files_limit
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 print(raise_open_files_limit(), *resource.getrlimit(resource.RLIMIT_NOFILE))

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from kazoo.security import make_digest_acl
 
-from roost.cli.zk import command
-from roost.cli.zk_session import ZkSession
-from roost.cli.zk_shell import ZkShell
+from roost.cli.zk.command_group import command
+from roost.cli.zk.interactive_shell import ZkShell
+from roost.cli.zk.kazoo_session import ZkSession
 from tests.keeper.zkharness import (
     kazoo,
     keeper_process,

@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from roost.cli import cluster as cluster_plan
-from roost.cli.node import GivenSettings
+from roost.cli.servers import cluster_plan as cluster_plan
+from roost.cli.servers.node_runner import GivenSettings
 from tests.support.procs import RoostProcess, free_ports, start_roost, wait_for
 from tests.support.scrape import Samples, scrape, value
 

@@ -12,8 +12,8 @@ from email.message import Message
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
-from roost.console.app import Console
 from roost.console.browse import Browser, BrowseRequest
+from roost.console.context import Console
 from roost.console.kafka_side import KafkaSide
 from roost.console.settings import Bounds, ConsoleSettings
 from tests.console.conftest import ConsoleProcess

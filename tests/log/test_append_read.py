@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from roost.log import MessageTooLarge, NonMonotonicAppend, OffsetOutOfRange
-from roost.log.partition_log import CLEAN_SHUTDOWN_FILE
+from roost.log.partition_state import CLEAN_SHUTDOWN_FILE
 from roost.wire.kafka.records import iter_records, parse_header, validate_batches
 from tests.log.conftest import FakeClock, LogFactory, batch, read_all
 

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from roost.log.partition_log import RECOVERY_POINT_FILE
+from roost.log.partition_state import RECOVERY_POINT_FILE
 from roost.wire.kafka.records import HEADER_SIZE
 from tests.log.conftest import LogFactory, abandon, batch, read_all
 

@@ -197,15 +197,15 @@ def test_roost_up_brokers_with_security_plans_secured_listeners(tmp_path) -> Non
     others over it as the admin user, and its config file points at the secrets without them."""
     import tomllib
 
-    from roost.cli import cluster, dev_security
     from roost.cli.main import build_parser
-    from roost.cli.node import given_settings
+    from roost.cli.servers import cluster_plan, dev_security
+    from roost.cli.servers.node_runner import given_settings
 
     args = build_parser().parse_args(["up", "--brokers", "3", "--data-dir", str(tmp_path), "--kafka-port", "19192",
                                       "--security", "sasl_ssl"])
     security = dev_security.prepare(args.data_dir, args.security, args.host)
     assert security is not None
-    plan = cluster.plan_from_args(args, given_settings(args), security)
+    plan = cluster_plan.plan_from_args(args, given_settings(args), security)
     plan.write_configs()
     password = (tmp_path / "security" / "admin.password").read_text().strip()
     for spec in plan.brokers:

@@ -17,7 +17,7 @@ pa = pytest.importorskip("pyarrow")
 
 from roost.spark import kafka_io, record_reader  # noqa: E402
 from roost.spark.arrow_columns import to_record_batch  # noqa: E402
-from roost.spark.cluster import RoostClusterView  # noqa: E402
+from roost.spark.driver_queries import RoostClusterView  # noqa: E402
 from roost.spark.fetch_client import (  # noqa: E402
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,

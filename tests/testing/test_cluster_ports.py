@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.cli import cluster as planning
+from roost.cli.servers import cluster_plan as planning
 from roost.testing.cluster import RoostCluster
 
 

@@ -1,4 +1,4 @@
-"""The generated codec (codegen.py) against the closure codec (compiler.py): for every message and
+"""The generated codec (codegen.py) against the closure codec (closure_codec.py, the oracle): for every message and
 version of the API table, requests and responses, and the embedded structs, the same frames from
 the same bodies (the same buffers attached, uncopied), the same decoded bodies from the same
 bytes (keys in the same order, values of the same types, views of the same frame), and the same
@@ -7,11 +7,8 @@ wrong values or unknown keys, on arbitrary bytes and on mutated valid frames."""
 
 from __future__ import annotations
 
-import os
 import random
 import struct
-import subprocess
-import sys
 import traceback
 import uuid
 from collections.abc import Callable
@@ -22,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roost.wire.kafka import KafkaCodecError, RequestHeader
-from roost.wire.kafka.apis import APIS, GENERATED_CODECS, GENERIC_CODECS, CodecTable
+from roost.wire.kafka.apis import APIS, DEFAULT_CODECS, GENERATED_CODECS, CodecTable
 from roost.wire.kafka.codegen import generate_struct, generated_source
 from roost.wire.kafka.framing import KafkaFraming
 from roost.wire.kafka.schema import Field, Message
 from roost.wire.kafka.schemas import EMBEDDED_STRUCTS
+from tests.wire_kafka.closure_codec import compile_struct
 from tests.wire_kafka.samples import (
     INT_RANGES,
     client_id_for,
@@ -36,6 +34,7 @@ from tests.wire_kafka.samples import (
     sample_body,
 )
 
+GENERIC_CODECS = CodecTable("generic", compile_struct)
 GENERIC = KafkaFraming(GENERIC_CODECS)
 GENERATED = KafkaFraming(GENERATED_CODECS)
 PAIRS = every_api_version()
@@ -439,11 +438,7 @@ def test_codecs_can_be_prepared_before_the_first_request() -> None:
                                   (18, 3, True), (18, 3, False)}
 
 
-@pytest.mark.parametrize(("setting", "expected"), [("", "generated"), ("0", "generated"), ("1", "generic")])
-def test_the_environment_chooses_the_default_codec(setting: str, expected: str) -> None:
-    code = ("from roost.wire.kafka import framing, apis; "
-            "assert framing.DEFAULT_FRAMING.codecs is apis.DEFAULT_CODECS; print(apis.DEFAULT_CODECS.name)")
-    env = {**os.environ, "ROOST_GENERIC_CODEC": setting}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                            timeout=60, check=True)
-    assert result.stdout.strip() == expected
+def test_the_framing_uses_the_generated_codecs() -> None:
+    from roost.wire.kafka import framing
+
+    assert framing.DEFAULT_FRAMING.codecs is DEFAULT_CODECS is GENERATED_CODECS

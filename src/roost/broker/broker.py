@@ -42,7 +42,6 @@ from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
-from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
 from roost.broker.peer import PeerError, PeerPool
@@ -65,7 +64,7 @@ from roost.broker.security.scram import ScramCredentialStore
 from roost.broker.security.scram_zk import ZkScramCredentials
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
-from roost.broker.zk.config_changes import ConfigChangeListener
+from roost.broker.zk.config_change_listener import ConfigChangeListener
 from roost.broker.zk.layout import (
     LOG_DIR_EVENT_PREFIX,
     LOG_DIR_EVENTS,
@@ -77,6 +76,7 @@ from roost.broker.zk.layout import (
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, ConfigError, ListenerAddress, format_listener, parse_listeners
 from roost.log.files import atomic_write
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey, KafkaCodecError
 from roost.wire.kafka.errors import ErrorCode
 from roost.zkclient import ZkClient
@@ -191,7 +191,7 @@ class Broker:
         else:
             # The first FindCoordinator creates __consumer_offsets (Kafka's way).
             self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
-        # Hot-path counts for Prometheus (roost.console.broker_metrics): kept only when metrics are on.
+        # Hot-path counts for Prometheus (roost.metrics.broker_metrics): kept only when metrics are on.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.port"] >= 0 else None
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})

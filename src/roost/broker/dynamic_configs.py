@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from roost.broker.config_changes import render
+from roost.broker.config_alterations import render
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, ConfigError, parse_dynamic_broker_configs

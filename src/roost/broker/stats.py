@@ -1,5 +1,5 @@
 """The broker's hot-path counters: plain integers on the event loop, read by the metrics
-collector (roost.console.broker_metrics) when Prometheus scrapes, on the same loop.
+collector (roost.metrics.broker_metrics) when Prometheus scrapes, on the same loop.
 
 Why plain integers rather than prometheus-client's Counter: a Counter child takes a lock on
 every `inc()`, and the counts are only ever touched from the loop's one thread. Counting is per

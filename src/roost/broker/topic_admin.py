@@ -27,10 +27,6 @@ class TopicAdmin:
         """Call `callback(topic)` after a topic is deleted (its group offsets go too)."""
         self._on_delete.append(callback)
 
-    @property
-    def auto_create_enabled(self) -> bool:
-        return self.config["auto.create.topics.enable"]
-
     def live_broker_ids(self) -> list[int]:
         return self.replicas.metadata.live_broker_ids()
 

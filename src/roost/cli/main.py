@@ -17,20 +17,24 @@ from collections.abc import Sequence
 
 import click
 
+from roost.admin.errors import AdminError
+from roost.cli.client.client_options import CliError
+
 # The server subcommands: name -> (module, one-line summary). Each module exposes
 # `register(subparsers)`, which adds its subcommand and sets `func` on it. A module is imported
 # only when its command runs: they import the broker and the keeper, which a client command
 # does not need (half a second of CPU at every start).
 SERVER_COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("roost.cli.up", "Run a Roost node in this process, or a local cluster with --brokers N."),
-    "broker": ("roost.cli.broker", "Run one broker of a multi-machine cluster (Kafka-style config)."),
-    "keeper": ("roost.cli.keeper", "Run a ZooKeeper-compatible keeper."),
-    "demo": ("roost.cli.demo", "Start a Roost node and run the messenger and trending-hashtags scenarios."),
+    "up": ("roost.cli.servers.up_command", "Run a Roost node in this process, or a local cluster with --brokers N."),
+    "broker": ("roost.cli.servers.broker_command", "Run one broker of a multi-machine cluster (Kafka-style config)."),
+    "keeper": ("roost.cli.servers.keeper_command", "Run a ZooKeeper-compatible keeper."),
+    "demo": ("roost.cli.servers.demo_command", "Start a Roost node and run the messenger and trending-hashtags scenarios."),
 }
 # Each module exposes `command`, a click command or group.
-CLICK_COMMAND_MODULES: tuple[str, ...] = ("roost.cli.topic", "roost.cli.produce", "roost.cli.consume",
-                                          "roost.cli.group", "roost.cli.cluster_status", "roost.cli.zk",
-                                          "roost.cli.console", "roost.cli.acl", "roost.cli.user")
+CLICK_COMMAND_MODULES: tuple[str, ...] = (
+    "roost.cli.admin_commands.topic", "roost.cli.records.produce", "roost.cli.records.consume",
+    "roost.cli.admin_commands.group", "roost.cli.admin_commands.cluster_status", "roost.cli.zk.command_group",
+    "roost.cli.servers.console_command", "roost.cli.admin_commands.acl", "roost.cli.admin_commands.user")
 
 
 def build_parser(*names: str) -> argparse.ArgumentParser:
@@ -83,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as error:
         error.show()
         return error.exit_code
+    except AdminError as error:  # the admin library's one-line failures, shown as the CLI's own
+        CliError(error.message).show()
+        return 1
     except click.exceptions.Abort:  # Ctrl-C at a prompt
         click.echo("roost: aborted", err=True)
         return 130

@@ -36,9 +36,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from roost.cli.cluster_status import unhealthy_partitions
-from roost.cli.group import SeekTarget, plan_seek
-from roost.cli.kafka_admin import is_internal
+from roost.admin.health import unhealthy_partitions
+from roost.admin.kafka_client import is_internal
+from roost.admin.seek import SeekTarget, plan_seek
 from roost.console.errors import ConsoleError, bad_request, not_found
 from roost.console.settings import ConsoleSettings
 
@@ -66,7 +66,7 @@ def client_config(settings: ConsoleSettings) -> dict[str, Any]:
 
 @dataclass
 class PartitionCounts:
-    unhealthy: list[dict[str, Any]]  # roost.cli.cluster_status.unhealthy_partitions
+    unhealthy: list[dict[str, Any]]  # roost.admin.health.unhealthy_partitions
     topics: int
     partitions: int = 0
     led: dict[int, int] = field(default_factory=dict)  # broker id -> partitions it leads

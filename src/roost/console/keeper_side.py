@@ -26,7 +26,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from roost.cli.cluster_status import probe_keeper
+from roost.admin.health import probe_keeper
 from roost.console.display import shown_bytes
 from roost.console.errors import ConsoleError, bad_request, not_found
 from roost.console.settings import ConsoleSettings

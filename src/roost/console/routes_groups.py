@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 from aiohttp import web
 
-from roost.cli.group import SeekTarget, parse_seek_target
-from roost.console.app import console_of, json_body
+from roost.admin.errors import SeekTargetError
+from roost.admin.seek import SeekTarget, parse_seek_target
+from roost.console.context import console_of, json_body
 from roost.console.errors import bad_request
 
 routes = web.RouteTableDef()
@@ -49,7 +49,7 @@ def reset_target(body: dict[str, Any]) -> tuple[SeekTarget, list[str] | None]:
         raise bad_request("to is required: start, end, OFFSET, @TIME, +N or -N")
     try:
         target = parse_seek_target(to)
-    except click.BadParameter as error:
+    except SeekTargetError as error:
         raise bad_request(f"to: {error.message}") from None
     topics = body.get("topics")
     if topics is not None and (not isinstance(topics, list) or not all(isinstance(t, str) for t in topics)):

@@ -11,10 +11,9 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.console.app import console_of, json_body
+from roost.console.context import console_of, json_body
 from roost.console.errors import bad_request
-from roost.console.routes_messages import payload
-from roost.console.routes_topics import int_param
+from roost.console.params import int_param, payload
 
 routes = web.RouteTableDef()
 WATCH_KEEPALIVE_S = 15.0

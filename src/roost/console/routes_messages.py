@@ -3,18 +3,15 @@ last answer gave), and produce one (key, value, headers, partition)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import urllib.parse
-from typing import Any
 
 from aiohttp import web
 
-from roost.console.app import console_of, json_body
 from roost.console.browse import SEARCH_FIELDS, BrowseRequest
+from roost.console.context import console_of, json_body
 from roost.console.errors import bad_request
-from roost.console.routes_topics import int_param
+from roost.console.params import int_param, payload
 
 routes = web.RouteTableDef()
 TAIL_LIMIT = 200
@@ -65,24 +62,6 @@ async def tail_api(request: web.Request) -> web.Response:
     answer = await console.run(console.browser.tail, request.match_info["name"],
                                optional_partition(request.query.get("partition")), after, TAIL_LIMIT)
     return web.json_response(answer)
-
-
-def payload(value: Any, encoding: str, name: str) -> bytes | None:
-    """A key, value or header value sent by the page: text (UTF-8), base64, or hex; null is none."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise bad_request(f"{name} must be a string or null")
-    try:
-        if encoding == "text":
-            return value.encode()
-        if encoding == "base64":
-            return base64.b64decode(value, validate=True)
-        if encoding == "hex":
-            return bytes.fromhex(value)
-    except (binascii.Error, ValueError):
-        raise bad_request(f"{name} is not valid {encoding}") from None
-    raise bad_request(f"encoding must be text, base64 or hex, got {encoding!r}")
 
 
 @routes.post("/api/topics/{name}/messages")

@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.console.app import Console, console_of
+from roost.console.context import Console, console_of
 from roost.console.sampling import sample_cluster
 
 routes = web.RouteTableDef()

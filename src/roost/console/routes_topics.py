@@ -7,27 +7,13 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.console.app import Console, console_of, json_body
+from roost.console.context import Console, console_of, json_body
 from roost.console.errors import ConsoleError, bad_request
+from roost.console.params import int_param
 from roost.console.sampling import leader_sizes, sample_topics
 
 routes = web.RouteTableDef()
 DEFAULT_PAGE_SIZE = 50
-
-
-def int_param(value: Any, name: str, default: int | None = None, low: int | None = None,
-              high: int | None = None) -> int:
-    if value in (None, ""):
-        if default is None:
-            raise bad_request(f"{name} is required")
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise bad_request(f"{name} must be a whole number, got {value!r}") from None
-    if (low is not None and number < low) or (high is not None and number > high):
-        raise bad_request(f"{name} must be between {low} and {high}, got {number}")
-    return number
 
 
 def string_map(value: Any, name: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Sampling the figures behind the rates: end offsets (ListOffsets, through the AdminClient) and
-leader log sizes (DescribeLogDirs, one request per broker per sample, through roost.cli.log_dirs).
+leader log sizes (DescribeLogDirs, one request per broker per sample, through roost.admin.replica_sizes).
 
 Two callers, both bounded: the overview samples the whole cluster (every partition's end offset,
 and every broker's whole DescribeLogDirs answer) at most once per history.MIN_INTERVAL_S, in the
@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka.admin import ClusterMetadata, OffsetSpec
 
-from roost.cli.log_dirs import UNANSWERED, broker_replica_sizes
-from roost.console.app import Console
+from roost.admin.replica_sizes import UNANSWERED, broker_replica_sizes
+from roost.console.context import Console
 from roost.console.history import TopicPoint
 
 Partition = tuple[str, int]

@@ -528,9 +528,6 @@ class KeeperCore:
         self._batch_sizes.append(command_size(command))
         self.env.wake_proposer()
 
-    def has_batch(self) -> bool:
-        return bool(self._batch)
-
     def take_batch(self) -> tuple[int, bytes] | None:
         """The next batch to propose as (sequence, entry), or None if nothing is waiting."""
         if not self._batch:
@@ -559,9 +556,6 @@ class KeeperCore:
         self.stats.batches_proposed += 1
         self.stats.commands_proposed += count
         return sequence, entry
-
-    def in_flight(self) -> bool:
-        return bool(self._in_flight)
 
     def batch_failed(self, sequence: int, reason: str) -> None:
         """The proposal of a batch failed or was given up on: its clients must go elsewhere.

@@ -50,13 +50,6 @@ def validate_path(path: str) -> None:
                 raise InvalidPath(f"invalid character \\u{code:04x}")
 
 
-def parent_of(path: str) -> str:
-    """The parent path ("/" for top-level nodes). `path` must contain a slash."""
-    slash = path.rfind("/")
-    assert slash >= 0, path
-    return path[:slash] or "/"
-
-
 def split(path: str) -> tuple[str, str]:
     """(parent, child name) of a path that contains a slash."""
     slash = path.rfind("/")

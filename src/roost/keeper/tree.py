@@ -247,10 +247,6 @@ class DataTree:
     def approximate_data_size(self) -> int:
         return sum(len(path) + data_length(node.data) for path, node in self.nodes.items())
 
-    def session_valid(self, session_id: int, passwd: bytes) -> bool:
-        info = self.sessions.get(session_id)
-        return info is not None and info.passwd == passwd
-
     # ---------------------------------------------------------------------------------- apply
 
     def admit(self, origin_node: int, incarnation: int, epoch: int) -> bool:

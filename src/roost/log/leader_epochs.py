@@ -66,12 +66,6 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
-    def start_offset_of(self, epoch: int) -> int | None:
-        for entry in self.entries:
-            if entry.epoch == epoch:
-                return entry.start_offset
-        return None
-
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch and DivergingEpoch, Kafka's rules: the
         latest epoch ends at the log end; an older one at the start of the next higher epoch held

@@ -32,10 +32,6 @@ class RaftLog:
     # --- queries -----------------------------------------------------------------------------
 
     @property
-    def first_index(self) -> int:
-        return self.offset + 1
-
-    @property
     def last_index(self) -> int:
         return self.offset + len(self.entries)
 
@@ -85,13 +81,6 @@ class RaftLog:
                 return index
             index -= 1
         return self.offset
-
-    def first_index_of_term_at(self, index: int) -> int:
-        """The first index in memory holding the same term as `index`."""
-        term = self.term(index)
-        while index - 1 > self.offset and self.term(index - 1) == term:
-            index -= 1
-        return index
 
     # --- mutation ----------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The thin network shell of the roost data source on confluent-kafka (librdkafka): the driver's
 cluster queries and the tasks' reads when an option only librdkafka honours is given (see
-`roost.spark.options.parse_consumer`; otherwise `roost.spark.cluster` and `record_reader`).
+`roost.spark.options.parse_consumer`; otherwise `roost.spark.driver_queries` and `record_reader`).
 
 librdkafka finds partition leaders from Metadata and follows them when they move, so nothing here
 assumes a single broker. Clients are created where they are used: on the driver lazily (and never
@@ -24,8 +24,8 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from roost.spark import cluster
-from roost.spark.cluster import DRIVER_RETRY_SECONDS
+from roost.spark import driver_queries
+from roost.spark.driver_queries import DRIVER_RETRY_SECONDS
 from roost.spark.offsets import DataLossReporter, OffsetRange, TopicPartition
 from roost.spark.options import Subscription
 from roost.spark.schema import CREATE_TIME, LOG_APPEND_TIME, source_arrow_schema
@@ -56,7 +56,7 @@ def consumer_config(settings: dict[str, str]) -> dict[str, Any]:
 
 def retry(what: str, action: Callable[[], T], seconds: float = DRIVER_RETRY_SECONDS) -> T:
     """Run `action` until it stops raising KafkaException, for at most `seconds`."""
-    return cluster.retry(what, action, KafkaException, seconds)
+    return driver_queries.retry(what, action, KafkaException, seconds)
 
 
 class ClusterView:

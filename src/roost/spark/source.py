@@ -27,7 +27,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from roost.spark.cluster import ClusterQueries
+from roost.spark.driver_queries import ClusterQueries
 from roost.spark.offsets import (
     DataLossReporter,
     OffsetMap,
@@ -80,7 +80,7 @@ class _ReaderBase:
     def cluster(self) -> ClusterQueries:
         if self._cluster is None:
             if self.options.consumer == "roost":
-                from roost.spark.cluster import RoostClusterView
+                from roost.spark.driver_queries import RoostClusterView
                 self._cluster = RoostClusterView(self.options.kafka)
             else:
                 from roost.spark.kafka_io import ClusterView

@@ -2,7 +2,7 @@
 brokers (`roost broker`) as separate processes, each of which a test can kill, stop, pause or
 restart at the same address.
 
-The configs are planned by roost.cli.cluster, exactly as `roost up --brokers N --keepers K`
+The configs are planned by roost.cli.servers.cluster_plan, exactly as `roost up --brokers N --keepers K`
 writes them (the same files, DIR/broker-ID.toml and DIR/keeper-ID.toml, and logs DIR/<name>.log);
 the processes are run here rather than by `roost up`'s supervisor, which never restarts a child.
 """
@@ -112,8 +112,8 @@ class RoostCluster(KafkaHelpers):
     def plan(cls, root: Path, brokers: int, keepers: int, settings: Mapping[str, Any] | None,
              keeper_settings: Mapping[str, Any] | None) -> RoostCluster:
         """Choose ports and write every config, as `roost up --brokers` would; start nothing."""
-        from roost.cli import cluster as planning
-        from roost.cli.node import GivenSettings
+        from roost.cli.servers import cluster_plan as planning
+        from roost.cli.servers.node_runner import GivenSettings
 
         if keepers not in planning.ENSEMBLE_SIZES:
             raise ValueError(f"keepers={keepers}: an ensemble has 1, 3, 5 or 7 members")

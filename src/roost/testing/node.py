@@ -62,7 +62,7 @@ class RoostNode(KafkaHelpers):
         keeper_host, keeper_port = listeners["keeper"]
         security_settings: dict[str, str] = {}
         if security != "plaintext":
-            from roost.cli.dev_security import prepare
+            from roost.cli.servers.dev_security import prepare
             prepared = prepare(data_dir, security, "127.0.0.1")  # made by the node already: read back
             assert prepared is not None
             security_settings = prepared.client_settings(with_password=True)

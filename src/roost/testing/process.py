@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from roost.cli.launch import child_command
+from roost.cli.servers.launch import child_command
 
 # `name` is what listens: "kafka" and "keeper" (roost up), "keeper" (roost keeper),
 # "broker 1 kafka" (roost broker).

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from roost.broker.log_dirs import deleted_name
-from roost.broker.log_manager import log_config_from_topic
 from roost.log import AppendInfo, PartitionLog
+from roost.storage.directories import deleted_name
+from roost.storage.log_manager import log_config_from_topic
 from roost.wire.kafka.records import iter_batch_headers
 from tests.sim.replication.runtime import SimFuture, World
 
@@ -140,7 +140,7 @@ def open_log(directory: Path, configs: dict[str, Any], clock_ms: Callable[[], in
 
 
 class SimCommitter:
-    """roost.broker.flusher.GroupCommitter's rules on the simulated clock: one fsync round at a
+    """roost.storage.flusher.GroupCommitter's rules on the simulated clock: one fsync round at a
     time, covering what each log held when the round started."""
 
     def __init__(self, world: World, alive: Callable[[], bool], fsync_ms: Callable[[], int]) -> None:
@@ -187,7 +187,7 @@ class SimCommitter:
 
 
 class SimLogManager:
-    """What ReplicaManager and ReplicaFetchers need of roost.broker.log_manager.LogManager."""
+    """What ReplicaManager and ReplicaFetchers need of roost.storage.log_manager.LogManager."""
 
     def __init__(self, data_dir: Path, committer: SimCommitter, clock_ms: Callable[[], int],
                  on_open: Callable[[str, int, SimPartitionLog], None]) -> None:

@@ -244,9 +244,6 @@ class OffsetStore:
     def has_group(self, group_id: str) -> bool:
         return group_id in self._by_group
 
-    def is_pending(self, key: OffsetKey) -> bool:
-        return key in self._pending
-
     def expired(self, group_id: str, older_than_ms: int) -> list[OffsetKey]:
         """The group's entries committed before `older_than_ms`, none with a commit in flight."""
         return sorted(key for key in self._by_group.get(group_id, ())

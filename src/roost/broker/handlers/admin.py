@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from roost.broker.config_changes import (
+from roost.broker.config_alterations import (
     ConfigRules,
     RefusedChange,
     broker_rules,

@@ -26,7 +26,6 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.log_manager import LogManager
 from roost.broker.peer import PeerPool
 from roost.broker.replica.effects import (
     Activity,
@@ -46,6 +45,7 @@ from roost.broker.replica.follower import start_offset_without_epochs, truncatio
 from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
 from roost.log import NonMonotonicAppend
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import InvalidRecordBatch

@@ -7,7 +7,7 @@ takes the current log's place. The swap runs without yielding to the event loop,
 fetch or roll runs between the last copied batch and the swap: that is the partition's lock, and
 its cost is the pause of appends while the two logs are closed and renamed.
 
-Crash safety, step by step (see `roost.broker.log_dirs` for what a restart makes of each state):
+Crash safety, step by step (see `roost.storage.directories` for what a restart makes of each state):
 1. copying: the current log is untouched; a crash leaves a future copy, discarded at start;
 2. the future copy is flushed (off the event loop), caught up again, and closed (its last
    fsyncs, clean-shutdown marker); the current log is let go without writing;
@@ -26,11 +26,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from roost.broker.log_dirs import LogDir, LogDirs, moving_name, partition_name
-from roost.broker.log_manager import log_config_from_topic, now_ms
 from roost.broker.replica.partition import Partition
 from roost.log import PartitionLog
 from roost.log.files import fsync_directory
+from roost.storage.directories import LogDir, LogDirs, moving_name, partition_name
+from roost.storage.log_manager import log_config_from_topic, now_ms
 
 log = logging.getLogger("roost.broker.log_move")
 

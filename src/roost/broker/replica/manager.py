@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from roost.broker.log_manager import LogManager
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import TopicInfo
 from roost.broker.replica.append import (
@@ -52,6 +51,7 @@ from roost.broker.request import when_all
 from roost.config import BrokerConfig
 from roost.log import Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
+from roost.storage.log_manager import LogManager
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import (
     ATTR_CONTROL,

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roost.broker.log_manager import reconfigured
 from roost.broker.replica.state import PartitionState
 from roost.log import PartitionLog, ReadResult
 from roost.log.producer_state import CheckResult, ProducerEntry
+from roost.storage.log_manager import reconfigured
 from roost.wire.kafka.records import BatchHeader
 
 Watcher = Callable[[], None]
@@ -203,10 +203,6 @@ class Partition:
 
     def unwatch(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
-
-    def wake_waiters(self) -> None:
-        """Everyone waiting looks again (new data, or the partition is going away)."""
-        self.state_changed()
 
     def close(self) -> None:
         """Stop serving (deleted or no longer hosted); waiters see it is gone."""

@@ -14,7 +14,7 @@ the znode's stat version.)
     /config/brokers/<id> and /config/brokers/<default>  {"version":1,"config":{k:v}} (dynamic broker configs)
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"} (or "brokers/<id>")
     /admin/delete_topics/<t>                      (empty)
-    /admin/preferred_replica_election             {"version":1,"partitions":[{"topic","partition"}]}
+    /admin/preferred_replica_election             (not used: preferred elections go through the API)
     /admin/reassign_partitions                    (not used: reassignments go through the API)
 """
 
@@ -36,7 +36,6 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
-PREFERRED_ELECTION = "/admin/preferred_replica_election"
 # The persistent paths every cluster has; created (if missing) by each broker at start.
 PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/changes",
                     "/config/brokers", "/admin/delete_topics", "/isr_change_notification",
@@ -92,10 +91,6 @@ def broker_path(broker_id: int) -> str:
 
 def topic_path(topic: str) -> str:
     return f"{BROKER_TOPICS}/{topic}"
-
-
-def partitions_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions"
 
 
 def partition_path(topic: str, partition: int) -> str:
@@ -339,10 +334,6 @@ def decode_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
     return dict(config)
 
 
-def encode_config_change(topic: str) -> bytes:
-    return encode_entity_change(f"topics/{topic}")
-
-
 def encode_entity_change(entity_path: str) -> bytes:
     """A change notification for `topics/<t>`, `brokers/<id>` or `brokers/<default>`."""
     return _dump({"version": 2, "entity_path": entity_path})
@@ -366,16 +357,3 @@ def decode_config_change(data: bytes | None) -> str | None:
     if isinstance(entity, str) and entity.startswith("topics/"):
         return entity.removeprefix("topics/")
     return None
-
-
-def encode_preferred_election(partitions: list[tuple[str, int]]) -> bytes:
-    return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
-
-
-def decode_preferred_election(data: bytes | None) -> list[tuple[str, int]]:
-    value = _load(data, PREFERRED_ELECTION)
-    found = []
-    for entry in value.get("partitions") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("topic"), str):
-            found.append((entry["topic"], _int(entry.get("partition"), PREFERRED_ELECTION)))
-    return found

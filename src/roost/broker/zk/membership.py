@@ -179,18 +179,6 @@ class ClusterMembership:
             return {}
         return layout.decode_topic_config(entity_path, data)
 
-    async def live_brokers(self) -> dict[int, BrokerRegistration]:
-        found = {}
-        for child in await self.zk.get_children(layout.BROKER_IDS):
-            if not child.isdigit():
-                continue
-            try:
-                data, stat = await self.zk.get(layout.broker_path(int(child)))
-            except NoNodeError:
-                continue
-            found[int(child)] = BrokerRegistration.decode(int(child), data, stat.czxid)
-        return found
-
     async def create_topic(self, name: str, assignment: TopicAssignment, configs: dict[str, str]) -> bool:
         """Write a new topic's config and then its assignment (the controller's watch takes it
         from there). False when the topic exists already."""

@@ -6,8 +6,7 @@ that exist only in other versions, and raise KafkaCodecError for keys no version
 (and `bytes`) fields decode to memoryview slices of the frame; `records` encode from a buffer or a
 list of buffers that end up in the output list uncopied.
 
-Each message's codec is generated Python source per version (codegen.py); ROOST_GENERIC_CODEC=1
-selects the schema-walking closures (compiler.py) instead, with the same bytes and errors.
+Each message's codec is generated Python source per version (codegen.py).
 
 A server's loop, in short (frames exclude the 4-byte size prefix the transport has cut):
 

@@ -3,25 +3,23 @@
 Codecs are compiled on first use of an (api, version) and cached; compiling is deterministic, so
 a race between two threads only compiles twice.
 
-Two compilers make codecs with the same behaviour: `codegen.generate_struct` (generated source,
-the default) and `compiler.compile_struct` (closures). ROOST_GENERIC_CODEC=1 in the environment,
-read once at import, makes the closures the default, so both paths can run the whole suite;
-`GENERATED_CODECS` and `GENERIC_CODECS` are both always available (tests, benchmarks).
+The codecs are generated source (`codegen.generate_struct`). A `CodecTable` takes any compiler
+of the same signature: the tests hold the generated codecs against a closure codec written apart
+(tests/wire_kafka/closure_codec.py).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
 from roost.wire.kafka.codegen import generate_struct
-from roost.wire.kafka.compiler import StructCodec, compile_struct
 from roost.wire.kafka.exceptions import KafkaCodecError, UnknownApiError, UnsupportedVersionError
 from roost.wire.kafka.schema import Message
 from roost.wire.kafka.schemas import API_MESSAGES, EMBEDDED_STRUCTS
+from roost.wire.kafka.struct_codec import StructCodec
 
 
 class ApiKey(IntEnum):
@@ -170,10 +168,7 @@ class CodecTable:
 
 
 GENERATED_CODECS: Final = CodecTable("generated", generate_struct)
-GENERIC_CODECS: Final = CodecTable("generic", compile_struct)
-# Read once: the choice holds for the life of the process.
-USE_GENERIC_CODEC: Final = os.environ.get("ROOST_GENERIC_CODEC", "") not in ("", "0")
-DEFAULT_CODECS: Final = GENERIC_CODECS if USE_GENERIC_CODEC else GENERATED_CODECS
+DEFAULT_CODECS: Final = GENERATED_CODECS
 
 # The default table's lookups, as functions (their callers predate the tables).
 message_codec: Final = DEFAULT_CODECS.message_codec

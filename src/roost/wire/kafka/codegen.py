@@ -1,7 +1,8 @@
 """Generates Python source for one reader and one writer per (struct, version) with the whole layout
-inlined, and compiles it once: the specialised twin of `compiler.py`.
+inlined, and compiles it once: the specialised twin of the closure codec that the tests hold it
+against (tests/wire_kafka/closure_codec.py).
 
-`compiler.compile_struct` builds a chain of closures, one call per field (or per run of fixed-width
+The closure codec's `compile_struct` builds a chain of closures, one call per field (or per run of fixed-width
 fields) and per nested element; that walk costs more than the bytes it moves for the small messages
 a broker mostly sees. `generate_struct` decides the same things once, at generation time, and writes
 them down as straight-line code: a run of fixed-width fields is one `struct` unpack into locals,
@@ -12,8 +13,7 @@ when empty (the usual case) and call a generated helper per section otherwise.
 The behaviour is the closure codec's, to the byte and to the error: same output bytes and output
 buffers (records attached uncopied on the same rule), same decoded dicts (keys in the same order,
 the same defaults, memoryview slices of the frame), the same exceptions with the same messages.
-tests/wire_kafka/test_codegen.py checks this with hypothesis for every message and version, and
-ROOST_GENERIC_CODEC=1 switches the whole codec back to the closures (apis.py).
+tests/wire_kafka/test_codegen.py checks this with hypothesis for every message and version.
 
 The generated source is kept on the codec (`StructCodec.source`, `generated_source`) and registered
 with `linecache`, so tracebacks through it show the generated lines. Names in it follow the schema:
@@ -34,7 +34,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from roost.wire.kafka.compiler import ZERO_UUID, StructCodec, encode_default
 from roost.wire.kafka.exceptions import KafkaCodecError
 from roost.wire.kafka.primitives import (
     ATTACH_THRESHOLD,
@@ -45,8 +44,9 @@ from roost.wire.kafka.primitives import (
     uvarint,
 )
 from roost.wire.kafka.schema import Field
+from roost.wire.kafka.struct_codec import ZERO_UUID, StructCodec, encode_default
 
-# Length prefixes: the largest value each can carry (as compiler._Lengths.limit).
+# Length prefixes: the largest value each can carry (as the closure codec's _Lengths.limit).
 _COMPACT_LIMIT: Final = 0x7FFFFFFE
 _INT16_LIMIT: Final = 0x7FFF
 _INT32_LIMIT: Final = 0x7FFFFFFF
@@ -231,7 +231,7 @@ class _Module:
 
 
 def _split(fields: tuple[Field, ...], version: int, flexible: bool) -> tuple[list[Field], list[Field]]:
-    """The fields of `version`: regular ones in schema order, tagged ones in tag order (as compiler)."""
+    """The fields of `version`: regular ones in schema order, tagged ones in tag order (as the closure codec)."""
     present = [field for field in fields if version in field.versions]
     regular = [field for field in present if not (flexible and version in field.tagged)]
     tagged = sorted((field for field in present if flexible and version in field.tagged),
@@ -422,7 +422,7 @@ class _Generator:
                      nullable: bool) -> None:
         kind = field.element_type
         if field.is_struct and nullable:
-            # An int8 before it (as compiler._nullable_struct_reader): below zero, null.
+            # An int8 before it (as the closure codec's _nullable_struct_reader): below zero, null.
             f.line(f"if {self.module.struct_function('unpack', 'b')}({buf}, pos)[0] < 0:")
             f.line("    pos += 1")
             f.line(f"    {target} = None")
@@ -592,7 +592,7 @@ class _Generator:
         kind = field.element_type
         if field.is_struct and nullable:
             with f.block(f"if {value} is None:"):
-                f.line("cur += b'\\xff'  # a null struct (as compiler._nullable_struct_writer)")
+                f.line("cur += b'\\xff'  # a null struct (as the closure codec's _nullable_struct_writer)")
             with f.block("else:"):
                 f.line("cur += b'\\x01'")
                 self.write_struct(f, field.fields, where, value, out, field.key + "_")
@@ -659,7 +659,7 @@ _cache: dict[tuple[str, tuple[Field, ...], int, bool], StructCodec] = {}
 def generate_struct(where: str, fields: tuple[Field, ...], version: int, flexible: bool) -> StructCodec:
     """The generated reader and writer of a struct with these fields at `version` (cached).
 
-    Same signature and same behaviour as `compiler.compile_struct`.
+    Same signature and same behaviour as the closure codec's `compile_struct` (tests/wire_kafka/closure_codec.py).
     """
     key = (where, fields, version, flexible)
     found = _cache.get(key)

@@ -1,4 +1,4 @@
-"""Wire primitives shared by the compiler and the framing: fixed-width formats, unsigned varints,
+"""Wire primitives shared by the codec generator and the framing: fixed-width formats, unsigned varints,
 buffer views, and `Out`, the encoder's output that never copies a caller's large buffers."""
 
 from __future__ import annotations

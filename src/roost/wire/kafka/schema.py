@@ -3,7 +3,7 @@
 A schema is written once per message (see `schemas/`) as nested `Field`s carrying the same facts as
 Kafka's `clients/src/main/resources/common/message/*.json`: name, type, the versions a field exists
 in, the versions it may be null in, whether (and under which tag) it is a tagged field, and its
-default. `compiler.py` turns a schema plus one version into a fast reader and writer.
+default. `codegen.py` turns a schema plus one version into a fast reader and writer.
 """
 
 from __future__ import annotations

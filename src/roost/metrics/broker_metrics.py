@@ -1,0 +1,234 @@
+"""A broker's Prometheus series, named as Kafka's JMX exporter (prometheus/jmx_exporter's
+kafka-2_0_0.yml) and kafka_exporter (danielqsj) name theirs, so that the usual Grafana dashboards
+(721 Kafka Overview, 7589 Kafka Exporter Overview) fill without editing.
+
+Everything is computed when Prometheus scrapes, on the broker's loop (see roost.metrics.endpoint): the
+gauges from the broker's state, the counters from the plain integers of roost.broker.stats. A
+broker with metrics off keeps no counts at all (`Broker.stats` is None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from roost.wire.kafka import API_NAMES
+
+if TYPE_CHECKING:
+    from roost.broker.broker import Broker
+
+NO_LEADER = -1
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: Broker) -> None:
+        assert broker.stats is not None, "the broker was built with metrics off (metrics.port -1)"
+        self._broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._topic_counters()
+        yield from self._requests()
+        yield from self._replica_manager()
+        yield from self._controller()
+        yield from self._logs()
+        yield from self._consumer_groups()
+        yield from self._exporter_partitions()
+        yield from self._exporter_cluster()
+
+    # kafka.server:type=BrokerTopicMetrics -----------------------------------------------------
+    def _topic_counters(self) -> Iterator[Metric]:
+        broker = self._broker
+        stats = broker.stats
+        assert stats is not None
+        for gone in [name for name in stats.topics if name not in broker.metadata]:
+            stats.forget_topic(gone)  # a deleted topic's series go (Kafka removes its metrics too)
+        families = {
+            "messages_in": CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_messagesin", "Records appended as leader", labels=["topic"]),
+            "bytes_in": CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_bytesin",
+                "Bytes of record batches appended as leader (the produce requests' records)", labels=["topic"]),
+            "bytes_out": CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_bytesout",
+                "Bytes of record batches sent in fetch responses, to consumers and followers", labels=["topic"]),
+            "failed_produce": CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_failedproducerequests",
+                "Produce partitions answered with an error", labels=["topic"]),
+            "failed_fetch": CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_failedfetchrequests",
+                "Fetch partitions answered with an error", labels=["topic"]),
+        }
+        for name, counters in sorted(stats.topics.items()):
+            for field, family in families.items():
+                family.add_metric([name], getattr(counters, field))
+        # Kafka also has each meter for all topics together, which the JMX exporter renders as the
+        # same name without a topic label: the sum over the topics this broker still has.
+        for field, family in families.items():
+            family.add_sample(family.name + "_total", {}, sum(getattr(c, field) for c in stats.topics.values()))
+        yield from families.values()
+
+    # kafka.network:type=RequestMetrics --------------------------------------------------------
+    def _requests(self) -> Iterator[Metric]:
+        broker = self._broker
+        assert broker.stats is not None
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests received, by API and version", labels=["request", "version"])
+        for (key, version), count in sorted(broker.request_counts.items()):
+            requests.add_metric([API_NAMES[key], str(version)], count)
+        yield requests
+        # A summary, as the JMX exporter renders Kafka's Yammer histogram: quantiles over the
+        # last samples, and a count and sum over all requests.
+        name = "kafka_network_requestmetrics_totaltimems"
+        total = Metric(name, "Milliseconds from a request's decoding to its response being ready", "summary")
+        for request, times in sorted(broker.stats.request_times.items()):
+            for quantile, ms in times.quantiles():
+                total.add_sample(name, {"request": request, "quantile": str(quantile)}, ms)
+            total.add_sample(name + "_count", {"request": request}, times.count)
+            total.add_sample(name + "_sum", {"request": request}, times.sum_ms)
+        yield total
+        # Kafka's request queue sits between its network and handler threads; here a request
+        # waits in its connection (pipelined, or answered later): the sum over connections.
+        yield GaugeMetricFamily("kafka_network_requestchannel_requestqueuesize",
+                                "Requests received and not yet answered, over all connections",
+                                value=broker.requests_in_flight())
+
+    # kafka.server:type=ReplicaManager ---------------------------------------------------------
+    def _replica_manager(self) -> Iterator[Metric]:
+        broker = self._broker
+        partitions = list(broker.replicas.hosted())
+        led = [p for p in partitions if p.is_leader]
+        under = sum(1 for p in led if p.under_replicated)
+        under_min = sum(1 for p in led if p.isr_below_min())
+
+        def gauge(short: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"kafka_server_replicamanager_{short}", doc, value=value)
+
+        yield gauge("partitioncount", "Partitions with a replica on this broker", len(partitions))
+        yield gauge("leadercount", "Partitions this broker leads", len(led))
+        yield gauge("underreplicatedpartitions", "Partitions led here whose ISR is smaller than their replicas",
+                    under)
+        yield gauge("underminisrpartitioncount", "Partitions led here whose ISR is below min.insync.replicas",
+                    under_min)
+        # Replicas on failed log directories (they answer KAFKA_STORAGE_ERROR until a restart).
+        yield gauge("offlinereplicacount", "Replicas on offline log directories", broker.replicas.offline_count())
+        isr = broker.isr
+        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks of partitions led here",
+                                  value=isr.shrinks if isr is not None else 0)
+        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",
+                                  value=isr.expands if isr is not None else 0)
+
+    # kafka.controller:type=KafkaController ----------------------------------------------------
+    def _controller(self) -> Iterator[Metric]:
+        broker = self._broker
+        controller = broker.controller
+        if controller is None:  # a lone broker is its own controller
+            active = True
+            offline = sum(1 for p in broker.replicas.hosted() if not p.is_leader)
+        else:
+            core = controller.core
+            active = core is not None
+            offline = sum(1 for s in core.states.values() if s.state.leader == NO_LEADER) if core else 0
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+                                "1 on the active controller, else 0 (the cluster's sum must be 1)",
+                                value=int(active))
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+                                "Partitions without a leader (reported by the active controller)", value=offline)
+
+    # kafka.log:type=Log -----------------------------------------------------------------------
+    def _logs(self) -> Iterator[Metric]:
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log segments on this broker",
+                                 labels=["topic", "partition"])
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "A partition's log end offset on this broker",
+                                labels=["topic", "partition"])
+        for partition in sorted(self._broker.replicas.hosted(), key=lambda p: (p.topic, p.index)):
+            labels = [partition.topic, str(partition.index)]
+            size.add_metric(labels, partition.size_bytes)
+            end.add_metric(labels, partition.log_end_offset)
+        yield size
+        yield end
+
+    # kafka_exporter's consumer-group series ---------------------------------------------------
+    def _consumer_groups(self) -> Iterator[Metric]:
+        """The groups this broker coordinates. The lag of a partition is its high watermark (what
+        a consumer can read) minus the group's committed offset, for partitions led here (the
+        one place the high watermark is known for sure); in a cluster, sum over the brokers."""
+        broker = self._broker
+        members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a consumer group",
+                                    labels=["consumergroup"])
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "A group's committed offset",
+                                    labels=["consumergroup", "topic", "partition"])
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Records a group has yet to consume",
+                                labels=["consumergroup", "topic", "partition"])
+        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "A group's lag summed over a topic's partitions",
+                                    labels=["consumergroup", "topic"])
+        for group, member_count, offsets in broker.groups.coordinated():
+            members.add_metric([group], member_count)
+            sums: dict[str, int] = {}
+            for (topic, index), offset in sorted(offsets.items()):
+                labels = [group, topic, str(index)]
+                current.add_metric(labels, offset)
+                partition = broker.replicas.partition(topic, index)
+                if partition is not None and partition.is_leader:
+                    behind = max(0, partition.high_watermark - offset)
+                    lag.add_metric(labels, behind)
+                    sums[topic] = sums.get(topic, 0) + behind
+            for topic, total in sorted(sums.items()):
+                lag_sum.add_metric([group, topic], total)
+        yield members
+        yield current
+        yield lag
+        yield lag_sum
+
+    # kafka_exporter's view of the cluster ----------------------------------------------------
+    def _exporter_partitions(self) -> Iterator[Metric]:
+        """One series per partition across the cluster: each broker reports the partitions it
+        leads (kafka_exporter asks each partition's leader too)."""
+        labels = ["topic", "partition"]
+        families = {
+            "current": GaugeMetricFamily("kafka_topic_partition_current_offset",
+                                         "A partition's newest offset (its high watermark)", labels=labels),
+            "oldest": GaugeMetricFamily("kafka_topic_partition_oldest_offset", "A partition's oldest offset",
+                                        labels=labels),
+            "leader": GaugeMetricFamily("kafka_topic_partition_leader", "A partition's leader", labels=labels),
+            "replicas": GaugeMetricFamily("kafka_topic_partition_replicas", "A partition's replica count",
+                                          labels=labels),
+            "in_sync": GaugeMetricFamily("kafka_topic_partition_in_sync_replica", "A partition's in-sync replicas",
+                                         labels=labels),
+            "under": GaugeMetricFamily("kafka_topic_partition_under_replicated_partition",
+                                       "1 if a partition's ISR is smaller than its replicas", labels=labels),
+        }
+        for partition in sorted(self._broker.replicas.hosted(), key=lambda p: (p.topic, p.index)):
+            if not partition.is_leader:
+                continue
+            at = [partition.topic, str(partition.index)]
+            families["current"].add_metric(at, partition.high_watermark)
+            families["oldest"].add_metric(at, partition.log_start_offset)
+            families["leader"].add_metric(at, self._broker.broker_id)
+            families["replicas"].add_metric(at, len(partition.replicas()))
+            families["in_sync"].add_metric(at, len(partition.isr()))
+            families["under"].add_metric(at, int(partition.under_replicated))
+        yield from families.values()
+
+    def _exporter_cluster(self) -> Iterator[Metric]:
+        """Cluster-wide counts, from the active controller only, so that summing over the
+        brokers counts each once."""
+        broker = self._broker
+        brokers = GaugeMetricFamily("kafka_brokers", "Live brokers in the cluster")
+        partitions = GaugeMetricFamily("kafka_topic_partitions", "Partitions of a topic", labels=["topic"])
+        if broker.controller is None or broker.controller.active:
+            brokers.add_metric([], len(broker.metadata.brokers))
+            for info in sorted(broker.metadata, key=lambda t: t.name):
+                partitions.add_metric([info.name], info.partitions)
+        yield brokers
+        yield partitions
+
+
+def broker_registry(broker: Broker) -> CollectorRegistry:
+    """A registry of its own for `broker` (several brokers may share a process)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(broker))
+    return registry
