@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from roost.storage.log_manager import log_config_from_topic
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.replica.effects import Activity, Request, Sleep, Sync, WaitForWork
 from roost.broker.replica.fetcher import ReplicaFetchers
@@ -24,6 +23,7 @@ from roost.broker.replica.partition import Partition
 from roost.broker.replica.state import PartitionState
 from roost.config import BrokerConfig
 from roost.log import PartitionLog
+from roost.storage.log_manager import log_config_from_topic
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import build_batch

@@ -31,9 +31,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from roost.admin.kafka_client import await_result, open_admin
 from roost.admin.target import Target
 from roost.cli.client.client_options import CliError, emit, format_option, kafka_target_options
-from roost.admin.kafka_client import await_result, open_admin
 
 CLUSTER_NAME = "kafka-cluster"
 PATTERN_TYPES = ("literal", "prefixed", "any", "match")

@@ -24,10 +24,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from roost.admin.target import Target
-from roost.cli.client.client_options import CliError, emit, format_option, kafka_target_options
 from roost.admin.kafka_client import await_result, open_admin
+from roost.admin.target import Target
 from roost.cli.client.admin_output import report_each
+from roost.cli.client.client_options import CliError, emit, format_option, kafka_target_options
 
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 
