@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.secret_ref import resolve_secret
 from roost.zkclient.connect_string import parse_connect_string
 
@@ -242,7 +243,6 @@ class Setting:
 # Who may do what (docs/acls.md): Kafka's names and defaults; the ACLs themselves live in
 # ZooKeeper (or, for a broker without one, in its data directory).
 def _authorizer_class(value: str) -> str | None:
-    from roost.broker.security.authorizer import UnknownAuthorizerError, authorizer_enabled
     try:
         authorizer_enabled(value)
     except UnknownAuthorizerError as error:
@@ -251,7 +251,6 @@ def _authorizer_class(value: str) -> str | None:
 
 
 def _principal_list(value: str) -> str | None:
-    from roost.broker.security.authorizer import parse_super_users
     try:
         parse_super_users(value)
     except ValueError as error:

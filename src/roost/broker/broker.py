@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.broker.cluster_admin import ClusterTopicAdmin
 from roost.broker.connection import ConnectionLimits, KafkaConnection
 from roost.broker.controller.core import ControllerSettings
@@ -55,9 +56,6 @@ from roost.broker.security.acl_store import AclStore, LocalAclStore, ZkAclStore
 from roost.broker.security.api_rules import BROKER_ITSELF, guard
 from roost.broker.security.authorizer import (
     Authorizer,
-    UnknownAuthorizerError,
-    authorizer_enabled,
-    parse_super_users,
 )
 from roost.broker.security.listener import ListenerSecurity, build_listener_security, peer_security
 from roost.broker.security.scram import ScramCredentialStore

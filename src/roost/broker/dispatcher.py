@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from roost.broker.request import NO_RESPONSE, Deferred, Handler, Request
-from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.broker.stats import BrokerStats, now_ms
+from roost.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import (
     API_NAMES,
     SUPPORTED_VERSIONS,

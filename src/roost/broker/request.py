@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from roost.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import RequestHeader
 
 NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)

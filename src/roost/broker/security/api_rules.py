@@ -23,7 +23,7 @@ from roost.broker.metadata.cache import MetadataCache
 from roost.broker.request import NO_RESPONSE, Handler, Request
 from roost.broker.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
 from roost.broker.security.authorizer import Authorizer
-from roost.broker.security.principal import KafkaPrincipal
+from roost.principal import KafkaPrincipal
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 
