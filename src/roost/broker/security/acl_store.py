@@ -13,11 +13,8 @@ round trip. Writes are compare-and-set on the znode's version, retried a bounded
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -32,15 +29,13 @@ from roost.broker.security.acl import (
     ResourcePattern,
 )
 from roost.broker.security.authorizer import Authorizer
+from roost.broker.zk.change_notifications import EXPIRY_MS, ChangeNotificationListener
 from roost.log.files import atomic_write
 from roost.zkclient import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZkError
-from roost.zkclient.watches import WatchedEvent
 
 log = logging.getLogger("roost.broker.acl")
 
 WRITE_ATTEMPTS = 20  # compare-and-set retries when other brokers write the same pattern at once
-EXPIRY_MS = 15 * 60 * 1000  # old change notifications are deleted (Kafka: 15 minutes)
-RETRY_S = 1.0
 
 Change = Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]]
 
@@ -118,7 +113,7 @@ class ZkAclStore:
         self.authorizer = authorizer
         self.zk = zk
         self.expiry_ms = expiry_ms
-        self._listeners = [_ChangeListener(self, kind) for kind in (PatternType.LITERAL, PatternType.PREFIXED)]
+        self._listeners = [_change_listener(self, kind) for kind in (PatternType.LITERAL, PatternType.PREFIXED)]
 
     async def start(self) -> None:
         for path in (znodes.LITERAL_ROOT, znodes.PREFIXED_ROOT, znodes.LITERAL_CHANGES, znodes.EXTENDED_CHANGES):
@@ -137,7 +132,7 @@ class ZkAclStore:
                     await self.reload(ResourcePattern(resource, name, kind))
                     loaded += 1
         for listener in self._listeners:
-            listener.start()
+            listener.listen()
         log.info("authorizer: %d ACL patterns loaded from ZooKeeper", loaded)
 
     async def stop(self) -> None:
@@ -192,68 +187,13 @@ class ZkAclStore:
         return new
 
 
-def _sequence(child: str) -> int:
-    digits = child.removeprefix(znodes.CHANGE_PREFIX)
-    return int(digits) if child.startswith(znodes.CHANGE_PREFIX) and digits.isdigit() else -1
-
-
-class _ChangeListener:
+def _change_listener(store: ZkAclStore, kind: PatternType) -> ChangeNotificationListener:
     """One change directory's watch: each new notification makes the store re-read its pattern."""
+    async def told(child: str, data: bytes) -> None:
+        try:
+            await store.reload(znodes.decode_change(kind, data))
+        except AclError as error:
+            log.warning("ignoring ACL change %s: %s", child, error)
 
-    def __init__(self, store: ZkAclStore, kind: PatternType) -> None:
-        self.store = store
-        self.kind = kind
-        self.directory = znodes.CHANGES[kind]
-        self.last_seen = -1
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def arm(self) -> None:
-        children = await self.store.zk.get_children(self.directory, watch=self._watch)
-        self.last_seen = max((_sequence(c) for c in children), default=-1)
-
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    def _watch(self, _event: WatchedEvent) -> None:
-        self._wake.set()  # also on session expiry: the next read re-arms the watch
-
-    async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self._process()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # ZooKeeper unreachable for now: try again shortly
-                log.warning("reading ACL change notifications in %s failed (%r); retrying", self.directory, error)
-                await asyncio.sleep(RETRY_S)
-                self._wake.set()
-
-    async def _process(self) -> None:
-        zk = self.store.zk
-        children = await zk.get_children(self.directory, watch=self._watch)
-        now = int(time.time() * 1000)
-        for child in sorted((c for c in children if _sequence(c) >= 0), key=_sequence):
-            path = f"{self.directory}/{child}"
-            try:
-                data, stat = await zk.get(path)
-            except NoNodeError:
-                continue
-            if _sequence(child) > self.last_seen:
-                try:
-                    await self.store.reload(znodes.decode_change(self.kind, data))
-                except AclError as error:
-                    log.warning("ignoring ACL change %s: %s", path, error)
-                self.last_seen = _sequence(child)
-            if now - stat.ctime > self.store.expiry_ms:
-                with contextlib.suppress(NoNodeError):
-                    await zk.delete(path)
+    return ChangeNotificationListener(store.zk, znodes.CHANGES[kind], znodes.CHANGE_PREFIX, told, "ACL change",
+                                      store.expiry_ms)
