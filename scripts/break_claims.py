@@ -650,7 +650,8 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            if self._token is not None and not token_ok(head, self._token):\n",
               "            if False:  # MUTATION: token not checked\n"),),
         ("tests/security/test_metrics_guard.py::test_without_the_token_a_scrape_gets_401_and_no_metric",
-         CONSOLE_SECURITY + "test_metrics_need_tls_and_the_bearer_token"),
+         CONSOLE_SECURITY + "test_metrics_need_tls_and_the_bearer_token",
+         "tests/security/test_sasl_ssl_failover.py::test_the_keepers_metrics_need_tls_and_the_token"),
         must_load=(PYTEST, BROKER)),
 )
 

@@ -16,7 +16,9 @@ its keeper client over TLS as the brokers' SASL user, which alone may read `/con
 from __future__ import annotations
 
 import json
+import ssl
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ from tests.support.workload import Received, messages
 BROKER_USER, BROKER_PASSWORD = "broker", "broker-link-secret"
 KEEPER_USER, KEEPER_PASSWORD = "kafka", "keeper-link-secret"
 APP_USER, APP_PASSWORD = "app", "app-scram-secret"
+METRICS_TOKEN = "keeper-metrics-token-41"
 TOPIC = "seeds-sasl-ssl"
 MESSAGES = 3000
 RATE = 1000  # messages per second offered
@@ -80,9 +83,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster
             "dataDir": str(root / "keeper"), "tickTime": 500, "clientPort": -1, "clientPortAddress": "127.0.0.1",
             # The brokers' identity to the keeper is their SASL user, not a certificate.
             "secureClientPort": keeper_port, "ssl.keyStore.location": str(certs["broker"]), "ssl.clientAuth": "none",
-            f"sasl.users.{KEEPER_USER}": KEEPER_PASSWORD})
+            f"sasl.users.{KEEPER_USER}": KEEPER_PASSWORD,
+            # Its metrics over HTTPS only, to scrapes with the token (ZooKeeper's names, and Roost's).
+            "metricsProvider.httpsPort": 0, "metricsProvider.ssl.keyStore.location": str(certs["broker"]),
+            "metricsProvider.bearerToken": METRICS_TOKEN})
         cluster.keepers[1] = KeeperNode(1, keeper_port, root / "keeper.toml", process=start_roost(
-            ["keeper", "--config", str(root / "keeper.toml")], expect=("keeper secure",)))
+            ["keeper", "--config", str(root / "keeper.toml")], expect=("keeper secure", "keeper metrics")))
         cluster.zookeeper = f"127.0.0.1:{keeper_port}"
         jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'username="{BROKER_USER}" password="{BROKER_PASSWORD}" user_{BROKER_USER}="{BROKER_PASSWORD}";')
@@ -224,3 +230,24 @@ def test_the_console_reaches_kafka_and_the_keeper_as_configured_principals(secur
             assert secret.encode() not in Path(f"/proc/{console.popen.pid}/cmdline").read_bytes()
     finally:
         console.stop()
+
+
+def test_the_keepers_metrics_need_tls_and_the_token(secured: SecuredCluster) -> None:
+    keeper = secured.cluster.keepers[1].process
+    assert keeper is not None
+    host, port = keeper.address("keeper metrics").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(secured.ca))
+
+    def scrape(headers: dict[str, str]) -> tuple[int, bytes]:
+        request = urllib.request.Request(f"https://{host}:{port}/metrics", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    status, body = scrape({})
+    assert status == 401 and b"znode_count" not in body
+    status, body = scrape({"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert status == 200 and b"znode_count" in body
+    assert METRICS_TOKEN not in keeper.text() and KEEPER_PASSWORD not in keeper.text()
