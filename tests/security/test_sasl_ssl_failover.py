@@ -219,6 +219,8 @@ def test_the_console_reaches_kafka_and_the_keeper_as_configured_principals(secur
             with urllib.request.urlopen(f"http://{console.address('console')}{path}", timeout=30) as answer:
                 return json.loads(answer.read())
 
+        # The members' roles: `srvr` over the keeper's TLS port, as the kazoo client connects.
+        assert [member["role"] for member in get("/api/keeper/members")["members"]] == ["standalone"]
         topics = get("/api/topics")
         assert TOPIC in [topic["name"] for topic in topics["topics"]]
         # Only the brokers' SASL identity may list the SCRAM users (zookeeper.set.acl).

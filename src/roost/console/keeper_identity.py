@@ -15,6 +15,7 @@ so a misspelt setting cannot silently leave the console unauthenticated.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,3 +55,16 @@ def kazoo_identity(settings: Mapping[str, str]) -> dict[str, Any]:
             options.update(certfile=keystore, keyfile=keystore,
                            keyfile_password=settings.get("zookeeper.ssl.keystore.password") or None)
     return options
+
+
+def probe_context(identity: dict[str, Any]) -> ssl.SSLContext | None:
+    """The TLS context for the four-letter-word probe (members' roles) that matches kazoo's
+    connection, or None when the keeper is reached in plain text."""
+    if not identity.get("use_ssl"):
+        return None
+    context = ssl.create_default_context(cafile=identity.get("ca"))
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.check_hostname = bool(identity.get("check_hostname"))
+    if identity.get("certfile"):
+        context.load_cert_chain(identity["certfile"], identity.get("keyfile"), identity.get("keyfile_password"))
+    return context
