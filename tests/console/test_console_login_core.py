@@ -120,3 +120,42 @@ def test_roost_up_hands_its_console_references_never_the_password(mode: str, tmp
     assert flags[4:] == ["--tls-cert", str(security.directory / "broker.pem")]
     assert password not in repr((client, flags))
     assert console_security(argparse.Namespace(dev_security=None)) == ({}, [])
+
+
+def test_roost_console_takes_settings_and_login_from_a_profile(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from roost.cli.client.client_options import CliError
+    from roost.cli.servers.console_command import console_settings
+
+    (tmp_path / "login.password").write_text("from-a-file\n")
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text(f"""
+[prod]
+bootstrap = "kafka1:9093"
+zookeeper = "zk1:2182"
+[prod.settings]
+"security.protocol" = "sasl_ssl"
+"sasl.password" = "${{env:TEST_CONSOLE_PROFILE_PASSWORD}}"
+"zookeeper.sasl.client.username" = "console"
+"zookeeper.sasl.client.password" = "zk-secret"
+[prod.console]
+login-user = "ops"
+login-password = "${{file:{tmp_path / 'login.password'}}}"
+tls-cert = "/etc/roost/console.pem"
+""")
+    monkeypatch.setenv("ROOST_PROFILES_FILE", str(profiles))
+    monkeypatch.setenv("TEST_CONSOLE_PROFILE_PASSWORD", "kafka-secret")
+    settings = console_settings(None, None, ("client.id=ops-console",), "prod", "0.0.0.0", 0, False,
+                                None, None, None, None)
+    assert (settings.bootstrap, settings.zookeeper) == ("kafka1:9093", "zk1:2182")
+    assert settings.client_settings == {"security.protocol": "sasl_ssl", "sasl.password": "kafka-secret",
+                                        "client.id": "ops-console"}
+    assert settings.keeper_settings == {"zookeeper.sasl.client.username": "console",
+                                        "zookeeper.sasl.client.password": "zk-secret"}
+    assert settings.login is not None and (settings.login.username, settings.login.password) == ("ops", "from-a-file")
+    assert settings.tls is not None and str(settings.tls.certificate) == "/etc/roost/console.pem"
+    assert "kafka-secret" not in repr(settings) and "from-a-file" not in repr(settings)
+    with pytest.raises(CliError, match="--login-user and --login-password go together"):
+        console_settings("k:9092", None, (), None, "127.0.0.1", 0, False, "ops", None, None, None)
+    with pytest.raises(CliError, match="unknown keeper setting"):
+        console_settings("k:9092", None, ("zookeeper.sasl.usr=x",), None, "127.0.0.1", 0, False, None, None, None, None)

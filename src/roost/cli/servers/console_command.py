@@ -32,6 +32,7 @@ from roost.cli.servers.up_console import announce
 from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings, Login, ServerTls
 
 KEEPER_PREFIX = "zookeeper."
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def security_settings(profile: dict[str, Any], pairs: tuple[str, ...], source: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -66,6 +67,34 @@ def login_of(user: str | None, password: str | None) -> Login | None:
     return Login(user, resolved)
 
 
+def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tuple[str, ...], profile: str | None,
+                     host: str, port: int, read_only: bool, login_user: str | None, login_password: str | None,
+                     tls_cert: Path | None, tls_key: Path | None) -> ConsoleSettings:
+    """The command's options over the profile's values (its settings and `console` table)."""
+    chosen = load_profile(profile) if profile else {}
+    own = dict(chosen.get("console", {}))
+    bootstrap = bootstrap or chosen.get("bootstrap")
+    if not bootstrap:
+        raise CliError("no brokers: give -b HOST:PORT (or ROOST_BOOTSTRAP, or a profile with bootstrap)")
+    kafka, keeper = security_settings(chosen, setting, f"profile {profile}" if profile else "-X")
+    tls_cert = tls_cert or (Path(own["tls-cert"]) if own.get("tls-cert") else None)
+    tls_key = tls_key or (Path(own["tls-key"]) if own.get("tls-key") else None)
+    if tls_key and not tls_cert:
+        raise CliError("--tls-key needs --tls-cert")
+    if keeper:
+        from roost.console.keeper_identity import kazoo_identity
+
+        try:
+            kazoo_identity(keeper)
+        except ValueError as error:
+            raise CliError(str(error)) from None
+    return ConsoleSettings(
+        bootstrap=str(bootstrap), zookeeper=zookeeper or chosen.get("zookeeper"), host=host, port=port,
+        read_only=read_only, client_settings=kafka, keeper_settings=keeper,
+        login=login_of(login_user or own.get("login-user"), login_password or own.get("login-password")),
+        tls=ServerTls(tls_cert, tls_key) if tls_cert else None)
+
+
 @click.command("console")
 @click.option("-b", "--bootstrap", "--bootstrap-server", "bootstrap", metavar="HOST:PORT[,...]",
               envvar="ROOST_BOOTSTRAP", help="the cluster's brokers (env ROOST_BOOTSTRAP, or the profile's)")
@@ -90,28 +119,8 @@ def command(bootstrap: str | None, zookeeper: str | None, setting: tuple[str, ..
             host: str, port: int, read_only: bool, login_user: str | None, login_password: str | None,
             tls_cert: Path | None, tls_key: Path | None) -> int:
     """Serve the web console: overview, topics, messages, consumer groups, keeper."""
-    chosen = load_profile(profile) if profile else {}
-    own = dict(chosen.get("console", {}))
-    bootstrap = bootstrap or chosen.get("bootstrap")
-    if not bootstrap:
-        raise CliError("no brokers: give -b HOST:PORT (or ROOST_BOOTSTRAP, or a profile with bootstrap)")
-    kafka, keeper = security_settings(chosen, setting, f"profile {profile}" if profile else "-X")
-    tls_cert = tls_cert or (Path(own["tls-cert"]) if own.get("tls-cert") else None)
-    tls_key = tls_key or (Path(own["tls-key"]) if own.get("tls-key") else None)
-    if tls_key and not tls_cert:
-        raise CliError("--tls-key needs --tls-cert")
-    settings = ConsoleSettings(
-        bootstrap=str(bootstrap), zookeeper=zookeeper or chosen.get("zookeeper"), host=host, port=port,
-        read_only=read_only, client_settings=kafka, keeper_settings=keeper,
-        login=login_of(login_user or own.get("login-user"), login_password or own.get("login-password")),
-        tls=ServerTls(tls_cert, tls_key) if tls_cert else None)
-    if keeper:
-        from roost.console.keeper_identity import kazoo_identity
-
-        try:
-            kazoo_identity(keeper)
-        except ValueError as error:
-            raise CliError(str(error)) from None
+    settings = console_settings(bootstrap, zookeeper, setting, profile, host, port, read_only,
+                                login_user, login_password, tls_cert, tls_key)
     # Its own log lines (logins, refusals, failed requests) at INFO; other libraries' at WARNING.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -128,6 +137,9 @@ async def serve(settings: ConsoleSettings) -> int:
         click.echo(f"roost console: cannot listen on {settings.host}:{settings.port}: {error}", err=True)
         return 1
     announce(running.address, settings.read_only, running.url, settings.login)
+    if settings.login is None and settings.host not in LOOPBACK:
+        click.echo(f"roost: console: no login asked, and it listens on {settings.host}: whoever reaches the port "
+                   "can use it (--login-user and --login-password ask for one)", err=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
