@@ -635,6 +635,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          CONSOLE_SECURITY + "test_a_wrong_password_is_refused_and_logged_without_it"),
         must_load=(PYTEST, BROKER)),
     Mutation(
+        "console-guesses-in-parallel",
+        "refused console passwords wait their delay one after another (parallel guesses are not faster)",
+        (edit("src/roost/console/routes_login.py",
+              "    async with console_of(request).login_refusals:\n        await asyncio.sleep(FAILED_LOGIN_DELAY_S)\n",
+              "    await asyncio.sleep(FAILED_LOGIN_DELAY_S)  # MUTATION: refusals wait side by side\n"),),
+        (CONSOLE_SECURITY + "test_guesses_in_parallel_are_refused_one_after_another",),
+        must_load=(BROKER,)),
+    Mutation(
         "console-password-on-command-line",
         "roost up --security hands its console the password file's name, never the password (ps shows no secret)",
         (edit("src/roost/cli/servers/up_console.py",

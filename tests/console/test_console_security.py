@@ -11,7 +11,9 @@ import base64
 import http.client
 import json
 import ssl
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from roost.cli.servers.dev_security import prepare
+from roost.console.login import FAILED_LOGIN_DELAY_S
 from tests.console import screenshots
 from tests.console.test_console_up import console_children
 from tests.support.procs import RoostProcess, start_roost, wait_for
@@ -109,6 +112,17 @@ def test_a_wrong_password_is_refused_and_logged_without_it(secured: Secured) -> 
         status, headers, _ = secured.request("POST", "/login", {
             "Content-Type": "application/x-www-form-urlencoded", **where}, right)
         assert status == 403 and "set-cookie" not in headers, where
+
+
+def test_guesses_in_parallel_are_refused_one_after_another(secured: Secured) -> None:
+    guesses = 4
+    started = time.monotonic()
+    with ThreadPoolExecutor(guesses) as pool:
+        statuses = list(pool.map(lambda n: secured.request("GET", "/api/topics", secured.basic(f"guess-{n}"))[0],
+                                 range(guesses)))
+    assert statuses == [401] * guesses
+    assert time.monotonic() - started >= guesses * FAILED_LOGIN_DELAY_S * 0.9
+    assert secured.request("GET", "/api/topics", secured.basic(secured.password))[0] == 200
 
 
 def test_basic_auth_reaches_the_sasl_ssl_cluster_as_the_admin(secured: Secured) -> None:

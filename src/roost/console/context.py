@@ -39,6 +39,7 @@ class Console:
         self.kafka = kafka or KafkaSide(settings)
         self.keeper = keeper if keeper is not None else (KeeperSide(settings) if settings.zookeeper else None)
         self.login = LoginGate(settings.login, time.monotonic) if settings.login is not None else None
+        self.login_refusals = asyncio.Lock()  # refused passwords wait their delay one at a time
         self.browser = Browser(self.kafka, settings.bounds)
         self.history = History()
         self.topic_rates = TopicRates()

@@ -30,6 +30,14 @@ OPEN_PATHS = (LOGIN,)  # and the static files: the login page's style sheet
 routes = web.RouteTableDef()
 
 
+async def refuse_slowly(request: web.Request) -> None:
+    """Every refused password waits FAILED_LOGIN_DELAY_S, one refusal after another: guesses sent
+    in parallel get no more than 1 / FAILED_LOGIN_DELAY_S answers a second between them (a right
+    password never waits)."""
+    async with console_of(request).login_refusals:
+        await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+
+
 def see_other(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location})
 
@@ -47,7 +55,7 @@ async def require_login(request: web.Request, handler: Handler) -> web.StreamRes
         return await handler(request)
     if request.headers.get("Authorization"):
         log.warning("console: refused basic auth from %s", request.remote)
-        await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+        await refuse_slowly(request)
     if request.method in ("GET", "HEAD") and not request.path.startswith("/api/"):
         return see_other(f"{LOGIN}?next={quote(request.path_qs, safe='/')}")
     headers = {} if COOKIE in request.cookies else {"WWW-Authenticate": 'Basic realm="roost console", charset="UTF-8"'}
@@ -78,7 +86,7 @@ async def log_in(request: web.Request) -> web.StreamResponse:
     username, password = str(form.get("username", "")), str(form.get("password", ""))
     if not gate.password_ok(username, password):
         log.warning("console: failed login for user %r from %s", username[:MAX_CREDENTIAL_BYTES // 16], request.remote)
-        await asyncio.sleep(FAILED_LOGIN_DELAY_S)
+        await refuse_slowly(request)
         return login_page(request, str(form.get("next", "/")), status=401, failed=True)
     log.info("console: user %r logged in from %s", username, request.remote)
     response = see_other(safe_next(str(form.get("next", "/"))))
