@@ -134,6 +134,7 @@ BROKER = "-m roost.cli.main"
 PYTEST = "-m pytest"  # the test process itself
 SPARK_WORKER = "pyspark"
 APPEND_DOOR = "tests/broker/test_append_door.py::"
+CONSOLE_SECURITY = "tests/console/test_console_security.py::"
 FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
                     "tests/broker/test_fsync_before_ack.py::"
@@ -614,6 +615,52 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/security/test_bad_input.py::test_mutual_tls_refuses_a_client_without_a_certificate",
          "tests/security/test_credentials.py::test_a_client_certificate_becomes_the_principal_by_the_mapping_rule"),
         must_load=(BROKER,)),
+    Mutation(
+        "console-login-skipped",
+        "a console with a login serves nothing but the login form and static files without a session or basic auth",
+        (edit("src/roost/console/routes_login.py",
+              "    if gate is None or request.path in OPEN_PATHS or request.path.startswith(STATIC):\n",
+              "    if True:  # MUTATION: no login asked\n"),),
+        (CONSOLE_SECURITY + "test_without_a_login_nothing_but_the_login_form_is_served",
+         CONSOLE_SECURITY + "test_a_browser_logs_in_and_sees_the_topics_of_the_sasl_ssl_node"),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-password-unchecked",
+        "the console's login needs the configured user and its password (form and basic auth)",
+        (edit("src/roost/console/login.py",
+              "        return user_ok and password_ok and len(password.encode()) <= MAX_CREDENTIAL_BYTES\n",
+              "        return True  # MUTATION: any password\n"),),
+        ("tests/console/test_console_login_core.py::test_only_the_user_with_its_password_passes",
+         "tests/console/test_console_login_core.py::test_basic_auth_passes_with_the_password_only",
+         CONSOLE_SECURITY + "test_a_wrong_password_is_refused_and_logged_without_it"),
+        must_load=(PYTEST, BROKER)),
+    Mutation(
+        "console-guesses-in-parallel",
+        "refused console passwords wait their delay one after another (parallel guesses are not faster)",
+        (edit("src/roost/console/routes_login.py",
+              "    async with console_of(request).login_refusals:\n        await asyncio.sleep(FAILED_LOGIN_DELAY_S)\n",
+              "    await asyncio.sleep(FAILED_LOGIN_DELAY_S)  # MUTATION: refusals wait side by side\n"),),
+        (CONSOLE_SECURITY + "test_guesses_in_parallel_are_refused_one_after_another",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-password-on-command-line",
+        "roost up --security hands its console the password file's name, never the password (ps shows no secret)",
+        (edit("src/roost/cli/servers/up_console.py",
+              '    flags = ["--login-user", security.admin_user, "--login-password", password_ref]\n',
+              '    flags = ["--login-user", security.admin_user, "--login-password",  # MUTATION\n'
+              '             (security.directory / "admin.password").read_text().strip()]\n'),),
+        (CONSOLE_SECURITY + "test_the_password_is_not_on_the_consoles_command_line_nor_in_the_output",),
+        must_load=(BROKER,)),
+    Mutation(
+        "metrics-token-unchecked",
+        "/metrics with metrics.bearer.token answers 401 and no metric to a scrape without the token",
+        (edit("src/roost/metrics/endpoint.py",
+              "            if self._token is not None and not token_ok(head, self._token):\n",
+              "            if False:  # MUTATION: token not checked\n"),),
+        ("tests/security/test_metrics_guard.py::test_without_the_token_a_scrape_gets_401_and_no_metric",
+         CONSOLE_SECURITY + "test_metrics_need_tls_and_the_bearer_token",
+         "tests/security/test_sasl_ssl_failover.py::test_the_keepers_metrics_need_tls_and_the_token"),
+        must_load=(PYTEST, BROKER)),
 )
 
 

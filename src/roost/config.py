@@ -524,6 +524,14 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "serve Prometheus metrics on http://metrics.host:PORT/metrics (0 picks a free port; -1: off)",
             between(-1, 65535)),
     Setting("metrics.host", str, "127.0.0.1", "address the Prometheus metrics endpoint listens on"),
+    # Roost's own (Kafka has no metrics endpoint): a guarded /metrics (roost.metrics.endpoint).
+    Setting("metrics.ssl.keystore.location", str, "",
+            "serve /metrics over HTTPS only, with this PEM file (private key and certificate chain)"),
+    Setting("metrics.ssl.key.password", str, "", "password of the private key in metrics.ssl.keystore.location",
+            secret_reference(), sensitive=True),
+    Setting("metrics.bearer.token", str, "",
+            "a scrape must send 'Authorization: Bearer <token>' (else 401); best ${file:/path} or ${env:NAME}",
+            secret_reference(), sensitive=True),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}
