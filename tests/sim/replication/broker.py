@@ -12,12 +12,13 @@ Real objects, called as the real broker calls them:
   shell (shell.py: their requests on the simulated network, their fsyncs on the simulated
   committer, their sleeps on the simulated clock);
 - registration: the real `registration_steps`, its calls on the simulated ZooKeeper;
-- acks=all: `roost.broker.replica.purgatory._verdict` decides every delayed produce.
+- produce: the real `ProduceApi`, the append door (`ReplicaManager.append`) and the purgatory
+  (`DelayedProduce`), their futures and timers on the simulated clock (`SimWaits`).
 
 Mirrored on the simulation's tasks (the real ones are asyncio code around the calls above): the
-leader's long-poll (`FetchApi.handle` / `DelayedFetch`), `DelayedProduce`'s timer,
-`ProduceApi.handle`, and controlled shutdown (`Broker._controlled_shutdown`); the controller
-shell is in controller.py. Their timings are the real ones scaled down (see the constants).
+leader's long-poll (`FetchApi.handle` / `DelayedFetch`) and controlled shutdown
+(`Broker._controlled_shutdown`); the controller shell is in controller.py. Their timings are the
+real ones scaled down (see the constants).
 """
 
 from __future__ import annotations
@@ -30,16 +31,15 @@ from roost.broker.controller.core import ELECTION_PREFERRED
 from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.offsets import OffsetsApi
-from roost.broker.handlers.produce import _partition_response
+from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.replica import effects
-from roost.broker.replica.append import ACKS_ALL, ACKS_NONE, AppendOrigin, AppendOutcome
+from roost.broker.replica.append import Appending, AppendOrigin, AppendOutcome
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.replica.purgatory import AwaitedAppend, _verdict
-from roost.broker.request import Request
+from roost.broker.request import NO_RESPONSE, Request
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration
 from roost.broker.zk.membership import CreateNode, ReadNode, registration_steps
@@ -50,7 +50,7 @@ from roost.wire.kafka.framing import RequestHeader
 from roost.zkclient import ZkError
 from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
-from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, gather
+from tests.sim.replication.runtime import SimFuture, SimWaits, Sleep, Task, TaskLoop
 from tests.sim.replication.shell import SimShell
 from tests.sim.replication.zk import SimZkClient, ZkCall
 
@@ -112,50 +112,6 @@ def wire_copy(response: dict[str, Any]) -> dict[str, Any]:
         topics.append({**topic, "partitions": partitions})
     out["responses"] = topics
     return out
-
-
-class SimDelayedProduce:
-    """roost.broker.replica.purgatory.DelayedProduce on the simulated clock, with its `_verdict`."""
-
-    def __init__(self, proc: BrokerProcess, awaited: list[AwaitedAppend], timeout_ms: int) -> None:
-        self.done = SimFuture()
-        self._hash = hash(self.done)
-        self._waiting = list(awaited)
-        for entry in self._waiting:
-            entry.partition.watch(self)
-        proc.world.after(max(0, timeout_ms), self._expire)
-        self.check()
-
-    # It is its own watcher: a bound method would hash by address, and the partition's set of
-    # watchers would be woken in an order that changes from run to run.
-    def __call__(self) -> None:
-        self.check()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def check(self) -> None:
-        still = []
-        for entry in self._waiting:
-            code = _verdict(entry)
-            if code is None:
-                still.append(entry)
-                continue
-            entry.outcome.error = code
-            entry.partition.unwatch(self)
-        self._waiting = still
-        if not still:
-            self.done.set_result(None)
-
-    def _expire(self) -> None:
-        for entry in self._waiting:
-            entry.outcome.error = ErrorCode.REQUEST_TIMED_OUT
-            entry.partition.unwatch(self)
-        self._waiting = []
-        self.done.set_result(None)
 
 
 class SimDelayedFetch:
@@ -230,6 +186,20 @@ class SimReplicaFetchers(ReplicaFetchers):
         self.on_bug = _reraise
 
 
+class SimReplicaManager(ReplicaManager):
+    """The real replica manager; it also keeps what its append door's last call appended to
+    which partition (the checker notes each acknowledged write's log digest)."""
+
+    last_append: list[tuple[Partition, AppendOutcome]] = []
+
+    def append(self, entries: Any, acks: int, origin: AppendOrigin, timeout_s: float) -> Appending:
+        appending = super().append(entries, acks, origin, timeout_s)
+        hosted = self.partitions
+        self.last_append = [(partition, outcome) for (key, _), outcome in zip(entries, appending.outcomes, strict=True)
+                            if (partition := hosted.get(key)) is not None]
+        return appending
+
+
 class BrokerProcess:
     """One incarnation of a broker: everything it holds in memory dies with it."""
 
@@ -243,8 +213,9 @@ class BrokerProcess:
         self.metadata = MetadataCache()
         self.committer = SimCommitter(self.world, lambda: self.loop.alive, cluster.fsync_ms)
         self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
-        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
-                                       clock_ms=cluster.world_clock)
+        self.replicas = SimReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
+                                          clock_ms=cluster.world_clock, waits=SimWaits(self.world))
+        self.produce = ProduceApi(self.replicas, self.metadata, None)
         self.fetchers = SimReplicaFetchers(self)
         self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
                                     lambda topic: None)
@@ -513,49 +484,18 @@ class BrokerProcess:
 
     # produce ----------------------------------------------------------------------------------------
     def _handle_produce(self, request: Request, respond: Any) -> None:
-        """ProduceApi.handle (no auto-creation, no KIP-951 hint)."""
-        body = request.body
-        acks = body["acks"]
-        durable_waits: list[SimFuture] = []
-        awaited: list[AwaitedAppend] = []
-        topics_out = []
-        appended: list[tuple[Partition, AppendOutcome]] = []
-        settled: list[tuple[dict[str, Any], AppendOutcome]] = []  # response entries the purgatory settles
-        for topic in body["topic_data"]:
-            name = topic["name"]
-            partitions_out = []
-            for pdata in topic["partition_data"]:
-                index = pdata["index"]
-                partition, error = self.replicas.leader_partition(name, index)
-                if partition is None:
-                    outcome = AppendOutcome(error)
-                else:
-                    outcome = self.replicas._append_to_leader(partition, pdata["records"], acks, AppendOrigin.CLIENT)
-                    if outcome.durable is not None:
-                        durable_waits.append(outcome.durable)
-                    appended.append((partition, outcome))
-                entry = _partition_response(index, outcome)
-                if partition is not None and acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
-                        and outcome.required_offset > partition.high_watermark:
-                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, outcome))
-                    settled.append((entry, outcome))
-                partitions_out.append(entry)
-            topics_out.append({"name": name, "partition_responses": partitions_out})
-        response: dict[str, Any] = {"responses": topics_out, "throttle_time_ms": 0}
-        if acks == ACKS_NONE:
+        """The real ProduceApi (no auto-creation): the real append door, purgatory and acks rule,
+        waiting on the simulated clock (SimWaits)."""
+        answer = self.produce.handle(request)
+        if answer is NO_RESPONSE:
             return
-        if awaited:
-            delayed = SimDelayedProduce(self, awaited, body["timeout_ms"])
-            if not delayed.done.done():
-                durable_waits.append(delayed.done)
+        appended = self.replicas.last_append
 
-        def answer(_: Any = None) -> None:
-            for entry, outcome in settled:
-                entry["error_code"] = outcome.error
-            self.cluster.produce_answered(self, body, response, appended)
+        def send(response: dict[str, Any]) -> None:
+            self.cluster.produce_answered(self, request.body, response, appended)
             respond(response)
 
-        if not durable_waits:
-            answer()
+        if isinstance(answer, SimFuture):
+            answer.add_done_callback(lambda done: send(done.result()))
         else:
-            gather(durable_waits).add_done_callback(answer)
+            send(answer)

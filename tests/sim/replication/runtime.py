@@ -267,3 +267,48 @@ def gather(futures: list[SimFuture]) -> SimFuture:
     for future in futures:
         future.add_done_callback(one_done)
     return combined
+
+
+class _SimTimer:
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback: Callable[[], None] | None = callback
+
+    def cancel(self) -> None:
+        self._callback = None
+
+    def fire(self) -> None:
+        if self._callback is not None:
+            callback, self._callback = self._callback, None
+            callback()
+
+
+class SimWaits:
+    """roost.broker.replica.waits.Waits on the simulated clock: what the real append door and
+    purgatory wait with in the simulation (SimFutures, timers as scheduled events)."""
+
+    def __init__(self, world: World) -> None:
+        self._world = world
+
+    def future(self) -> SimFuture:
+        return SimFuture()
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> _SimTimer:
+        timer = _SimTimer(callback)
+        self._world.after(round(delay_s * 1000), timer.fire)
+        return timer
+
+    def when_all(self, futures: list[SimFuture]) -> SimFuture:
+        combined = SimFuture()
+        remaining = [len(futures)]
+        if not futures:
+            combined.set_result([])
+            return combined
+
+        def one_done(_: SimFuture) -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                combined.set_result([future.exception() for future in futures])
+
+        for future in futures:
+            future.add_done_callback(one_done)
+        return combined
