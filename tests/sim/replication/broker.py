@@ -17,8 +17,8 @@ Real objects, called as the real broker calls them:
 
 Mirrored on the simulation's tasks (the real ones are asyncio code around the calls above): the
 leader's long-poll (`FetchApi.handle` / `DelayedFetch`) and controlled shutdown
-(`Broker._controlled_shutdown`); the controller shell is in controller.py. Their timings are the
-real ones scaled down (see the constants).
+(`Broker._controlled_shutdown`). The controller runs the real activities (controller.py). Their
+timings are the real ones scaled down (see the constants).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.framing import RequestHeader
 from roost.zkclient import ZkError
-from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
+from tests.sim.replication.controller import ControllerMoved, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
-from tests.sim.replication.runtime import SimFuture, SimWaits, Sleep, Task, TaskLoop
+from tests.sim.replication.runtime import PeerError, Rpc, SimFuture, SimWaits, Sleep, Task, TaskLoop
 from tests.sim.replication.shell import SimShell
 from tests.sim.replication.zk import SimZkClient, ZkCall
 

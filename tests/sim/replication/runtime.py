@@ -17,6 +17,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from roost.wire.kafka import ApiKey
+
 TaskGen = Generator[Any, Any, Any]
 
 
@@ -70,6 +72,23 @@ class World:
 
 
 # ---------------------------------------------------------------------------- what tasks yield
+class PeerError(Exception):
+    """No answer (the peer is down, unreachable, or too slow)."""
+
+
+class Rpc:
+    """What a task yields to send a request and wait for its answer (PeerError on failure)."""
+
+    __slots__ = ("api_key", "body", "destination", "timeout_ms", "version")
+
+    def __init__(self, destination: int, api_key: ApiKey, version: int, body: dict[str, Any], timeout_ms: int) -> None:
+        self.destination = destination
+        self.api_key = api_key
+        self.version = version
+        self.body = body
+        self.timeout_ms = timeout_ms
+
+
 @dataclass
 class Sleep:
     ms: int
