@@ -15,10 +15,12 @@ Real objects, called as the real broker calls them:
 - produce: the real `ProduceApi`, the append door (`ReplicaManager.append`) and the purgatory
   (`DelayedProduce`), their futures and timers on the simulated clock (`SimWaits`).
 
-Mirrored on the simulation's tasks (the real ones are asyncio code around the calls above): the
-leader's long-poll (`FetchApi.handle` / `DelayedFetch`) and controlled shutdown
-(`Broker._controlled_shutdown`). The controller runs the real activities (controller.py). Their
-timings are the real ones scaled down (see the constants).
+- controlled shutdown: the real `controlled_shutdown` activity, on the simulation's shell;
+- the controller: the real activities (controller.py).
+
+Mirrored on the simulation's tasks (the real one is asyncio code around the calls above): the
+leader's long-poll (`FetchApi.handle` / `DelayedFetch`). Timings are the real ones scaled down
+(see the constants).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import itertools
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from roost.broker.controlled_shutdown import controlled_shutdown
 from roost.broker.controller.core import ELECTION_PREFERRED
 from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
@@ -50,7 +53,7 @@ from roost.wire.kafka.framing import RequestHeader
 from roost.zkclient import ZkError
 from tests.sim.replication.controller import ControllerMoved, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
-from tests.sim.replication.runtime import PeerError, Rpc, SimFuture, SimWaits, Sleep, Task, TaskLoop
+from tests.sim.replication.runtime import Rpc, SimFuture, SimWaits, Sleep, Task, TaskLoop
 from tests.sim.replication.shell import SimShell
 from tests.sim.replication.zk import SimZkClient, ZkCall
 
@@ -336,35 +339,11 @@ class BrokerProcess:
         self.loop.kill()
 
     def _controlled_shutdown(self) -> Gen:
-        if self.replicas.broker_epoch < 0:
-            return
-        remaining_before: set[TopicPartition] | None = None
-        for attempt in range(CONTROLLED_SHUTDOWN_RETRIES + 1):
-            controller = self.metadata.endpoint(self.metadata.controller_id)
-            if controller is not None:
-                body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch}
-                try:
-                    answer = yield Rpc(controller.node_id, ApiKey.CONTROLLED_SHUTDOWN, 3, body,
-                                       CONTROLLED_SHUTDOWN_TIMEOUT_MS)
-                except PeerError:
-                    pass
-                else:
-                    remaining = answer.get("remaining_partitions", [])
-                    if answer["error_code"] == ErrorCode.NONE and not remaining:
-                        yield from self._wait_for_leaderships_to_go()
-                        return
-                    left = {(r["topic_name"], r["partition_index"]) for r in remaining}
-                    if answer["error_code"] == ErrorCode.NONE and left == remaining_before:
-                        return
-                    remaining_before = left
-            self.cluster.note(f"b{self.broker_id} controlled shutdown attempt {attempt + 1} not done")
-            yield Sleep(CONTROLLED_SHUTDOWN_BACKOFF_MS)
-
-    def _wait_for_leaderships_to_go(self) -> Gen:
-        deadline = self.world.now + LEADERSHIPS_GONE_WAIT_MS
-        while self.world.now < deadline and any(
-                p.is_leader and len(p.state.replicas) > 1 for p in self.replicas.hosted()):
-            yield Sleep(10)
+        """Broker._controlled_shutdown: the real activity, on the simulated network and clock."""
+        shell = SimShell(self.loop, lambda broker: self.metadata.endpoint(broker) is not None)
+        yield from shell.drive(controlled_shutdown(
+            self.broker_id, self.replicas, self.metadata, CONTROLLED_SHUTDOWN_RETRIES, CONTROLLED_SHUTDOWN_BACKOFF_MS,
+            self.cluster.world_clock, CONTROLLED_SHUTDOWN_TIMEOUT_MS, LEADERSHIPS_GONE_WAIT_MS))
 
     # logs and configs ---------------------------------------------------------------------------
     def _log_opened(self, topic: str, index: int, plog: SimPartitionLog) -> None:
