@@ -5,22 +5,20 @@ Real objects, called as the real broker calls them:
   broker and controller epochs; `_apply_state`; StopReplica; the append door's `_append_to_leader`; `read`;
   `follower_fetched` and `diverging_epoch`), `Partition`, `PartitionState`, `MetadataCache`
   (UpdateMetadata), real `PartitionLog`s (see logs.py);
-- the leader's side of a replica fetch: `roost.broker.handlers.fetch._FetchPlan` (its follower
-  checks, divergence, follower positions, ISR expansion trigger, reads);
+- the leader's side of a replica fetch: the real `FetchApi` (`_FetchPlan`: its follower checks,
+  divergence, follower positions, ISR expansion trigger, reads; the long-poll `DelayedFetch`);
 - the follower's side and the ISR: the real `ReplicaFetchers`/`LeaderFetcher` activities and the
   real `IsrManager` (expand, the shrink check, the AlterPartition sender), run on the simulation's
   shell (shell.py: their requests on the simulated network, their fsyncs on the simulated
   committer, their sleeps on the simulated clock);
 - registration: the real `registration_steps`, its calls on the simulated ZooKeeper;
 - produce: the real `ProduceApi`, the append door (`ReplicaManager.append`) and the purgatory
-  (`DelayedProduce`), their futures and timers on the simulated clock (`SimWaits`).
-
+  (`DelayedProduce`); their futures and timers, and the long-poll's, on the simulated clock
+  (`SimWaits`);
 - controlled shutdown: the real `controlled_shutdown` activity, on the simulation's shell;
 - the controller: the real activities (controller.py).
 
-Mirrored on the simulation's tasks (the real one is asyncio code around the calls above): the
-leader's long-poll (`FetchApi.handle` / `DelayedFetch`). Timings are the real ones scaled down
-(see the constants).
+Timings are the real ones scaled down (see the constants).
 """
 
 from __future__ import annotations
@@ -31,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from roost.broker.controlled_shutdown import controlled_shutdown
 from roost.broker.controller.core import ELECTION_PREFERRED
-from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
+from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import MetadataCache
@@ -117,63 +115,6 @@ def wire_copy(response: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SimDelayedFetch:
-    """roost.broker.handlers.fetch.DelayedFetch on the simulated clock: parked on its partitions
-    (a one-shot callable waiter), read again on the next turn after a wake, answered once there
-    is enough, a partition errs, or MaxWaitMs passes."""
-
-    def __init__(self, proc: BrokerProcess, plan: Any, min_bytes: int, max_wait_ms: int, respond: Any) -> None:
-        self._proc = proc
-        self._plan = plan
-        self._min_bytes = min_bytes
-        self._deadline = proc.world.now + max_wait_ms
-        self._partitions = plan.partitions()
-        self._respond = respond
-        self._hash = hash(SimFuture())
-        self._check_scheduled = False
-        self._done = False
-        proc.world.after(max_wait_ms, self._expire)
-        self._park()
-
-    # The waiter the partitions hold: hashed by a sequence number, not an address (see runtime).
-    def __call__(self) -> None:
-        if not self._check_scheduled and not self._done:
-            self._check_scheduled = True
-            self._proc.world.after(0, self._check)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def _park(self) -> None:
-        for partition in self._partitions:
-            partition.add_waiter(self, follower=self._plan.follower)
-        self._check()
-
-    def _check(self) -> None:
-        self._check_scheduled = False
-        if self._done or not self._proc.alive:
-            return
-        response, found, errored = self._plan.read()
-        if found >= self._min_bytes or errored or self._proc.world.now >= self._deadline:
-            self._finish(response)
-            return
-        for partition in self._partitions:
-            partition.add_waiter(self, follower=self._plan.follower)
-
-    def _expire(self) -> None:
-        if not self._done and self._proc.alive:
-            self._finish(self._plan.read()[0])
-
-    def _finish(self, response: dict[str, Any]) -> None:
-        self._done = True
-        for partition in self._partitions:
-            partition.remove_waiter(self)
-        self._respond(wire_copy(response))
-
-
 def _reraise(leader: int, error: BaseException) -> None:
     raise error  # in the simulation a bug applying a fetch answer fails the run
 
@@ -217,8 +158,10 @@ class BrokerProcess:
         self.committer = SimCommitter(self.world, lambda: self.loop.alive, cluster.fsync_ms)
         self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
         self.replicas = SimReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
-                                          clock_ms=cluster.world_clock, waits=SimWaits(self.world))
+                                          clock_ms=cluster.world_clock,
+                                          waits=SimWaits(self.world, lambda: self.loop.alive))
         self.produce = ProduceApi(self.replicas, self.metadata, None)
+        self.fetch = FetchApi(self.replicas, self.metadata)
         self.fetchers = SimReplicaFetchers(self)
         self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
                                     lambda topic: None)
@@ -448,18 +391,13 @@ class BrokerProcess:
 
     # serving replica fetches ----------------------------------------------------------------------
     def _handle_fetch(self, request: Request, respond: Any) -> None:
-        """FetchApi.handle."""
-        body = request.body
-        replica_id = fetch_handler._replica_id(request.version, body)
-        if replica_id >= 0 and replica_id not in self.metadata.brokers:
-            respond(fetch_handler._refuse_all(body, request.version))
-            return
-        plan = fetch_handler._FetchPlan(self.replicas, self.metadata, request.version, replica_id, body)
-        response, found, errored = plan.read()
-        if found >= body["min_bytes"] or errored or body["max_wait_ms"] <= 0 or not plan.partitions():
-            respond(wire_copy(response))
-            return
-        SimDelayedFetch(self, plan, body["min_bytes"], body["max_wait_ms"], respond)
+        """The real FetchApi: its checks, reads and long-poll (DelayedFetch) on the simulated
+        clock (SimWaits); what the network delivers is a copy of the answer."""
+        answer = self.fetch.handle(request)
+        if isinstance(answer, SimFuture):
+            answer.add_done_callback(lambda done: respond(wire_copy(done.result())))
+        else:
+            respond(wire_copy(answer))
 
     # produce ----------------------------------------------------------------------------------------
     def _handle_produce(self, request: Request, respond: Any) -> None:

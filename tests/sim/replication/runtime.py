@@ -302,19 +302,35 @@ class _SimTimer:
 
 
 class SimWaits:
-    """roost.broker.replica.waits.Waits on the simulated clock: what the real append door and
-    purgatory wait with in the simulation (SimFutures, timers as scheduled events)."""
+    """roost.broker.replica.waits.Waits on the simulated clock: what the real append door,
+    purgatory and parked fetches wait with in the simulation (SimFutures, timers as scheduled
+    events). A timer of a process that died meanwhile never fires (kill -9)."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, alive: Callable[[], bool] = lambda: True) -> None:
         self._world = world
+        self._alive = alive
 
     def future(self) -> SimFuture:
         return SimFuture()
 
     def call_later(self, delay_s: float, callback: Callable[[], None]) -> _SimTimer:
         timer = _SimTimer(callback)
-        self._world.after(round(delay_s * 1000), timer.fire)
+        self._world.after(round(delay_s * 1000), self._fire, timer)
         return timer
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self._world.after(0, self._call, callback)
+
+    def _fire(self, timer: _SimTimer) -> None:
+        if self._alive():
+            timer.fire()
+
+    def _call(self, callback: Callable[[], None]) -> None:
+        if self._alive():
+            callback()
+
+    def time(self) -> float:
+        return self._world.now / 1000
 
     def when_all(self, futures: list[SimFuture]) -> SimFuture:
         combined = SimFuture()
