@@ -13,18 +13,19 @@ from typing import Any
 from roost.broker.controller.core import ControllerCore, ControllerSettings
 from roost.broker.controller.events import ControllerEvents, ControllerMoved
 from roost.broker.peer import PeerPool
-from roost.broker.replica.effects import AsyncioShell, Effect, Unreachable, wall_clock_ms
+from roost.broker.replica.effects import AsyncioShell, Effect, wall_clock_ms
 from roost.broker.replica.waits import AsyncioWaits
 from roost.broker.zk.effects import ZK_EFFECTS, perform_zk
-from roost.zkclient import SessionEvent, SessionState, ZkClient, ZkError
+from roost.zkclient import SessionEvent, SessionState, ZkClient
 
 __all__ = ["ControllerMoved", "ControllerShell"]
 
 
 class _ControllerIo(AsyncioShell):
-    """The broker's peers and event loop, plus its ZooKeeper client."""
+    """The broker's peers and event loop, plus its ZooKeeper client. Every error of an effect is
+    thrown into the activity: the event worker decides what a failed event means."""
 
-    thrown_in = (Unreachable, ZkError)
+    thrown_in = (Exception,)
 
     def __init__(self, zk: ZkClient, peer_for: Callable[[int], Any]) -> None:
         super().__init__(peer_for)
