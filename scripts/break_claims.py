@@ -563,7 +563,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/broker/controller/election.py",
               "    return not active and controller_id == broker_id and owner_session == session_id\n",
               "    return False  # MUTATION: the claim is kept\n"),),
-        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",),
+        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",
+         "tests/controller/test_events.py::"
+         "test_an_election_whose_reply_was_lost_runs_again_and_gives_up_its_own_stale_claim"),
         must_load=(PYTEST,)),
     Mutation(
         "sim-bug-bounce-during-failover-unseen",
