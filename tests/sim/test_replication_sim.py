@@ -91,12 +91,15 @@ def test_a_failure_names_its_seed_and_replay_command() -> None:
 
 
 # Seeds that find a bug the simulation once found, when its fix is reverted in src/ (the
-# simulation runs the real fetchers, ISR manager, controller core and logs: scripts/break_claims.py
-# reverts each fix and these fail). With the fixes they must pass, liveness included.
+# simulation runs the real fetchers, ISR manager, controller and logs: scripts/break_claims.py
+# reverts each fix and these fail). With the fixes they must pass, liveness included. A change
+# to what the simulation runs changes every seed's history: then search the seeds again with
+# the fix reverted (the seeds were re-found when the simulation began to run the real
+# controller activities, append door and long-poll).
 FOUND_BUGS = {
     "fetcher-recheck": (64, 8000),  # ReplicaFetchers._out_of_range truncating after losing its role
-    "isr-keep-pending": (99, 8000),  # IsrManager._apply forgetting a fenced or other-epoch change
-    "epoch-cache-trim": (24, CI_STEPS),  # PartitionLog.truncate_to at the log end keeping an empty epoch
+    "isr-keep-pending": (17, 8000),  # IsrManager._apply forgetting a fenced or other-epoch change
+    "epoch-cache-trim": (279, CI_STEPS),  # PartitionLog.truncate_to at the log end keeping an empty epoch
 }
 
 
