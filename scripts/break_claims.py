@@ -568,6 +568,17 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_an_election_whose_reply_was_lost_runs_again_and_gives_up_its_own_stale_claim"),
         must_load=(PYTEST,)),
     Mutation(
+        "sim-bug-request-dropped-before-the-epoch-is-learnt",
+        "a controller request a broker refused because it has not learnt its new registration's epoch yet "
+        "is sent again while that registration lives",
+        (edit("src/roost/broker/controller/events.py",
+              "                if not self._epoch_not_learnt_yet(broker, request, answer):\n",
+              "                if True:  # MUTATION: a stale-epoch refusal is final\n"),),
+        ("tests/controller/test_events.py::"
+         "test_a_request_refused_because_the_broker_has_not_learnt_its_epoch_is_sent_again",
+         SIM_FOUND + "[epoch-not-learnt-yet]"),
+        must_load=(PYTEST,)),
+    Mutation(
         "sim-bug-bounce-during-failover-unseen",
         "a new controller handles brokers that re-registered while no controller watched as bounced",
         (edit("src/roost/broker/controller/election.py",

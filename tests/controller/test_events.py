@@ -7,11 +7,14 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from roost.broker.controller.core import ControllerSettings
+from roost.broker.controller.core import BrokerRequest, ClusterSnapshot, ControllerCore, ControllerSettings
 from roost.broker.controller.events import ControllerEvents
-from roost.broker.replica.effects import Activity, WaitForWork
+from roost.broker.replica.effects import Activity, Request, Sleep, WaitForWork
 from roost.broker.zk import layout
 from roost.broker.zk.effects import ZkDelete, ZkGet, ZkMulti
+from roost.broker.zk.layout import BrokerRegistration
+from roost.wire.kafka import ApiKey
+from roost.wire.kafka.errors import ErrorCode
 from roost.zkclient import ConnectionLossError, NoNodeError
 
 SESSION = 0x51
@@ -90,3 +93,27 @@ def test_a_claim_by_another_broker_is_learnt_and_left_alone() -> None:
     claim = (layout.encode_controller(2, 1000), SimpleNamespace(version=0, ephemeral_owner=SESSION + 1))
     assert isinstance(worker.send(claim), WaitForWork)
     assert learnt == [2] and events.controller_id == 2 and not events.active
+
+
+def test_a_request_refused_because_the_broker_has_not_learnt_its_epoch_is_sent_again() -> None:
+    """The controller saw broker 2's new registration (epoch 91) before broker 2 got the reply
+    naming it: broker 2 refuses the LeaderAndIsr as stale. The channel sends it again while that
+    registration lives (dropped, the broker would never lead or follow what it names)."""
+    events, tasks, _ = controller()
+    registration = BrokerRegistration(2, "localhost", 9092, epoch=91)
+    events.core = ControllerCore(1, 5, ControllerSettings(), ClusterSnapshot({2: registration}, {}, {}), 1000)
+    events._channel(registration)
+    channel = tasks[-1].activity
+    request = BrokerRequest(2, ApiKey.LEADER_AND_ISR, 7, {"broker_epoch": 91, "topic_states": []})
+    events._channels[2].send(request)
+    sent = channel.send(None)
+    assert isinstance(sent, Request) and sent.body is request.body
+    assert isinstance(channel.send({"error_code": ErrorCode.STALE_BROKER_EPOCH, "topics": []}), Sleep)
+    again = channel.send(None)
+    assert isinstance(again, Request) and again.body is request.body
+    # Once the broker knows its epoch the answer is taken, and the channel waits for more.
+    assert isinstance(channel.send({"error_code": ErrorCode.NONE, "topics": []}), WaitForWork)
+    # A request for another registration than the live one is not sent again.
+    events._channels[2].send(BrokerRequest(2, ApiKey.LEADER_AND_ISR, 7, {"broker_epoch": 73, "topic_states": []}))
+    assert isinstance(channel.send(None), Request)
+    assert isinstance(channel.send({"error_code": ErrorCode.STALE_BROKER_EPOCH, "topics": []}), WaitForWork)

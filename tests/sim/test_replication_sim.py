@@ -97,9 +97,12 @@ def test_a_failure_names_its_seed_and_replay_command() -> None:
 # the fix reverted (the seeds were re-found when the simulation began to run the real
 # controller activities, append door and long-poll).
 FOUND_BUGS = {
-    "fetcher-recheck": (64, 8000),  # ReplicaFetchers._out_of_range truncating after losing its role
+    "fetcher-recheck": (169, 8000),  # ReplicaFetchers._out_of_range truncating after losing its role
     "isr-keep-pending": (17, 8000),  # IsrManager._apply forgetting a fenced or other-epoch change
     "epoch-cache-trim": (279, CI_STEPS),  # PartitionLog.truncate_to at the log end keeping an empty epoch
+    # the controller's channel dropping a request a broker refused as stale before it learnt the
+    # epoch of its new registration (found once the simulation ran the real controller activities)
+    "epoch-not-learnt-yet": (1241, 8000),
 }
 
 
@@ -177,8 +180,9 @@ def test_a_broker_bouncing_during_controller_failover_gets_new_leader_epochs() -
 def test_power_losses_where_topics_do_not_fsync_lose_acknowledged_writes() -> None:
     # Not a Roost bug: without fsync before acknowledging, an acknowledged write may live only in
     # page caches, and Kafka's rules (ZooKeeper mode) lose it when those machines lose power. The
-    # checker must see it (seed 29: topic a, replication factor 3, min.insync.replicas 2).
-    with Cluster(29, power_loss_without_fsync=True) as cluster:
+    # checker must see it (seed 21: topic a, replication factor 3, min.insync.replicas 2; seed 29
+    # did before the simulation ran the real controller activities, which changed its history).
+    with Cluster(21, power_loss_without_fsync=True) as cluster:
         with pytest.raises(SimulationFailure, match=r"\('a', \d\): acknowledged write .* is not in the log of broker"):
             cluster.run(CI_STEPS)
         assert "a" not in cluster.fsync_topics

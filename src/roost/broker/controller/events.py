@@ -578,7 +578,6 @@ class ControllerEvents:
                 try:
                     answer = yield Request(broker.broker_id, request.api_key, request.version, request.body,
                                            self.request_timeout_ms)
-                    break
                 except Unreachable as error:
                     if not self.broker_is_live(broker):
                         answer = None
@@ -586,8 +585,23 @@ class ControllerEvents:
                     log.info("request %s to broker %d failed: %s; retrying", request.api_key.name,
                              broker.broker_id, error)
                     yield Sleep(CHANNEL_RETRY_MS)
+                    continue
+                if not self._epoch_not_learnt_yet(broker, request, answer):
+                    break
+                # The broker has not learnt the epoch of the registration this request is for (the
+                # reply to its create is late, or was lost and is asked again) and refused it as
+                # stale. Sent again while that registration lives: dropped, the broker would never
+                # get this LeaderAndIsr (found by the replication simulation, seed 1241).
+                log.info("broker %d does not know its epoch %d yet; %s sent again", broker.broker_id,
+                         broker.epoch, request.api_key.name)
+                yield Sleep(CHANNEL_RETRY_MS)
             if answer is not None:
                 self.answered(broker.broker_id, request, answer)
+
+    def _epoch_not_learnt_yet(self, broker: BrokerRegistration, request: BrokerRequest,
+                              answer: dict[str, Any]) -> bool:
+        return (answer.get("error_code", 0) == ErrorCode.STALE_BROKER_EPOCH
+                and request.body.get("broker_epoch") == broker.epoch and self.broker_is_live(broker))
 
     def broker_is_live(self, broker: BrokerRegistration) -> bool:
         core = self.core
