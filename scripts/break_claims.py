@@ -393,8 +393,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fetch-min-bytes-ignored",
         "a parked fetch is answered only once MinBytes are there",
         (edit("src/roost/broker/handlers/fetch.py",
-              "if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:",
-              "if found > 0 or errored or self._loop.time() >= self._deadline:  # MUTATION"),),
+              "if found >= self._min_bytes or errored or self._waits.time() >= self._deadline:",
+              "if found > 0 or errored or self._waits.time() >= self._deadline:  # MUTATION"),),
         ("tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data",), must_load=(BROKER,)),
     Mutation(
         "log-small-reads-mapped",
