@@ -269,9 +269,13 @@ class BrokerProcess:
         return logs
 
     def controlled_stop(self) -> Gen:
-        """Broker.stop: controlled shutdown, then everything closes; logs close cleanly."""
+        """Broker.stop: controlled shutdown (the real activity, on the simulated network and
+        clock), the controller's stop, then everything closes; logs close cleanly."""
         self.stopping = True
-        yield from self._controlled_shutdown()
+        shell = SimShell(self.loop, lambda broker: self.metadata.endpoint(broker) is not None)
+        yield from shell.drive(controlled_shutdown(
+            self.broker_id, self.replicas, self.metadata, CONTROLLED_SHUTDOWN_RETRIES, CONTROLLED_SHUTDOWN_BACKOFF_MS,
+            self.cluster.world_clock, CONTROLLED_SHUTDOWN_TIMEOUT_MS, LEADERSHIPS_GONE_WAIT_MS))
         yield from self.controller.stop()
         self.zk.close()
         if self.replicas.partitions:  # ReplicaManager.close
@@ -280,13 +284,6 @@ class BrokerProcess:
             partition.close()
             partition.log.close()
         self.loop.kill()
-
-    def _controlled_shutdown(self) -> Gen:
-        """Broker._controlled_shutdown: the real activity, on the simulated network and clock."""
-        shell = SimShell(self.loop, lambda broker: self.metadata.endpoint(broker) is not None)
-        yield from shell.drive(controlled_shutdown(
-            self.broker_id, self.replicas, self.metadata, CONTROLLED_SHUTDOWN_RETRIES, CONTROLLED_SHUTDOWN_BACKOFF_MS,
-            self.cluster.world_clock, CONTROLLED_SHUTDOWN_TIMEOUT_MS, LEADERSHIPS_GONE_WAIT_MS))
 
     # logs and configs ---------------------------------------------------------------------------
     def _log_opened(self, topic: str, index: int, plog: SimPartitionLog) -> None:
