@@ -98,8 +98,8 @@ def test_a_failure_names_its_seed_and_replay_command() -> None:
 # controller activities, append door and long-poll).
 FOUND_BUGS = {
     "fetcher-recheck": (169, 8000),  # ReplicaFetchers._out_of_range truncating after losing its role
-    "isr-keep-pending": (17, 8000),  # IsrManager._apply forgetting a fenced or other-epoch change
-    "epoch-cache-trim": (279, CI_STEPS),  # PartitionLog.truncate_to at the log end keeping an empty epoch
+    "isr-keep-pending": (14, 8000),  # IsrManager._apply forgetting a fenced or other-epoch change
+    "epoch-cache-trim": (2, CI_STEPS),  # PartitionLog.truncate_to at the log end keeping an empty epoch
     # the controller's channel dropping a request a broker refused as stale before it learnt the
     # epoch of its new registration (found once the simulation ran the real controller activities)
     "epoch-not-learnt-yet": (1241, 8000),
