@@ -394,8 +394,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fetch-min-bytes-ignored",
         "a parked fetch is answered only once MinBytes are there",
         (edit("src/roost/broker/handlers/fetch.py",
-              "if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:",
-              "if found > 0 or errored or self._loop.time() >= self._deadline:  # MUTATION"),),
+              "if found >= self._min_bytes or errored or self._waits.time() >= self._deadline:",
+              "if found > 0 or errored or self._waits.time() >= self._deadline:  # MUTATION"),),
         ("tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data",), must_load=(BROKER,)),
     Mutation(
         "log-small-reads-mapped",
@@ -564,7 +564,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/broker/controller/election.py",
               "    return not active and controller_id == broker_id and owner_session == session_id\n",
               "    return False  # MUTATION: the claim is kept\n"),),
-        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",),
+        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",
+         "tests/controller/test_events.py::"
+         "test_an_election_whose_reply_was_lost_runs_again_and_gives_up_its_own_stale_claim"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-request-dropped-before-the-epoch-is-learnt",
+        "a controller request a broker refused because it has not learnt its new registration's epoch yet "
+        "is sent again while that registration lives",
+        (edit("src/roost/broker/controller/events.py",
+              "                if not self._epoch_not_learnt_yet(broker, request, answer):\n",
+              "                if True:  # MUTATION: a stale-epoch refusal is final\n"),),
+        ("tests/controller/test_events.py::"
+         "test_a_request_refused_because_the_broker_has_not_learnt_its_epoch_is_sent_again",
+         SIM_FOUND + "[epoch-not-learnt-yet]"),
         must_load=(PYTEST,)),
     Mutation(
         "sim-bug-bounce-during-failover-unseen",

@@ -24,6 +24,7 @@ from typing import Any
 from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.broker.cluster_admin import ClusterTopicAdmin
 from roost.broker.connection import ConnectionLimits, KafkaConnection
+from roost.broker.controlled_shutdown import controlled_shutdown
 from roost.broker.controller.core import ControllerSettings
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
@@ -45,8 +46,9 @@ from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
-from roost.broker.peer import PeerError, PeerPool
+from roost.broker.peer import PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
+from roost.broker.replica.effects import AsyncioShell, wall_clock_ms
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.log_move import LogMoves
@@ -75,8 +77,7 @@ from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, ConfigError, ListenerAddress, format_listener, parse_listeners
 from roost.log.files import atomic_write
 from roost.storage.log_manager import LogManager
-from roost.wire.kafka import ApiKey, KafkaCodecError
-from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka import ApiKey
 from roost.zkclient import ZkClient
 
 log = logging.getLogger("roost.broker")
@@ -94,7 +95,6 @@ CLUSTER_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
-CONTROLLED_SHUTDOWN_VERSION = 3
 
 
 def load_cluster_id(path: Path) -> str | None:
@@ -507,50 +507,20 @@ class Broker:
                  describe_counts(self._dispatcher.request_counts))
 
     async def _controlled_shutdown(self) -> None:
-        """Ask the controller to move this broker's leaderships away before it stops (Kafka's
-        controlled shutdown), retrying a bounded number of times."""
-        retries = int(self.config["controlled.shutdown.max.retries"])
-        backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
-        if self.membership is None or self.replicas.broker_epoch < 0:
+        """Ask the controller to move this broker's leaderships away before it stops: the
+        `controlled_shutdown` activity, run on this broker's peers and event loop."""
+        if self.membership is None:
             return
-        hosted = list(self.replicas.hosted())
-        if all(p.is_leader and p.isr() <= {self.broker_id} for p in hosted):
-            return  # nothing to hand over and no ISR to leave (a one-broker cluster, say)
-        remaining_before: set[tuple[str, int]] | None = None
-        for attempt in range(retries + 1):
-            controller = self.metadata.endpoint(self.metadata.controller_id)
-            if controller is not None:
-                peer = self.peers.get(controller.node_id, controller.host, controller.port)
-                body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch}
-                try:
-                    answer = await peer.request(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, body, 10.0)
-                except (PeerError, KafkaCodecError) as error:
-                    log.info("controlled shutdown: controller %d unreachable: %s", controller.node_id, error)
-                else:
-                    remaining = answer.get("remaining_partitions", [])
-                    if answer["error_code"] == ErrorCode.NONE and not remaining:
-                        log.info("controlled shutdown done: this broker leads nothing")
-                        await self._wait_for_leaderships_to_go()
-                        return
-                    log.info("controlled shutdown attempt %d: error %d, %d partitions still led here",
-                             attempt + 1, answer["error_code"], len(remaining))
-                    left = {(r["topic_name"], r["partition_index"]) for r in remaining}
-                    if answer["error_code"] == ErrorCode.NONE and left == remaining_before:
-                        # No progress: those partitions have no other in-sync replica to go to.
-                        log.info("controlled shutdown: %d partitions have no other in-sync replica; "
-                                 "stopping with them", len(left))
-                        return
-                    remaining_before = left
-            await asyncio.sleep(backoff)
-        log.warning("controlled shutdown did not finish after %d attempts; stopping anyway", retries + 1)
+        metadata, peers = self.metadata, self.peers
 
-    async def _wait_for_leaderships_to_go(self) -> None:
-        """The controller answered; its LeaderAndIsr telling us to follow may still be on its way."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 2.0
-        while loop.time() < deadline and any(
-                p.is_leader and len(p.replicas()) > 1 for p in self.replicas.hosted()):
-            await asyncio.sleep(0.01)
+        def peer_for(broker: int) -> Any:
+            endpoint = metadata.endpoint(broker)
+            return None if endpoint is None else peers.get(endpoint.node_id, endpoint.host, endpoint.port)
+
+        activity = controlled_shutdown(self.broker_id, self.replicas, metadata,
+                                       int(self.config["controlled.shutdown.max.retries"]),
+                                       int(self.config["controlled.shutdown.retry.backoff.ms"]), wall_clock_ms)
+        await AsyncioShell(peer_for).spawn(activity, "controlled-shutdown").finished()
 
     def _new_connection(self, security: ListenerSecurity) -> KafkaConnection:
         connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard, security)

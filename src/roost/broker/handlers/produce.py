@@ -99,7 +99,9 @@ class ProduceApi:
             return NO_RESPONSE
         if appending.done is None:
             return self._response(body, version, appending.outcomes, request.listener)
-        answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        # A future of the door's kind (the event loop's in a broker, the simulated clock's in the
+        # replication simulation, which runs this handler).
+        answered: asyncio.Future[dict[str, Any]] = self._replicas.waits.future()
 
         def settled(_: asyncio.Future[None]) -> None:
             if not answered.done():

@@ -47,7 +47,7 @@ from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
 from roost.broker.replica.state import NO_LEADER, PartitionState
-from roost.broker.request import when_all
+from roost.broker.replica.waits import AsyncioWaits, Waits
 from roost.config import BrokerConfig
 from roost.log import Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
@@ -96,10 +96,12 @@ ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
 
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache,
-                 clock_ms: Clock = wall_clock_ms) -> None:
+                 clock_ms: Clock = wall_clock_ms, waits: Waits | None = None) -> None:
         self.broker_id = broker_id
         # The one clock of replication decisions (follower positions here, the ISR manager's lag).
         self.clock_ms = clock_ms
+        # What the append door waits with (the fsyncs before an ack, the purgatory's timers).
+        self.waits: Waits = waits if waits is not None else AsyncioWaits()
         self.config = config
         self.logs = logs
         self.metadata = metadata
@@ -390,7 +392,7 @@ class ReplicaManager:
         if acks not in VALID_ACKS:
             return refused(entries, ErrorCode.INVALID_REQUIRED_ACKS)
         outcomes: list[AppendOutcome] = []
-        durable: list[asyncio.Future[None]] = []
+        durable: list[Any] = []  # futures of self.waits' kind
         awaited: list[AwaitedAppend] = []
         hosted, offline = self.partitions, self.offline
         for key, records in entries:
@@ -407,16 +409,17 @@ class ReplicaManager:
                 awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, outcome))
         if acks == ACKS_NONE:
             if durable:
-                # Nobody waits for the answer, but the fsync must still happen.
-                asyncio.gather(*durable, return_exceptions=True)
+                # Nobody waits for the answer, but the fsync must still happen (its failure is
+                # retrieved here, not left unobserved).
+                self.waits.when_all(durable)
             return Appending(outcomes)
         if awaited:
-            delayed = DelayedProduce(awaited, timeout_s)
+            delayed = DelayedProduce(awaited, timeout_s, self.waits)
             if not delayed.done.done():
                 durable.append(delayed.done)
         if not durable:
             return Appending(outcomes)
-        return Appending(outcomes, _settled(durable, outcomes))
+        return Appending(outcomes, _settled(self.waits, durable, outcomes))
 
     def _append_to_leader(self, partition: Partition, records: Any, acks: int, origin: AppendOrigin) -> AppendOutcome:
         """One entry on its leader (Kafka's Partition.appendRecordsToLeader): the origin's checks,
@@ -549,17 +552,17 @@ class ReplicaManager:
         self._hosted_per_topic.clear()
 
 
-def _settled(waits: list[asyncio.Future[None]], outcomes: list[AppendOutcome]) -> asyncio.Future[None]:
+def _settled(waits: Waits, futures: list[Any], outcomes: list[AppendOutcome]) -> Any:
     """Done once every wait is over (fsyncs, the purgatory), the outcomes then final: a future,
     no task."""
-    settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    settled = waits.future()
 
-    def all_done(results: asyncio.Future[list[BaseException | None]]) -> None:
+    def all_done(results: Any) -> None:
         mark_failed_fsync(outcomes, results.result())
         if not settled.done():
             settled.set_result(None)
 
-    when_all(waits).add_done_callback(all_done)
+    waits.when_all(futures).add_done_callback(all_done)
     return settled
 
 

@@ -7,16 +7,18 @@ batches written (NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the ISR is smaller 
 `min.insync.replicas`: the data is in the log and may yet be committed), NOT_LEADER_OR_FOLLOWER
 when this broker stops leading the partition or its leader epoch changes (the records may be
 truncated away), REQUEST_TIMED_OUT when the request's own timeout passes first. It is re-checked
-when a partition's HW moves or its leadership changes; no polling, no task per request.
+when a partition's HW moves or its leadership changes; no polling, no task per request. Its
+future and its timer come from the injected `Waits` (`waits.py`): the event loop's in a broker,
+the simulated clock's in the replication simulation, which runs this very class.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 from roost.broker.replica.append import AppendOutcome
 from roost.broker.replica.partition import Partition
+from roost.broker.replica.waits import Waits
 from roost.wire.kafka.errors import ErrorCode
 
 
@@ -29,13 +31,12 @@ class AwaitedAppend:
 
 
 class DelayedProduce:
-    def __init__(self, awaited: list[AwaitedAppend], timeout_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        self.done: asyncio.Future[None] = loop.create_future()
+    def __init__(self, awaited: list[AwaitedAppend], timeout_s: float, waits: Waits) -> None:
+        self.done = waits.future()  # resolved (with None) once every outcome is settled
         self._waiting = list(awaited)
         for entry in self._waiting:
             entry.partition.watch(self.check)
-        self._timer = loop.call_later(max(0.0, timeout_s), self._expire)
+        self._timer = waits.call_later(max(0.0, timeout_s), self._expire)
         self.check()
 
     def check(self) -> None:
