@@ -130,11 +130,13 @@ def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
         if name in given:
             raise ConfigError(f"setting '{name}' is chosen per broker by roost up --brokers: {why}")
     count = len(ports)
+    replicated = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                  "default.replication.factor")
     replication = {name: min(MAX_REPLICATION, count)
-                   for name in ("offsets.topic.replication.factor", "default.replication.factor")
+                   for name in replicated
                    if name not in given}
     shared = settings.build()
-    for name in ("offsets.topic.replication.factor", "default.replication.factor"):
+    for name in replicated:
         if shared[name] > count:
             raise ConfigError(f"setting '{name}' = {shared[name]} needs at least {shared[name]} brokers; "
                               f"--brokers is {count}")
