@@ -177,3 +177,28 @@ def test_records_have_kafkas_layout() -> None:
 def test_partition_is_kafkas_hash() -> None:
     # Java: "my-txn".hashCode() == -1061187895
     assert txn_partition_for("my-txn", 50) == 1061187895 % 50
+
+
+def test_transactional_offsets_are_held_until_the_marker() -> None:
+    from roost.broker.group.offsets import CommittedOffset, OffsetStore, offset_batch
+    from roost.log.transactions import build_marker
+
+    store = OffsetStore()
+    key = ("g", "t", 0)
+    store.hold_txn(5, {key: CommittedOffset(10, -1, "", 1)}, log_offset=3)
+    assert store.get("g", "t", 0) is None and store.has_unstable("g", "t", 0)
+    store.end_txn(5, commit=True)
+    assert store.get("g", "t", 0) == CommittedOffset(10, -1, "", 1) and not store.has_unstable("g", "t", 0)
+    store.hold_txn(6, {key: CommittedOffset(20, -1, "", 2)}, log_offset=4)
+    store.end_txn(6, commit=False)
+    assert store.get("g", "t", 0).offset == 10 and not store.has_unstable("g", "t", 0)
+    # Loading: the log's transactional batches wait for their markers too.
+    log = b"".join(bytes(b) for b in (
+        offset_batch({key: CommittedOffset(30, -1, "", 3)}, 3, producer_id=7, producer_epoch=0),
+        offset_batch({("g", "t", 1): CommittedOffset(40, -1, "", 3)}, 3, producer_id=8, producer_epoch=0),
+        build_marker(7, 0, commit=True, coordinator_epoch=0, timestamp_ms=4),
+    ))
+    loaded = OffsetStore()
+    loaded.replay(log, "test")
+    assert loaded.get("g", "t", 0).offset == 30
+    assert loaded.get("g", "t", 1) is None and loaded.has_unstable("g", "t", 1)

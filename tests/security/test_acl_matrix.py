@@ -237,6 +237,9 @@ ROWS = [
                                                         "transaction_result": False, "coordinator_epoch": 0,
                                                         "topics": [{"name": TOPIC, "partition_indexes": [0]}]}]},
         ((*CLUSTER, "ClusterAction"),), first_partition("markers", "topics", "partitions"), CLUSTER_DENIED),
+    Row("DescribeTransactions", 65, 0, lambda: {"transactional_ids": [TXN_ID]},
+        (("TransactionalId", TXN_ID, "Describe"),), lambda r: r["transaction_states"][0]["error_code"], TXN_DENIED,
+        not_refused(TXN_DENIED)),
     Row("DescribeConfigs (topic)", 32, 3, lambda: {"resources": [{"resource_type": 2, "resource_name": TOPIC,
                                                                   "configuration_keys": None}]},
         (("Topic", TOPIC, "DescribeConfigs"),), lambda r: r["results"][0]["error_code"], TOPIC_DENIED),
@@ -348,8 +351,8 @@ def test_every_served_api_has_a_row() -> None:
     from roost.broker.dispatcher import ADVERTISED_VERSIONS
     served = set(ADVERTISED_VERSIONS) | set(CLUSTER_VERSIONS)
     # ApiVersions and the SASL login are never checked; ListGroups filters
-    # (test_list_groups_shows_only_describable_groups).
-    assert served - {row.api for row in ROWS} == {18, 16, 17, 36}
+    # (test_list_groups_shows_only_describable_groups), ListTransactions too.
+    assert served - {row.api for row in ROWS} == {18, 16, 17, 36, 66}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -273,6 +273,8 @@ class Broker:
             ApiKey.END_TXN: partial(txn.handle_end_txn, txn_ctx),
             ApiKey.WRITE_TXN_MARKERS: partial(txn.handle_write_txn_markers, txn_ctx),
             ApiKey.TXN_OFFSET_COMMIT: partial(txn.handle_txn_offset_commit, txn_ctx),
+            ApiKey.DESCRIBE_TRANSACTIONS: partial(txn.handle_describe_transactions, txn_ctx),
+            ApiKey.LIST_TRANSACTIONS: partial(txn.handle_list_transactions, txn_ctx),
             ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group_ctx),
             ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, group_ctx),
             ApiKey.LEAVE_GROUP: partial(groups.handle_leave_group, group_ctx),

@@ -64,6 +64,8 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),                 # 2+ PRODUCER_FENCED, 3 flexible
     ApiKey.WRITE_TXN_MARKERS: (1, 1),       # flexible (Kafka 4 dropped v0)
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),       # 2+ leader epoch, 3 flexible, member checks
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),   # flexible
+    ApiKey.LIST_TRANSACTIONS: (0, 1),       # flexible, 1 duration filter
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),        # 2 flexible
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # 1 flexible

@@ -1,6 +1,6 @@
 """Transaction requests: FindCoordinator for key type 1, InitProducerId with a transactional id,
-AddPartitionsToTxn (the client form), AddOffsetsToTxn, EndTxn, TxnOffsetCommit, and
-WriteTxnMarkers (from the coordinator to the partitions' leaders).
+AddPartitionsToTxn (the client form), AddOffsetsToTxn, EndTxn, TxnOffsetCommit, WriteTxnMarkers
+(from the coordinator to the partitions' leaders), DescribeTransactions and ListTransactions.
 
 Errors go where Kafka puts them: the coordinator's errors at the top of InitProducerId,
 AddOffsetsToTxn and EndTxn, on every partition of AddPartitionsToTxn and TxnOffsetCommit.
@@ -23,6 +23,7 @@ from roost.broker.metadata.catalog import OFFSETS_TOPIC
 from roost.broker.replica.append import ACKS_ALL, AppendOrigin
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.request import Request
+from roost.broker.txn.core import TxnState
 from roost.broker.txn.service import TxnService, now_ms
 from roost.log.transactions import build_marker
 from roost.wire.kafka.errors import ErrorCode
@@ -205,3 +206,54 @@ def _write_marker(ctx: TxnContext, topic: str, index: int, producer_id: int, pro
         await asyncio.shield(appending.done)  # type: ignore[arg-type]
         return outcome.error
     return settled()
+
+
+def handle_describe_transactions(ctx: TxnContext, request: Request) -> dict[str, Any]:
+    """Each id's state as its coordinator knows it (this broker must be it: else NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS); an unknown id is TRANSACTIONAL_ID_NOT_FOUND."""
+    states = []
+    for transactional_id in request.body["transactional_ids"]:
+        code = ctx.txns.status(transactional_id)
+        md = ctx.txns.core.txns.get(transactional_id) if code == ErrorCode.NONE else None
+        if code == ErrorCode.NONE and md is None:
+            code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        if md is None:
+            states.append({"error_code": code, "transactional_id": transactional_id, "transaction_state": "",
+                           "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                           "producer_epoch": -1, "topics": []})
+            continue
+        topics: dict[str, list[int]] = {}
+        for topic, index in sorted(md.partitions):
+            topics.setdefault(topic, []).append(index)
+        states.append({"error_code": ErrorCode.NONE, "transactional_id": transactional_id,
+                       "transaction_state": md.shown_state().label, "transaction_timeout_ms": md.timeout_ms,
+                       "transaction_start_time_ms": md.start_ms, "producer_id": md.producer_id,
+                       "producer_epoch": md.producer_epoch,
+                       "topics": [{"topic": t, "partitions": p} for t, p in topics.items()]})
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def handle_list_transactions(ctx: TxnContext, request: Request) -> dict[str, Any]:
+    """The transactions this broker coordinates, filtered by state, producer id and (v1) how long
+    they have been running; COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
+    body = request.body
+    known = {state.label: state for state in TxnState}
+    wanted_states = set(body.get("state_filters") or [])
+    unknown = sorted(s for s in wanted_states if s not in known)
+    producers = set(body.get("producer_id_filters") or [])
+    duration = body.get("duration_filter", -1)
+    now = now_ms()
+    listed = []
+    for transactional_id, producer_id, state in ctx.txns.listing():
+        md = ctx.txns.core.txns[transactional_id]
+        if wanted_states and state.label not in wanted_states:
+            continue
+        if producers and producer_id not in producers:
+            continue
+        if duration >= 0 and (md.state != TxnState.ONGOING or now - md.start_ms < duration):
+            continue
+        listed.append({"transactional_id": transactional_id, "producer_id": producer_id,
+                       "transaction_state": state.label})
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.txns.is_loading() else ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown,
+            "transaction_states": listed}

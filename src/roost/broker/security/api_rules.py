@@ -505,6 +505,29 @@ def _write_txn_markers(c: Check) -> Outcome:
         for m in c.request.body["markers"]]}
 
 
+def _describe_transactions(c: Check) -> Outcome:
+    ids = c.request.body["transactional_ids"]
+    refused = [t for t in ids if not c.may(DESCRIBE, TXN, t)]
+    if not refused:
+        return None
+    ids[:] = [t for t in ids if t not in refused]
+    entries = [{"error_code": TXN_DENIED, "transactional_id": t, "transaction_state": "",
+                "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                "producer_epoch": -1, "topics": []} for t in refused]
+    if not ids:
+        return {"throttle_time_ms": 0, "transaction_states": entries}
+    return _appending("transaction_states", entries)
+
+
+def _list_transactions(c: Check) -> Outcome:
+    """Only the transactional ids the principal may describe are listed (Kafka's rule)."""
+    def only_describable(response: dict[str, Any]) -> dict[str, Any]:
+        response["transaction_states"] = [t for t in response["transaction_states"]
+                                          if c.may(DESCRIBE, TXN, t["transactional_id"])]
+        return response
+    return only_describable
+
+
 def _alter_replica_log_dirs(c: Check) -> Outcome:
     if c.may(ALTER, CLUSTER):
         return None
@@ -629,6 +652,8 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
     ApiKey.END_TXN: _end_txn,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_CONFIGS: _configs(DESCRIBE_CONFIGS, "results"),
     ApiKey.ALTER_CONFIGS: _configs(ALTER_CONFIGS, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(ALTER_CONFIGS, "responses"),

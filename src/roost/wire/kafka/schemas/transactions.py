@@ -144,3 +144,46 @@ TXN_OFFSET_COMMIT_RESPONSE = Message(
             )),
         )),
     ))
+
+DESCRIBE_TRANSACTIONS_REQUEST = Message(
+    "DescribeTransactionsRequest", api_key=65, kind="request", versions="0", flexible="0+", fields=(
+        Field("TransactionalIds", "[]string", "0+"),
+    ))
+
+DESCRIBE_TRANSACTIONS_RESPONSE = Message(
+    "DescribeTransactionsResponse", api_key=65, kind="response", versions="0", flexible="0+", fields=(
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("TransactionStates", "[]TransactionState", "0+", fields=(
+            Field("ErrorCode", "int16", "0+"),
+            Field("TransactionalId", "string", "0+"),
+            Field("TransactionState", "string", "0+"),
+            Field("TransactionTimeoutMs", "int32", "0+"),
+            Field("TransactionStartTimeMs", "int64", "0+"),
+            Field("ProducerId", "int64", "0+"),
+            Field("ProducerEpoch", "int16", "0+"),
+            Field("Topics", "[]TopicData", "0+", fields=(
+                Field("Topic", "string", "0+"),
+                Field("Partitions", "[]int32", "0+"),
+            )),
+        )),
+    ))
+
+LIST_TRANSACTIONS_REQUEST = Message(
+    "ListTransactionsRequest", api_key=66, kind="request", versions="0-1", flexible="0+", fields=(
+        Field("StateFilters", "[]string", "0+"),
+        Field("ProducerIdFilters", "[]int64", "0+"),
+        Field("DurationFilter", "int64", "1+", default=-1),
+        Field("TransactionalIdPattern", "string", "2+", nullable="2+", default=None),
+    ))
+
+LIST_TRANSACTIONS_RESPONSE = Message(
+    "ListTransactionsResponse", api_key=66, kind="response", versions="0-1", flexible="0+", fields=(
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("UnknownStateFilters", "[]string", "0+"),
+        Field("TransactionStates", "[]TransactionState", "0+", fields=(
+            Field("TransactionalId", "string", "0+"),
+            Field("ProducerId", "int64", "0+"),
+            Field("TransactionState", "string", "0+"),
+        )),
+    ))
