@@ -161,7 +161,12 @@ def test_consume_transform_produce_commits_output_and_offsets_together(node: Roo
             p.commit_transaction(30)
             processed += len(batch)
         assert processed == 20
+        # EndTxn is answered before the markers are written: stable a moment later.
+        deadline = time.monotonic() + 10
         fetched = offset_fetch(node, group, source, 0)
+        while fetched["error_code"] == UNSTABLE_OFFSET_COMMIT and time.monotonic() < deadline:
+            time.sleep(0.05)
+            fetched = offset_fetch(node, group, source, 0)
         assert (fetched["error_code"], fetched["committed_offset"]) == (0, 20)
     finally:
         consumer.close()

@@ -31,7 +31,8 @@ from roost.wire.kafka.errors import ErrorCode
 COORDINATOR_TRANSACTION = 1
 FIRST_PRODUCER_FENCED_INIT_VERSION = 4
 FIRST_PRODUCER_FENCED_TXN_VERSION = 2
-MARKER_APPEND_TIMEOUT_S = 30.0
+# Below the coordinator's request timeout (txn/service.py), so that an answer comes before it gives up.
+MARKER_APPEND_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from roost.broker.group.service import LOAD_CHUNK_BYTES, commit_error
+from roost.broker.group.service import LOAD_CHUNK_BYTES
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.peer import PeerError, PeerPool
@@ -63,6 +63,24 @@ RETRIABLE_MARKER_ERRORS = frozenset({
 })
 # The transaction moved on without us (a newer producer epoch or coordinator): stop.
 SUPERSEDED_MARKER_ERRORS = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+# Kafka's mapping of a failed append to __transaction_state (TransactionStateManager): the
+# client retries the same coordinator, or looks it up again.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def append_error(log_error: ErrorCode) -> ErrorCode:
+    return _APPEND_ERRORS.get(log_error, log_error)
 
 
 def now_ms() -> int:
@@ -307,7 +325,7 @@ class TxnService:
                                           AppendOrigin.COORDINATOR, self._write_timeout_s)
         if appending.done is not None:
             await asyncio.shield(appending.done)
-        code = commit_error(appending.outcomes[0].error)
+        code = append_error(appending.outcomes[0].error)
         if code == ErrorCode.NONE and (self._owned.get(owned.partition.index) is not owned
                                        or owned.partition.leader_epoch != epoch):
             code = ErrorCode.NOT_COORDINATOR
