@@ -34,7 +34,7 @@ KEEPER_TICK_MS = 500
 # (srvr, which `roost cluster status` reads) plus ruok and mntr for health checks and monitoring.
 # Not envi, conf, cons or stat: they describe the host and every connected client.
 LOCAL_FOUR_LETTER_WORDS = "srvr,ruok,mntr"
-MAX_REPLICATION = 3  # offsets.topic.replication.factor and default.replication.factor: min(3, N)
+MAX_REPLICATION = 3  # the internal topics' and default.replication.factor: min(3, N)
 ENSEMBLE_SIZES = (1, 3, 5, 7)
 
 # Set per broker by the supervisor; a user's value would make the brokers collide.
