@@ -1,4 +1,4 @@
-"""Kafka transactions end to end: real transactional clients (confluent-kafka, kafka-python)
+"""Kafka transactions end to end: real transactional clients (confluent-kafka, kafka-python, aiokafka)
 against one real `roost up` broker (ZooKeeper mode, with its keeper) shared by the module.
 
 - commit: a read_committed consumer sees every record of the transaction, on both partitions;
@@ -282,3 +282,27 @@ def test_describe_and_list_transactions(node: RoostProcess) -> None:
             "transaction_states"][0]["transaction_state"]
         time.sleep(0.05)
     assert state == "CompleteCommit"
+
+
+def test_aiokafka_transactional_producer(node: RoostProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    name = topic(node, 1)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=node.address("kafka"), transactional_id=f"aio-{uuid.uuid4().hex[:6]}")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(name, b"aio-committed", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait(name, b"aio-aborted", partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+    assert read_all(node, name, "read_committed", partitions=1) == [b"aio-committed"]
+    assert sorted(read_all(node, name, "read_uncommitted", partitions=1)) == [b"aio-aborted", b"aio-committed"]
