@@ -145,6 +145,7 @@ SINK = "tests/spark/test_sink.py::"
 READ_COMMITTED = "tests/broker/test_read_committed.py::"
 TXN_CORE = "tests/broker/test_txn_core.py::"
 TRANSACTIONS = "tests/broker/test_transactions.py::"
+TXN_SERVICE = "tests/broker/test_txn_service.py::"
 
 # The fault-injection harness (roost.testing.faults): real processes in network namespaces under
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
@@ -564,6 +565,16 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                      if False)  # MUTATION: never timed out"),),
         (TXN_CORE + "test_timed_out_transactions_are_fenced_and_aborted",
          TRANSACTIONS + "test_an_abandoned_transaction_is_aborted_after_its_timeout"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-state-not-reloaded",
+        "a new transaction coordinator (after a failover) loads the transactions from __transaction_state",
+        (edit("src/roost/broker/txn/service.py",
+              "        for transactional_id, value in found.items():\n            self.core.load(transactional_id, value)\n",
+              "        found.clear()  # MUTATION: nothing loaded\n"),),
+        (TXN_SERVICE + "test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state",
+         TXN_SERVICE + "test_a_new_leader_finishes_a_prepared_transaction_and_the_old_coordinator_is_fenced",
+         "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
         must_load=(BROKER,)),
     # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
     # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).
