@@ -32,6 +32,7 @@ OFFSET_FETCH, REQUIRE_STABLE_VERSION = 9, 7
 UNSTABLE_OFFSET_COMMIT = 88
 WRITE_TXN_MARKERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 65, 66
 TRANSACTIONAL_ID_NOT_FOUND = 105
+PRODUCE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_RECORD = 0, 53, 87
 INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED = 47, 52
 
 
@@ -306,3 +307,23 @@ def test_aiokafka_transactional_producer(node: RoostProcess) -> None:
     asyncio.run(asyncio.wait_for(run(), 60))
     assert read_all(node, name, "read_committed", partitions=1) == [b"aio-committed"]
     assert sorted(read_all(node, name, "read_uncommitted", partitions=1)) == [b"aio-aborted", b"aio-committed"]
+
+
+def test_produce_takes_transactional_batches_only_with_a_transactional_id(node: RoostProcess) -> None:
+    from roost.log.transactions import build_marker
+    from roost.wire.kafka.records import build_batch
+
+    name = topic(node, 1)
+    batch = build_batch([(None, b"t")], timestamp_ms=int(time.time() * 1000), producer_id=777_777, producer_epoch=0,
+                        base_sequence=0, is_transactional=True)
+    marker = build_marker(777_777, 0, commit=True, coordinator_epoch=0, timestamp_ms=int(time.time() * 1000))
+
+    def produce(records: bytes, transactional_id: str | None) -> int:
+        answer = wire(node, PRODUCE, 9, {"transactional_id": transactional_id, "acks": 1, "timeout_ms": 5000,
+                                         "topic_data": [{"name": name, "partition_data": [
+                                             {"index": 0, "records": records}]}]})
+        return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+    assert produce(bytes(batch), None) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(bytes(marker), "someone") == INVALID_RECORD  # markers come from the coordinator only
+    assert produce(bytes(batch), "someone") == 0
