@@ -1,6 +1,7 @@
 """The transaction coordinator's shell on a real replica manager and real logs (the harness of
 test_group_service.py, no sockets): `__transaction_state` loaded on election with
-COORDINATOR_LOAD_IN_PROGRESS meanwhile, the last record per id winning; a commit's markers
+COORDINATOR_LOAD_IN_PROGRESS meanwhile, the last record per id winning (and no reload when
+only the leader epoch moves); a commit's markers
 appended to the data partition through the append door and its Complete record written; a new
 leader (a higher coordinator epoch) sending the markers of a transaction it found prepared, and
 the old coordinator's marker then refused; requests to a broker that resigned answer
@@ -117,8 +118,11 @@ def test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state(
     async def scenario(node: Node, service: TxnService, peers: InProcessPeer) -> None:
         data = await lead_user_topic(node, isr=(ME,))
         assert service.status(T) == ErrorCode.NOT_COORDINATOR
+        # What a request would hear right after the election, before the load has run.
+        heard: list[ErrorCode] = []
+        node.replicas.leadership_listeners.append(lambda partition, leader: heard.append(service.status(T)))
         await lead_txn_partition(node, 0, epoch=3)
-        assert service.status(T) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert heard == [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
         await loaded(service, T)
         code, pid, epoch = await service.init_producer_id(T, 60_000, -1, -1)
         assert (code, pid, epoch) == (ErrorCode.NONE, 1000, 0)
@@ -126,15 +130,22 @@ def test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state(
         assert await service.end_txn(T, pid, epoch, commit=True) == ErrorCode.NONE
         await until(lambda: service.core.txns[T].state == TxnState.COMPLETE_COMMIT)
         assert markers_in(data) == [(0, 0, True, 3)]
+        # The controller bumps the leader epoch (an ISR shrink) while we stay leader: still the
+        # coordinator, with the epoch of our election.
+        await lead_txn_partition(node, 0, epoch=4)
+        assert service.status(T) == ErrorCode.NONE
+        code, _, epoch = await service.init_producer_id(T, 60_000, -1, -1)
+        assert (code, epoch) == (ErrorCode.NONE, 1)
         # Resignation, then election in a higher epoch: the state comes back from the log.
-        await lead_txn_partition(node, 0, epoch=4, leader=PEER)
+        await lead_txn_partition(node, 0, epoch=5, leader=PEER)
         assert service.status(T) == ErrorCode.NOT_COORDINATOR and T not in service.core.txns
-        await lead_txn_partition(node, 0, epoch=5)
+        assert await service.end_txn(T, pid, epoch, commit=True) == ErrorCode.NOT_COORDINATOR
+        await lead_txn_partition(node, 0, epoch=6)
         await loaded(service, T)
         md = service.core.txns[T]
-        assert (md.producer_id, md.producer_epoch, md.state) == (pid, epoch, TxnState.COMPLETE_COMMIT)
+        assert (md.producer_id, md.producer_epoch, md.state) == (pid, 1, TxnState.EMPTY)
         code, _, bumped = await service.init_producer_id(T, 60_000, -1, -1)
-        assert (code, bumped) == (ErrorCode.NONE, 1)
+        assert (code, bumped) == (ErrorCode.NONE, 2)
 
     run(tmp_path, scenario)
 

@@ -2,7 +2,8 @@
 transaction's state is in every in-sync replica of its `__transaction_state` partition before
 each answer, so the replica that takes over loads it (COORDINATOR_LOAD_IN_PROGRESS meanwhile),
 and the producer's commit, retried there, makes the records visible to read_committed exactly
-once; the next transaction goes on with the same producer."""
+once; the next transaction goes on with the same producer. Then the leader of one of the
+transaction's data partitions is killed before the commit: the markers wait for its successor."""
 
 from __future__ import annotations
 
@@ -72,5 +73,19 @@ def test_a_transaction_commits_across_a_kill_of_its_coordinator(tmp_path: Path) 
         producer.commit_transaction(60)
         seen = read_committed(cluster.running_bootstrap(), 11)
         assert sorted(seen) == sorted([b"after", *(b"before-%d" % i for i in range(10))])
+
+        # Now the leader of a data partition dies mid-transaction: the coordinator's markers wait
+        # for the new leader, and the commit goes through.
+        cluster.restart(coordinator)
+        cluster.wait_for_isr(TOPIC)
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(TOPIC, b"second-%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        data_leader = cluster.partitions(TOPIC)[1][0]
+        cluster.kill(data_leader)
+        producer.commit_transaction(60)
+        expected = sorted([b"after", *(b"before-%d" % i for i in range(10)), *(b"second-%d" % i for i in range(10))])
+        assert sorted(read_committed(cluster.running_bootstrap(), 21)) == expected
     finally:
         cluster.close()

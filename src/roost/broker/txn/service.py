@@ -101,6 +101,11 @@ class LoadState(Enum):
 
 @dataclass(eq=False)
 class OwnedTxnPartition:
+    """A `__transaction_state` partition this broker leads. Its coordinator epoch is the leader
+    epoch of the election that made us its leader: the controller bumps the leader epoch again
+    when it shrinks the ISR while we stay leader, and we stay its coordinator then, with the
+    same epoch (any later coordinator is elected in a higher one)."""
+
     partition: Partition
     coordinator_epoch: int
     state: LoadState = LoadState.LOADING
@@ -178,8 +183,7 @@ class TxnService:
     def _elected(self, partition: Partition) -> None:
         known = self._owned.get(partition.index)
         if known is not None:
-            if known.partition is partition and known.coordinator_epoch == partition.leader_epoch \
-                    and known.state != LoadState.FAILED:
+            if known.partition is partition and known.state != LoadState.FAILED:
                 return
             self._resigned(known.partition)
         owned = OwnedTxnPartition(partition, partition.leader_epoch)
@@ -256,8 +260,7 @@ class TxnService:
 
     def status(self, transactional_id: str) -> ErrorCode:
         owned = self._owned.get(self.partition_for(transactional_id))
-        if owned is None or owned.state == LoadState.FAILED or not owned.partition.is_leader \
-                or owned.partition.leader_epoch != owned.coordinator_epoch:
+        if owned is None or owned.state == LoadState.FAILED or not owned.partition.is_leader:
             return ErrorCode.NOT_COORDINATOR
         if owned.state == LoadState.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -319,7 +322,6 @@ class TxnService:
         if owned is None or owned.state != LoadState.LOADED:
             self.core.fail(transition)
             return ErrorCode.NOT_COORDINATOR
-        epoch = owned.coordinator_epoch
         batch = txn_batch(transition.transactional_id, transition.value, now_ms())
         appending = self._replicas.append([((TRANSACTION_STATE_TOPIC, owned.partition.index), batch)], ACKS_ALL,
                                           AppendOrigin.COORDINATOR, self._write_timeout_s)
@@ -327,7 +329,7 @@ class TxnService:
             await asyncio.shield(appending.done)
         code = append_error(appending.outcomes[0].error)
         if code == ErrorCode.NONE and (self._owned.get(owned.partition.index) is not owned
-                                       or owned.partition.leader_epoch != epoch):
+                                       or not owned.partition.is_leader):
             code = ErrorCode.NOT_COORDINATOR
         if code == ErrorCode.NONE:
             self.core.complete(transition)
@@ -358,8 +360,7 @@ class TxnService:
             await self._write(complete)
 
     def _still_ours(self, owned: OwnedTxnPartition) -> bool:
-        return (self._started and self._owned.get(owned.partition.index) is owned
-                and owned.partition.is_leader and owned.partition.leader_epoch == owned.coordinator_epoch)
+        return self._started and self._owned.get(owned.partition.index) is owned and owned.partition.is_leader
 
     async def _send_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                             remaining: set[tuple[str, int]], owned: OwnedTxnPartition) -> bool:
