@@ -9,7 +9,8 @@ against one real `roost up` broker (ZooKeeper mode, with its keeper) shared by t
 - fencing: a second producer with the same transactional.id fences the first, whose next
   operation fails fatally and whose records are never visible to read_committed;
 - a producer that walks away mid-transaction: the coordinator aborts it after
-  transaction.timeout.ms and read_committed consumers move past it.
+  transaction.timeout.ms and read_committed consumers move past it;
+- DescribeTransactions / ListTransactions, and `roost txn list|describe` over them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.conftest import FAST_GROUPS
+from tests.cli.kafka_cli import run_cli, run_json
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
 
@@ -275,6 +277,13 @@ def test_describe_and_list_transactions(node: RoostProcess) -> None:
                                                "duration_filter": -1})
     assert listed["unknown_state_filters"] == ["Bogus"]
     assert transactional_id in {t["transactional_id"] for t in listed["transaction_states"]}
+    listed_by_cli = run_json("txn", "list", "--state", "Ongoing", "-b", node.address("kafka"))
+    assert {"transactional_id": transactional_id, "producer_id": mine["producer_id"], "state": "Ongoing",
+            "coordinator": 0} in listed_by_cli
+    described_by_cli = run_json("txn", "describe", transactional_id, "-b", node.address("kafka"))
+    assert described_by_cli[0]["partitions"] == [f"{name}-0", f"{name}-1"]
+    unknown_by_cli = run_cli("txn", "describe", "nobody-ever", "-b", node.address("kafka"))
+    assert unknown_by_cli.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in unknown_by_cli.stderr
     p.commit_transaction(30)
     deadline = time.monotonic() + 10
     state = ""
