@@ -202,3 +202,17 @@ def test_transactional_offsets_are_held_until_the_marker() -> None:
     loaded.replay(log, "test")
     assert loaded.get("g", "t", 0).offset == 30
     assert loaded.get("g", "t", 1) is None and loaded.has_unstable("g", "t", 1)
+
+
+def test_idle_ids_expire_to_dead_and_are_forgotten() -> None:
+    core = TxnCoordinatorCore(900_000)
+    pid, epoch = ready(core, now=1000)
+    assert core.expired(1000 + 5000, 5000) == []
+    assert core.expired(1001 + 5000, 5000) == [T]
+    written(core, core.add_partitions(7000, T, pid, epoch, [("a", 0)]))
+    assert core.expired(10**9, 5000) == []  # an ongoing transaction never expires
+    core.txns[T].state = TxnState.COMPLETE_ABORT
+    dead = core.expire(10**9, T)
+    assert dead is not None and dead.state == TxnState.DEAD
+    core.complete(dead)
+    assert T not in core.txns and core.needs_producer_id(T)

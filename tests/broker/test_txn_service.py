@@ -1,7 +1,7 @@
 """The transaction coordinator's shell on a real replica manager and real logs (the harness of
 test_group_service.py, no sockets): `__transaction_state` loaded on election with
 COORDINATOR_LOAD_IN_PROGRESS meanwhile, the last record per id winning (and no reload when
-only the leader epoch moves); a commit's markers
+only the leader epoch moves), idle ids expired to tombstones; a commit's markers
 appended to the data partition through the append door and its Complete record written; a new
 leader (a higher coordinator epoch) sending the markers of a transaction it found prepared, and
 the old coordinator's marker then refused; requests to a broker that resigned answer
@@ -21,7 +21,7 @@ from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.replica.partition import Partition
 from roost.broker.txn.core import TxnState
 from roost.broker.txn.records import txn_partition_for
-from roost.broker.txn.service import TxnService, transaction_state_configs
+from roost.broker.txn.service import TxnService, now_ms, transaction_state_configs
 from roost.log.transactions import read_marker
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
@@ -146,6 +146,16 @@ def test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state(
         assert (md.producer_id, md.producer_epoch, md.state) == (pid, 1, TxnState.EMPTY)
         code, _, bumped = await service.init_producer_id(T, 60_000, -1, -1)
         assert (code, bumped) == (ErrorCode.NONE, 2)
+        # Idle past transactional.id.expiration.ms: its tombstone is written, a new leader knows
+        # nothing of it, and it starts again with a new producer id.
+        service.expire_transactional_ids(now_ms() + 10**10)
+        await until(lambda: T not in service.core.txns)
+        await lead_txn_partition(node, 0, epoch=7, leader=PEER)
+        await lead_txn_partition(node, 0, epoch=8)
+        await loaded(service, T)
+        assert T not in service.core.txns
+        code, fresh, epoch = await service.init_producer_id(T, 60_000, -1, -1)
+        assert code == ErrorCode.NONE and fresh != pid and epoch == 0
 
     run(tmp_path, scenario)
 

@@ -131,6 +131,9 @@ class TxnCoordinatorCore:
             md.last_producer_epoch = NO_EPOCH
         elif value.producer_epoch != md.producer_epoch:
             md.last_producer_epoch = md.producer_epoch
+        if transition.state == S.DEAD:
+            del self.txns[transition.transactional_id]  # its tombstone is in the log
+            return
         md.producer_id, md.producer_epoch = value.producer_id, value.producer_epoch
         md.timeout_ms, md.state = value.timeout_ms, TxnState(value.state)
         md.partitions = set(value.partitions)
@@ -274,6 +277,22 @@ class TxnCoordinatorCore:
         log.info("transaction %s (producer %d epoch %d) timed out after %d ms: aborting it", transactional_id,
                  md.producer_id, md.producer_epoch, md.timeout_ms)
         return self._fence_and_abort(now, md)
+
+    # expiry ----------------------------------------------------------------------------------
+    def expired(self, now: int, expiration_ms: int) -> list[str]:
+        """Ids idle (Empty, CompleteCommit, CompleteAbort, nothing pending) for longer than
+        `expiration_ms` (Kafka's transactional.id.expiration.ms)."""
+        return sorted(t for t, md in self.txns.items()
+                      if md.state in (S.EMPTY, *COMPLETE) and md.pending is None
+                      and md.last_update_ms + expiration_ms < now)
+
+    def expire(self, now: int, transactional_id: str) -> Transition | None:
+        """Dead: the shell appends the id's tombstone, then the id is forgotten (a later
+        InitProducerId starts it afresh with a new producer id)."""
+        md = self.txns.get(transactional_id)
+        if md is None or md.pending is not None or md.state not in VALID_PREVIOUS[S.DEAD]:
+            return None
+        return self._prepare(md, replace(md.value(), state=int(S.DEAD), partitions=frozenset(), last_update_ms=now))
 
     # loading ---------------------------------------------------------------------------------
     def load(self, transactional_id: str, value: TxnLogValue | None) -> None:

@@ -18,8 +18,10 @@ served in-process), retried until each leader took them or the transaction is su
 CompleteCommit/CompleteAbort is appended. Every `transaction.abort.timed.out.transaction.cleanup.
 interval.ms` the ongoing transactions past their timeout are fenced and aborted.
 
-Not done (as Kafka's ZooKeeper mode would): expiry of idle transactional ids
-(`transactional.id.expiration.ms`); the leaders' verification of KIP-890 part 1.
+Transactional ids idle for `transactional.id.expiration.ms` are expired (Dead, written as the id's
+tombstone) every `transaction.remove.expired.transaction.cleanup.interval.ms`.
+
+Not done: the leaders' verification of KIP-890 part 1 (Kafka with it disabled).
 """
 
 from __future__ import annotations
@@ -127,6 +129,8 @@ class TxnService:
         self._allocate = allocate_producer_id
         self._owned: dict[int, OwnedTxnPartition] = {}
         self._abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+        self._expiration_ms = config["transactional.id.expiration.ms"]
+        self._expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
         self._write_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._tasks: set[asyncio.Future[Any]] = set()
         self._started = False
@@ -141,6 +145,7 @@ class TxnService:
             if partition.topic == TRANSACTION_STATE_TOPIC and partition.is_leader:
                 self._elected(partition)
         self._spawn(self._abort_loop())
+        self._spawn(self._expiry_loop())
 
     async def stop(self) -> None:
         self._started = False
@@ -162,6 +167,21 @@ class TxnService:
         while True:
             await asyncio.sleep(self._abort_interval_s)
             self.abort_timed_out(now_ms())
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._expiry_interval_s)
+            self.expire_transactional_ids(now_ms())
+
+    def expire_transactional_ids(self, now: int) -> None:
+        """Idle ids go (a tombstone each), so that the coordinator's memory does not grow with
+        every transactional id ever used."""
+        for transactional_id in self.core.expired(now, self._expiration_ms):
+            if self.status(transactional_id) != ErrorCode.NONE:
+                continue
+            transition = self.core.expire(now, transactional_id)
+            if transition is not None:
+                self._spawn(self._write(transition))
 
     def abort_timed_out(self, now: int) -> None:
         for transactional_id in self.core.timed_out(now):
@@ -322,7 +342,9 @@ class TxnService:
         if owned is None or owned.state != LoadState.LOADED:
             self.core.fail(transition)
             return ErrorCode.NOT_COORDINATOR
-        batch = txn_batch(transition.transactional_id, transition.value, now_ms())
+        # Dead is written as the id's tombstone (Kafka's expiry), which compaction removes.
+        value = None if transition.state == TxnState.DEAD else transition.value
+        batch = txn_batch(transition.transactional_id, value, now_ms())
         appending = self._replicas.append([((TRANSACTION_STATE_TOPIC, owned.partition.index), batch)], ACKS_ALL,
                                           AppendOrigin.COORDINATOR, self._write_timeout_s)
         if appending.done is not None:
