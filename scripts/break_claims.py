@@ -144,6 +144,9 @@ RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
 SINK = "tests/spark/test_sink.py::"
 READ_COMMITTED = "tests/broker/test_read_committed.py::"
+TXN_CORE = "tests/broker/test_txn_core.py::"
+TRANSACTIONS = "tests/broker/test_transactions.py::"
+TXN_SERVICE = "tests/broker/test_txn_service.py::"
 
 # The fault-injection harness (roost.testing.faults): real processes in network namespaces under
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
@@ -526,6 +529,54 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
         ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
         must_load=(PYTEST,)),
+    Mutation(
+        "txn-fencing-skipped",
+        "a producer whose epoch was bumped by a newer instance is fenced (PRODUCER_FENCED) at the coordinator",
+        (edit("src/roost/broker/txn/core.py",
+              "        if md.producer_epoch != producer_epoch:\n            return ErrorCode.PRODUCER_FENCED\n"
+              "        if md.pending is not None or md.state in PREPARE:",
+              "        if md.pending is not None or md.state in PREPARE:  # MUTATION: epoch not checked"),),
+        (TXN_CORE + "test_a_new_instance_fences_the_ongoing_transaction_by_aborting_it_with_a_bumped_epoch",
+         TXN_CORE + "test_wrong_producer_or_epoch",
+         TRANSACTIONS + "test_a_second_producer_with_the_same_id_fences_the_first"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-marker-without-epoch-check",
+        "a marker from an older coordinator epoch (or for an older producer epoch) never enters the log",
+        (edit("src/roost/broker/handlers/txn.py",
+              "        refused = partition.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)\n",
+              "        refused = ErrorCode.NONE  # MUTATION: markers not checked\n"),),
+        (TRANSACTIONS + "test_markers_from_an_older_coordinator_or_producer_epoch_are_refused",),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-offsets-visible-before-marker",
+        "offsets committed inside a transaction stay invisible (UNSTABLE_OFFSET_COMMIT with require_stable) "
+        "until the COMMIT marker",
+        (edit("src/roost/broker/group/offsets.py",
+              "            held[key] = StoredOffset(value, log_offset)\n",
+              "            self._apply(key, StoredOffset(value, log_offset))  # MUTATION: visible at once\n"),),
+        (TXN_CORE + "test_transactional_offsets_are_held_until_the_marker",
+         TRANSACTIONS + "test_consume_transform_produce_commits_output_and_offsets_together"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-timeout-never-aborts",
+        "the coordinator aborts a transaction its producer abandoned, after transaction.timeout.ms",
+        (edit("src/roost/broker/txn/core.py",
+              "                      if md.state == S.ONGOING and md.pending is None and md.start_ms + md.timeout_ms < now)",
+              "                      if False)  # MUTATION: never timed out"),),
+        (TXN_CORE + "test_timed_out_transactions_are_fenced_and_aborted",
+         TRANSACTIONS + "test_an_abandoned_transaction_is_aborted_after_its_timeout"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-state-not-reloaded",
+        "a new transaction coordinator (after a failover) loads the transactions from __transaction_state",
+        (edit("src/roost/broker/txn/service.py",
+              "        for transactional_id, value in found.items():\n            self.core.load(transactional_id, value)\n",
+              "        found.clear()  # MUTATION: nothing loaded\n"),),
+        (TXN_SERVICE + "test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state",
+         TXN_SERVICE + "test_a_new_leader_finishes_a_prepared_transaction_and_the_old_coordinator_is_fenced",
+         "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
+        must_load=(BROKER,)),
     # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
     # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).
     Mutation(

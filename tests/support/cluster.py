@@ -117,6 +117,7 @@ class LocalCluster:
                         str(root / f"broker-{broker_id}-disk{n}") for n in range(2, log_dirs + 1))]),
                     # As `roost up --brokers N` does: internal and default topics replicated.
                     "offsets.topic.replication.factor": min(3, brokers),
+                    "transaction.state.log.replication.factor": min(3, brokers),
                     "default.replication.factor": min(3, brokers),
                     **TEST_BROKER_SETTINGS, **(settings or {})})
                 cluster.brokers[broker_id] = node

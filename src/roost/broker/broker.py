@@ -30,7 +30,7 @@ from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
 from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
-from roost.broker.handlers import admin, groups
+from roost.broker.handlers import admin, groups, txn
 from roost.broker.handlers import sasl as sasl_handlers
 from roost.broker.handlers.acls import AclsApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
@@ -45,7 +45,7 @@ from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
-from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
+from roost.broker.metadata.catalog import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicCatalog
 from roost.broker.peer import PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.replica.effects import AsyncioShell, wall_clock_ms
@@ -64,6 +64,7 @@ from roost.broker.security.scram import ScramCredentialStore
 from roost.broker.security.scram_zk import ZkScramCredentials
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
+from roost.broker.txn.service import TxnService, transaction_state_configs
 from roost.broker.zk.config_change_listener import ConfigChangeListener
 from roost.broker.zk.layout import (
     LOG_DIR_EVENT_PREFIX,
@@ -189,6 +190,13 @@ class Broker:
         else:
             # The first FindCoordinator creates __consumer_offsets (Kafka's way).
             self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
+        self.txns = TxnService(config, self.replicas, self.metadata, self.peers, self.producer_ids.allocate)
+        # `__transaction_state` is created on the first FindCoordinator for a transactional id,
+        # as Kafka does: brokers that never see a transaction pay nothing for it.
+        if isinstance(self.topics, TopicAdmin):
+            self.txns.on_topic_missing = self._create_transaction_state_here
+        else:
+            self.txns.on_topic_missing = lambda: self.topics.auto_create(TRANSACTION_STATE_TOPIC)
         # Hot-path counts for Prometheus (roost.metrics.broker_metrics): kept only when metrics are on.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.port"] >= 0 else None
         self.advertised_versions = clip_to_codec(
@@ -198,6 +206,12 @@ class Broker:
         # listener can give a client, on its inter-broker listener.
         self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(
             header, frame, "local", -1, BROKER_ITSELF, self.inter_broker_listener))
+
+    def _create_transaction_state_here(self) -> None:
+        assert isinstance(self.topics, TopicAdmin)
+        if self.topics.catalog.get(TRANSACTION_STATE_TOPIC) is None:
+            self.topics.create_topic(TRANSACTION_STATE_TOPIC, self.config["transaction.state.log.num.partitions"],
+                                     transaction_state_configs(self.config))
 
     def _build_cluster_parts(self) -> None:
         config = self.config
@@ -242,6 +256,8 @@ class Broker:
         scram_api = sasl_handlers.ScramApi(self.scram, self.scram_source)
         group_ctx = groups.GroupContext(
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
+        txn_ctx = txn.TxnContext(self.txns, self.groups, self.replicas,
+                                 lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -249,7 +265,14 @@ class Broker:
             ApiKey.METADATA: metadata.handle,
             ApiKey.OFFSET_COMMIT: partial(groups.handle_offset_commit, group_ctx),
             ApiKey.OFFSET_FETCH: partial(groups.handle_offset_fetch, group_ctx),
-            ApiKey.FIND_COORDINATOR: partial(groups.handle_find_coordinator, group_ctx),
+            ApiKey.FIND_COORDINATOR: partial(txn.handle_find_coordinator, txn_ctx, group_ctx),
+            ApiKey.ADD_PARTITIONS_TO_TXN: partial(txn.handle_add_partitions_to_txn, txn_ctx),
+            ApiKey.ADD_OFFSETS_TO_TXN: partial(txn.handle_add_offsets_to_txn, txn_ctx),
+            ApiKey.END_TXN: partial(txn.handle_end_txn, txn_ctx),
+            ApiKey.WRITE_TXN_MARKERS: partial(txn.handle_write_txn_markers, txn_ctx),
+            ApiKey.TXN_OFFSET_COMMIT: partial(txn.handle_txn_offset_commit, txn_ctx),
+            ApiKey.DESCRIBE_TRANSACTIONS: partial(txn.handle_describe_transactions, txn_ctx),
+            ApiKey.LIST_TRANSACTIONS: partial(txn.handle_list_transactions, txn_ctx),
             ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group_ctx),
             ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, group_ctx),
             ApiKey.LEAVE_GROUP: partial(groups.handle_leave_group, group_ctx),
@@ -260,7 +283,7 @@ class Broker:
             ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, admin_ctx),
             ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, admin_ctx),
             ApiKey.DELETE_RECORDS: offsets.handle_delete_records,
-            ApiKey.INIT_PRODUCER_ID: partial(admin.handle_init_producer_id, admin_ctx),
+            ApiKey.INIT_PRODUCER_ID: partial(txn.handle_init_producer_id, txn_ctx, admin_ctx),
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
             ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group_ctx),
@@ -411,6 +434,7 @@ class Broker:
                 tuple((e.listener, e.host, e.port) for e in endpoints))], self.broker_id)
         self.logs.start_upkeep()
         self.groups.start()
+        self.txns.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
         return self.host, self.port
@@ -483,6 +507,7 @@ class Broker:
         for connection in list(self._connections):
             connection.abort("broker shutting down")
         await _bounded("the group coordinator", self.groups.stop())
+        await _bounded("the transaction coordinator", self.txns.stop())
         if self.controller is not None:
             await _bounded("the controller", self.controller.stop())
         if self.isr is not None:

@@ -382,13 +382,16 @@ class ReplicaManager:
 
     # the append door ----------------------------------------------------------------------------
     def append(self, entries: Sequence[tuple[TopicPartition, Any]], acks: int, origin: AppendOrigin,
-               timeout_s: float) -> Appending:
+               timeout_s: float, transactional_id: str | None = None) -> Appending:
         """The only way into a partition's log on its leader (Kafka's appendRecords): produce
         (origin CLIENT), the group coordinator's commits and group writes (COORDINATOR), and next
         transaction markers. Each entry is (topic-partition, records); each gets an outcome, in
         order. The acks rule (this module's `append.py` says it) is applied here and in the
         purgatory, nowhere else. `done`, when set, resolves once every outcome is final: the
-        fsyncs before the ack, and for acks=-1 the high watermark (or `timeout_s`)."""
+        fsyncs before the ack, and for acks=-1 the high watermark (or `timeout_s`). A client's
+        transactional batches need the request's `transactional_id` (Kafka answers
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one); control batches come only from the
+        coordinator."""
         if acks not in VALID_ACKS:
             return refused(entries, ErrorCode.INVALID_REQUIRED_ACKS)
         outcomes: list[AppendOutcome] = []
@@ -400,7 +403,7 @@ class ReplicaManager:
             if partition is None or not partition.is_leader or key in offline:
                 outcomes.append(AppendOutcome(self.leader_partition(*key)[1]))
                 continue
-            outcome = self._append_to_leader(partition, records, acks, origin)
+            outcome = self._append_to_leader(partition, records, acks, origin, transactional_id is not None)
             outcomes.append(outcome)
             if outcome.durable is not None:
                 durable.append(outcome.durable)
@@ -421,13 +424,16 @@ class ReplicaManager:
             return Appending(outcomes)
         return Appending(outcomes, _settled(self.waits, durable, outcomes))
 
-    def _append_to_leader(self, partition: Partition, records: Any, acks: int, origin: AppendOrigin) -> AppendOutcome:
+    def _append_to_leader(self, partition: Partition, records: Any, acks: int, origin: AppendOrigin,
+                          transactional: bool = False) -> AppendOutcome:
         """One entry on its leader (Kafka's Partition.appendRecordsToLeader): the origin's checks,
         the min-ISR check of acks=-1, the append, and the fsync its ack waits for."""
         batches: Batches | None = None
         if origin is AppendOrigin.CLIENT:
-            # A client's batches: headers and CRCs, max.message.bytes, no transactions (inline:
-            # this runs once per produced partition).
+            # A client's batches: headers and CRCs, max.message.bytes, no control batches, and
+            # transactional ones only with a transactional id (inline: once per produced partition).
+            # Kafka's KIP-890 part 1 check (is the partition in the producer's transaction?) is
+            # not made: as Kafka with transaction.partition.verification.enable=false.
             if records is None or len(records) == 0:
                 return AppendOutcome(ErrorCode.CORRUPT_MESSAGE, "no records")
             try:
@@ -440,8 +446,11 @@ class ReplicaManager:
                 if batch.batch_length + LOG_OVERHEAD > max_batch:
                     return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE,
                                          f"batch of {batch.size} bytes exceeds max.message.bytes {max_batch}")
-                if batch.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
-                    return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
+                if batch.attributes & ATTR_CONTROL:
+                    return AppendOutcome(ErrorCode.INVALID_RECORD, "control batches come from the coordinator only")
+                if batch.attributes & ATTR_TRANSACTIONAL and not transactional:
+                    return AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                         "a transactional batch needs the request's transactional id")
         if acks == ACKS_ALL and partition.isr_below_min():
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
