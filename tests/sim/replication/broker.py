@@ -136,8 +136,9 @@ class SimReplicaManager(ReplicaManager):
 
     last_append: list[tuple[Partition, AppendOutcome]] = []
 
-    def append(self, entries: Any, acks: int, origin: AppendOrigin, timeout_s: float) -> Appending:
-        appending = super().append(entries, acks, origin, timeout_s)
+    def append(self, entries: Any, acks: int, origin: AppendOrigin, timeout_s: float,
+               transactional_id: str | None = None) -> Appending:
+        appending = super().append(entries, acks, origin, timeout_s, transactional_id)
         hosted = self.partitions
         self.last_append = [(partition, outcome) for (key, _), outcome in zip(entries, appending.outcomes, strict=True)
                             if (partition := hosted.get(key)) is not None]
