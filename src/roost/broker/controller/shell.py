@@ -39,6 +39,7 @@ from roost.broker.controller.election import (
     bounced_at_activation,
     give_up_claim,
 )
+from roost.broker.controller.liveness import watch_endpoint
 from roost.broker.peer import PeerError, PeerPool
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration, LayoutError, LeaderAndIsr, TopicAssignment
@@ -83,6 +84,12 @@ class _Channel:
         self._shell = shell
         self._queue: asyncio.Queue[BrokerRequest] = asyncio.Queue()
         self._task = asyncio.ensure_future(self._run())
+        # The fast failure detection (controller/liveness.py): an idle connection to the broker's
+        # registered endpoint, whose end followed by two refusals declares this incarnation dead.
+        self._watch: asyncio.Task[None] | None = None
+        if broker.broker_id != shell.broker_id:
+            self._watch = asyncio.ensure_future(watch_endpoint(
+                broker.host, broker.port, lambda evidence: shell.suspect(broker, evidence)))
 
     def send(self, request: BrokerRequest) -> None:
         self._queue.put_nowait(request)
@@ -108,6 +115,8 @@ class _Channel:
 
     def close(self) -> None:
         self._task.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
 
 
 class ControllerShell:
@@ -132,6 +141,7 @@ class ControllerShell:
         # The zxid of the last write of each partition state read at activation.
         self._state_mzxid: dict[tuple[str, int], int] = {}
         self._stopped = False
+        self._controller_watcher: asyncio.Task[None] | None = None  # on another broker's controller
         zk.add_listener(self._on_session)
 
     @property
@@ -145,6 +155,8 @@ class ControllerShell:
 
     async def stop(self) -> None:
         self._stopped = True
+        if self._controller_watcher is not None:
+            self._controller_watcher.cancel()
         await self._resign("shutting down")
         for task in (self._worker, self._ticker):
             if task is not None:
@@ -187,7 +199,16 @@ class ControllerShell:
 
     # election ---------------------------------------------------------------------------------
     async def _run_election(self) -> None:
-        if self.active or self._stopped:
+        if self._stopped:
+            return
+        if self.active:
+            # A broker that found this controller dead (a wrong verdict: we live) may have given
+            # our claim up; another controller may be elected any moment: step aside now rather
+            # than at our first fenced write.
+            stat = await self.zk.exists(layout.CONTROLLER, watch=self._controller_watch)
+            if stat is None or stat.ephemeral_owner != self.zk.session_id:
+                await self._resign(f"{layout.CONTROLLER} is no longer this controller's claim")
+                self._post(self._run_election)
             return
         try:
             data, stat = await self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
@@ -235,6 +256,38 @@ class ControllerShell:
         if controller_id != self.controller_id:
             self.controller_id = controller_id
             self.on_controller(controller_id)
+            if self._controller_watcher is not None:
+                self._controller_watcher.cancel()
+                self._controller_watcher = None
+            if controller_id not in (-1, self.broker_id) and not self._stopped:
+                self._controller_watcher = asyncio.ensure_future(self._watch_controller(controller_id))
+
+    async def _watch_controller(self, controller_id: int) -> None:
+        """The fast failure detection (controller/liveness.py) for the controller itself, run by
+        every other broker: when the controller's process is gone, give its claim up (delete
+        /controller) so that the election runs now rather than when its session expires. The
+        delete is conditional on /controller_epoch's version read *before* the claim was read, so
+        it can only delete the claim of the controller that was watched, never a newer one. A
+        controller found dead wrongly sees its claim gone and resigns (and its writes were fenced
+        by the next controller's epoch anyway)."""
+        try:
+            _, epoch_stat = await self.zk.get(layout.CONTROLLER_EPOCH)
+            data, _ = await self.zk.get(layout.CONTROLLER)
+            if layout.decode_controller(data) != controller_id:
+                return
+            data, stat = await self.zk.get(layout.broker_path(controller_id))
+            registration = BrokerRegistration.decode(controller_id, data, stat.czxid)
+        except (ZkError, LayoutError):
+            return  # no fast path this time: the session's expiry still ends the claim
+        found: list[str] = []
+        await watch_endpoint(registration.host, registration.port, found.append)
+        if self.controller_id != controller_id or self.active or self._stopped:
+            return
+        log.warning("the controller, broker %d, looks dead: %s; giving its claim up", controller_id, found[0])
+        try:
+            await self.zk.multi([Check(layout.CONTROLLER_EPOCH, epoch_stat.version), Delete(layout.CONTROLLER)])
+        except ZkError:
+            pass  # an election ran meanwhile, or the claim is gone already
 
     async def _activate(self) -> None:
         snapshot = await self._load()
@@ -463,13 +516,13 @@ class ControllerShell:
         await self._ensure_paths(ready.ensure_paths)
         ops = []
         for write in ready.writes:
-            ops.extend(await self._ops(write))
-        for start in range(0, len(ops), OPS_PER_MULTI):
-            chunk = ops[start:start + OPS_PER_MULTI]
-            try:
-                await self.zk.multi([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *chunk])
-            except ZkError as error:
-                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+            if write.op == "delete_if_present":
+                await self._fenced(ops)
+                ops = []
+                await self._delete_if_present(write.path)
+            else:
+                ops.extend(await self._ops(write))
+        await self._fenced(ops)
         for request in ready.requests:
             channel = self._channels.get(request.broker_id)
             if channel is not None:
@@ -478,6 +531,24 @@ class ControllerShell:
             future = self._waiting.pop(reply.token, None) if isinstance(reply.token, int) else None
             if future is not None and not future.done():
                 future.set_result(reply.body)
+
+    async def _fenced(self, ops: list[Any]) -> None:
+        for start in range(0, len(ops), OPS_PER_MULTI):
+            chunk = ops[start:start + OPS_PER_MULTI]
+            try:
+                await self.zk.multi([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *chunk])
+            except ZkError as error:
+                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+
+    async def _delete_if_present(self, path: str) -> None:
+        """Delete `path` under the controller-epoch check; a node already gone is no failure."""
+        try:
+            await self.zk.multi([Check(layout.CONTROLLER_EPOCH, self._epoch_version), Delete(path)])
+        except NoNodeError as error:
+            if getattr(error, "op_index", None) != 1:
+                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+        except ZkError as error:
+            raise ControllerMoved(f"a fenced write failed: {error!r}") from error
 
     async def _ensure_paths(self, paths: list[str]) -> None:
         """Create the paths and their missing ancestors, level by level, each level's creates
@@ -526,6 +597,12 @@ class ControllerShell:
             if known is not None:
                 known.close()
             self._channels[broker.broker_id] = _Channel(self, broker)
+
+    def suspect(self, broker: BrokerRegistration, evidence: str) -> None:
+        """The fast failure detection's verdict on `broker` (this incarnation): the core decides."""
+        log.warning("broker %d (epoch %d) looks dead: %s", broker.broker_id, broker.epoch, evidence)
+        self._post(lambda: self._run(lambda core: core.broker_suspected_dead(broker.broker_id, broker.epoch,
+                                                                             evidence)))
 
     def broker_is_live(self, broker: BrokerRegistration) -> bool:
         core = self.core
