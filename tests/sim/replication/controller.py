@@ -38,6 +38,8 @@ from roost.broker.controller.election import (
     bounced_at_activation,
     give_up_claim,
 )
+from roost.broker.controller.liveness import CONFIRM_AFTER_S, Probe, verdict
+from roost.broker.controller.shell import too_early
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration, LayoutError, LeaderAndIsr, TopicAssignment
 from roost.wire.kafka import ApiKey
@@ -87,14 +89,36 @@ class Rpc:
         self.timeout_ms = timeout_ms
 
 
+CONFIRM_AFTER_MS = int(CONFIRM_AFTER_S * 1000)
+
+
+def confirm_dead(proc: BrokerProcess, broker: int) -> Gen:
+    """The fast failure detection after the idle connection to `broker` ended (liveness.py's
+    watch_endpoint, its decision the real `verdict`): connection attempts until the verdict is
+    dead (True) or an attempt connects or gets no answer (False: no evidence)."""
+    outcomes: list[Probe] = []
+    while True:
+        outcome = yield from proc.cluster.network.probe(proc.broker_id, broker)
+        outcomes.append(outcome)
+        if verdict(outcomes):
+            return True
+        if outcome is not Probe.REFUSED:
+            return False
+        yield Sleep(CONFIRM_AFTER_MS)
+
+
 class SimChannel:
-    """Requests to one broker, sent one at a time in order (the real _Channel)."""
+    """Requests to one broker, sent one at a time in order (the real _Channel), and the fast
+    failure detection on that broker's endpoint."""
 
     def __init__(self, shell: SimControllerShell, broker: BrokerRegistration) -> None:
         self.broker = broker
         self._shell = shell
         self._queue = SimQueue()
         self._task: Task = shell.proc.loop.spawn(self._run(), f"channel-{broker.broker_id}")
+        # The real watcher's first act is a connection attempt (then it holds the connection).
+        if shell.proc.cluster.faults.dead_signal and broker.broker_id != shell.broker_id:
+            self.connection_ended()
 
     def send(self, request: BrokerRequest) -> None:
         self._queue.put_nowait(request)
@@ -103,10 +127,15 @@ class SimChannel:
         shell = self._shell
         while True:
             request = yield from self._queue.get()
+            early = 0
             while True:
                 try:
                     answer = yield Rpc(self.broker.broker_id, request.api_key, request.version, request.body,
                                        REQUEST_TIMEOUT_MS)
+                    if too_early(answer, early) and shell.broker_is_live(self.broker):
+                        early += 1
+                        yield Sleep(CHANNEL_RETRY_MS)
+                        continue
                     break
                 except PeerError:
                     if not shell.broker_is_live(self.broker):
@@ -115,6 +144,14 @@ class SimChannel:
                     yield Sleep(CHANNEL_RETRY_MS)
             if answer is not None:
                 shell.answered(self.broker.broker_id, request, answer)
+
+    def connection_ended(self) -> None:
+        """The idle connection to this broker ended (the cluster says when: its process died)."""
+        self._shell.proc.loop.spawn(self._confirm(), f"liveness-{self.broker.broker_id}")
+
+    def _confirm(self) -> Gen:
+        if (yield from confirm_dead(self._shell.proc, self.broker.broker_id)):
+            self._shell.suspect(self.broker, "connection refused twice")
 
     def close(self) -> None:
         self._task.cancel()
@@ -139,6 +176,9 @@ class SimControllerShell:
         self._topic_watched: set[str] = set()
         self._state_mzxid: dict[tuple[str, int], int] = {}
         self._stopped = False
+        # The controller this broker watches (liveness.py): its id, /controller_epoch's version
+        # read before its claim was, and its registration; None until read.
+        self.watched_controller: tuple[int, int, BrokerRegistration] | None = None
         self.zk.listeners.append(self._on_session)
 
     @property
@@ -184,7 +224,14 @@ class SimControllerShell:
 
     # election ---------------------------------------------------------------------------------
     def _run_election(self) -> Gen:
-        if self.active or self._stopped:
+        if self._stopped:
+            return
+        if self.active:
+            # The real shell: our claim given up by a broker that found us dead (wrongly)?
+            stat = yield from self.zk.exists(layout.CONTROLLER, watch=self._controller_watch)
+            if stat is None or stat.ephemeral_owner != self.zk.session_id:
+                yield from self._resign(f"{layout.CONTROLLER} is no longer this controller's claim")
+                self._post(self._run_election)
             return
         try:
             data, stat = yield from self.zk.get(layout.CONTROLLER, watch=self._controller_watch)
@@ -228,7 +275,47 @@ class SimControllerShell:
         self._post(self._run_election)
 
     def _learn_controller(self, controller_id: int) -> None:
+        if controller_id != self.controller_id:
+            self.watched_controller = None
+            if controller_id not in (-1, self.broker_id):
+                self.proc.loop.spawn(self._read_watched_controller(controller_id), "watch-controller")
         self.controller_id = controller_id
+
+    def _read_watched_controller(self, controller_id: int) -> Gen:
+        """ControllerShell._watch_controller's reads (before it holds the connection)."""
+        try:
+            _, epoch_stat = yield from self.zk.get(layout.CONTROLLER_EPOCH)
+            data, _ = yield from self.zk.get(layout.CONTROLLER)
+            if layout.decode_controller(data) != controller_id:
+                return
+            data, stat = yield from self.zk.get(layout.broker_path(controller_id))
+        except (ZkError, LayoutError):
+            return
+        if self.controller_id == controller_id:
+            self.watched_controller = (controller_id, epoch_stat.version,
+                                       BrokerRegistration.decode(controller_id, data, stat.czxid))
+
+    def controller_connection_ended(self) -> None:
+        """The idle connection to the watched controller ended: confirm, then give its claim up."""
+        if self.watched_controller is not None:
+            self.proc.loop.spawn(self._controller_looks_dead(self.watched_controller, confirm=True), "controller-dead")
+
+    def give_up_controller(self) -> None:
+        """A verdict "dead" on the watched controller without confirming (the false signal)."""
+        if self.watched_controller is not None:
+            self.proc.loop.spawn(self._controller_looks_dead(self.watched_controller, confirm=False), "controller-dead")
+
+    def _controller_looks_dead(self, watched: tuple[int, int, BrokerRegistration], confirm: bool) -> Gen:
+        controller_id, epoch_version, _ = watched
+        if confirm and not (yield from confirm_dead(self.proc, controller_id)):
+            return
+        if self.controller_id != controller_id or self.active or self._stopped:
+            return
+        self.proc.cluster.note(f"b{self.broker_id} finds controller b{controller_id} dead: gives its claim up")
+        try:
+            yield from self.zk.write([Check(layout.CONTROLLER_EPOCH, epoch_version), Delete(layout.CONTROLLER)])
+        except ZkError:
+            pass
 
     def _activate(self) -> Gen:
         snapshot = yield from self._load()
@@ -423,13 +510,18 @@ class SimControllerShell:
             yield from self.zk.ensure_path(path)
         ops = []
         for write in ready.writes:
-            ops.extend((yield from self._ops(write)))
-        for start in range(0, len(ops), OPS_PER_MULTI):
-            chunk = ops[start:start + OPS_PER_MULTI]
-            try:
-                yield from self.zk.write([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *chunk])
-            except ZkError as error:
-                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+            if write.op == "delete_if_present":
+                yield from self._fenced(ops)
+                ops = []
+                try:
+                    yield from self.zk.write([Check(layout.CONTROLLER_EPOCH, self._epoch_version), Delete(write.path)])
+                except NoNodeError:
+                    pass  # gone already (the simulated multi names the failing op's error only)
+                except ZkError as error:
+                    raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+            else:
+                ops.extend((yield from self._ops(write)))
+        yield from self._fenced(ops)
         for request in ready.requests:
             channel = self._channels.get(request.broker_id)
             if channel is not None:
@@ -438,6 +530,14 @@ class SimControllerShell:
             future = self._waiting.pop(reply.token, None) if isinstance(reply.token, int) else None
             if future is not None and not future.done():
                 future.set_result(reply.body)
+
+    def _fenced(self, ops: list[Any]) -> Gen:
+        for start in range(0, len(ops), OPS_PER_MULTI):
+            chunk = ops[start:start + OPS_PER_MULTI]
+            try:
+                yield from self.zk.write([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *chunk])
+            except ZkError as error:
+                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
 
     def _ops(self, write: ZkWrite) -> Gen:
         if write.op == "create":
@@ -465,6 +565,16 @@ class SimControllerShell:
             if known is not None:
                 known.close()
             self._channels[broker.broker_id] = SimChannel(self, broker)
+
+    def channel(self, broker: int) -> SimChannel | None:
+        return self._channels.get(broker)
+
+    def suspect(self, broker: BrokerRegistration, evidence: str) -> None:
+        """ControllerShell.suspect: the core decides."""
+        self.proc.cluster.note(f"b{self.broker_id} declares b{broker.broker_id} (epoch {broker.epoch}) dead: "
+                               f"{evidence}")
+        self._post(lambda: self._run(lambda core: core.broker_suspected_dead(broker.broker_id, broker.epoch,
+                                                                             evidence)))
 
     def broker_is_live(self, broker: BrokerRegistration) -> bool:
         core = self.core

@@ -76,6 +76,15 @@ class ControllerMoved(Exception):
     """A fenced write failed: this broker is no longer (or never was) the controller."""
 
 
+EARLY_RETRIES = 100  # a request refused for a broker epoch not learned yet: retried this often
+
+
+def too_early(answer: dict[str, Any], retries: int) -> bool:
+    """STALE_BROKER_EPOCH for a request made for the broker's current registration: it has not
+    learned that epoch yet; worth asking again (bounded)."""
+    return answer.get("error_code", 0) == ErrorCode.STALE_BROKER_EPOCH and retries < EARLY_RETRIES
+
+
 class _Channel:
     """Requests to one broker, sent one at a time in order (Kafka's RequestSendThread)."""
 
@@ -98,10 +107,18 @@ class _Channel:
         shell = self._shell
         while True:
             request = await self._queue.get()
+            early = 0
             while True:
                 peer = shell.peers.get(self.broker.broker_id, self.broker.host, self.broker.port)
                 try:
                     answer = await peer.request(request.api_key, request.version, request.body, REQUEST_TIMEOUT_S)
+                    if too_early(answer, early) and shell.broker_is_live(self.broker):
+                        # The broker has not learned its new epoch yet (the reply to its
+                        # registration was lost or is late): the same request again shortly, or
+                        # it would never learn its partitions' state.
+                        early += 1
+                        await asyncio.sleep(CHANNEL_RETRY_S)
+                        continue
                     break
                 except (PeerError, KafkaCodecError) as error:
                     if not shell.broker_is_live(self.broker):
