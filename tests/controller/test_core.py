@@ -294,6 +294,24 @@ def test_reassignment_errors_and_cancel() -> None:
     assert partition_states(requests(ready, ApiKey.STOP_REPLICA)[3])[("t", 0)]["delete_partition"] is True
 
 
+def test_a_cancel_that_would_leave_the_isr_outside_the_replicas_waits() -> None:
+    # Moving [1, 2] to [3, 4]: 3 caught up, 4 not yet, then 1 and 2 died: the ISR is [3] alone.
+    core, _ = core_with({0: [1, 2]}, live=(1, 2, 3, 4), states={0: (LeaderAndIsr(1, 3, (1, 2), 5), 4)})
+    core.reassign("r", {("t", 0): [3, 4]})
+    core.ready()
+    core.alter_partition("a", {"broker_id": 1, "broker_epoch": 101, "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "leader_epoch": state(core).leader_epoch,
+                                            "new_isr": [1, 2, 3], "partition_epoch": core.states[("t", 0)].version}]}]}, 1)
+    core.ready()
+    core.brokers_changed(brokers(3, 4))
+    core.ready()
+    assert state(core).isr == (3,) and state(core).leader == 3
+    core.reassign("r", {("t", 0): None})
+    (reply,) = core.ready().replies
+    assert reply.body["responses"][0]["partitions"][0]["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    core.check()
+
+
 # Fast failure detection (controller/liveness.py): a broker declared dead before its session ends.
 def test_a_broker_declared_dead_is_handled_as_its_registration_deleted() -> None:
     core, _ = core_with({0: [2, 3, 1], 1: [3, 2, 1]}, states={0: (LeaderAndIsr(2, 4, (2, 3, 1), 5), 7),

@@ -448,6 +448,8 @@ class SimControllerShell:
         names = yield from self.zk.get_children(layout.BROKER_TOPICS, watch=self._topics_watch)
         topics: dict[str, TopicAssignment] = {}
         for name in names:
+            if self.core is None:
+                return  # resigned meanwhile (stop() runs beside the events)
             known = self.core.topics.get(name)
             if known is not None and name in self._topic_watched:
                 topics[name] = known

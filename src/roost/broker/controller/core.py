@@ -710,6 +710,11 @@ class ControllerCore:
         if target is None:
             if not self._reassigning(tp):
                 return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+            if not set(original) & set(self.states[tp].state.isr):
+                # Back to the original replicas would leave the ISR outside them (or empty it):
+                # only once one of them is in sync again. (Found by the replication simulation.)
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
+                    f"none of the original replicas {original} is in sync yet: cancel again later"
             log.info("reassignment of %s-%d cancelled: back to %s", *tp, original)
             self._finish_reassignment(tp, original, stop=adding)
             return ErrorCode.NONE, None
