@@ -48,8 +48,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root: Path = tmp_path_factory.mktemp("fast-failover")
     cluster = LocalCluster.start(root, brokers=3, keepers=1, settings=SETTINGS)
     try:
-        cluster.admin().create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
-                                      operation_timeout=30)[TOPIC].result(60)
+        admin = cluster.admin()  # kept: the futures need their client alive
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+                            operation_timeout=30)[TOPIC].result(60)
         cluster.wait_for_isr(TOPIC, full=True, timeout=60)
         yield cluster
     finally:
