@@ -192,8 +192,9 @@ def test_replication_survives_chaos_with_fast_failure_detection(seed: int) -> No
 
 
 def _calm(dead_signal: float) -> Faults:
+    # false_dead_interval: the signals are simulated (Cluster.fast_detection), a false one never.
     return Faults(drop=0.0, slow=0.0, nemesis_interval=10**9, max_down=0, power_loss=False, zk_lost_reply=0.0,
-                  dead_signal=dead_signal)
+                  dead_signal=dead_signal, false_dead_interval=10**12)
 
 
 def _led_by(cluster: Cluster, broker: int) -> list[tuple[str, int]]:

@@ -330,10 +330,11 @@ class BrokerProcess:
         self.fetchers.broker_epoch = epoch
         self.registered = True
         self.cluster.note(f"b{self.broker_id} registered (broker epoch {epoch})")
-        try:
-            yield from self.zk.exists(layout.broker_path(self.broker_id), watch=self._registration_watch)
-        except ZkError:
-            pass
+        if self.cluster.fast_detection:  # see Cluster.fast_detection
+            try:
+                yield from self.zk.exists(layout.broker_path(self.broker_id), watch=self._registration_watch)
+            except ZkError:
+                pass
 
     def _registration_watch(self, event: Event) -> None:
         """ClusterMembership._registration_watch: our registration deleted while our session

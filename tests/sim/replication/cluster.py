@@ -227,7 +227,7 @@ class Cluster:
         self.world.after(rng.randint(50, 200), self._produce_tick)
         self.world.after(rng.randint(300, 800), self._nemesis_tick)
         if self.faults.false_dead_interval:
-            self.world.after(rng.randint(300, 800), self._false_dead_tick)
+            self.world.after(int(rng.expovariate(1 / self.faults.false_dead_interval)) + 1, self._false_dead_tick)
         self._closed = False
 
     # plumbing ----------------------------------------------------------------------------------
@@ -246,6 +246,14 @@ class Cluster:
             return True
         chance = self.faults.zk_lost_reply
         return bool(chance) and self.chaos and self.world.rng.random() < chance
+
+    @property
+    def fast_detection(self) -> bool:
+        """The fast failure detection's signals are simulated. The ZooKeeper calls that only
+        they need (a broker's watch on its own registration, a controller's check of its claim,
+        the reads before watching the controller) are made only then, so that the seeds without
+        them keep their histories and the seeds that found bugs keep finding them."""
+        return bool(self.faults.dead_signal or self.faults.false_dead_interval)
 
     def zk_link_up(self, broker: int) -> bool:
         return broker not in self.zk_cut

@@ -227,6 +227,8 @@ class SimControllerShell:
         if self._stopped:
             return
         if self.active:
+            if not self.proc.cluster.fast_detection:  # see Cluster.fast_detection
+                return
             # The real shell: our claim given up by a broker that found us dead (wrongly)?
             stat = yield from self.zk.exists(layout.CONTROLLER, watch=self._controller_watch)
             if stat is None or stat.ephemeral_owner != self.zk.session_id:
@@ -277,7 +279,7 @@ class SimControllerShell:
     def _learn_controller(self, controller_id: int) -> None:
         if controller_id != self.controller_id:
             self.watched_controller = None
-            if controller_id not in (-1, self.broker_id):
+            if controller_id not in (-1, self.broker_id) and self.proc.cluster.fast_detection:
                 self.proc.loop.spawn(self._read_watched_controller(controller_id), "watch-controller")
         self.controller_id = controller_id
 
