@@ -603,7 +603,7 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        for tp in self._partitions():  # MUTATION: the verdict trusted, leaderless partitions go unclean\n"
               "            if tp in self.states and tp[0] not in self.deleting and self.states[tp].state.leader == NO_LEADER:\n"
               "                self._elect_one(tp, ELECTION_UNCLEAN)\n"),),
-        ("tests/sim/test_replication_sim.py::test_replication_survives_chaos_with_fast_failure_detection[2]",),
+        ("tests/sim/test_replication_sim.py::test_a_seed_where_trusting_a_verdict_loses_acknowledged_writes_passes",),
         must_load=(PYTEST,)),
     Mutation(
         "scram-proof-unverified",
