@@ -654,6 +654,22 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            return  # MUTATION: the epoch cache is left as it is\n"),),
         ("tests/log/test_leader_epochs.py::test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch",
          SIM_FOUND + "[epoch-cache-trim]"), must_load=(PYTEST,)),
+    # The fast failure detection (controller/liveness.py): a verdict "dead" may be wrong, so it
+    # must change nothing that a session expiry would not (no election outside the ISR).
+    Mutation(
+        "fast-detection-verdict-trusted",
+        "a broker declared dead on a fast signal is handled exactly as an expired session: a partition it "
+        "alone was in sync for stays without a leader, never goes to a replica outside the ISR",
+        (edit("src/roost/broker/controller/core.py",
+              "        self.brokers_changed({b: r for b, r in self.brokers.items() if b != broker})\n"
+              "        self.suspected[broker] = epoch\n",
+              "        self.brokers_changed({b: r for b, r in self.brokers.items() if b != broker})\n"
+              "        self.suspected[broker] = epoch\n"
+              "        for tp in self._partitions():  # MUTATION: the verdict trusted, leaderless partitions go unclean\n"
+              "            if tp in self.states and tp[0] not in self.deleting and self.states[tp].state.leader == NO_LEADER:\n"
+              "                self._elect_one(tp, ELECTION_UNCLEAN)\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_seed_where_trusting_a_verdict_loses_acknowledged_writes_passes",),
+        must_load=(PYTEST,)),
     Mutation(
         "scram-proof-unverified",
         "a SCRAM login needs a proof made from the right password (unknown user and wrong password alike)",

@@ -502,6 +502,8 @@ class Broker:
     async def stop(self) -> None:
         if self.clustered and bool(self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
+        if self.membership is not None:
+            self.membership.stopping = True  # a registration deleted from now on stays deleted
         for server in self._servers:
             server.close()
         for connection in list(self._connections):

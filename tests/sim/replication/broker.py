@@ -48,12 +48,13 @@ from roost.config import BrokerConfig, parse_topic_configs
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.framing import RequestHeader
+from roost.wire.zk.constants import EventType
 from roost.zkclient import ZkError
 from tests.sim.replication.controller import ControllerMoved, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
 from tests.sim.replication.runtime import Rpc, SimFuture, SimWaits, Sleep, Task, TaskLoop
 from tests.sim.replication.shell import SimShell
-from tests.sim.replication.zk import SimZkClient, ZkCall
+from tests.sim.replication.zk import Event, SimZkClient, ZkCall
 
 if TYPE_CHECKING:
     from tests.sim.replication.cluster import Cluster
@@ -180,6 +181,7 @@ class BrokerProcess:
         self.controller = SimControllerShell(self, cluster.controller_settings)
         self.registration = BrokerRegistration(broker_id, "sim", 9000 + broker_id)
         self.registered = False
+        self._reregistering: Task | None = None
         self.stopping = False
         self.max_controller_epoch_applied = 0
 
@@ -246,12 +248,28 @@ class BrokerProcess:
         self.fetchers.broker_epoch = epoch
         self.registered = True
         self.cluster.note(f"b{self.broker_id} registered (broker epoch {epoch})")
+        if self.cluster.fast_detection:  # see Cluster.fast_detection
+            try:
+                yield from self.zk.exists(layout.broker_path(self.broker_id), watch=self._registration_watch)
+            except ZkError:
+                pass
+
+    def _registration_watch(self, event: Event) -> None:
+        """ClusterMembership._registration_watch: our registration deleted while our session
+        lives (declared dead on a fast signal): register again, with a new broker epoch."""
+        if event.type != EventType.NODE_DELETED or self.stopping or not self.alive:
+            return
+        if self._reregistering is not None and not self._reregistering.done.done():
+            return
+        self.cluster.note(f"b{self.broker_id} finds its registration deleted while its session lives: "
+                          "registering again")
+        self._reregistering = self.loop.spawn(self._register_again(), "register-again")
 
     def _on_session(self, state: str, session: int, new_session: bool) -> None:
         if state == "expired":
             self.cluster.note(f"b{self.broker_id} ZooKeeper session 0x{session:x} expired")
         elif state == "connected" and new_session and self.registered:
-            self.loop.spawn(self._register_again(), "register-again")
+            self._reregistering = self.loop.spawn(self._register_again(), "register-again")
 
     def _register_again(self) -> Gen:
         try:

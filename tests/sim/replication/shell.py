@@ -1,5 +1,6 @@
 """The simulation's shell for Roost's activities: the effects the real fetchers, ISR manager and
-controller yield (roost.broker.replica.effects, roost.broker.zk.effects) performed on a simulated
+controller yield (roost.broker.replica.effects, roost.broker.zk.effects, the liveness watch's
+Connect) performed on a simulated
 broker's tasks, its network, its committer and its ZooKeeper client, on the simulated clock. Like
 the broker's asyncio shells it decides nothing."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from roost.broker.controller.liveness import Connect
 from roost.broker.replica.effects import Activity, Request, Sleep, Sync, Unreachable, WaitForWork
 from roost.broker.zk.effects import (
     ZK_EFFECTS,
@@ -30,11 +32,13 @@ class SimShell:
     durable (SimCommitter); `zk` makes ZooKeeper calls (SimZkClient)."""
 
     def __init__(self, loop: TaskLoop, reachable: Callable[[int], bool], committer: Any = None,
-                 observe: Callable[[Request], None] | None = None, zk: Any = None) -> None:
+                 observe: Callable[[Request], None] | None = None, zk: Any = None,
+                 connect: Callable[[int], TaskGen] | None = None) -> None:
         self._loop = loop
         self._reachable = reachable
         self._committer = committer
         self._zk = zk
+        self._connect = connect  # a liveness.Connect to a broker (Network.connect)
         self.observe = observe  # sees each request sent (the simulation's counters)
 
     def spawn(self, activity: Activity, name: str) -> SimTask:
@@ -81,6 +85,9 @@ class SimShell:
                         outcome = yield from self._zk_call(effect)
                     except ZkError as error:
                         failure = error
+                elif kind is Connect:
+                    assert self._connect is not None, "this shell makes no connections"
+                    outcome = yield from self._connect(effect.broker)
                 else:
                     raise AssertionError(f"unknown effect {effect!r}")
         finally:

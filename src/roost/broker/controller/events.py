@@ -45,6 +45,7 @@ from roost.broker.controller.election import (
     bounced_at_activation,
     give_up_claim,
 )
+from roost.broker.controller.liveness import watch_endpoint
 from roost.broker.replica.effects import Clock, Request, ShellTask, Sleep, Spawn, Unreachable, WaitForWork
 from roost.broker.replica.waits import Waits
 from roost.broker.zk import layout
@@ -87,6 +88,11 @@ class _Channel:
         self.broker = broker
         self.queue: deque[BrokerRequest] = deque()
         self.task: ShellTask = events.spawn(events._channel_run(self), f"controller-channel-{broker.broker_id}")
+        # The fast failure detection (liveness.py): an idle connection to the broker's registered
+        # endpoint, whose end followed by two refusals declares this incarnation dead.
+        self.watch: ShellTask | None = None
+        if events.fast_detection and broker.broker_id != events.broker_id:
+            self.watch = events.spawn(events._watch_broker(broker), f"controller-liveness-{broker.broker_id}")
 
     def send(self, request: BrokerRequest) -> None:
         self.queue.append(request)
@@ -94,6 +100,8 @@ class _Channel:
 
     def close(self) -> None:
         self.task.cancel()
+        if self.watch is not None:
+            self.watch.cancel()
 
 
 class ControllerEvents:
@@ -127,6 +135,12 @@ class ControllerEvents:
         # The zxid of the last write of each partition state read at activation.
         self._state_mzxid: dict[tuple[str, int], int] = {}
         self._stopped = False
+        # The fast failure detection (liveness.py): on by default; the replication simulation
+        # turns it (and the ZooKeeper calls only it needs) off where it does not simulate it.
+        self.fast_detection = True
+        self._controller_watcher: ShellTask | None = None  # on another broker's controller
+        # (controller id, /controller_epoch's version read before its claim, its registration)
+        self.watched_controller: tuple[int, int, BrokerRegistration] | None = None
 
     @property
     def active(self) -> bool:
@@ -143,6 +157,7 @@ class ControllerEvents:
         return self._stopping()
 
     def _stopping(self) -> Gen:
+        self._stop_watching_controller()
         yield from self._resign("shutting down")
         for task in (self.worker, self.ticker):
             if task is not None:
@@ -192,7 +207,17 @@ class ControllerEvents:
 
     # election ---------------------------------------------------------------------------------
     def _run_election(self) -> Gen:
-        if self.active or self._stopped:
+        if self._stopped:
+            return
+        if self.active:
+            if self.fast_detection:
+                # A broker that found this controller dead (a wrong verdict: we live) may have
+                # given our claim up; another controller may be elected any moment: step aside now
+                # rather than at our first fenced write.
+                stat = yield ZkExists(layout.CONTROLLER, self._controller_watch)
+                if stat is None or stat.ephemeral_owner != self._session_id():
+                    yield from self._resign(f"{layout.CONTROLLER} is no longer this controller's claim")
+                    self._post(self._run_election)
             return
         try:
             data, stat = yield ZkGet(layout.CONTROLLER, self._controller_watch)
@@ -240,6 +265,56 @@ class ControllerEvents:
         if controller_id != self.controller_id:
             self.controller_id = controller_id
             self.on_controller(controller_id)
+            self._stop_watching_controller()
+            if controller_id not in (-1, self.broker_id) and self.fast_detection and not self._stopped:
+                self._controller_watcher = self.spawn(self._watch_controller(controller_id),
+                                                      f"controller-watch-{controller_id}")
+
+    def _stop_watching_controller(self) -> None:
+        self.watched_controller = None
+        if self._controller_watcher is not None:
+            self._controller_watcher.cancel()
+            self._controller_watcher = None
+
+    def _watch_controller(self, controller_id: int) -> Gen:
+        """The fast failure detection (liveness.py) for the controller itself, run by every other
+        broker: when the controller's process is gone, give its claim up (delete /controller) so
+        that the election runs now rather than when its session expires. The delete is conditional
+        on /controller_epoch's version read *before* the claim was read, so it can only delete the
+        claim of the controller that was watched, never a newer one. A controller found dead
+        wrongly sees its claim gone and resigns (and its writes were fenced by the next
+        controller's epoch anyway)."""
+        try:
+            _, epoch_stat = yield ZkGet(layout.CONTROLLER_EPOCH)
+            data, _ = yield ZkGet(layout.CONTROLLER)
+            if layout.decode_controller(data) != controller_id:
+                return
+            data, stat = yield ZkGet(layout.broker_path(controller_id))
+            registration = BrokerRegistration.decode(controller_id, data, stat.czxid)
+        except (ZkError, LayoutError):
+            return  # no fast path this time: the session's expiry still ends the claim
+        if self.controller_id != controller_id:
+            return
+        watched = (controller_id, epoch_stat.version, registration)
+        self.watched_controller = watched
+        evidence = yield from watch_endpoint(controller_id, registration.host, registration.port, self.clock_ms)
+        yield from self._give_up_controller(watched, evidence)
+
+    def give_up_controller(self, evidence: str) -> None:
+        """A verdict "dead" on the watched controller from elsewhere (the simulation's false
+        signals): give its claim up as `_watch_controller` does."""
+        if self.watched_controller is not None:
+            self.spawn(self._give_up_controller(self.watched_controller, evidence), "controller-give-up")
+
+    def _give_up_controller(self, watched: tuple[int, int, BrokerRegistration], evidence: str) -> Gen:
+        controller_id, epoch_version, _ = watched
+        if self.controller_id != controller_id or self.active or self._stopped:
+            return
+        log.warning("the controller, broker %d, looks dead: %s; giving its claim up", controller_id, evidence)
+        try:
+            yield ZkMulti([Check(layout.CONTROLLER_EPOCH, epoch_version), Delete(layout.CONTROLLER)])
+        except ZkError:
+            pass  # an election ran meanwhile, or the claim is gone already
 
     def _activate(self) -> Gen:
         snapshot = yield from self._load()
@@ -499,15 +574,15 @@ class ControllerEvents:
         if ready.empty():
             return
         yield from self._ensure_paths(ready.ensure_paths)
-        ops = []
+        ops: list[Any] = []
         for write in ready.writes:
-            ops.extend((yield from self._ops(write)))
-        for start in range(0, len(ops), OPS_PER_MULTI):
-            chunk = ops[start:start + OPS_PER_MULTI]
-            try:
-                yield ZkMulti([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *chunk])
-            except ZkError as error:
-                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+            if write.op == "delete_if_present":
+                yield from self._fenced(ops)
+                ops = []
+                yield from self._delete_if_present(write.path)
+            else:
+                ops.extend((yield from self._ops(write)))
+        yield from self._fenced(ops)
         for request in ready.requests:
             channel = self._channels.get(request.broker_id)
             if channel is not None:
@@ -516,6 +591,26 @@ class ControllerEvents:
             future = self._waiting.pop(reply.token, None) if isinstance(reply.token, int) else None
             if future is not None and not future.done():
                 future.set_result(reply.body)
+
+    def _fenced(self, ops: list[Any]) -> Gen:
+        for start in range(0, len(ops), OPS_PER_MULTI):
+            chunk = ops[start:start + OPS_PER_MULTI]
+            try:
+                yield ZkMulti([Check(layout.CONTROLLER_EPOCH, self._epoch_version), *chunk])
+            except ZkError as error:
+                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+
+    def _delete_if_present(self, path: str) -> Gen:
+        """Delete `path` under the controller-epoch check; a node already gone is no failure."""
+        try:
+            yield ZkMulti([Check(layout.CONTROLLER_EPOCH, self._epoch_version), Delete(path)])
+        except NoNodeError as error:
+            # The failing op's index where the client names it (the simulated one does not: the
+            # check's node, /controller_epoch, is never deleted, so the delete's node is gone).
+            if getattr(error, "op_index", None) not in (None, 1):
+                raise ControllerMoved(f"a fenced write failed: {error!r}") from error
+        except ZkError as error:
+            raise ControllerMoved(f"a fenced write failed: {error!r}") from error
 
     def _ensure_paths(self, paths: list[str]) -> Gen:
         """Create the paths and their missing ancestors, level by level, each level's creates
@@ -561,6 +656,16 @@ class ControllerEvents:
             if known is not None:
                 known.close()
             self._channels[broker.broker_id] = _Channel(self, broker)
+
+    def _watch_broker(self, broker: BrokerRegistration) -> Gen:
+        evidence = yield from watch_endpoint(broker.broker_id, broker.host, broker.port, self.clock_ms)
+        self.suspect(broker, evidence)
+
+    def suspect(self, broker: BrokerRegistration, evidence: str) -> None:
+        """The fast failure detection's verdict on `broker` (this incarnation): the core decides."""
+        log.warning("broker %d (epoch %d) looks dead: %s", broker.broker_id, broker.epoch, evidence)
+        self._post(lambda: self._run(lambda core: core.broker_suspected_dead(broker.broker_id, broker.epoch,
+                                                                             evidence)))
 
     def registration(self, broker_id: int) -> BrokerRegistration | None:
         """Where the channel to `broker_id` sends (the registration it was opened for)."""

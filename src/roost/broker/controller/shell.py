@@ -12,6 +12,7 @@ from typing import Any
 
 from roost.broker.controller.core import ControllerCore, ControllerSettings
 from roost.broker.controller.events import ControllerEvents, ControllerMoved
+from roost.broker.controller.liveness import Connect, perform_connect
 from roost.broker.peer import PeerPool
 from roost.broker.replica.effects import AsyncioShell, Effect, wall_clock_ms
 from roost.broker.replica.waits import AsyncioWaits
@@ -34,6 +35,8 @@ class _ControllerIo(AsyncioShell):
     async def perform(self, effect: Effect | Any, wakeup: Any) -> Any:
         if isinstance(effect, ZK_EFFECTS):
             return await perform_zk(self._zk, effect)
+        if isinstance(effect, Connect):
+            return await perform_connect(effect)
         return await super().perform(effect, wakeup)
 
 
