@@ -311,6 +311,17 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/broker/test_group_service.py::test_too_few_in_sync_replicas_answer_coordinator_not_available"),
         must_load=(PYTEST,)),
     Mutation(
+        "acks-all-wait-dropped-on-same-leader-new-epoch",
+        "a new leader epoch of the same leader (an ISR change) keeps an acks=all wait: answering "
+        "NOT_LEADER_OR_FOLLOWER for records that then commit makes librdkafka re-send them under a "
+        "bumped epoch (duplicates found by the 30-minute fault run)",
+        (edit("src/roost/broker/replica/purgatory.py",
+              "    if partition.leader_epoch == entry.leader_epoch:\n        return True\n",
+              "    if partition.leader_epoch != entry.leader_epoch:  # MUTATION: any new epoch fails the wait\n"
+              "        return False\n    if partition.leader_epoch == entry.leader_epoch:\n        return True\n"),),
+        (APPEND_DOOR + "test_a_new_epoch_of_the_same_leader_keeps_the_wait_and_acknowledges_the_records",),
+        must_load=(PYTEST,)),
+    Mutation(
         "delayed-produce-unwatches-a-waiting-partition",
         "a delayed produce keeps watching a partition while one of its entries there still waits",
         (edit("src/roost/broker/replica/purgatory.py", "            if id(partition) not in waiting_on:\n",
