@@ -53,7 +53,7 @@ from roost.broker.security.acl import (
 )
 from roost.broker.security.api_rules import guard
 from roost.broker.security.authorizer import Authorizer
-from roost.broker.security.principal import ANONYMOUS
+from roost.principal import ANONYMOUS
 from roost.wire.kafka import ApiKey, RequestHeader, decode_response, encode_request
 from roost.wire.kafka.records import build_batch
 

@@ -37,7 +37,8 @@ from confluent_kafka.admin import NewTopic
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
 
-KEEPER_TICK_MS = [500]  # --keeper-tick-ms: the keepers' tickTime (sessions from 2 ticks)
+KEEPER_TICK_MS = [500]
+KEEPERS = [1]  # --keepers: the size of the keeper ensemble  # --keeper-tick-ms: the keepers' tickTime (sessions from 2 ticks)
 CLIENT_EXTRA: dict[str, object] = {}  # --client NAME=VALUE: librdkafka settings for the failover rows
 # The README's fast-failover settings, as a cluster of processes uses them (--session-ms changes the
 # session timeout; the keepers tick every 500 ms, so they grant sessions from 1000 ms).
@@ -59,7 +60,7 @@ def rss_mb(pid: int) -> float:
 @contextmanager
 def cluster_of(brokers: int = 3, **settings: object) -> Iterator[LocalCluster]:
     with tempfile.TemporaryDirectory(prefix="roost-cluster-bench-") as root:
-        cluster = LocalCluster.start(Path(root), brokers=brokers, keepers=1, settings={**FAST, **settings},
+        cluster = LocalCluster.start(Path(root), brokers=brokers, keepers=KEEPERS[0], settings={**FAST, **settings},
                                      keeper_tick_ms=KEEPER_TICK_MS[0])
         try:
             yield cluster
@@ -218,32 +219,48 @@ def watch_election(cluster: LocalCluster, topic: str, dead: int, found: list[flo
 
 
 def bench_failover(kills: int) -> None:
-    print(f"\n== failover: kill -9 of the partition's leader, {kills} times; outage = kill -> first acknowledgement "
-          "(acks=all, 500 msg/s offered) ==", flush=True)
-    outages = []
+    print(f"\n== failover: kill -9 of the partition's leader, {kills} times; outage = kill -> first acknowledgement, "
+          "silence = the longest gap between two acknowledgements around the kill (acks=all, 500 msg/s offered) ==",
+          flush=True)
+    outages, silences, to_leader = [], [], []
     with cluster_of() as cluster:
         create(cluster, "fo", 1, 3, min_isr=2)
         for _ in range(kills):
             victim = cluster.partitions("fo")[0][0]
+            was_controller = victim == cluster.controller()
             elected: list[float] = []
 
             def kill_and_watch(v: int = victim, seen: list[float] = elected) -> None:
                 cluster.kill(v)
                 threading.Thread(target=watch_election, args=(cluster, "fo", v, seen), daemon=True).start()
 
+            survivors = [n for b, n in cluster.brokers.items() if b != victim]
+            cpu_before = sum(cpu_seconds(n.process.popen.pid) for n in survivors)  # type: ignore[union-attr]
             killed_at, acked = stream_and_act(cluster, "fo", kill_and_watch)
             after = [t for t in acked if t > killed_at]
             outage = (after[0] - killed_at) if after else float("nan")
+            around = [t for t in acked if t > killed_at - 1.0]
+            silence = max((b - a for a, b in itertools.pairwise(around)), default=float("nan"))
             outages.append(outage)
+            silences.append(silence)
+            if elected:
+                to_leader.append(elected[0] - killed_at)
             new_leader = f"{elected[0] - killed_at:.2f} s" if elected else "?"
-            print(f"  killed broker {victim}: new leader in metadata after {new_leader}, first acknowledgement "
-                  f"after {outage:.2f} s", flush=True)
+            print(f"  killed broker {victim}{' (the controller)' if was_controller else ''}: new leader in metadata "
+                  f"after {new_leader}, first acknowledgement after {outage:.2f} s, longest silence {silence:.2f} s "
+                  f"(the other brokers' CPU during the stream "
+                  f"{sum(cpu_seconds(n.process.popen.pid) for n in survivors) - cpu_before:.1f} s)",  # type: ignore[union-attr]
+                  flush=True)
             cluster.restart(victim)
             cluster.wait_for_isr("fo", full=True, timeout=120)
-    print(f"  outage over {len(outages)} kills: min {min(outages):.2f} s  median {statistics.median(outages):.2f} s  "
-          f"max {max(outages):.2f} s   (zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']}, "
-          f"client {CLIENT_EXTRA or 'defaults'})",
-          flush=True)
+    conditions = (f"zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']}, replica.lag.time.max.ms "
+                  f"{FAST['replica.lag.time.max.ms']}, {KEEPERS[0]} keeper(s) ticking {KEEPER_TICK_MS[0]} ms, "
+                  f"client {CLIENT_EXTRA or 'defaults'}, load average {os.getloadavg()[0]:.2f}")
+    for name, values in (("outage", outages), ("silence", silences), ("kill -> new leader", to_leader)):
+        if values:
+            print(f"  {name} over {len(values)} kills: min {min(values):.2f} s  median {statistics.median(values):.2f} s"
+                  f"  max {max(values):.2f} s", flush=True)
+    print(f"  ({conditions})", flush=True)
 
 
 def bench_shutdown(times: int) -> None:
@@ -308,7 +325,9 @@ def main() -> None:
                         help="a librdkafka setting for the failover and shutdown producers, e.g. "
                              "retry.backoff.max.ms=200 (how often it asks where a lost leader went)")
     parser.add_argument("--keeper-tick-ms", type=int, default=500)
+    parser.add_argument("--keepers", type=int, default=1, help="keepers in the ensemble (roost up uses 3)")
     args = parser.parse_args()
+    KEEPERS[0] = args.keepers
     FAST["zookeeper.session.timeout.ms"] = args.session_ms
     KEEPER_TICK_MS[0] = args.keeper_tick_ms
     CLIENT_EXTRA.update(item.split("=", 1) for item in args.client)

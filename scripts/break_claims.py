@@ -134,6 +134,7 @@ BROKER = "-m roost.cli.main"
 PYTEST = "-m pytest"  # the test process itself
 SPARK_WORKER = "pyspark"
 APPEND_DOOR = "tests/broker/test_append_door.py::"
+CONSOLE_SECURITY = "tests/console/test_console_security.py::"
 FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
                     "tests/broker/test_fsync_before_ack.py::"
@@ -143,6 +144,9 @@ RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
 SINK = "tests/spark/test_sink.py::"
 READ_COMMITTED = "tests/broker/test_read_committed.py::"
+TXN_CORE = "tests/broker/test_txn_core.py::"
+TRANSACTIONS = "tests/broker/test_transactions.py::"
+TXN_SERVICE = "tests/broker/test_txn_service.py::"
 
 # The fault-injection harness (roost.testing.faults): real processes in network namespaces under
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
@@ -307,6 +311,17 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/broker/test_group_service.py::test_too_few_in_sync_replicas_answer_coordinator_not_available"),
         must_load=(PYTEST,)),
     Mutation(
+        "acks-all-wait-dropped-on-same-leader-new-epoch",
+        "a new leader epoch of the same leader (an ISR change) keeps an acks=all wait: answering "
+        "NOT_LEADER_OR_FOLLOWER for records that then commit makes librdkafka re-send them under a "
+        "bumped epoch (duplicates found by the 30-minute fault run)",
+        (edit("src/roost/broker/replica/purgatory.py",
+              "    if partition.leader_epoch == entry.leader_epoch:\n        return True\n",
+              "    if partition.leader_epoch != entry.leader_epoch:  # MUTATION: any new epoch fails the wait\n"
+              "        return False\n    if partition.leader_epoch == entry.leader_epoch:\n        return True\n"),),
+        (APPEND_DOOR + "test_a_new_epoch_of_the_same_leader_keeps_the_wait_and_acknowledges_the_records",),
+        must_load=(PYTEST,)),
+    Mutation(
         "delayed-produce-unwatches-a-waiting-partition",
         "a delayed produce keeps watching a partition while one of its entries there still waits",
         (edit("src/roost/broker/replica/purgatory.py", "            if id(partition) not in waiting_on:\n",
@@ -393,8 +408,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fetch-min-bytes-ignored",
         "a parked fetch is answered only once MinBytes are there",
         (edit("src/roost/broker/handlers/fetch.py",
-              "if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:",
-              "if found > 0 or errored or self._loop.time() >= self._deadline:  # MUTATION"),),
+              "if found >= self._min_bytes or errored or self._waits.time() >= self._deadline:",
+              "if found > 0 or errored or self._waits.time() >= self._deadline:  # MUTATION"),),
         ("tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data",), must_load=(BROKER,)),
     Mutation(
         "log-small-reads-mapped",
@@ -525,6 +540,54 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
         ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
         must_load=(PYTEST,)),
+    Mutation(
+        "txn-fencing-skipped",
+        "a producer whose epoch was bumped by a newer instance is fenced (PRODUCER_FENCED) at the coordinator",
+        (edit("src/roost/broker/txn/core.py",
+              "        if md.producer_epoch != producer_epoch:\n            return ErrorCode.PRODUCER_FENCED\n"
+              "        if md.pending is not None or md.state in PREPARE:",
+              "        if md.pending is not None or md.state in PREPARE:  # MUTATION: epoch not checked"),),
+        (TXN_CORE + "test_a_new_instance_fences_the_ongoing_transaction_by_aborting_it_with_a_bumped_epoch",
+         TXN_CORE + "test_wrong_producer_or_epoch",
+         TRANSACTIONS + "test_a_second_producer_with_the_same_id_fences_the_first"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-marker-without-epoch-check",
+        "a marker from an older coordinator epoch (or for an older producer epoch) never enters the log",
+        (edit("src/roost/broker/handlers/txn.py",
+              "        refused = partition.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)\n",
+              "        refused = ErrorCode.NONE  # MUTATION: markers not checked\n"),),
+        (TRANSACTIONS + "test_markers_from_an_older_coordinator_or_producer_epoch_are_refused",),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-offsets-visible-before-marker",
+        "offsets committed inside a transaction stay invisible (UNSTABLE_OFFSET_COMMIT with require_stable) "
+        "until the COMMIT marker",
+        (edit("src/roost/broker/group/offsets.py",
+              "            held[key] = StoredOffset(value, log_offset)\n",
+              "            self._apply(key, StoredOffset(value, log_offset))  # MUTATION: visible at once\n"),),
+        (TXN_CORE + "test_transactional_offsets_are_held_until_the_marker",
+         TRANSACTIONS + "test_consume_transform_produce_commits_output_and_offsets_together"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-timeout-never-aborts",
+        "the coordinator aborts a transaction its producer abandoned, after transaction.timeout.ms",
+        (edit("src/roost/broker/txn/core.py",
+              "                      if md.state == S.ONGOING and md.pending is None and md.start_ms + md.timeout_ms < now)",
+              "                      if False)  # MUTATION: never timed out"),),
+        (TXN_CORE + "test_timed_out_transactions_are_fenced_and_aborted",
+         TRANSACTIONS + "test_an_abandoned_transaction_is_aborted_after_its_timeout"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-state-not-reloaded",
+        "a new transaction coordinator (after a failover) loads the transactions from __transaction_state",
+        (edit("src/roost/broker/txn/service.py",
+              "        for transactional_id, value in found.items():\n            self.core.load(transactional_id, value)\n",
+              "        found.clear()  # MUTATION: nothing loaded\n"),),
+        (TXN_SERVICE + "test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state",
+         TXN_SERVICE + "test_a_new_leader_finishes_a_prepared_transaction_and_the_old_coordinator_is_fenced",
+         "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
+        must_load=(BROKER,)),
     # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
     # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).
     Mutation(
@@ -563,7 +626,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/broker/controller/election.py",
               "    return not active and controller_id == broker_id and owner_session == session_id\n",
               "    return False  # MUTATION: the claim is kept\n"),),
-        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",),
+        ("tests/sim/test_replication_sim.py::test_a_lost_election_reply_still_leaves_a_controller",
+         "tests/controller/test_events.py::"
+         "test_an_election_whose_reply_was_lost_runs_again_and_gives_up_its_own_stale_claim"),
+        must_load=(PYTEST,)),
+    Mutation(
+        "sim-bug-request-dropped-before-the-epoch-is-learnt",
+        "a controller request a broker refused because it has not learnt its new registration's epoch yet "
+        "is sent again while that registration lives",
+        (edit("src/roost/broker/controller/events.py",
+              "                if not self._epoch_not_learnt_yet(broker, request, answer):\n",
+              "                if True:  # MUTATION: a stale-epoch refusal is final\n"),),
+        ("tests/controller/test_events.py::"
+         "test_a_request_refused_because_the_broker_has_not_learnt_its_epoch_is_sent_again",
+         SIM_FOUND + "[epoch-not-learnt-yet]"),
         must_load=(PYTEST,)),
     Mutation(
         "sim-bug-bounce-during-failover-unseen",
@@ -589,6 +665,22 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            return  # MUTATION: the epoch cache is left as it is\n"),),
         ("tests/log/test_leader_epochs.py::test_truncating_at_the_log_end_drops_an_epoch_that_holds_no_batch",
          SIM_FOUND + "[epoch-cache-trim]"), must_load=(PYTEST,)),
+    # The fast failure detection (controller/liveness.py): a verdict "dead" may be wrong, so it
+    # must change nothing that a session expiry would not (no election outside the ISR).
+    Mutation(
+        "fast-detection-verdict-trusted",
+        "a broker declared dead on a fast signal is handled exactly as an expired session: a partition it "
+        "alone was in sync for stays without a leader, never goes to a replica outside the ISR",
+        (edit("src/roost/broker/controller/core.py",
+              "        self.brokers_changed({b: r for b, r in self.brokers.items() if b != broker})\n"
+              "        self.suspected[broker] = epoch\n",
+              "        self.brokers_changed({b: r for b, r in self.brokers.items() if b != broker})\n"
+              "        self.suspected[broker] = epoch\n"
+              "        for tp in self._partitions():  # MUTATION: the verdict trusted, leaderless partitions go unclean\n"
+              "            if tp in self.states and tp[0] not in self.deleting and self.states[tp].state.leader == NO_LEADER:\n"
+              "                self._elect_one(tp, ELECTION_UNCLEAN)\n"),),
+        ("tests/sim/test_replication_sim.py::test_a_seed_where_trusting_a_verdict_loses_acknowledged_writes_passes",),
+        must_load=(PYTEST,)),
     Mutation(
         "scram-proof-unverified",
         "a SCRAM login needs a proof made from the right password (unknown user and wrong password alike)",
@@ -614,6 +706,52 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/security/test_bad_input.py::test_mutual_tls_refuses_a_client_without_a_certificate",
          "tests/security/test_credentials.py::test_a_client_certificate_becomes_the_principal_by_the_mapping_rule"),
         must_load=(BROKER,)),
+    Mutation(
+        "console-login-skipped",
+        "a console with a login serves nothing but the login form and static files without a session or basic auth",
+        (edit("src/roost/console/routes_login.py",
+              "    if gate is None or request.path in OPEN_PATHS or request.path.startswith(STATIC):\n",
+              "    if True:  # MUTATION: no login asked\n"),),
+        (CONSOLE_SECURITY + "test_without_a_login_nothing_but_the_login_form_is_served",
+         CONSOLE_SECURITY + "test_a_browser_logs_in_and_sees_the_topics_of_the_sasl_ssl_node"),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-password-unchecked",
+        "the console's login needs the configured user and its password (form and basic auth)",
+        (edit("src/roost/console/login.py",
+              "        return user_ok and password_ok and len(password.encode()) <= MAX_CREDENTIAL_BYTES\n",
+              "        return True  # MUTATION: any password\n"),),
+        ("tests/console/test_console_login_core.py::test_only_the_user_with_its_password_passes",
+         "tests/console/test_console_login_core.py::test_basic_auth_passes_with_the_password_only",
+         CONSOLE_SECURITY + "test_a_wrong_password_is_refused_and_logged_without_it"),
+        must_load=(PYTEST, BROKER)),
+    Mutation(
+        "console-guesses-in-parallel",
+        "refused console passwords wait their delay one after another (parallel guesses are not faster)",
+        (edit("src/roost/console/routes_login.py",
+              "    async with console_of(request).login_refusals:\n        await asyncio.sleep(FAILED_LOGIN_DELAY_S)\n",
+              "    await asyncio.sleep(FAILED_LOGIN_DELAY_S)  # MUTATION: refusals wait side by side\n"),),
+        (CONSOLE_SECURITY + "test_guesses_in_parallel_are_refused_one_after_another",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-password-on-command-line",
+        "roost up --security hands its console the password file's name, never the password (ps shows no secret)",
+        (edit("src/roost/cli/servers/up_console.py",
+              '    flags = ["--login-user", security.admin_user, "--login-password", password_ref]\n',
+              '    flags = ["--login-user", security.admin_user, "--login-password",  # MUTATION\n'
+              '             (security.directory / "admin.password").read_text().strip()]\n'),),
+        (CONSOLE_SECURITY + "test_the_password_is_not_on_the_consoles_command_line_nor_in_the_output",),
+        must_load=(BROKER,)),
+    Mutation(
+        "metrics-token-unchecked",
+        "/metrics with metrics.bearer.token answers 401 and no metric to a scrape without the token",
+        (edit("src/roost/metrics/endpoint.py",
+              "            if self._token is not None and not token_ok(head, self._token):\n",
+              "            if False:  # MUTATION: token not checked\n"),),
+        ("tests/security/test_metrics_guard.py::test_without_the_token_a_scrape_gets_401_and_no_metric",
+         CONSOLE_SECURITY + "test_metrics_need_tls_and_the_bearer_token",
+         "tests/security/test_sasl_ssl_failover.py::test_the_keepers_metrics_need_tls_and_the_token"),
+        must_load=(PYTEST, BROKER)),
 )
 
 

@@ -45,6 +45,9 @@ def main() -> int:
     parser.add_argument("--power-loss-without-fsync", action="store_true",
                         help="power losses also where topics do not fsync before acknowledging (loses acked writes, "
                              "as Kafka's ZooKeeper mode does)")
+    parser.add_argument("--fast-detection", action="store_true",
+                        help="the fast failure detection's signals too: killed brokers seen dead at once, and "
+                             "false verdicts on live brokers and controllers (controller/liveness.py)")
     parser.add_argument("--no-liveness", action="store_true", help="skip the heal-and-converge phase")
     parser.add_argument("--first-failure", action="store_true", help="stop at the first failing seed")
     parser.add_argument("--time-limit", type=float, default=600.0, help="seconds; no new seed starts after it")
@@ -63,9 +66,11 @@ def main() -> int:
         runs += 1
         extra = (f" --bug {args.bug}" if args.bug else "") + (" --no-liveness" if args.no_liveness else "") \
             + (f" --brokers {args.brokers}" if args.brokers else "") \
-            + (" --power-loss-without-fsync" if args.power_loss_without_fsync else "")
+            + (" --power-loss-without-fsync" if args.power_loss_without_fsync else "") \
+            + (" --fast-detection" if args.fast_detection else "")
         with seeded(args.bug), Cluster(seed, brokers=args.brokers, verbose=args.verbose,
-                                       power_loss_without_fsync=args.power_loss_without_fsync) as cluster:
+                                       power_loss_without_fsync=args.power_loss_without_fsync,
+                                       fast_detection=args.fast_detection) as cluster:
             cluster.replay_extra = extra
             try:
                 cluster.run(args.steps)

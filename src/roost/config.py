@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.secret_ref import resolve_secret
 from roost.zkclient.connect_string import parse_connect_string
 
@@ -242,7 +243,6 @@ class Setting:
 # Who may do what (docs/acls.md): Kafka's names and defaults; the ACLs themselves live in
 # ZooKeeper (or, for a broker without one, in its data directory).
 def _authorizer_class(value: str) -> str | None:
-    from roost.broker.security.authorizer import UnknownAuthorizerError, authorizer_enabled
     try:
         authorizer_enabled(value)
     except UnknownAuthorizerError as error:
@@ -251,7 +251,6 @@ def _authorizer_class(value: str) -> str | None:
 
 
 def _principal_list(value: str) -> str | None:
-    from roost.broker.security.authorizer import parse_super_users
     try:
         parse_super_users(value)
     except ValueError as error:
@@ -516,6 +515,22 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "replicas of __consumer_offsets (Kafka: 3; roost up --brokers N sets min(3, N))", between(1, 32)),
     Setting("offsets.commit.required.acks", int, -1,
             "acks an offset commit waits for (-1: every in-sync replica)", minus_one_or_at_least(1)),
+    Setting("transaction.state.log.num.partitions", int, 50, "partitions of __transaction_state",
+            between(1, 1000)),
+    Setting("transaction.state.log.replication.factor", int, 1,
+            "replicas of __transaction_state (Kafka: 3; roost up --brokers N sets min(3, N))", between(1, 32)),
+    Setting("transaction.state.log.min.isr", int, 1, "min.insync.replicas of __transaction_state (Kafka: 2)",
+            at_least(1)),
+    Setting("transaction.state.log.segment.bytes", int, 16 * 1024 * 1024, "segment size of __transaction_state",
+            at_least(1024)),
+    Setting("transaction.max.timeout.ms", int, 900_000, "largest transaction.timeout.ms a producer may ask for",
+            at_least(1)),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000,
+            "how often the coordinator aborts transactions past their timeout", at_least(1)),
+    Setting("transactional.id.expiration.ms", int, 604_800_000,
+            "forget a transactional id idle this long (its tombstone is written)", at_least(1)),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
+            "how often idle transactional ids are looked for", at_least(1)),
     *CLUSTER_SETTINGS,
     *AUTHORIZER_SETTINGS,
     *SECURITY_SETTINGS,
@@ -525,6 +540,14 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "serve Prometheus metrics on http://metrics.host:PORT/metrics (0 picks a free port; -1: off)",
             between(-1, 65535)),
     Setting("metrics.host", str, "127.0.0.1", "address the Prometheus metrics endpoint listens on"),
+    # Roost's own (Kafka has no metrics endpoint): a guarded /metrics (roost.metrics.endpoint).
+    Setting("metrics.ssl.keystore.location", str, "",
+            "serve /metrics over HTTPS only, with this PEM file (private key and certificate chain)"),
+    Setting("metrics.ssl.key.password", str, "", "password of the private key in metrics.ssl.keystore.location",
+            secret_reference(), sensitive=True),
+    Setting("metrics.bearer.token", str, "",
+            "a scrape must send 'Authorization: Bearer <token>' (else 401); best ${file:/path} or ${env:NAME}",
+            secret_reference(), sensitive=True),
 )
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}

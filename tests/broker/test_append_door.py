@@ -135,6 +135,27 @@ def test_acks_all_produce_times_out_or_learns_the_isr_shrank_after_the_append(tm
     run(tmp_path, scenario, **{"min.insync.replicas": 2})
 
 
+def test_a_new_epoch_of_the_same_leader_keeps_the_wait_and_acknowledges_the_records(tmp_path: Path) -> None:
+    """The controller drops an offline follower from the ISR with a new leader epoch and the same
+    leader: the records already written are still this leader's and commit once the HW covers
+    them. Answering NOT_LEADER_OR_FOLLOWER here made librdkafka take them for unwritten and, after
+    an epoch bump, send them again under the new epoch (fault run broker-41: 36 duplicates)."""
+    async def scenario(node: Node) -> None:
+        partition = await lead_user_topic(node)
+        pending = asyncio.ensure_future(produce(node, produce_body(-1, b"written", b"too")))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not pending.done() and partition.log_end_offset == 2
+        await lead_user_topic(node, epoch=2, isr=(ME,))
+        if partition.state.advance_high_watermark(partition.log_end_offset):
+            partition.high_watermark_moved()
+        response = await asyncio.wait_for(pending, 5)
+        assert errors(response) == [ErrorCode.NONE, ErrorCode.NONE]
+        assert [p["base_offset"] for p in response["responses"][0]["partition_responses"]] == [0, 1]
+
+    run(tmp_path, scenario)
+
+
 def test_leadership_lost_while_waiting_answers_not_leader_with_the_new_leader(tmp_path: Path) -> None:
     async def scenario(node: Node) -> None:
         await lead_user_topic(node)

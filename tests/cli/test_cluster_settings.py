@@ -211,7 +211,8 @@ def test_plan_gives_each_broker_its_own_settings_and_shares_the_users(tmp_path: 
     assert broker3 == {
         "broker.id": 3, "listeners": "PLAINTEXT://127.0.0.1:19094", "log.dirs": str(tmp_path / "broker-3"),
         "zookeeper.connect": plan.zookeeper_connect, "num.partitions": 6, "default.replication.factor": 2,
-        "offsets.topic.replication.factor": 3, "zookeeper.session.timeout.ms": 15000,
+        "offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
+        "zookeeper.session.timeout.ms": 15000,
         "replica.lag.time.max.ms": 20000}
     assert plan.zookeeper_connect == ",".join(f"127.0.0.1:{k.address[1]}" for k in plan.keepers)
 

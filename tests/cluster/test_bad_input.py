@@ -16,7 +16,7 @@ from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from tests.support.cluster import LocalCluster, write_toml
 from tests.support.kafka_wire import WireClient
-from tests.support.procs import free_ports
+from tests.support.procs import free_ports, wait_for
 
 TOPIC = "guarded"
 
@@ -39,10 +39,16 @@ def leader_client(cluster: LocalCluster) -> tuple[int, WireClient]:
 
 
 def topic_id(client: WireClient) -> uuid.UUID:
-    answer = client.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": uuid.UUID(int=0)}],
-                                                  "allow_auto_topic_creation": False,
-                                                  "include_topic_authorized_operations": False})
-    return answer["topics"][0]["topic_id"]
+    """The topic's id as this broker knows it. Brokers learn of a topic one after another (the
+    controller's UpdateMetadata reaches each on its own channel), so the broker another one named
+    as leader may not know the topic yet: ask it again until it does, as a client would."""
+    def known() -> uuid.UUID | None:
+        answer = client.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": uuid.UUID(int=0)}],
+                                                      "allow_auto_topic_creation": False,
+                                                      "include_topic_authorized_operations": False})
+        topic = answer["topics"][0]
+        return topic["topic_id"] if topic["error_code"] == ErrorCode.NONE and topic["partitions"] else None
+    return wait_for(known, 30, interval=0.1, what=f"the leader to know {TOPIC}")
 
 
 def still_serving(cluster: LocalCluster) -> None:

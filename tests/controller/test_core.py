@@ -292,3 +292,72 @@ def test_reassignment_errors_and_cancel() -> None:
     ready = core.ready()
     assert core.topics["t"].partitions[0] == [1, 2] and not core.topics["t"].adding
     assert partition_states(requests(ready, ApiKey.STOP_REPLICA)[3])[("t", 0)]["delete_partition"] is True
+
+
+def test_a_cancel_that_would_leave_the_isr_outside_the_replicas_waits() -> None:
+    # Moving [1, 2] to [3, 4]: 3 caught up, 4 not yet, then 1 and 2 died: the ISR is [3] alone.
+    core, _ = core_with({0: [1, 2]}, live=(1, 2, 3, 4), states={0: (LeaderAndIsr(1, 3, (1, 2), 5), 4)})
+    core.reassign("r", {("t", 0): [3, 4]})
+    core.ready()
+    core.alter_partition("a", {"broker_id": 1, "broker_epoch": 101, "topics": [
+        {"topic_name": "t", "partitions": [{"partition_index": 0, "leader_epoch": state(core).leader_epoch,
+                                            "new_isr": [1, 2, 3], "partition_epoch": core.states[("t", 0)].version}]}]}, 1)
+    core.ready()
+    core.brokers_changed(brokers(3, 4))
+    core.ready()
+    assert state(core).isr == (3,) and state(core).leader == 3
+    core.reassign("r", {("t", 0): None})
+    (reply,) = core.ready().replies
+    assert reply.body["responses"][0]["partitions"][0]["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    core.check()
+
+
+# Fast failure detection (controller/liveness.py): a broker declared dead before its session ends.
+def test_a_broker_declared_dead_is_handled_as_its_registration_deleted() -> None:
+    core, _ = core_with({0: [2, 3, 1], 1: [3, 2, 1]}, states={0: (LeaderAndIsr(2, 4, (2, 3, 1), 5), 7),
+                                                            1: (LeaderAndIsr(3, 1, (3, 2, 1), 5), 2)})
+    core.broker_suspected_dead(2, 102, "refused twice")
+    ready = core.ready()
+    # The registration goes first (fenced like every write), then the states, in one event.
+    assert (ready.writes[0].op, ready.writes[0].path) == ("delete_if_present", "/brokers/ids/2")
+    assert [(w.op, w.version) for w in ready.writes[1:]] == [("set", 7), ("set", 2)]
+    assert state(core, 0) == LeaderAndIsr(3, 5, (3, 1), 5)  # a new leader, a new leader epoch
+    assert state(core, 1) == LeaderAndIsr(3, 2, (3, 1), 5)  # a follower leaves the ISR
+    assert 2 not in requests(ready, ApiKey.LEADER_AND_ISR)  # the suspect is told nothing
+    metadata = requests(ready, ApiKey.UPDATE_METADATA)
+    assert set(metadata) == {1, 3} and [b["id"] for b in metadata[3]["live_brokers"]] == [1, 3]
+    core.check()
+
+
+def test_a_suspicion_about_another_incarnation_or_the_controller_itself_changes_nothing() -> None:
+    core, _ = core_with({0: [2, 3, 1]}, states={0: (LeaderAndIsr(2, 4, (2, 3, 1), 5), 7)})
+    core.broker_suspected_dead(2, 99, "refused twice")  # an older registration of broker 2
+    core.broker_suspected_dead(1, 101, "refused twice")  # the controller's own broker
+    core.broker_suspected_dead(7, 107, "refused twice")  # not registered
+    assert core.ready().empty() and state(core).leader == 2
+
+
+def test_a_broker_declared_dead_stays_dead_until_it_registers_again() -> None:
+    core, _ = core_with({0: [2, 3, 1]}, states={0: (LeaderAndIsr(2, 4, (2, 3, 1), 5), 7)})
+    core.broker_suspected_dead(2, 102, "refused twice")
+    core.ready()
+    # A read of /brokers/ids made before the deletion still shows the old registration: ignored.
+    core.brokers_changed(brokers(1, 2, 3))
+    assert core.ready().empty() and state(core).leader == 3 and 2 not in core.brokers
+    # Alive after all, it registers again (a new broker epoch): a bounce, never its old leadership.
+    again = brokers(1, 2, 3)
+    again[2] = BrokerRegistration(2, "127.0.0.1", 9002, epoch=900)
+    core.brokers_changed(again)
+    ready = core.ready()
+    assert 2 in core.brokers and state(core).leader == 3 and state(core).leader_epoch == 5
+    assert partition_states(requests(ready, ApiKey.LEADER_AND_ISR)[2])[("t", 0)]["leader"] == 3
+    assert core.suspected == {}
+
+
+def test_declaring_the_last_isr_member_dead_keeps_it_in_the_isr_without_a_leader() -> None:
+    # A live suspect that alone is in sync may still acknowledge writes (min.insync.replicas 1):
+    # nobody outside the ISR may lead, or they would be lost.
+    core, _ = core_with({0: [2, 3]}, states={0: (LeaderAndIsr(2, 4, (2,), 5), 7)})
+    core.broker_suspected_dead(2, 102, "refused twice")
+    core.ready()
+    assert state(core).leader == NO_LEADER and state(core).isr == (2,)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from roost.testing.faults.keeper_workload import REGISTERS
 from roost.testing.faults.nemesis import KINDS
 from roost.testing.faults.netns import PREFIX, why_unavailable
 from roost.testing.faults.run import run
@@ -42,8 +43,10 @@ def check_outcome(outcome, out: Path) -> None:
 
 @pytest.mark.timeout(240)
 def test_a_keeper_ensemble_under_every_fault_stays_linearizable(tmp_path: Path) -> None:
-    outcome = run("keeper", 11, 14.0, KINDS, tmp_path, clients=4, say=lambda _: None, **FAST)
+    outcome = run("keeper", 11, 14.0, KINDS, tmp_path, clients=4, say=lambda _: None, key_lifetime_s=5.0, **FAST)
     check_outcome(outcome, tmp_path)
+    registers = {op.key for op in outcome.history.client_ops() if op.f == "write"}
+    assert len(registers) > REGISTERS, f"the workload never moved to fresh registers: {sorted(registers)}"
     assert not leftovers(PREFIX + outcome.run_id), leftovers(PREFIX + outcome.run_id)
 
 

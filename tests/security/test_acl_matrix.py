@@ -41,7 +41,8 @@ AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 PRINCIPAL = ANONYMOUS
 TOPIC, GROUP = "matrix", "matrix-group"
 LISTED_GROUP = "matrix-listed"  # left alone by the matrix's rows (OffsetDelete empties GROUP)
-TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = 29, 30, 31
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
+TXN_ID = "matrix-txn"
 CLUSTER = ("Cluster", "kafka-cluster")
 
 
@@ -106,8 +107,9 @@ class Row:
     allowed: Callable[[int], bool] = field(default=lambda code: code == 0)
 
 
-def first_partition(topics_key: str = "topics", parts_key: str = "partitions") -> Callable[[dict[str, Any]], int]:
-    return lambda r: r[topics_key][0][parts_key][0]["error_code"]
+def first_partition(topics_key: str = "topics", parts_key: str = "partitions", code_key: str = "error_code",
+                    ) -> Callable[[dict[str, Any]], int]:
+    return lambda r: r[topics_key][0][parts_key][0][code_key]
 
 
 def top(r: dict[str, Any]) -> int:
@@ -185,6 +187,60 @@ ROWS = [
                                                              "transaction_timeout_ms": 60000,
                                                              "producer_id": -1, "producer_epoch": -1},
         (("Topic", TOPIC, "Write"),), top, CLUSTER_DENIED),
+    # Transactions: with the ACL the request reaches the coordinator, which has no such producer
+    # (49), or finds the transaction coordinator (a FindCoordinator creates __transaction_state).
+    Row("InitProducerId (transactional)", 22, 4, lambda: {"transactional_id": TXN_ID,
+                                                          "transaction_timeout_ms": 60000,
+                                                          "producer_id": -1, "producer_epoch": -1},
+        (("TransactionalId", TXN_ID, "Write"),), top, TXN_DENIED, not_refused(TXN_DENIED)),
+    Row("FindCoordinator (transaction)", 10, 3, lambda: {"key": TXN_ID, "key_type": 1},
+        (("TransactionalId", TXN_ID, "Describe"),), top, TXN_DENIED, not_refused(TXN_DENIED)),
+    Row("AddPartitionsToTxn (transactional id)", 24, 3, lambda: {
+        "v3_and_below_transactional_id": TXN_ID, "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]},
+        (("Topic", TOPIC, "Write"), ("TransactionalId", TXN_ID, "Write")),
+        first_partition("results_by_topic_v3_and_below", "results_by_partition", "partition_error_code"),
+        TXN_DENIED, not_refused(TXN_DENIED)),
+    Row("AddPartitionsToTxn (topic)", 24, 3, lambda: {
+        "v3_and_below_transactional_id": TXN_ID, "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]},
+        (("TransactionalId", TXN_ID, "Write"), ("Topic", TOPIC, "Write")),
+        first_partition("results_by_topic_v3_and_below", "results_by_partition", "partition_error_code"),
+        TOPIC_DENIED, not_refused(TOPIC_DENIED)),
+    Row("AddOffsetsToTxn (transactional id)", 25, 3, lambda: {"transactional_id": TXN_ID, "producer_id": 1,
+                                                              "producer_epoch": 0, "group_id": GROUP},
+        (("Group", GROUP, "Read"), ("TransactionalId", TXN_ID, "Write")), top, TXN_DENIED, not_refused(TXN_DENIED)),
+    Row("AddOffsetsToTxn (group)", 25, 3, lambda: {"transactional_id": TXN_ID, "producer_id": 1,
+                                                   "producer_epoch": 0, "group_id": GROUP},
+        (("TransactionalId", TXN_ID, "Write"), ("Group", GROUP, "Read")), top, GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
+    Row("EndTxn", 26, 3, lambda: {"transactional_id": TXN_ID, "producer_id": 1, "producer_epoch": 0,
+                                  "committed": True},
+        (("TransactionalId", TXN_ID, "Write"),), top, TXN_DENIED, not_refused(TXN_DENIED)),
+    Row("TxnOffsetCommit (transactional id)", 28, 3, lambda: {
+        "transactional_id": TXN_ID, "group_id": GROUP, "producer_id": 1, "producer_epoch": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]},
+        (("Group", GROUP, "Read"), ("Topic", TOPIC, "Read"), ("TransactionalId", TXN_ID, "Write")),
+        first_partition(), TXN_DENIED, not_refused(TXN_DENIED)),
+    Row("TxnOffsetCommit (group)", 28, 3, lambda: {
+        "transactional_id": TXN_ID, "group_id": GROUP, "producer_id": 1, "producer_epoch": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]},
+        (("TransactionalId", TXN_ID, "Write"), ("Topic", TOPIC, "Read"), ("Group", GROUP, "Read")),
+        first_partition(), GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("TxnOffsetCommit (topic)", 28, 3, lambda: {
+        "transactional_id": TXN_ID, "group_id": GROUP, "producer_id": 1, "producer_epoch": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}]}]},
+        (("TransactionalId", TXN_ID, "Write"), ("Group", GROUP, "Read"), ("Topic", TOPIC, "Read")),
+        first_partition(), TOPIC_DENIED, not_refused(TOPIC_DENIED)),
+    # A marker for a producer the partition has not seen, from coordinator epoch 0: appended.
+    Row("WriteTxnMarkers", 27, 1, lambda: {"markers": [{"producer_id": 999_999, "producer_epoch": 0,
+                                                        "transaction_result": False, "coordinator_epoch": 0,
+                                                        "topics": [{"name": TOPIC, "partition_indexes": [0]}]}]},
+        ((*CLUSTER, "ClusterAction"),), lambda r: r["markers"][0]["topics"][0]["partitions"][0]["error_code"],
+        CLUSTER_DENIED),
+    Row("DescribeTransactions", 65, 0, lambda: {"transactional_ids": [TXN_ID]},
+        (("TransactionalId", TXN_ID, "Describe"),), lambda r: r["transaction_states"][0]["error_code"], TXN_DENIED,
+        not_refused(TXN_DENIED)),
     Row("DescribeConfigs (topic)", 32, 3, lambda: {"resources": [{"resource_type": 2, "resource_name": TOPIC,
                                                                   "configuration_keys": None}]},
         (("Topic", TOPIC, "DescribeConfigs"),), lambda r: r["results"][0]["error_code"], TOPIC_DENIED),
@@ -296,8 +352,8 @@ def test_every_served_api_has_a_row() -> None:
     from roost.broker.dispatcher import ADVERTISED_VERSIONS
     served = set(ADVERTISED_VERSIONS) | set(CLUSTER_VERSIONS)
     # ApiVersions and the SASL login are never checked; ListGroups filters
-    # (test_list_groups_shows_only_describable_groups).
-    assert served - {row.api for row in ROWS} == {18, 16, 17, 36}
+    # (test_list_groups_shows_only_describable_groups), ListTransactions too.
+    assert served - {row.api for row in ROWS} == {18, 16, 17, 36, 66}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from roost.broker.security import acl
 from roost.broker.security.acl import AccessControlEntry, AclPermissionType, PatternType, ResourcePattern
 from roost.broker.security.api_rules import RULES, Check
 from roost.broker.security.authorizer import Authorizer
-from roost.broker.security.principal import KafkaPrincipal
+from roost.principal import KafkaPrincipal
 from roost.wire.kafka import RequestHeader, decode_response, encode_response
 from tests.security.test_acl_matrix import ROWS, Row
 

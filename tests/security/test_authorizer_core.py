@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.broker.security import acl_znodes as znodes
 from roost.broker.security.acl import (
     AccessControlEntry,
@@ -18,11 +19,8 @@ from roost.broker.security.acl import (
 )
 from roost.broker.security.authorizer import (
     Authorizer,
-    UnknownAuthorizerError,
-    authorizer_enabled,
-    parse_super_users,
 )
-from roost.broker.security.principal import KafkaPrincipal
+from roost.principal import KafkaPrincipal
 
 ALICE = KafkaPrincipal.parse("User:alice")
 BOB = KafkaPrincipal.parse("User:bob")

@@ -117,6 +117,7 @@ class LocalCluster:
                         str(root / f"broker-{broker_id}-disk{n}") for n in range(2, log_dirs + 1))]),
                     # As `roost up --brokers N` does: internal and default topics replicated.
                     "offsets.topic.replication.factor": min(3, brokers),
+                    "transaction.state.log.replication.factor": min(3, brokers),
                     "default.replication.factor": min(3, brokers),
                     **TEST_BROKER_SETTINGS, **(settings or {})})
                 cluster.brokers[broker_id] = node
@@ -185,7 +186,12 @@ class LocalCluster:
         def output_with_texts() -> str:
             output = self.broker_output(broker_id)
             return output if all(text in output for text in texts) else ""
-        return wait_for(output_with_texts, timeout, interval=0.1, what=f"broker {broker_id} to log {texts!r}")
+        try:
+            return wait_for(output_with_texts, timeout, interval=0.1, what=f"broker {broker_id} to log {texts!r}")
+        except AssertionError as missing:
+            # What it did log instead is what explains the failure.
+            tail = "".join(self.broker_output(broker_id).splitlines(keepends=True)[-80:])
+            raise AssertionError(f"{missing}; its last lines:\n{tail}") from None
 
     @property
     def bootstrap(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +37,13 @@ class KeeperMember:
         return self.role in SERVING_MODES or self.role == "unknown"
 
 
-def four_letter_word(address: str, word: str, timeout_s: float) -> str:
-    """Send a four-letter word to `address` (host:port) and read the whole answer."""
+def four_letter_word(address: str, word: str, timeout_s: float, tls: ssl.SSLContext | None = None) -> str:
+    """Send a four-letter word to `address` (host:port) and read the whole answer; over TLS with
+    `tls` (a keeper's or ZooKeeper's secure client port answers them too)."""
     host, _, port = address.strip().rpartition(":")
-    with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s) as sock:
+    host = host.strip("[]") or "127.0.0.1"
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as raw:
+        sock = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
         sock.sendall(word.encode())
         chunks = []
         while chunk := sock.recv(65536):
@@ -47,10 +51,10 @@ def four_letter_word(address: str, word: str, timeout_s: float) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def probe_keeper(address: str, timeout_s: float) -> KeeperMember:
+def probe_keeper(address: str, timeout_s: float, tls: ssl.SSLContext | None = None) -> KeeperMember:
     """The member at `address`, from its answer to `srvr`."""
     try:
-        answer = four_letter_word(address, "srvr", timeout_s)
+        answer = four_letter_word(address, "srvr", timeout_s, tls)
     except (OSError, ValueError) as error:
         return KeeperMember(address, "down", detail=str(error) or type(error).__name__)
     if NOT_SERVING in answer:

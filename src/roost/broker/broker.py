@@ -21,14 +21,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.broker.cluster_admin import ClusterTopicAdmin
 from roost.broker.connection import ConnectionLimits, KafkaConnection
+from roost.broker.controlled_shutdown import controlled_shutdown
 from roost.broker.controller.core import ControllerSettings
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
 from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
-from roost.broker.handlers import admin, groups
+from roost.broker.handlers import admin, groups, txn
 from roost.broker.handlers import sasl as sasl_handlers
 from roost.broker.handlers.acls import AclsApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
@@ -43,9 +45,10 @@ from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
-from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicCatalog
-from roost.broker.peer import PeerError, PeerPool
+from roost.broker.metadata.catalog import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicCatalog
+from roost.broker.peer import PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
+from roost.broker.replica.effects import AsyncioShell, wall_clock_ms
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.log_move import LogMoves
@@ -55,15 +58,13 @@ from roost.broker.security.acl_store import AclStore, LocalAclStore, ZkAclStore
 from roost.broker.security.api_rules import BROKER_ITSELF, guard
 from roost.broker.security.authorizer import (
     Authorizer,
-    UnknownAuthorizerError,
-    authorizer_enabled,
-    parse_super_users,
 )
 from roost.broker.security.listener import ListenerSecurity, build_listener_security, peer_security
 from roost.broker.security.scram import ScramCredentialStore
 from roost.broker.security.scram_zk import ZkScramCredentials
 from roost.broker.stats import BrokerStats
 from roost.broker.topic_admin import TopicAdmin
+from roost.broker.txn.service import TxnService, transaction_state_configs
 from roost.broker.zk.config_change_listener import ConfigChangeListener
 from roost.broker.zk.layout import (
     LOG_DIR_EVENT_PREFIX,
@@ -77,8 +78,7 @@ from roost.broker.zk.membership import ClusterMembership
 from roost.config import BrokerConfig, ConfigError, ListenerAddress, format_listener, parse_listeners
 from roost.log.files import atomic_write
 from roost.storage.log_manager import LogManager
-from roost.wire.kafka import ApiKey, KafkaCodecError
-from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka import ApiKey
 from roost.zkclient import ZkClient
 
 log = logging.getLogger("roost.broker")
@@ -96,7 +96,6 @@ CLUSTER_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
-CONTROLLED_SHUTDOWN_VERSION = 3
 
 
 def load_cluster_id(path: Path) -> str | None:
@@ -191,6 +190,13 @@ class Broker:
         else:
             # The first FindCoordinator creates __consumer_offsets (Kafka's way).
             self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
+        self.txns = TxnService(config, self.replicas, self.metadata, self.peers, self.producer_ids.allocate)
+        # `__transaction_state` is created on the first FindCoordinator for a transactional id,
+        # as Kafka does: brokers that never see a transaction pay nothing for it.
+        if isinstance(self.topics, TopicAdmin):
+            self.txns.on_topic_missing = self._create_transaction_state_here
+        else:
+            self.txns.on_topic_missing = lambda: self.topics.auto_create(TRANSACTION_STATE_TOPIC)
         # Hot-path counts for Prometheus (roost.metrics.broker_metrics): kept only when metrics are on.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.port"] >= 0 else None
         self.advertised_versions = clip_to_codec(
@@ -200,6 +206,12 @@ class Broker:
         # listener can give a client, on its inter-broker listener.
         self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(
             header, frame, "local", -1, BROKER_ITSELF, self.inter_broker_listener))
+
+    def _create_transaction_state_here(self) -> None:
+        assert isinstance(self.topics, TopicAdmin)
+        if self.topics.catalog.get(TRANSACTION_STATE_TOPIC) is None:
+            self.topics.create_topic(TRANSACTION_STATE_TOPIC, self.config["transaction.state.log.num.partitions"],
+                                     transaction_state_configs(self.config))
 
     def _build_cluster_parts(self) -> None:
         config = self.config
@@ -244,6 +256,8 @@ class Broker:
         scram_api = sasl_handlers.ScramApi(self.scram, self.scram_source)
         group_ctx = groups.GroupContext(
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
+        txn_ctx = txn.TxnContext(self.txns, self.groups, self.replicas,
+                                 lambda topic, index: self.metadata.partition(topic, index) is not None)
         routes: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,
@@ -251,7 +265,14 @@ class Broker:
             ApiKey.METADATA: metadata.handle,
             ApiKey.OFFSET_COMMIT: partial(groups.handle_offset_commit, group_ctx),
             ApiKey.OFFSET_FETCH: partial(groups.handle_offset_fetch, group_ctx),
-            ApiKey.FIND_COORDINATOR: partial(groups.handle_find_coordinator, group_ctx),
+            ApiKey.FIND_COORDINATOR: partial(txn.handle_find_coordinator, txn_ctx, group_ctx),
+            ApiKey.ADD_PARTITIONS_TO_TXN: partial(txn.handle_add_partitions_to_txn, txn_ctx),
+            ApiKey.ADD_OFFSETS_TO_TXN: partial(txn.handle_add_offsets_to_txn, txn_ctx),
+            ApiKey.END_TXN: partial(txn.handle_end_txn, txn_ctx),
+            ApiKey.WRITE_TXN_MARKERS: partial(txn.handle_write_txn_markers, txn_ctx),
+            ApiKey.TXN_OFFSET_COMMIT: partial(txn.handle_txn_offset_commit, txn_ctx),
+            ApiKey.DESCRIBE_TRANSACTIONS: partial(txn.handle_describe_transactions, txn_ctx),
+            ApiKey.LIST_TRANSACTIONS: partial(txn.handle_list_transactions, txn_ctx),
             ApiKey.JOIN_GROUP: partial(groups.handle_join_group, group_ctx),
             ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, group_ctx),
             ApiKey.LEAVE_GROUP: partial(groups.handle_leave_group, group_ctx),
@@ -262,7 +283,7 @@ class Broker:
             ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, admin_ctx),
             ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, admin_ctx),
             ApiKey.DELETE_RECORDS: offsets.handle_delete_records,
-            ApiKey.INIT_PRODUCER_ID: partial(admin.handle_init_producer_id, admin_ctx),
+            ApiKey.INIT_PRODUCER_ID: partial(txn.handle_init_producer_id, txn_ctx, admin_ctx),
             ApiKey.DESCRIBE_CONFIGS: partial(admin.handle_describe_configs, admin_ctx),
             ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, admin_ctx),
             ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, group_ctx),
@@ -413,6 +434,7 @@ class Broker:
                 tuple((e.listener, e.host, e.port) for e in endpoints))], self.broker_id)
         self.logs.start_upkeep()
         self.groups.start()
+        self.txns.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
         return self.host, self.port
@@ -480,11 +502,14 @@ class Broker:
     async def stop(self) -> None:
         if self.clustered and bool(self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
+        if self.membership is not None:
+            self.membership.stopping = True  # a registration deleted from now on stays deleted
         for server in self._servers:
             server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
         await _bounded("the group coordinator", self.groups.stop())
+        await _bounded("the transaction coordinator", self.txns.stop())
         if self.controller is not None:
             await _bounded("the controller", self.controller.stop())
         if self.isr is not None:
@@ -509,50 +534,20 @@ class Broker:
                  describe_counts(self._dispatcher.request_counts))
 
     async def _controlled_shutdown(self) -> None:
-        """Ask the controller to move this broker's leaderships away before it stops (Kafka's
-        controlled shutdown), retrying a bounded number of times."""
-        retries = int(self.config["controlled.shutdown.max.retries"])
-        backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000
-        if self.membership is None or self.replicas.broker_epoch < 0:
+        """Ask the controller to move this broker's leaderships away before it stops: the
+        `controlled_shutdown` activity, run on this broker's peers and event loop."""
+        if self.membership is None:
             return
-        hosted = list(self.replicas.hosted())
-        if all(p.is_leader and p.isr() <= {self.broker_id} for p in hosted):
-            return  # nothing to hand over and no ISR to leave (a one-broker cluster, say)
-        remaining_before: set[tuple[str, int]] | None = None
-        for attempt in range(retries + 1):
-            controller = self.metadata.endpoint(self.metadata.controller_id)
-            if controller is not None:
-                peer = self.peers.get(controller.node_id, controller.host, controller.port)
-                body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch}
-                try:
-                    answer = await peer.request(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, body, 10.0)
-                except (PeerError, KafkaCodecError) as error:
-                    log.info("controlled shutdown: controller %d unreachable: %s", controller.node_id, error)
-                else:
-                    remaining = answer.get("remaining_partitions", [])
-                    if answer["error_code"] == ErrorCode.NONE and not remaining:
-                        log.info("controlled shutdown done: this broker leads nothing")
-                        await self._wait_for_leaderships_to_go()
-                        return
-                    log.info("controlled shutdown attempt %d: error %d, %d partitions still led here",
-                             attempt + 1, answer["error_code"], len(remaining))
-                    left = {(r["topic_name"], r["partition_index"]) for r in remaining}
-                    if answer["error_code"] == ErrorCode.NONE and left == remaining_before:
-                        # No progress: those partitions have no other in-sync replica to go to.
-                        log.info("controlled shutdown: %d partitions have no other in-sync replica; "
-                                 "stopping with them", len(left))
-                        return
-                    remaining_before = left
-            await asyncio.sleep(backoff)
-        log.warning("controlled shutdown did not finish after %d attempts; stopping anyway", retries + 1)
+        metadata, peers = self.metadata, self.peers
 
-    async def _wait_for_leaderships_to_go(self) -> None:
-        """The controller answered; its LeaderAndIsr telling us to follow may still be on its way."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 2.0
-        while loop.time() < deadline and any(
-                p.is_leader and len(p.replicas()) > 1 for p in self.replicas.hosted()):
-            await asyncio.sleep(0.01)
+        def peer_for(broker: int) -> Any:
+            endpoint = metadata.endpoint(broker)
+            return None if endpoint is None else peers.get(endpoint.node_id, endpoint.host, endpoint.port)
+
+        activity = controlled_shutdown(self.broker_id, self.replicas, metadata,
+                                       int(self.config["controlled.shutdown.max.retries"]),
+                                       int(self.config["controlled.shutdown.retry.backoff.ms"]), wall_clock_ms)
+        await AsyncioShell(peer_for).spawn(activity, "controlled-shutdown").finished()
 
     def _new_connection(self, security: ListenerSecurity) -> KafkaConnection:
         connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard, security)

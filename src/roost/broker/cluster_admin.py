@@ -19,7 +19,12 @@ from typing import Any
 from roost.broker.controller.assignment import AssignmentError, assign_replicas
 from roost.broker.controller.shell import ControllerShell
 from roost.broker.metadata.cache import MetadataCache
-from roost.broker.metadata.catalog import OFFSETS_TOPIC, TopicInfo, topic_name_problem
+from roost.broker.metadata.catalog import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    TopicInfo,
+    topic_name_problem,
+)
 from roost.broker.zk import layout
 from roost.broker.zk.layout import TopicAssignment
 from roost.broker.zk.membership import ClusterMembership
@@ -169,6 +174,12 @@ class ClusterTopicAdmin:
             configs: dict[str, Any] = {"cleanup.policy": "compact",
                                        "segment.bytes": self.config["offsets.topic.segment.bytes"],
                                        "retention.ms": -1}
+        elif name == TRANSACTION_STATE_TOPIC:
+            partitions = self.config["transaction.state.log.num.partitions"]
+            replication = self.config["transaction.state.log.replication.factor"]
+            configs = {"cleanup.policy": "compact", "retention.ms": -1,
+                       "segment.bytes": self.config["transaction.state.log.segment.bytes"],
+                       "min.insync.replicas": self.config["transaction.state.log.min.isr"]}
         else:
             partitions = self.config["num.partitions"]
             replication = self.config["default.replication.factor"]

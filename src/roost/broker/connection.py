@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from roost.broker.request import NO_RESPONSE, Deferred
 from roost.broker.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
-from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.broker.security.sasl import Action, SaslAuthenticator
+from roost.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import (
     ApiKey,
     FrameSizeError,

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from roost.broker.request import NO_RESPONSE, Deferred, Handler, Request
-from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from roost.broker.stats import BrokerStats, now_ms
+from roost.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import (
     API_NAMES,
     SUPPORTED_VERSIONS,
@@ -56,7 +56,16 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 5),        # 5 flexible
     ApiKey.DELETE_TOPICS: (1, 5),        # 4+ flexible
     ApiKey.DELETE_RECORDS: (0, 2),       # 2 flexible
-    ApiKey.INIT_PRODUCER_ID: (0, 3),     # 2+ flexible, 3 epoch bump
+    ApiKey.INIT_PRODUCER_ID: (0, 4),     # 2+ flexible, 3 epoch bump, 4 PRODUCER_FENCED
+    # Transactions, the classic protocol only: AddPartitionsToTxn v4+ (the brokers' verify form),
+    # EndTxn v5 and TxnOffsetCommit v5 (KIP-890 part 2) are not advertised.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),   # 2+ PRODUCER_FENCED, 3 flexible
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),      # 2+ PRODUCER_FENCED, 3 flexible
+    ApiKey.END_TXN: (0, 3),                 # 2+ PRODUCER_FENCED, 3 flexible
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),       # flexible (Kafka 4 dropped v0)
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),       # 2+ leader epoch, 3 flexible, member checks
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),   # flexible
+    ApiKey.LIST_TRANSACTIONS: (0, 1),       # flexible, 1 duration filter
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),        # 2 flexible
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # 1 flexible

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+from roost.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from roost.wire.kafka import (
     FrameSizeError,
     FrameSplitter,

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from roost.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from roost.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import RequestHeader
 
 NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)
@@ -24,24 +24,6 @@ class Deferred:
     def __init__(self, header: RequestHeader, future: asyncio.Future[Any]) -> None:
         self.header = header
         self.future = future
-
-
-def when_all(futures: list[asyncio.Future[Any]]) -> asyncio.Future[list[BaseException | None]]:
-    """A future done when every one of `futures` is, with each one's exception (or None)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[list[BaseException | None]] = loop.create_future()
-    remaining = [len(futures)]
-
-    def one_done(_: asyncio.Future[Any]) -> None:
-        remaining[0] -= 1
-        if remaining[0] == 0 and not done.done():
-            done.set_result([None if f.cancelled() else f.exception() for f in futures])
-
-    if not futures:
-        done.set_result([])
-    for future in futures:
-        future.add_done_callback(one_done)
-    return done
 
 
 class Request:

@@ -34,7 +34,8 @@ SERVER_COMMANDS: dict[str, tuple[str, str]] = {
 CLICK_COMMAND_MODULES: tuple[str, ...] = (
     "roost.cli.admin_commands.topic", "roost.cli.records.produce", "roost.cli.records.consume",
     "roost.cli.admin_commands.group", "roost.cli.admin_commands.cluster_status", "roost.cli.zk.command_group",
-    "roost.cli.servers.console_command", "roost.cli.admin_commands.acl", "roost.cli.admin_commands.user")
+    "roost.cli.servers.console_command", "roost.cli.admin_commands.acl", "roost.cli.admin_commands.user",
+    "roost.cli.admin_commands.txn")
 
 
 def build_parser(*names: str) -> argparse.ArgumentParser:

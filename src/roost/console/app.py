@@ -5,7 +5,9 @@ thread pool.
 Guards, in order: a request whose Host is not the console's own (a DNS-rebinding page) is
 refused when the console listens on loopback; a write (any method but GET and HEAD) must send
 JSON, so a cross-site form cannot post to it (a browser preflights a cross-site JSON request, and
-the console answers no CORS); in read-only mode every write is refused with 403; every answer
+the console answers no CORS); in read-only mode every write is refused with 403; with a login
+configured (roost.console.routes_login) nothing but the login form and the static files is served
+without a session or HTTP basic auth; every answer
 carries a Content-Security-Policy that allows the console's own scripts only.
 
 The shells of the overview, the topic list and a topic's messages carry the answer to the page's
@@ -27,7 +29,14 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from roost.console import routes_groups, routes_keeper, routes_messages, routes_overview, routes_topics
+from roost.console import (
+    routes_groups,
+    routes_keeper,
+    routes_login,
+    routes_messages,
+    routes_overview,
+    routes_topics,
+)
 from roost.console.assets import STATIC
 from roost.console.context import CONSOLE, HERE, Console, console_of
 from roost.console.errors import ConsoleError
@@ -57,6 +66,17 @@ async def server_timing(request: web.Request, handler: Handler) -> web.StreamRes
     return response
 
 
+def from_another_site(request: web.Request) -> bool:
+    """A browser says where a form was posted from: Sec-Fetch-Site (every current browser), else
+    an Origin. The console's own pages send `Origin: null` (their Referrer-Policy is no-referrer),
+    which tells nothing either way."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site not in ("same-origin", "none")
+    origin = request.headers.get("Origin")
+    return origin not in (None, "null") and origin.split("://", 1)[-1] != request.host
+
+
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     console = console_of(request)
@@ -65,8 +85,13 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         host = request.host.rsplit(":", 1)[0] if not request.host.startswith("[") else request.host.split("]")[0] + "]"
         if host not in LOOPBACK:
             return error_response(421, f"this console answers to localhost only, not to Host {request.host!r}")
+    if request.path in (routes_login.LOGIN, routes_login.LOGOUT):
+        # Forms (so they work without the page's script), in read-only mode too; a form posted
+        # from another site's page is refused.
+        if request.method not in READS and from_another_site(request):
+            return error_response(403, "a login from another site's page is refused")
     # A reset preview is POSTed (it carries a target) but changes nothing.
-    if request.method not in READS and not request.path.endswith("/reset-preview"):
+    elif request.method not in READS and not request.path.endswith("/reset-preview"):
         if settings.read_only:
             return error_response(403, "read-only console: changes are disabled (started with --read-only)")
         if request.content_type != "application/json":
@@ -96,10 +121,10 @@ async def common_headers(request: web.Request, response: web.StreamResponse) -> 
 
 def create_app(settings: ConsoleSettings, kafka: KafkaSide | None = None,
                keeper: KeeperSide | None = None) -> web.Application:
-    app = web.Application(middlewares=[server_timing, guard], client_max_size=4 * 1024 * 1024)
+    app = web.Application(middlewares=[server_timing, guard, routes_login.require_login], client_max_size=4 * 1024 * 1024)
     console = Console(settings, kafka, keeper)
     app[CONSOLE] = console
-    for module in (routes_overview, routes_topics, routes_messages, routes_groups, routes_keeper):
+    for module in (routes_login, routes_overview, routes_topics, routes_messages, routes_groups, routes_keeper):
         app.router.add_routes(module.routes)
     app.router.add_static(STATIC, HERE / "static")
 

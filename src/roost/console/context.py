@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +22,7 @@ from roost.console.errors import ConsoleError
 from roost.console.history import History, TopicRates
 from roost.console.kafka_side import KafkaSide
 from roost.console.keeper_side import KeeperSide
+from roost.console.login import LoginGate
 from roost.console.settings import ConsoleSettings
 
 HERE = Path(__file__).parent
@@ -36,6 +38,8 @@ class Console:
         self.settings = settings
         self.kafka = kafka or KafkaSide(settings)
         self.keeper = keeper if keeper is not None else (KeeperSide(settings) if settings.zookeeper else None)
+        self.login = LoginGate(settings.login, time.monotonic) if settings.login is not None else None
+        self.login_refusals = asyncio.Lock()  # refused passwords wait their delay one at a time
         self.browser = Browser(self.kafka, settings.bounds)
         self.history = History()
         self.topic_rates = TopicRates()
@@ -56,7 +60,7 @@ class Console:
              **context: Any) -> web.Response:
         html = self.templates.get_template(template).render(
             title=title, read_only=self.settings.read_only, bootstrap=self.settings.bootstrap,
-            has_keeper=self.keeper is not None, static=self.assets.url, first_answer=first_answer, **context)
+            has_keeper=self.keeper is not None, has_login=self.login is not None, static=self.assets.url, first_answer=first_answer, **context)
         return web.Response(text=html, content_type="text/html")
 
     async def first_answer(self, path: str, answer: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:

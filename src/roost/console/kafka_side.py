@@ -60,8 +60,11 @@ Partition = tuple[str, int]
 
 def client_config(settings: ConsoleSettings) -> dict[str, Any]:
     timeout_ms = int(settings.request_timeout_s * 1000)
-    return {"bootstrap.servers": settings.bootstrap, "logger": _SILENT, "socket.timeout.ms": timeout_ms,
-            "socket.connection.setup.timeout.ms": timeout_ms, "client.id": "roost-console"}
+    # The configured client settings (the principal the console acts as) after the defaults;
+    # the logger stays ours, so librdkafka's lines never reach the console's log.
+    return {"bootstrap.servers": settings.bootstrap, "socket.timeout.ms": timeout_ms,
+            "socket.connection.setup.timeout.ms": timeout_ms, "client.id": "roost-console",
+            **settings.client_settings, "logger": _SILENT}
 
 
 @dataclass

@@ -29,6 +29,7 @@ from kazoo.protocol.states import ZnodeStat
 from roost.admin.health import probe_keeper
 from roost.console.display import shown_bytes
 from roost.console.errors import ConsoleError, bad_request, not_found
+from roost.console.keeper_identity import kazoo_identity, probe_context
 from roost.console.settings import ConsoleSettings
 
 MAX_CHILDREN_SHOWN = 1000  # of one znode; the count says how many there are
@@ -56,13 +57,15 @@ class KeeperSide:
         self.connect = settings.zookeeper
         self.timeout = settings.request_timeout_s
         self.display_bytes = settings.bounds.display_bytes
+        self.identity = kazoo_identity(settings.keeper_settings)
+        self.probe_tls = probe_context(self.identity)  # `srvr` over TLS when the client port is TLS
         self._client: KazooClient | None = None
         self._lock = threading.Lock()
 
     def client(self) -> KazooClient:
         with self._lock:
             if self._client is None:
-                client = KazooClient(hosts=self.connect, timeout=self.timeout)
+                client = KazooClient(hosts=self.connect, timeout=self.timeout, **self.identity)
                 try:
                     client.start(timeout=self.timeout)
                 except Exception as error:  # kazoo raises its own timeout types
@@ -73,7 +76,7 @@ class KeeperSide:
 
     def members(self) -> list[dict[str, Any]]:
         addresses = [a.strip() for a in self.connect.split("/", 1)[0].split(",") if a.strip()]
-        return [asdict(probe_keeper(address, min(self.timeout, 2.0))) for address in addresses]
+        return [asdict(probe_keeper(address, min(self.timeout, 2.0), self.probe_tls)) for address in addresses]
 
     def node(self, path: str) -> dict[str, Any]:
         path = checked_path(path)

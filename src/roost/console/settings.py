@@ -4,7 +4,9 @@ says which)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 DEFAULT_CONSOLE_PORT = 8080
 
@@ -21,6 +23,25 @@ class Bounds:
 
 
 @dataclass(frozen=True)
+class Login:
+    """Who may use the console: one user and its password (already resolved from a secret
+    reference; never shown: the repr leaves it out)."""
+
+    username: str
+    password: str = field(repr=False)
+    session_s: float = 8 * 3600.0  # a login lasts this long
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """The console's own HTTPS: a PEM certificate chain and its private key (one file may hold both)."""
+
+    certificate: Path
+    key: Path | None = None
+    key_password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class ConsoleSettings:
     bootstrap: str
     zookeeper: str | None = None
@@ -29,3 +50,11 @@ class ConsoleSettings:
     read_only: bool = False
     request_timeout_s: float = 10.0
     bounds: Bounds = Bounds()
+    # confluent-kafka settings for every client the console makes (security.protocol, sasl.*,
+    # ssl.*: the principal it acts as), secret references already resolved; never shown.
+    client_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Kafka's names for a ZooKeeper client's identity (zookeeper.digest, zookeeper.sasl.client.*,
+    # zookeeper.ssl.*), for the keeper page's kazoo client; never shown.
+    keeper_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
+    login: Login | None = None  # None: no login (only sensible on loopback)
+    tls: ServerTls | None = None  # None: plain HTTP

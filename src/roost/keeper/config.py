@@ -129,6 +129,10 @@ class KeeperConfig:
     # ZooKeeper's Prometheus provider settings: where /metrics is served (-1: not served).
     metrics_port: int = -1
     metrics_host: str = "127.0.0.1"
+    # A guarded /metrics: HTTPS (metricsProvider.httpsPort with metricsProvider.ssl.keyStore.*)
+    # and Roost's own metricsProvider.bearerToken (resolved; "" for none).
+    metrics_tls: TlsFiles | None = None
+    metrics_token: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if self.min_session_timeout == 0:
@@ -218,7 +222,9 @@ class KeeperConfig:
             reconfig_enabled=_bool(values, "reconfigEnabled", False),
             super_digest=_super_digest(values),
             skip_acl=_bool(values, "skipACL", False),
-            metrics_port=_int(values, "metricsProvider.httpPort", -1, -1, 65535),
+            metrics_port=_metrics_port(values),
+            metrics_tls=_metrics_tls(values),
+            metrics_token=_metrics_token(values),
             metrics_host=_string(values, "metricsProvider.httpHost", "127.0.0.1"),
             sasl_users=sasl_users,
             super_user=_string(values, "zookeeper.superUser", ""),
@@ -256,6 +262,8 @@ _KNOWN = frozenset({
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
     # provider's class name is accepted for configs written for ZooKeeper, and means nothing here.
     "metricsProvider.httpPort", "metricsProvider.httpHost", "metricsProvider.className",
+    "metricsProvider.httpsPort", "metricsProvider.ssl.keyStore.location", "metricsProvider.ssl.keyStore.password",
+    "metricsProvider.ssl.keyStore.type", "metricsProvider.bearerToken",
     "zookeeper.superUser", "zookeeper.X509AuthenticationProvider.superUser", "secureClientPort", "secureClientPortAddress", "serverCnxnFactory", "sslQuorum",
     *(f"{prefix}{name}" for prefix in ("ssl.", "ssl.quorum.") for name in (
         "keyStore.location", "keyStore.password", "keyStore.type", "trustStore.location",
@@ -298,6 +306,48 @@ def _tls(values: Mapping[str, Any], prefix: str, wanted: bool) -> TlsFiles | Non
         raise ConfigError(f"setting '{prefix}keyStore.password': {exc}") from None
     return TlsFiles(key_store, password, trust_store, client_auth,
                     _int(values, prefix + "handshakeTimeoutMillis", 5000, 1, 600_000))
+
+
+def _metrics_port(values: Mapping[str, Any]) -> int:
+    http = _int(values, "metricsProvider.httpPort", -1, -1, 65535)
+    https = _int(values, "metricsProvider.httpsPort", -1, -1, 65535)
+    if http >= 0 and https >= 0:
+        raise ConfigError("setting 'metricsProvider.httpsPort': Roost serves one metrics port; "
+                          "leave 'metricsProvider.httpPort' unset")
+    return https if https >= 0 else http
+
+
+def _metrics_tls(values: Mapping[str, Any]) -> TlsFiles | None:
+    """HTTPS for /metrics: metricsProvider.httpsPort needs a PEM key store, and a key store
+    without httpsPort would serve nothing over TLS (refused rather than ignored)."""
+    prefix = "metricsProvider.ssl."
+    key_store = _string(values, prefix + "keyStore.location", "")
+    if "metricsProvider.httpsPort" not in values:
+        if key_store:
+            raise ConfigError(f"setting '{prefix}keyStore.location': needs 'metricsProvider.httpsPort'")
+        return None
+    if _string(values, prefix + "keyStore.type", "PEM").upper() != "PEM":
+        raise ConfigError(f"setting '{prefix}keyStore.type': only PEM files are supported")
+    if not key_store or not Path(key_store).is_file():
+        raise ConfigError(f"setting '{prefix}keyStore.location': a PEM file with the private key and the "
+                          f"certificate chain is required for metricsProvider.httpsPort")
+    try:
+        password = resolve_secret(_string(values, prefix + "keyStore.password", ""))
+    except ValueError as exc:
+        raise ConfigError(f"setting '{prefix}keyStore.password': {exc}") from None
+    return TlsFiles(key_store, password, "", "none")
+
+
+def _metrics_token(values: Mapping[str, Any]) -> str:
+    if "metricsProvider.bearerToken" not in values:
+        return ""
+    try:
+        token = resolve_secret(_string(values, "metricsProvider.bearerToken"))
+    except ValueError as exc:
+        raise ConfigError(f"setting 'metricsProvider.bearerToken': {exc}") from None
+    if not token.strip():  # an empty variable must not mean "no guard"
+        raise ConfigError("setting 'metricsProvider.bearerToken': the token is empty")
+    return token
 
 
 def _sasl_users(values: dict[str, Any]) -> dict[str, str]:
@@ -494,6 +544,12 @@ SETTINGS_HELP: dict[str, tuple[str | None, str]] = {
     "metricsProvider.httpPort": ("metrics_port", "serve Prometheus metrics on this port (-1: off; 0 picks one)"),
     "metricsProvider.httpHost": ("metrics_host", "address the Prometheus metrics endpoint listens on"),
     "metricsProvider.className": (None, "accepted for configs written for ZooKeeper; means nothing here"),
+    "metricsProvider.httpsPort": (None, "serve Prometheus metrics over HTTPS only, on this port (instead of httpPort)"),
+    "metricsProvider.ssl.keyStore.location": (None, "PEM file with the metrics endpoint's private key and certificate chain"),
+    "metricsProvider.ssl.keyStore.password": (None, "password of that private key (may be ${env:NAME} or ${file:/path})"),
+    "metricsProvider.ssl.keyStore.type": (None, "format of the key store: PEM only"),
+    "metricsProvider.bearerToken": (None, "Roost's own: a scrape must send 'Authorization: Bearer <token>' "
+                                          "(else 401); best ${file:/path} or ${env:NAME}"),
     # Security (docs/keeper-security.md).
     "zookeeper.superUser": ("super_user", "a SASL user that passes every ACL check"),
     "zookeeper.X509AuthenticationProvider.superUser": (

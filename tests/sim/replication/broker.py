@@ -5,19 +5,20 @@ Real objects, called as the real broker calls them:
   broker and controller epochs; `_apply_state`; StopReplica; the append door's `_append_to_leader`; `read`;
   `follower_fetched` and `diverging_epoch`), `Partition`, `PartitionState`, `MetadataCache`
   (UpdateMetadata), real `PartitionLog`s (see logs.py);
-- the leader's side of a replica fetch: `roost.broker.handlers.fetch._FetchPlan` (its follower
-  checks, divergence, follower positions, ISR expansion trigger, reads);
+- the leader's side of a replica fetch: the real `FetchApi` (`_FetchPlan`: its follower checks,
+  divergence, follower positions, ISR expansion trigger, reads; the long-poll `DelayedFetch`);
 - the follower's side and the ISR: the real `ReplicaFetchers`/`LeaderFetcher` activities and the
   real `IsrManager` (expand, the shrink check, the AlterPartition sender), run on the simulation's
   shell (shell.py: their requests on the simulated network, their fsyncs on the simulated
   committer, their sleeps on the simulated clock);
 - registration: the real `registration_steps`, its calls on the simulated ZooKeeper;
-- acks=all: `roost.broker.replica.purgatory._verdict` decides every delayed produce.
+- produce: the real `ProduceApi`, the append door (`ReplicaManager.append`) and the purgatory
+  (`DelayedProduce`); their futures and timers, and the long-poll's, on the simulated clock
+  (`SimWaits`);
+- controlled shutdown: the real `controlled_shutdown` activity, on the simulation's shell;
+- the controller: the real activities (controller.py).
 
-Mirrored on the simulation's tasks (the real ones are asyncio code around the calls above): the
-leader's long-poll (`FetchApi.handle` / `DelayedFetch`), `DelayedProduce`'s timer,
-`ProduceApi.handle`, and controlled shutdown (`Broker._controlled_shutdown`); the controller
-shell is in controller.py. Their timings are the real ones scaled down (see the constants).
+Timings are the real ones scaled down (see the constants).
 """
 
 from __future__ import annotations
@@ -26,20 +27,20 @@ import itertools
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from roost.broker.controlled_shutdown import controlled_shutdown
 from roost.broker.controller.core import ELECTION_PREFERRED
-from roost.broker.handlers import fetch as fetch_handler
 from roost.broker.handlers.cluster import InterBrokerApi
+from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.offsets import OffsetsApi
-from roost.broker.handlers.produce import _partition_response
+from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.replica import effects
-from roost.broker.replica.append import ACKS_ALL, ACKS_NONE, AppendOrigin, AppendOutcome
+from roost.broker.replica.append import Appending, AppendOrigin, AppendOutcome
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.replica.purgatory import AwaitedAppend, _verdict
-from roost.broker.request import Request
+from roost.broker.request import NO_RESPONSE, Request
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration
 from roost.broker.zk.membership import CreateNode, ReadNode, registration_steps
@@ -47,12 +48,13 @@ from roost.config import BrokerConfig, parse_topic_configs
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.framing import RequestHeader
+from roost.wire.zk.constants import EventType
 from roost.zkclient import ZkError
-from tests.sim.replication.controller import ControllerMoved, PeerError, Rpc, SimControllerShell
+from tests.sim.replication.controller import ControllerMoved, SimControllerShell
 from tests.sim.replication.logs import SimCommitter, SimLogManager, SimPartitionLog, abandon
-from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, gather
+from tests.sim.replication.runtime import Rpc, SimFuture, SimWaits, Sleep, Task, TaskLoop
 from tests.sim.replication.shell import SimShell
-from tests.sim.replication.zk import SimZkClient, ZkCall
+from tests.sim.replication.zk import Event, SimZkClient, ZkCall
 
 if TYPE_CHECKING:
     from tests.sim.replication.cluster import Cluster
@@ -114,107 +116,6 @@ def wire_copy(response: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class SimDelayedProduce:
-    """roost.broker.replica.purgatory.DelayedProduce on the simulated clock, with its `_verdict`."""
-
-    def __init__(self, proc: BrokerProcess, awaited: list[AwaitedAppend], timeout_ms: int) -> None:
-        self.done = SimFuture()
-        self._hash = hash(self.done)
-        self._waiting = list(awaited)
-        for entry in self._waiting:
-            entry.partition.watch(self)
-        proc.world.after(max(0, timeout_ms), self._expire)
-        self.check()
-
-    # It is its own watcher: a bound method would hash by address, and the partition's set of
-    # watchers would be woken in an order that changes from run to run.
-    def __call__(self) -> None:
-        self.check()
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def check(self) -> None:
-        still = []
-        for entry in self._waiting:
-            code = _verdict(entry)
-            if code is None:
-                still.append(entry)
-                continue
-            entry.outcome.error = code
-            entry.partition.unwatch(self)
-        self._waiting = still
-        if not still:
-            self.done.set_result(None)
-
-    def _expire(self) -> None:
-        for entry in self._waiting:
-            entry.outcome.error = ErrorCode.REQUEST_TIMED_OUT
-            entry.partition.unwatch(self)
-        self._waiting = []
-        self.done.set_result(None)
-
-
-class SimDelayedFetch:
-    """roost.broker.handlers.fetch.DelayedFetch on the simulated clock: parked on its partitions
-    (a one-shot callable waiter), read again on the next turn after a wake, answered once there
-    is enough, a partition errs, or MaxWaitMs passes."""
-
-    def __init__(self, proc: BrokerProcess, plan: Any, min_bytes: int, max_wait_ms: int, respond: Any) -> None:
-        self._proc = proc
-        self._plan = plan
-        self._min_bytes = min_bytes
-        self._deadline = proc.world.now + max_wait_ms
-        self._partitions = plan.partitions()
-        self._respond = respond
-        self._hash = hash(SimFuture())
-        self._check_scheduled = False
-        self._done = False
-        proc.world.after(max_wait_ms, self._expire)
-        self._park()
-
-    # The waiter the partitions hold: hashed by a sequence number, not an address (see runtime).
-    def __call__(self) -> None:
-        if not self._check_scheduled and not self._done:
-            self._check_scheduled = True
-            self._proc.world.after(0, self._check)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def _park(self) -> None:
-        for partition in self._partitions:
-            partition.add_waiter(self, follower=self._plan.follower)
-        self._check()
-
-    def _check(self) -> None:
-        self._check_scheduled = False
-        if self._done or not self._proc.alive:
-            return
-        response, found, errored = self._plan.read()
-        if found >= self._min_bytes or errored or self._proc.world.now >= self._deadline:
-            self._finish(response)
-            return
-        for partition in self._partitions:
-            partition.add_waiter(self, follower=self._plan.follower)
-
-    def _expire(self) -> None:
-        if not self._done and self._proc.alive:
-            self._finish(self._plan.read()[0])
-
-    def _finish(self, response: dict[str, Any]) -> None:
-        self._done = True
-        for partition in self._partitions:
-            partition.remove_waiter(self)
-        self._respond(wire_copy(response))
-
-
 def _reraise(leader: int, error: BaseException) -> None:
     raise error  # in the simulation a bug applying a fetch answer fails the run
 
@@ -230,6 +131,21 @@ class SimReplicaFetchers(ReplicaFetchers):
         self.on_bug = _reraise
 
 
+class SimReplicaManager(ReplicaManager):
+    """The real replica manager; it also keeps what its append door's last call appended to
+    which partition (the checker notes each acknowledged write's log digest)."""
+
+    last_append: list[tuple[Partition, AppendOutcome]] = []
+
+    def append(self, entries: Any, acks: int, origin: AppendOrigin, timeout_s: float,
+               transactional_id: str | None = None) -> Appending:
+        appending = super().append(entries, acks, origin, timeout_s, transactional_id)
+        hosted = self.partitions
+        self.last_append = [(partition, outcome) for (key, _), outcome in zip(entries, appending.outcomes, strict=True)
+                            if (partition := hosted.get(key)) is not None]
+        return appending
+
+
 class BrokerProcess:
     """One incarnation of a broker: everything it holds in memory dies with it."""
 
@@ -243,8 +159,11 @@ class BrokerProcess:
         self.metadata = MetadataCache()
         self.committer = SimCommitter(self.world, lambda: self.loop.alive, cluster.fsync_ms)
         self.logs = SimLogManager(cluster.data_dir(broker_id), self.committer, cluster.clock_ms, self._log_opened)
-        self.replicas = ReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
-                                       clock_ms=cluster.world_clock)
+        self.replicas = SimReplicaManager(broker_id, self.config, self.logs, self.metadata,  # type: ignore[arg-type]
+                                          clock_ms=cluster.world_clock,
+                                          waits=SimWaits(self.world, lambda: self.loop.alive))
+        self.produce = ProduceApi(self.replicas, self.metadata, None)
+        self.fetch = FetchApi(self.replicas, self.metadata)
         self.fetchers = SimReplicaFetchers(self)
         self.inter = InterBrokerApi(self.replicas, self.metadata, self.fetchers, self._topic_config,
                                     lambda topic: None)
@@ -262,6 +181,7 @@ class BrokerProcess:
         self.controller = SimControllerShell(self, cluster.controller_settings)
         self.registration = BrokerRegistration(broker_id, "sim", 9000 + broker_id)
         self.registered = False
+        self._reregistering: Task | None = None
         self.stopping = False
         self.max_controller_epoch_applied = 0
 
@@ -328,12 +248,28 @@ class BrokerProcess:
         self.fetchers.broker_epoch = epoch
         self.registered = True
         self.cluster.note(f"b{self.broker_id} registered (broker epoch {epoch})")
+        if self.cluster.fast_detection:  # see Cluster.fast_detection
+            try:
+                yield from self.zk.exists(layout.broker_path(self.broker_id), watch=self._registration_watch)
+            except ZkError:
+                pass
+
+    def _registration_watch(self, event: Event) -> None:
+        """ClusterMembership._registration_watch: our registration deleted while our session
+        lives (declared dead on a fast signal): register again, with a new broker epoch."""
+        if event.type != EventType.NODE_DELETED or self.stopping or not self.alive:
+            return
+        if self._reregistering is not None and not self._reregistering.done.done():
+            return
+        self.cluster.note(f"b{self.broker_id} finds its registration deleted while its session lives: "
+                          "registering again")
+        self._reregistering = self.loop.spawn(self._register_again(), "register-again")
 
     def _on_session(self, state: str, session: int, new_session: bool) -> None:
         if state == "expired":
             self.cluster.note(f"b{self.broker_id} ZooKeeper session 0x{session:x} expired")
         elif state == "connected" and new_session and self.registered:
-            self.loop.spawn(self._register_again(), "register-again")
+            self._reregistering = self.loop.spawn(self._register_again(), "register-again")
 
     def _register_again(self) -> Gen:
         try:
@@ -352,9 +288,13 @@ class BrokerProcess:
         return logs
 
     def controlled_stop(self) -> Gen:
-        """Broker.stop: controlled shutdown, then everything closes; logs close cleanly."""
+        """Broker.stop: controlled shutdown (the real activity, on the simulated network and
+        clock), the controller's stop, then everything closes; logs close cleanly."""
         self.stopping = True
-        yield from self._controlled_shutdown()
+        shell = SimShell(self.loop, lambda broker: self.metadata.endpoint(broker) is not None)
+        yield from shell.drive(controlled_shutdown(
+            self.broker_id, self.replicas, self.metadata, CONTROLLED_SHUTDOWN_RETRIES, CONTROLLED_SHUTDOWN_BACKOFF_MS,
+            self.cluster.world_clock, CONTROLLED_SHUTDOWN_TIMEOUT_MS, LEADERSHIPS_GONE_WAIT_MS))
         yield from self.controller.stop()
         self.zk.close()
         if self.replicas.partitions:  # ReplicaManager.close
@@ -363,37 +303,6 @@ class BrokerProcess:
             partition.close()
             partition.log.close()
         self.loop.kill()
-
-    def _controlled_shutdown(self) -> Gen:
-        if self.replicas.broker_epoch < 0:
-            return
-        remaining_before: set[TopicPartition] | None = None
-        for attempt in range(CONTROLLED_SHUTDOWN_RETRIES + 1):
-            controller = self.metadata.endpoint(self.metadata.controller_id)
-            if controller is not None:
-                body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch}
-                try:
-                    answer = yield Rpc(controller.node_id, ApiKey.CONTROLLED_SHUTDOWN, 3, body,
-                                       CONTROLLED_SHUTDOWN_TIMEOUT_MS)
-                except PeerError:
-                    pass
-                else:
-                    remaining = answer.get("remaining_partitions", [])
-                    if answer["error_code"] == ErrorCode.NONE and not remaining:
-                        yield from self._wait_for_leaderships_to_go()
-                        return
-                    left = {(r["topic_name"], r["partition_index"]) for r in remaining}
-                    if answer["error_code"] == ErrorCode.NONE and left == remaining_before:
-                        return
-                    remaining_before = left
-            self.cluster.note(f"b{self.broker_id} controlled shutdown attempt {attempt + 1} not done")
-            yield Sleep(CONTROLLED_SHUTDOWN_BACKOFF_MS)
-
-    def _wait_for_leaderships_to_go(self) -> Gen:
-        deadline = self.world.now + LEADERSHIPS_GONE_WAIT_MS
-        while self.world.now < deadline and any(
-                p.is_leader and len(p.state.replicas) > 1 for p in self.replicas.hosted()):
-            yield Sleep(10)
 
     # logs and configs ---------------------------------------------------------------------------
     def _log_opened(self, topic: str, index: int, plog: SimPartitionLog) -> None:
@@ -498,64 +407,28 @@ class BrokerProcess:
 
     # serving replica fetches ----------------------------------------------------------------------
     def _handle_fetch(self, request: Request, respond: Any) -> None:
-        """FetchApi.handle."""
-        body = request.body
-        replica_id = fetch_handler._replica_id(request.version, body)
-        if replica_id >= 0 and replica_id not in self.metadata.brokers:
-            respond(fetch_handler._refuse_all(body, request.version))
-            return
-        plan = fetch_handler._FetchPlan(self.replicas, self.metadata, request.version, replica_id, body)
-        response, found, errored = plan.read()
-        if found >= body["min_bytes"] or errored or body["max_wait_ms"] <= 0 or not plan.partitions():
-            respond(wire_copy(response))
-            return
-        SimDelayedFetch(self, plan, body["min_bytes"], body["max_wait_ms"], respond)
+        """The real FetchApi: its checks, reads and long-poll (DelayedFetch) on the simulated
+        clock (SimWaits); what the network delivers is a copy of the answer."""
+        answer = self.fetch.handle(request)
+        if isinstance(answer, SimFuture):
+            answer.add_done_callback(lambda done: respond(wire_copy(done.result())))
+        else:
+            respond(wire_copy(answer))
 
     # produce ----------------------------------------------------------------------------------------
     def _handle_produce(self, request: Request, respond: Any) -> None:
-        """ProduceApi.handle (no auto-creation, no KIP-951 hint)."""
-        body = request.body
-        acks = body["acks"]
-        durable_waits: list[SimFuture] = []
-        awaited: list[AwaitedAppend] = []
-        topics_out = []
-        appended: list[tuple[Partition, AppendOutcome]] = []
-        settled: list[tuple[dict[str, Any], AppendOutcome]] = []  # response entries the purgatory settles
-        for topic in body["topic_data"]:
-            name = topic["name"]
-            partitions_out = []
-            for pdata in topic["partition_data"]:
-                index = pdata["index"]
-                partition, error = self.replicas.leader_partition(name, index)
-                if partition is None:
-                    outcome = AppendOutcome(error)
-                else:
-                    outcome = self.replicas._append_to_leader(partition, pdata["records"], acks, AppendOrigin.CLIENT)
-                    if outcome.durable is not None:
-                        durable_waits.append(outcome.durable)
-                    appended.append((partition, outcome))
-                entry = _partition_response(index, outcome)
-                if partition is not None and acks == ACKS_ALL and outcome.error == ErrorCode.NONE \
-                        and outcome.required_offset > partition.high_watermark:
-                    awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, outcome))
-                    settled.append((entry, outcome))
-                partitions_out.append(entry)
-            topics_out.append({"name": name, "partition_responses": partitions_out})
-        response: dict[str, Any] = {"responses": topics_out, "throttle_time_ms": 0}
-        if acks == ACKS_NONE:
+        """The real ProduceApi (no auto-creation): the real append door, purgatory and acks rule,
+        waiting on the simulated clock (SimWaits)."""
+        answer = self.produce.handle(request)
+        if answer is NO_RESPONSE:
             return
-        if awaited:
-            delayed = SimDelayedProduce(self, awaited, body["timeout_ms"])
-            if not delayed.done.done():
-                durable_waits.append(delayed.done)
+        appended = self.replicas.last_append
 
-        def answer(_: Any = None) -> None:
-            for entry, outcome in settled:
-                entry["error_code"] = outcome.error
-            self.cluster.produce_answered(self, body, response, appended)
+        def send(response: dict[str, Any]) -> None:
+            self.cluster.produce_answered(self, request.body, response, appended)
             respond(response)
 
-        if not durable_waits:
-            answer()
+        if isinstance(answer, SimFuture):
+            answer.add_done_callback(lambda done: send(done.result()))
         else:
-            gather(durable_waits).add_done_callback(answer)
+            send(answer)

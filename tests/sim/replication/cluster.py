@@ -35,6 +35,7 @@ from typing import Any
 
 from roost.broker.controller.assignment import assign_replicas
 from roost.broker.controller.core import ControllerSettings
+from roost.broker.controller.liveness import Probe
 from roost.broker.zk import layout
 from roost.broker.zk.layout import TopicAssignment
 from roost.wire.kafka import ApiKey
@@ -45,7 +46,7 @@ from tests.sim.replication.broker import BrokerProcess
 from tests.sim.replication.checker import Ack, Checker
 from tests.sim.replication.controller import PeerError, Rpc
 from tests.sim.replication.logs import SimPartitionLog, lose_unsynced
-from tests.sim.replication.runtime import Task, TaskLoop, World
+from tests.sim.replication.runtime import SimFuture, Sleep, Task, TaskLoop, Wait, World
 from tests.sim.replication.zk import SimZooKeeper
 
 CLOCK_BASE_MS = 1_700_000_000_000  # record timestamps: a fixed epoch plus the simulated time
@@ -75,6 +76,11 @@ class Faults:
     # can then lose acknowledged writes (KIP-966's last replica standing); never drawn at random.
     power_loss_without_fsync: bool = False
     zk_lost_reply: float = 0.0  # chance a write is applied but its reply lost (the connection dropped)
+    # Fast failure detection (controller/liveness.py): the chance that a killed broker's idle
+    # connections are seen to end (else only its session's expiry tells), and the mean ms
+    # between two false verdicts (a live broker, the controller too, declared dead; 0: never).
+    dead_signal: float = 0.0
+    false_dead_interval: int = 0
     produce_interval: int = 8  # mean ms between two produce requests
     acks_all: float = 0.8
 
@@ -92,6 +98,13 @@ def random_faults(rng: random.Random) -> Faults:
         produce_interval=rng.choice([3, 8, 20]),
         acks_all=rng.choice([0.7, 0.9, 1.0]),
     )
+
+
+def with_fast_detection(faults: Faults, rng: random.Random) -> Faults:
+    """The fast failure detection's signals drawn on top (a separate draw, so that the seeds
+    without it keep their histories, and the seeds that found bugs keep finding them)."""
+    return dataclasses.replace(faults, dead_signal=rng.choice([0.8, 1.0]),
+                               false_dead_interval=rng.choice([700, 1500, 4000]))
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,20 @@ class Network:
 
         proc.receive(rpc.api_key, rpc.version, rpc.body, f"{source}", respond)
 
+    def connect(self, source: int, destination: int) -> Generator[Any, Any, Probe]:
+        """A liveness.Connect: one connection attempt, refused where no process of that broker
+        runs (any incarnation listens on the same port), no answer across a cut link; a
+        connection made is held until the cluster ends it (`_connections_end`)."""
+        yield Sleep(self.latency())
+        if (source, destination) in self.cluster.blocked or (destination, source) in self.cluster.blocked:
+            return Probe.NO_ANSWER
+        if self.cluster.process(destination) is None:
+            return Probe.REFUSED
+        ended = SimFuture()
+        self.cluster.held.setdefault(destination, []).append((source, ended))
+        yield Wait(ended)
+        return Probe.CONNECTED
+
     def _answer(self, loop: TaskLoop, task: Task, token: int, answer: Any) -> None:
         if loop.alive:
             loop.resume_token(task, token, 0, value=answer)
@@ -161,7 +188,7 @@ class Network:
 class Cluster:
     def __init__(self, seed: int, brokers: int | None = None, faults: Faults | None = None,
                  transcript: int = 400, verbose: bool = False,
-                 power_loss_without_fsync: bool = False) -> None:
+                 power_loss_without_fsync: bool = False, fast_detection: bool = False) -> None:
         self.seed = seed
         # A scenario's own fault: the first ZooKeeper write matching it loses its reply.
         self.lose_reply_of: Callable[[list[Any]], bool] | None = None
@@ -170,6 +197,8 @@ class Cluster:
         self.faults = faults or random_faults(rng)
         if power_loss_without_fsync:
             self.faults = dataclasses.replace(self.faults, power_loss_without_fsync=True)
+        if fast_detection:
+            self.faults = with_fast_detection(self.faults, rng)
         self.broker_ids = list(range(1, (brokers or rng.choice([3, 3, 4, 5])) + 1))
         self.controller_settings = ControllerSettings(imbalance_check_interval_ms=rng.choice([3000, 10000]))
         self.root = Path(tempfile.mkdtemp(prefix=f"roost-repl-sim-{seed}-", dir=sim_root()))
@@ -181,6 +210,8 @@ class Cluster:
         self.incarnations: Counter[int] = Counter()
         self.zk_cut: set[int] = set()
         self.blocked: set[tuple[int | str, int | str]] = set()
+        # Connections held by the fast failure detection, by destination: (source, its end).
+        self.held: dict[int, list[tuple[int, SimFuture]]] = {}
         self.disrupted: set[int] = set()  # brokers the nemesis has down, stopping or cut off
         self.transcript: deque[str] = deque(maxlen=transcript)
         self.verbose = verbose
@@ -203,6 +234,8 @@ class Cluster:
             self.start_broker(broker)
         self.world.after(rng.randint(50, 200), self._produce_tick)
         self.world.after(rng.randint(300, 800), self._nemesis_tick)
+        if self.faults.false_dead_interval:
+            self.world.after(int(rng.expovariate(1 / self.faults.false_dead_interval)) + 1, self._false_dead_tick)
         self._closed = False
 
     # plumbing ----------------------------------------------------------------------------------
@@ -221,6 +254,14 @@ class Cluster:
             return True
         chance = self.faults.zk_lost_reply
         return bool(chance) and self.chaos and self.world.rng.random() < chance
+
+    @property
+    def fast_detection(self) -> bool:
+        """The fast failure detection's signals are simulated. The ZooKeeper calls that only
+        they need (a broker's watch on its own registration, a controller's check of its claim,
+        the reads before watching the controller) are made only then, so that the seeds without
+        them keep their histories and the seeds that found bugs keep finding them."""
+        return bool(self.faults.dead_signal or self.faults.false_dead_interval)
 
     def zk_link_up(self, broker: int) -> bool:
         return broker not in self.zk_cut
@@ -326,6 +367,45 @@ class Cluster:
             self.stats["unsynced_bytes_lost"] += lost
         self.note(f"b{broker} {'loses power' if power_loss else 'is killed (-9)'}"
                   + (f": {lost} unsynced bytes lost" if power_loss else ""))
+        self._connections_end(broker)
+
+    def _connections_end(self, broker: int) -> None:
+        """The dead process's idle connections (from the controller, and from the other brokers
+        if it was the controller) end, each seen with the chance `dead_signal` (else only the
+        session's expiry tells): the fast failure detection may start."""
+        rng = self.world.rng
+        for source, ended in self.held.pop(broker, []):
+            proc = self.process(source)
+            if proc is None or ended.done():
+                continue
+            if self.faults.dead_signal and rng.random() < self.faults.dead_signal:
+                self.world.after(self.network.latency(), self._connection_ended, proc, ended)
+
+    @staticmethod
+    def _connection_ended(proc: BrokerProcess, ended: SimFuture) -> None:
+        if proc.alive and not ended.done():
+            ended.set_result(None)
+
+    def _false_dead_tick(self) -> None:
+        """A false verdict "dead" on a live broker (a firewall that rejects, say): the controller
+        declares it dead, or, if it is the controller, another broker gives its claim up."""
+        rng = self.world.rng
+        live = list(self.live_processes())
+        if self.chaos and live:
+            victim = rng.choice(live).broker_id
+            controller = self.process(self.controller()) if self.controller() is not None else None
+            if controller is not None and controller.broker_id != victim and controller.controller.active:
+                registration = controller.controller.events.registration(victim)
+                if registration is not None:
+                    self.note(f"false signal: b{victim} looks dead to controller b{controller.broker_id}")
+                    controller.controller.suspect(registration, "a false signal")
+            elif controller is not None and controller.broker_id == victim:
+                others = [p for p in live if p.broker_id != victim]
+                if others:
+                    watcher = rng.choice(others)
+                    self.note(f"false signal: controller b{victim} looks dead to b{watcher.broker_id}")
+                    watcher.controller.give_up_controller("a false signal")
+        self.world.after(int(rng.expovariate(1 / self.faults.false_dead_interval)) + 1, self._false_dead_tick)
 
     def log_opened(self, proc: BrokerProcess, tp: tuple[str, int], plog: SimPartitionLog) -> None:
         if plog.recovery_problem is not None:

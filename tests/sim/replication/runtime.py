@@ -17,6 +17,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from roost.wire.kafka import ApiKey
+
 TaskGen = Generator[Any, Any, Any]
 
 
@@ -70,6 +72,23 @@ class World:
 
 
 # ---------------------------------------------------------------------------- what tasks yield
+class PeerError(Exception):
+    """No answer (the peer is down, unreachable, or too slow)."""
+
+
+class Rpc:
+    """What a task yields to send a request and wait for its answer (PeerError on failure)."""
+
+    __slots__ = ("api_key", "body", "destination", "timeout_ms", "version")
+
+    def __init__(self, destination: int, api_key: ApiKey, version: int, body: dict[str, Any], timeout_ms: int) -> None:
+        self.destination = destination
+        self.api_key = api_key
+        self.version = version
+        self.body = body
+        self.timeout_ms = timeout_ms
+
+
 @dataclass
 class Sleep:
     ms: int
@@ -267,3 +286,64 @@ def gather(futures: list[SimFuture]) -> SimFuture:
     for future in futures:
         future.add_done_callback(one_done)
     return combined
+
+
+class _SimTimer:
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback: Callable[[], None] | None = callback
+
+    def cancel(self) -> None:
+        self._callback = None
+
+    def fire(self) -> None:
+        if self._callback is not None:
+            callback, self._callback = self._callback, None
+            callback()
+
+
+class SimWaits:
+    """roost.broker.replica.waits.Waits on the simulated clock: what the real append door,
+    purgatory and parked fetches wait with in the simulation (SimFutures, timers as scheduled
+    events). A timer of a process that died meanwhile never fires (kill -9)."""
+
+    def __init__(self, world: World, alive: Callable[[], bool] = lambda: True) -> None:
+        self._world = world
+        self._alive = alive
+
+    def future(self) -> SimFuture:
+        return SimFuture()
+
+    def call_later(self, delay_s: float, callback: Callable[[], None]) -> _SimTimer:
+        timer = _SimTimer(callback)
+        self._world.after(round(delay_s * 1000), self._fire, timer)
+        return timer
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        self._world.after(0, self._call, callback)
+
+    def _fire(self, timer: _SimTimer) -> None:
+        if self._alive():
+            timer.fire()
+
+    def _call(self, callback: Callable[[], None]) -> None:
+        if self._alive():
+            callback()
+
+    def time(self) -> float:
+        return self._world.now / 1000
+
+    def when_all(self, futures: list[SimFuture]) -> SimFuture:
+        combined = SimFuture()
+        remaining = [len(futures)]
+        if not futures:
+            combined.set_result([])
+            return combined
+
+        def one_done(_: SimFuture) -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                combined.set_result([future.exception() for future in futures])
+
+        for future in futures:
+            future.add_done_callback(one_done)
+        return combined

@@ -84,7 +84,9 @@ class PartitionState:
 class ZkWrite:
     """One znode change; `version` is the expected version (-1: any)."""
 
-    op: str  # "create", "set", "delete", "delete_tree" (the node and all below it)
+    # "create", "set", "delete", "delete_tree" (the node and all below it), "delete_if_present"
+    # (made on its own, fenced like the others; a node already gone is no failure)
+    op: str
     path: str
     data: bytes = b""
     version: int = -1
@@ -150,6 +152,9 @@ class ControllerCore:
         self._metadata_full: set[int] = set()  # brokers that get the whole picture
         self._metadata_all = False  # every live broker gets the (changed part of the) picture
         self._stop_replica: dict[int, dict[TopicPartition, tuple[int, bool]]] = {}
+        # Brokers declared dead on a fast signal (broker -> the registration epoch declared dead):
+        # that registration counts as gone even if a read still shows it, until it is gone.
+        self.suspected: dict[int, int] = {}
         self._activate(snapshot)
 
     # ---------------------------------------------------------------------------------- output
@@ -315,8 +320,33 @@ class ControllerCore:
         return ErrorCode.NONE
 
     # ----------------------------------------------------------------------- brokers come and go
+    def broker_suspected_dead(self, broker: int, epoch: int, evidence: str) -> None:
+        """A fast, unambiguous sign that the process of `broker` (its registration with broker
+        epoch `epoch`) is gone, before its ZooKeeper session expires (see docs/cluster.md, "Fast
+        failure detection"): handled exactly as the deletion of its registration, which is made
+        so in ZooKeeper first (a fenced delete of /brokers/ids/<id>; the broker, if alive after
+        all, sees it and registers again with a new epoch, as after a bounce).
+
+        Safety does not rest on the sign being right: the new leaders get new leader epochs and
+        the suspect leaves the ISRs through the same conditional writes as after a session
+        expiry, so a suspect that lives on is fenced (its AlterPartition answers
+        STALE_BROKER_EPOCH, its followers fetch from the new leader, so its acks=all writes
+        cannot complete) and never elected while declared dead; an ISR is still never emptied
+        and no replica outside it is elected unless unclean election is allowed."""
+        known = self.brokers.get(broker)
+        if broker == self.broker_id or known is None or known.epoch != epoch:
+            return  # ourselves, already gone, or about an incarnation that is no more
+        log.warning("broker %d (epoch %d) declared dead before its session expired: %s", broker, epoch, evidence)
+        self._write("delete_if_present", layout.broker_path(broker))
+        self.brokers_changed({b: r for b, r in self.brokers.items() if b != broker})
+        self.suspected[broker] = epoch
+
     def brokers_changed(self, brokers: dict[int, BrokerRegistration]) -> None:
         """The children of /brokers/ids (with their epochs) are now `brokers`."""
+        # A registration declared dead stays dead even if it is read again before its deletion
+        # (or its session's end) shows; a new registration of that broker is a new incarnation.
+        self.suspected = {b: e for b, e in self.suspected.items() if b in brokers and brokers[b].epoch == e}
+        brokers = {b: r for b, r in brokers.items() if self.suspected.get(b) != r.epoch}
         gone = {b for b in self.brokers if b not in brokers or brokers[b].epoch != self.brokers[b].epoch}
         arrived = {b for b in brokers if b not in self.brokers or brokers[b].epoch != self.brokers[b].epoch}
         if not gone and not arrived:
@@ -680,6 +710,11 @@ class ControllerCore:
         if target is None:
             if not self._reassigning(tp):
                 return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+            if not set(original) & set(self.states[tp].state.isr):
+                # Back to the original replicas would leave the ISR outside them (or empty it):
+                # only once one of them is in sync again. (Found by the replication simulation.)
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, \
+                    f"none of the original replicas {original} is in sync yet: cancel again later"
             log.info("reassignment of %s-%d cancelled: back to %s", *tp, original)
             self._finish_reassignment(tp, original, stop=adding)
             return ErrorCode.NONE, None

@@ -16,7 +16,14 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from roost.wire.kafka.records import build_batch, iter_records
+from roost.log.transactions import read_marker
+from roost.wire.kafka.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    build_batch,
+    decode_batch_records,
+    iter_batch_headers,
+)
 
 log = logging.getLogger("roost.broker.offsets")
 
@@ -118,14 +125,19 @@ def decode_value(data: bytes) -> CommittedOffset:
 
 
 def offset_batch(entries: dict[OffsetKey, CommittedOffset | None], now_ms: int,
-                 deleted_groups: Iterable[str] = ()) -> bytearray:
+                 deleted_groups: Iterable[str] = (), producer_id: int = NO_PRODUCER_ID,
+                 producer_epoch: int = NO_PRODUCER_EPOCH) -> bytearray:
     """One record batch with a record per entry (None: a tombstone, the entry is deleted), then
-    a group metadata tombstone per deleted group."""
+    a group metadata tombstone per deleted group. With a producer id: a transactional batch
+    (TxnOffsetCommit), pending until its transaction's marker."""
     records: list[tuple[bytes, bytes | None]] = [
         (encode_key(key), None if value is None else encode_value(value)) for key, value in entries.items()]
     records += [(encode_group_metadata_key(group), None) for group in deleted_groups]
     assert records
-    return bytearray(build_batch(records, timestamp_ms=now_ms))
+    if producer_id == NO_PRODUCER_ID:
+        return bytearray(build_batch(records, timestamp_ms=now_ms))
+    return bytearray(build_batch(records, timestamp_ms=now_ms, producer_id=producer_id,
+                                 producer_epoch=producer_epoch, is_transactional=True))
 
 
 def offsets_partition_for(group_id: str, partitions: int) -> int:
@@ -159,12 +171,18 @@ class OffsetStore:
     visible, and only if no later record for the same key is already applied (commits of one key
     may finish out of order). Keys with a pending commit do not expire (Kafka's rule), and a
     pending commit to a deleted topic is dropped when it finishes.
+
+    Transactional commits (TxnOffsetCommit) are held per producer id apart from the visible ones
+    until the transaction's marker reaches this partition: COMMIT makes them visible (unless a
+    later record of the key is), ABORT drops them. While a key has one held, OffsetFetch with
+    `require_stable` answers UNSTABLE_OFFSET_COMMIT for it.
     """
 
     def __init__(self) -> None:
         self._offsets: dict[OffsetKey, StoredOffset] = {}
         self._by_group: dict[str, set[OffsetKey]] = {}
         self._pending: dict[OffsetKey, int] = {}  # key -> commits appended, not yet finished
+        self._txn_pending: dict[int, dict[OffsetKey, StoredOffset]] = {}  # producer id -> held commits
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -172,23 +190,63 @@ class OffsetStore:
     # loading ----------------------------------------------------------------------------------
     def replay(self, data: bytes, where: str) -> int:
         """Apply the records of the whole batches in `data`, read in log order; returns how
-        many offset records there were (other record kinds are skipped)."""
+        many offset records there were (other record kinds are skipped). Transactional batches
+        are held until their marker, which is a control batch of the same producer."""
         applied = 0
-        for record in iter_records(data):
-            if record.key is None:
+        view = memoryview(data)
+        for pos, header in iter_batch_headers(view):
+            batch = view[pos:pos + header.size]
+            if header.is_control:
+                marker = read_marker(header, batch)
+                if marker is not None:
+                    self.end_txn(header.producer_id, marker.commit)
                 continue
-            try:
-                key = decode_key(record.key)
-                if key is None:
+            held = self._txn_pending.setdefault(header.producer_id, {}) if header.is_transactional else None
+            for record in decode_batch_records(batch):
+                if record.key is None:
                     continue
-                if record.value is None:
-                    self._forget(key)
-                else:
-                    self._apply(key, StoredOffset(decode_value(record.value), record.offset))
-                applied += 1
-            except OffsetRecordError as error:
-                log.warning("skipping unreadable record at offset %d of %s: %s", record.offset, where, error)
+                try:
+                    key = decode_key(record.key)
+                    if key is None:
+                        continue
+                    if held is not None:
+                        if record.value is not None:
+                            held[key] = StoredOffset(decode_value(record.value), record.offset)
+                    elif record.value is None:
+                        self._forget(key)
+                    else:
+                        self._apply(key, StoredOffset(decode_value(record.value), record.offset))
+                    applied += 1
+                except OffsetRecordError as error:
+                    log.warning("skipping unreadable record at offset %d of %s: %s", record.offset, where, error)
+            if held is not None and not held:
+                del self._txn_pending[header.producer_id]
         return applied
+
+    # transactional commits --------------------------------------------------------------------
+    def hold_txn(self, producer_id: int, entries: dict[OffsetKey, CommittedOffset], log_offset: int) -> None:
+        """A TxnOffsetCommit's batch was appended (and replicated) at `log_offset`."""
+        held = self._txn_pending.setdefault(producer_id, {})
+        for key, value in entries.items():
+            held[key] = StoredOffset(value, log_offset)
+
+    def end_txn(self, producer_id: int, commit: bool) -> int:
+        """The producer's transaction ended on this partition; returns how many offsets it made
+        visible."""
+        held = self._txn_pending.pop(producer_id, None)
+        if not held or not commit:
+            return 0
+        shown = 0
+        for key, stored in held.items():
+            known = self._offsets.get(key)
+            if known is None or known.log_offset < stored.log_offset:
+                self._apply(key, stored)
+                shown += 1
+        return shown
+
+    def has_unstable(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in held for held in self._txn_pending.values())
 
     # committing -------------------------------------------------------------------------------
     def begin_commit(self, keys: Iterable[OffsetKey]) -> None:

@@ -340,6 +340,58 @@ class GroupService:
             return commit_error(outcome.error)
         return outcome, done
 
+    # transactions -----------------------------------------------------------------------------
+    def check_txn_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+        """Kafka's doTxnCommitOffsets checks: a named member must be in the group, a given
+        generation must be the group's; an unknown group is fine (it only holds offsets)."""
+        group = self.coordinator.groups.get(group_id)
+        if member_id and (group is None or member_id not in group.members):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation >= 0 and (group is None or generation != group.generation):
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int,
+                   offsets: dict[tuple[str, int], CommittedOffset], now: int) -> ErrorCode | Awaitable[ErrorCode]:
+        """TxnOffsetCommit: append the offsets as a transactional batch of the producer; once
+        replicated they are held, invisible, until the transaction's marker reaches this
+        partition (`txn_marker_written`)."""
+        assert offsets
+        code = self.status(group_id)
+        if code != ErrorCode.NONE:
+            return code
+        owned = self._owned[self.partition_for(group_id)]
+        entries = {(group_id, topic, index): value for (topic, index), value in offsets.items()}
+        batch = offset_batch(dict(entries), now, producer_id=producer_id, producer_epoch=producer_epoch)
+        appending = self._replicas.append([((OFFSETS_TOPIC, owned.partition.index), batch)], self._required_acks,
+                                          AppendOrigin.COORDINATOR, self._commit_timeout_s)
+        outcome = appending.outcomes[0]
+        if appending.done is None:
+            code = commit_error(outcome.error)
+            if code == ErrorCode.NONE:
+                owned.store.hold_txn(producer_id, entries, outcome.base_offset)
+            return code
+        return self._keep(self._finish_txn_commit(owned.store, producer_id, entries, outcome, appending.done))
+
+    @staticmethod
+    async def _finish_txn_commit(store: OffsetStore, producer_id: int, entries: dict[OffsetKey, CommittedOffset],
+                                 outcome: AppendOutcome, done: asyncio.Future[None]) -> ErrorCode:
+        code = await _settled(outcome, done)
+        if code == ErrorCode.NONE:
+            store.hold_txn(producer_id, entries, outcome.base_offset)
+        return code
+
+    def txn_marker_written(self, partition_index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached our offsets partition `partition_index` (replicated):
+        the producer's held offsets there become visible (COMMIT) or go (ABORT). A partition
+        still loading meets the marker in its log instead."""
+        owned = self._owned.get(partition_index)
+        if owned is None or owned.state != LoadState.LOADED:
+            return
+        shown = owned.store.end_txn(producer_id, commit)
+        log.debug("transaction of producer %d on %s-%d %s: %d offsets visible", producer_id, OFFSETS_TOPIC,
+                  partition_index, "committed" if commit else "aborted", shown)
+
     # deleting groups and their offsets ---------------------------------------------------------
     def delete_group(self, group_id: str, now: int) -> ErrorCode | Awaitable[ErrorCode]:
         """DeleteGroups for one group (Kafka's GroupCoordinator.handleDeleteGroups): a group

@@ -475,12 +475,9 @@ def _alter_resolved(ctx: AdminContext, request: Request, incremental: bool,
 
 
 def handle_init_producer_id(ctx: AdminContext, request: Request) -> Any:
+    """An idempotent producer's id (a transactional one's comes from the transaction coordinator)."""
     body, header = request.body, request.header
-    if body.get("transactional_id") is not None:
-        log.warning("client %s asked for a transactional producer; transactions are not supported",
-                    header.client_id)
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+    assert body.get("transactional_id") is None, "transactional producers are the coordinator's"
     existing, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
     if existing >= 0 and 0 <= epoch < 32766:
         # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch.

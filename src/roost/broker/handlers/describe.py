@@ -27,7 +27,6 @@ from roost.wire.kafka.errors import ErrorCode
 MAX_PARTITIONS_PER_RESPONSE = 2000
 NO_AUTHORIZED_OPERATIONS = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
-# Roost has no transactions: no producer has a coordinator epoch or an open transaction.
 
 
 class DescribeTopicPartitionsApi:

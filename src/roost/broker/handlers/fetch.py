@@ -21,6 +21,7 @@ from typing import Any
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.replica.manager import OffsetOutOfRange, ReplicaManager
 from roost.broker.replica.partition import Partition
+from roost.broker.replica.waits import Waits
 from roost.broker.request import Request
 from roost.broker.stats import BrokerStats
 from roost.wire.kafka.errors import ErrorCode
@@ -224,7 +225,7 @@ class FetchApi:
             if self._stats is not None:
                 self._count(plan)
             return response
-        done = DelayedFetch(plan, body["min_bytes"], max_wait_ms / 1000).done
+        done = DelayedFetch(plan, body["min_bytes"], max_wait_ms / 1000, self._replicas.waits).done
         if self._stats is not None:
             done.add_done_callback(lambda future: future.cancelled() or self._count(plan))
         return done
@@ -253,18 +254,17 @@ class DelayedFetch:
     woken by the partitions it reads (appends for followers, HW moves for consumers), answered
     when MinBytes are there, a partition errs, or MaxWaitMs passes. `done` holds the answer."""
 
-    def __init__(self, plan: _FetchPlan, min_bytes: int, max_wait: float) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+    def __init__(self, plan: _FetchPlan, min_bytes: int, max_wait: float, waits: Waits) -> None:
+        self._waits = waits
         self._plan = plan
         self._min_bytes = min_bytes
-        self._deadline = loop.time() + max_wait
+        self._deadline = waits.time() + max_wait
         self._partitions = plan.partitions()
         self._wake = self._woken  # one bound method: it is what the partitions hold
         self._check_scheduled = False
-        self.done: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self.done: asyncio.Future[dict[str, Any]] = waits.future()
         self.done.add_done_callback(self._cleanup)
-        self._timer = loop.call_later(max_wait, self._expire)
+        self._timer = waits.call_later(max_wait, self._expire)
         self._park()
 
     def _park(self) -> None:
@@ -277,14 +277,14 @@ class DelayedFetch:
         # Answer on the next loop turn: the append that woke us answers its own producer first.
         if not self._check_scheduled and not self.done.done():
             self._check_scheduled = True
-            self._loop.call_soon(self._check)
+            self._waits.call_soon(self._check)
 
     def _check(self) -> None:
         self._check_scheduled = False
         if self.done.done():
             return
         response, found, errored = self._plan.read()
-        if found >= self._min_bytes or errored or self._loop.time() >= self._deadline:
+        if found >= self._min_bytes or errored or self._waits.time() >= self._deadline:
             self.done.set_result(response)
             return
         for partition in self._partitions:  # woken waiters were dropped: park again

@@ -43,7 +43,7 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, An
     body = request.body
     if body.get("key_type", COORDINATOR_GROUP) != COORDINATOR_GROUP:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": "only group coordinators are supported (no transactions)",
+                "error_message": "only group coordinators are found here (transactions: handlers/txn.py)",
                 "node_id": -1, "host": "", "port": -1}
     endpoint: BrokerEndpoint | None = ctx.groups.coordinator_for(body["key"])
     if endpoint is not None:
@@ -226,9 +226,13 @@ def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
             wanted.setdefault(topic, []).append(index)
     else:
         wanted = {t["name"]: list(t["partition_indexes"]) for t in requested}
-    topics_out = [{"name": name, "partitions": [_fetched(index, store.get(group_id, name, index), ErrorCode.NONE)
-                                                for index in indexes]}
-                  for name, indexes in wanted.items()]
+    # KIP-447: a read_committed consumer asks for stable offsets; a partition with a transactional
+    # commit awaiting its marker answers UNSTABLE_OFFSET_COMMIT (retriable) instead of a value.
+    stable = bool(body.get("require_stable"))
+    topics_out = [{"name": name, "partitions": [
+        _fetched(index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if stable and store.has_unstable(group_id, name, index)
+        else _fetched(index, store.get(group_id, name, index), ErrorCode.NONE) for index in indexes]}
+        for name, indexes in wanted.items()]
     return {"throttle_time_ms": 0, "topics": topics_out, "error_code": ErrorCode.NONE}
 
 

@@ -90,7 +90,8 @@ class ProduceApi:
             appending = refused(entries, ErrorCode.UNSUPPORTED_VERSION,
                                 "produce versions 0-2 are not supported; use v3 or later")
         else:
-            appending = self._replicas.append(entries, acks, AppendOrigin.CLIENT, body["timeout_ms"] / 1000)
+            appending = self._replicas.append(entries, acks, AppendOrigin.CLIENT, body["timeout_ms"] / 1000,
+                                              body.get("transactional_id"))
         if self._stats is not None:  # what was appended is known now, whatever the wait
             for ((name, _), records), outcome in zip(entries, appending.outcomes, strict=True):
                 if outcome.error == ErrorCode.NONE or name in self._metadata:
@@ -99,7 +100,9 @@ class ProduceApi:
             return NO_RESPONSE
         if appending.done is None:
             return self._response(body, version, appending.outcomes, request.listener)
-        answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        # A future of the door's kind (the event loop's in a broker, the simulated clock's in the
+        # replication simulation, which runs this handler).
+        answered: asyncio.Future[dict[str, Any]] = self._replicas.waits.future()
 
         def settled(_: asyncio.Future[None]) -> None:
             if not answered.done():

@@ -10,8 +10,9 @@ The acks rule, in one place (`ReplicaManager.append` and the purgatory's verdict
 - acks=-1: refused with NOT_ENOUGH_REPLICAS before anything is written when the ISR is smaller
   than `min.insync.replicas`; otherwise final once the high watermark covers the records (NONE,
   or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum meanwhile), when the
-  leader loses the partition or its epoch (NOT_LEADER_OR_FOLLOWER), or when the caller's timeout
-  passes (REQUEST_TIMED_OUT).
+  leader loses the partition or a truncation cuts the records away (NOT_LEADER_OR_FOLLOWER; a new
+  epoch of the same leader alone keeps the wait), or when the caller's timeout passes
+  (REQUEST_TIMED_OUT).
 - Whatever the acks, an fsync before the ack that fails turns every NONE outcome of the call into
   KAFKA_STORAGE_ERROR: the caller must not treat the records as acknowledged.
 """

@@ -98,6 +98,8 @@ class ShellTask(Protocol):
 
     def done(self) -> bool: ...
 
+    def cancel(self) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -106,7 +108,11 @@ Spawn = Callable[[Activity, str], ShellTask]
 
 
 class AsyncioShell:
-    """Runs activities on the running asyncio loop, with the broker's peers and group committer."""
+    """Runs activities on the running asyncio loop, with the broker's peers and group committer.
+    A subclass may perform more effects (the controller's ZooKeeper calls); the exceptions in
+    `thrown_in` are thrown into the activity, any other one ends it."""
+
+    thrown_in: tuple[type[BaseException], ...] = (Unreachable,)
 
     def __init__(self, peer_for: PeerLookup, committer: Committer | None = None) -> None:
         self._peer_for = peer_for
@@ -156,6 +162,13 @@ class _AsyncioTask:
     def done(self) -> bool:
         return self._task.done()
 
+    def cancel(self) -> None:
+        self._task.cancel()
+
+    async def finished(self) -> None:
+        """Wait until the activity has returned (its exception, if any, raised here)."""
+        await self._task
+
     async def _run(self) -> None:
         activity = self._activity
         outcome: Any = None
@@ -169,7 +182,7 @@ class _AsyncioTask:
                 outcome, failure = None, None
                 try:
                     outcome = await self._shell.perform(effect, self._wakeup)
-                except Unreachable as error:
+                except self._shell.thrown_in as error:
                     failure = error
         finally:
             activity.close()

@@ -47,7 +47,7 @@ from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
 from roost.broker.replica.state import NO_LEADER, PartitionState
-from roost.broker.request import when_all
+from roost.broker.replica.waits import AsyncioWaits, Waits
 from roost.config import BrokerConfig
 from roost.log import Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
 from roost.log.files import atomic_write
@@ -96,10 +96,12 @@ ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
 
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache,
-                 clock_ms: Clock = wall_clock_ms) -> None:
+                 clock_ms: Clock = wall_clock_ms, waits: Waits | None = None) -> None:
         self.broker_id = broker_id
         # The one clock of replication decisions (follower positions here, the ISR manager's lag).
         self.clock_ms = clock_ms
+        # What the append door waits with (the fsyncs before an ack, the purgatory's timers).
+        self.waits: Waits = waits if waits is not None else AsyncioWaits()
         self.config = config
         self.logs = logs
         self.metadata = metadata
@@ -380,17 +382,20 @@ class ReplicaManager:
 
     # the append door ----------------------------------------------------------------------------
     def append(self, entries: Sequence[tuple[TopicPartition, Any]], acks: int, origin: AppendOrigin,
-               timeout_s: float) -> Appending:
+               timeout_s: float, transactional_id: str | None = None) -> Appending:
         """The only way into a partition's log on its leader (Kafka's appendRecords): produce
         (origin CLIENT), the group coordinator's commits and group writes (COORDINATOR), and next
         transaction markers. Each entry is (topic-partition, records); each gets an outcome, in
         order. The acks rule (this module's `append.py` says it) is applied here and in the
         purgatory, nowhere else. `done`, when set, resolves once every outcome is final: the
-        fsyncs before the ack, and for acks=-1 the high watermark (or `timeout_s`)."""
+        fsyncs before the ack, and for acks=-1 the high watermark (or `timeout_s`). A client's
+        transactional batches need the request's `transactional_id` (Kafka answers
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one); control batches come only from the
+        coordinator."""
         if acks not in VALID_ACKS:
             return refused(entries, ErrorCode.INVALID_REQUIRED_ACKS)
         outcomes: list[AppendOutcome] = []
-        durable: list[asyncio.Future[None]] = []
+        durable: list[Any] = []  # futures of self.waits' kind
         awaited: list[AwaitedAppend] = []
         hosted, offline = self.partitions, self.offline
         for key, records in entries:
@@ -398,7 +403,7 @@ class ReplicaManager:
             if partition is None or not partition.is_leader or key in offline:
                 outcomes.append(AppendOutcome(self.leader_partition(*key)[1]))
                 continue
-            outcome = self._append_to_leader(partition, records, acks, origin)
+            outcome = self._append_to_leader(partition, records, acks, origin, transactional_id is not None)
             outcomes.append(outcome)
             if outcome.durable is not None:
                 durable.append(outcome.durable)
@@ -407,24 +412,28 @@ class ReplicaManager:
                 awaited.append(AwaitedAppend(partition, outcome.required_offset, outcome.leader_epoch, outcome))
         if acks == ACKS_NONE:
             if durable:
-                # Nobody waits for the answer, but the fsync must still happen.
-                asyncio.gather(*durable, return_exceptions=True)
+                # Nobody waits for the answer, but the fsync must still happen (its failure is
+                # retrieved here, not left unobserved).
+                self.waits.when_all(durable)
             return Appending(outcomes)
         if awaited:
-            delayed = DelayedProduce(awaited, timeout_s)
+            delayed = DelayedProduce(awaited, timeout_s, self.waits)
             if not delayed.done.done():
                 durable.append(delayed.done)
         if not durable:
             return Appending(outcomes)
-        return Appending(outcomes, _settled(durable, outcomes))
+        return Appending(outcomes, _settled(self.waits, durable, outcomes))
 
-    def _append_to_leader(self, partition: Partition, records: Any, acks: int, origin: AppendOrigin) -> AppendOutcome:
+    def _append_to_leader(self, partition: Partition, records: Any, acks: int, origin: AppendOrigin,
+                          transactional: bool = False) -> AppendOutcome:
         """One entry on its leader (Kafka's Partition.appendRecordsToLeader): the origin's checks,
         the min-ISR check of acks=-1, the append, and the fsync its ack waits for."""
         batches: Batches | None = None
         if origin is AppendOrigin.CLIENT:
-            # A client's batches: headers and CRCs, max.message.bytes, no transactions (inline:
-            # this runs once per produced partition).
+            # A client's batches: headers and CRCs, max.message.bytes, no control batches, and
+            # transactional ones only with a transactional id (inline: once per produced partition).
+            # Kafka's KIP-890 part 1 check (is the partition in the producer's transaction?) is
+            # not made: as Kafka with transaction.partition.verification.enable=false.
             if records is None or len(records) == 0:
                 return AppendOutcome(ErrorCode.CORRUPT_MESSAGE, "no records")
             try:
@@ -437,8 +446,11 @@ class ReplicaManager:
                 if batch.batch_length + LOG_OVERHEAD > max_batch:
                     return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE,
                                          f"batch of {batch.size} bytes exceeds max.message.bytes {max_batch}")
-                if batch.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL):
-                    return AppendOutcome(ErrorCode.INVALID_RECORD, "transactions are not supported")
+                if batch.attributes & ATTR_CONTROL:
+                    return AppendOutcome(ErrorCode.INVALID_RECORD, "control batches come from the coordinator only")
+                if batch.attributes & ATTR_TRANSACTIONAL and not transactional:
+                    return AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                         "a transactional batch needs the request's transactional id")
         if acks == ACKS_ALL and partition.isr_below_min():
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
@@ -549,17 +561,17 @@ class ReplicaManager:
         self._hosted_per_topic.clear()
 
 
-def _settled(waits: list[asyncio.Future[None]], outcomes: list[AppendOutcome]) -> asyncio.Future[None]:
+def _settled(waits: Waits, futures: list[Any], outcomes: list[AppendOutcome]) -> Any:
     """Done once every wait is over (fsyncs, the purgatory), the outcomes then final: a future,
     no task."""
-    settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    settled = waits.future()
 
-    def all_done(results: asyncio.Future[list[BaseException | None]]) -> None:
+    def all_done(results: Any) -> None:
         mark_failed_fsync(outcomes, results.result())
         if not settled.done():
             settled.set_result(None)
 
-    when_all(waits).add_done_callback(all_done)
+    waits.when_all(futures).add_done_callback(all_done)
     return settled
 
 

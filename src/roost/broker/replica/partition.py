@@ -35,10 +35,13 @@ class Partition:
         self.configs = topic_configs
         self.state = state
         self.topic_id = topic_id
-        # One-shot callbacks of parked fetches (each is called once, then forgotten).
-        self._consumer_waiters: set[Waiter] = set()
-        self._follower_waiters: set[Waiter] = set()
-        self._watchers: set[Watcher] = set()
+        # One-shot callbacks of parked fetches (each is called once, then forgotten), and the
+        # delayed operations' watchers. Dicts, not sets: they are called in the order they came,
+        # whatever their hashes (a bound method hashes by address), so a simulated run is its
+        # seed's alone.
+        self._consumer_waiters: dict[Waiter, None] = {}
+        self._follower_waiters: dict[Waiter, None] = {}
+        self._watchers: dict[Watcher, None] = {}
         self._unflushed_batches = 0
         self.closed = False
         state.check(log.log_end_offset)
@@ -192,17 +195,17 @@ class Partition:
     def add_waiter(self, waiter: Waiter, follower: bool = False) -> None:
         """Call `waiter()` once when a fetch of this kind may find more (an append wakes
         followers, a high watermark move consumers); a state change wakes both."""
-        (self._follower_waiters if follower else self._consumer_waiters).add(waiter)
+        (self._follower_waiters if follower else self._consumer_waiters)[waiter] = None
 
     def remove_waiter(self, waiter: Waiter) -> None:
-        self._consumer_waiters.discard(waiter)
-        self._follower_waiters.discard(waiter)
+        self._consumer_waiters.pop(waiter, None)
+        self._follower_waiters.pop(waiter, None)
 
     def watch(self, watcher: Watcher) -> None:
-        self._watchers.add(watcher)
+        self._watchers[watcher] = None
 
     def unwatch(self, watcher: Watcher) -> None:
-        self._watchers.discard(watcher)
+        self._watchers.pop(watcher, None)
 
     def close(self) -> None:
         """Stop serving (deleted or no longer hosted); waiters see it is gone."""
@@ -210,7 +213,7 @@ class Partition:
         self.state_changed()
 
 
-def _wake(waiters: set[Waiter]) -> None:
+def _wake(waiters: dict[Waiter, None]) -> None:
     if not waiters:
         return
     woken = list(waiters)

@@ -23,7 +23,7 @@ from roost.broker.metadata.cache import MetadataCache
 from roost.broker.request import NO_RESPONSE, Handler, Request
 from roost.broker.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
 from roost.broker.security.authorizer import Authorizer
-from roost.broker.security.principal import KafkaPrincipal
+from roost.principal import KafkaPrincipal
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 
@@ -449,6 +449,85 @@ def _init_producer_id(c: Check) -> Outcome:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
+def _add_partitions_to_txn(c: Check) -> Outcome:
+    """WRITE on the transactional id (else 53 everywhere) and WRITE on each topic: refused topics
+    29, the others OPERATION_NOT_ATTEMPTED (Kafka answers nothing partially)."""
+    body = c.request.body
+    topics = body["v3_and_below_topics"]
+    if not c.may(WRITE, TXN, body["v3_and_below_transactional_id"]):
+        denied = {t["name"]: TXN_DENIED for t in topics}
+    else:
+        refused = {t["name"] for t in topics if not c.may(WRITE, TOPIC, t["name"])}
+        if not refused:
+            return None
+        denied = {t["name"]: TOPIC_DENIED if t["name"] in refused else ErrorCode.OPERATION_NOT_ATTEMPTED
+                  for t in topics}
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+        {"name": t["name"], "results_by_partition": [
+            {"partition_index": p, "partition_error_code": denied[t["name"]]} for p in t["partitions"]]}
+        for t in topics]}
+
+
+def _add_offsets_to_txn(c: Check) -> Outcome:
+    body = c.request.body
+    if not c.may(WRITE, TXN, body["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": TXN_DENIED}
+    if not c.may(READ, GROUP, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
+    return None
+
+
+def _end_txn(c: Check) -> Outcome:
+    if c.may(WRITE, TXN, c.request.body["transactional_id"]):
+        return None
+    return {"throttle_time_ms": 0, "error_code": TXN_DENIED}
+
+
+def _txn_offset_commit(c: Check) -> Outcome:
+    """WRITE on the transactional id (53), READ on the group (30), READ on each topic (29)."""
+    body = c.request.body
+    code = TXN_DENIED if not c.may(WRITE, TXN, body["transactional_id"]) else \
+        GROUP_DENIED if not c.may(READ, GROUP, body["group_id"]) else None
+    if code is not None:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
+                                               for p in t["partitions"]]} for t in body["topics"]]}
+    return _commit_topics(c)
+
+
+def _write_txn_markers(c: Check) -> Outcome:
+    """From the transaction coordinator: CLUSTER_ACTION (or ALTER) on the cluster."""
+    if c.may(CLUSTER_ACTION, CLUSTER) or c.may(ALTER, CLUSTER):
+        return None
+    return {"markers": [{"producer_id": m["producer_id"], "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p, "error_code": CLUSTER_DENIED}
+                                           for p in t["partition_indexes"]]} for t in m["topics"]]}
+        for m in c.request.body["markers"]]}
+
+
+def _describe_transactions(c: Check) -> Outcome:
+    ids = c.request.body["transactional_ids"]
+    refused = [t for t in ids if not c.may(DESCRIBE, TXN, t)]
+    if not refused:
+        return None
+    ids[:] = [t for t in ids if t not in refused]
+    entries = [{"error_code": TXN_DENIED, "transactional_id": t, "transaction_state": "",
+                "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                "producer_epoch": -1, "topics": []} for t in refused]
+    if not ids:
+        return {"throttle_time_ms": 0, "transaction_states": entries}
+    return _appending("transaction_states", entries)
+
+
+def _list_transactions(c: Check) -> Outcome:
+    """Only the transactional ids the principal may describe are listed (Kafka's rule)."""
+    def only_describable(response: dict[str, Any]) -> dict[str, Any]:
+        response["transaction_states"] = [t for t in response["transaction_states"]
+                                          if c.may(DESCRIBE, TXN, t["transactional_id"])]
+        return response
+    return only_describable
+
+
 def _alter_replica_log_dirs(c: Check) -> Outcome:
     if c.may(ALTER, CLUSTER):
         return None
@@ -568,6 +647,13 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    ApiKey.END_TXN: _end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_CONFIGS: _configs(DESCRIBE_CONFIGS, "results"),
     ApiKey.ALTER_CONFIGS: _configs(ALTER_CONFIGS, "responses"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(ALTER_CONFIGS, "responses"),

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from roost.broker.security.principal import USER_TYPE, KafkaPrincipal
 from roost.broker.security.scram import HASHES, MIN_ITERATIONS, SCRAM_MECHANISMS, ScramCredential
+from roost.principal import USER_TYPE, KafkaPrincipal
 from roost.wire.kafka import ApiKey, KafkaCodecError, encode_response, read_request_header
 from roost.wire.kafka.errors import ErrorCode
 

@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from roost.broker.security.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 from roost.broker.security.principal_mapping import MappingRule, map_subject, parse_rules
 from roost.config import BrokerConfig, ConfigError
+from roost.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
 
 CLIENT_AUTH_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

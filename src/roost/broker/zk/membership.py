@@ -10,6 +10,7 @@ belongs to another live broker with the same id, and the start is refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from roost.zkclient import (
     ZkClient,
     ZkError,
 )
+from roost.zkclient.watches import EventType, WatchedEvent
 
 log = logging.getLogger("roost.broker.zk")
 
@@ -68,6 +70,7 @@ class ClusterMembership:
         self.cluster_id = ""
         self.epoch_listeners: list[Callable[[int], None]] = []  # told the new broker epoch
         self._reregistering: asyncio.Task[None] | None = None
+        self.stopping = False  # set by the broker before it closes its listeners
         zk.add_listener(self._on_session)
 
     @property
@@ -132,6 +135,21 @@ class ClusterMembership:
                  self.registration.host, self.registration.port)
         for listener in self.epoch_listeners:
             listener(self.broker_epoch)
+        with contextlib.suppress(ZkError):
+            await self.zk.exists(layout.broker_path(self.broker_id), watch=self._registration_watch)
+
+    def _registration_watch(self, event: WatchedEvent) -> None:
+        """Our registration was deleted while our session lives: the controller declared this
+        broker dead on a fast signal (controller/liveness.py) that was wrong, or it was slow to
+        tell. Register again, with a new broker epoch: the controller then handles this broker as
+        bounced (new leader epochs, LeaderAndIsr), and nothing it did under the old epoch counts."""
+        if event.type != EventType.NODE_DELETED or self.stopping:
+            return
+        if self._reregistering is not None and not self._reregistering.done():
+            return
+        log.warning("this broker's registration %s was deleted while its session lives (declared dead): "
+                    "registering again", event.path)
+        self._reregistering = asyncio.ensure_future(self._register_again())
 
     def _on_session(self, event: SessionEvent) -> None:
         if event.state == SessionState.EXPIRED:

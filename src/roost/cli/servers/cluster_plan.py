@@ -34,7 +34,7 @@ KEEPER_TICK_MS = 500
 # (srvr, which `roost cluster status` reads) plus ruok and mntr for health checks and monitoring.
 # Not envi, conf, cons or stat: they describe the host and every connected client.
 LOCAL_FOUR_LETTER_WORDS = "srvr,ruok,mntr"
-MAX_REPLICATION = 3  # offsets.topic.replication.factor and default.replication.factor: min(3, N)
+MAX_REPLICATION = 3  # the internal topics' and default.replication.factor: min(3, N)
 ENSEMBLE_SIZES = (1, 3, 5, 7)
 
 # Set per broker by the supervisor; a user's value would make the brokers collide.
@@ -130,11 +130,13 @@ def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
         if name in given:
             raise ConfigError(f"setting '{name}' is chosen per broker by roost up --brokers: {why}")
     count = len(ports)
+    replicated = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                  "default.replication.factor")
     replication = {name: min(MAX_REPLICATION, count)
-                   for name in ("offsets.topic.replication.factor", "default.replication.factor")
+                   for name in replicated
                    if name not in given}
     shared = settings.build()
-    for name in ("offsets.topic.replication.factor", "default.replication.factor"):
+    for name in replicated:
         if shared[name] > count:
             raise ConfigError(f"setting '{name}' = {shared[name]} needs at least {shared[name]} brokers; "
                               f"--brokers is {count}")

@@ -3,7 +3,8 @@
 MODE is ssl, sasl_plaintext or sasl_ssl (plaintext: the default, nothing to do). In
 DATA_DIR/security it makes, once, a throw-away certificate authority and a broker certificate for
 localhost, 127.0.0.1 and --host (with `cryptography`), a first admin user with a random password
-(a PLAIN user of the listener's JAAS login, also the brokers' own inter-broker login), and a
+(a PLAIN user of the listener's JAAS login, also the brokers' own inter-broker login, and the
+web console's login; the console serves HTTPS with the broker certificate when TLS is on), and a
 client properties file that kcat (`-F`) and librdkafka-style clients read. The broker settings
 only *point* at those files (`${file:...}`), so neither `roost up`'s output nor the brokers'
 config files hold the password. Not for production: the CA key is kept beside the data.
@@ -37,6 +38,10 @@ class DevSecurity:
     def sasl(self) -> bool:
         return self.protocol.startswith("SASL")
 
+    @property
+    def admin_user(self) -> str:
+        return ADMIN_USER
+
     def listener(self, host_port: str) -> str:
         return f"{self.protocol}://{host_port}"
 
@@ -54,7 +59,8 @@ class DevSecurity:
         """How to connect, for roost up's output: paths, never the password."""
         lines = [f"roost: security {self.protocol.lower()}: files in {self.directory}"
                  + (f"; CA certificate {self.directory / 'ca.pem'}" if self.tls else "")
-                 + (f"; user {ADMIN_USER}, password in {self.directory / 'admin.password'}" if self.sasl else "")]
+                 + f"; user {ADMIN_USER} (the console's login" + (" and a SASL user" if self.sasl else "")
+                 + f"), password in {self.directory / 'admin.password'}"]
         flags = " ".join(f"-X {key}={value}" for key, value in self.client_settings(with_password=False).items())
         lines.append(f"roost: kcat -F {self.directory / 'client.properties'} -b {bootstrap} -L")
         lines.append(f"roost: roost topic list -b {bootstrap} {flags}")
@@ -122,10 +128,11 @@ def prepare(data_dir: Path, mode: str, host: str) -> DevSecurity | None:
             _make_certificates(directory, ["localhost", "127.0.0.1", "::1", *([host] if host not in ("0.0.0.0", "::") else [])])
         settings.update({"ssl.keystore.location": str(directory / "broker.pem"),
                          "ssl.truststore.location": str(directory / "ca.pem")})
+    # The admin's password: the console's login in every mode, and the SASL login of its clients.
+    password_file = directory / "admin.password"
+    if not password_file.exists():
+        _private_write(password_file, secrets.token_urlsafe(18).encode())
     if protocol.startswith("SASL"):
-        password_file = directory / "admin.password"
-        if not password_file.exists():
-            _private_write(password_file, secrets.token_urlsafe(18).encode())
         password = password_file.read_text().strip()
         # The admin is a PLAIN user of the listener and the brokers' own inter-broker login.
         _private_write(directory / "jaas.conf", (

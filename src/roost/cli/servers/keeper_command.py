@@ -100,8 +100,16 @@ async def _serve(config: KeeperConfig) -> int:
     metrics = None
     if config.metrics_port >= 0:
         # "keeper metrics": under roost up --brokers the supervisor relays it as "keeper 2 metrics".
+        from roost.keeper.tls import server_context
+
+        try:
+            context = server_context(config.metrics_tls) if config.metrics_tls else None
+        except OSError as error:  # ssl.SSLError among them: a key store that does not load
+            print(f"roost keeper: cannot serve metrics over TLS: {error}", file=sys.stderr)
+            await server.stop()
+            return 1
         metrics = await start_metrics([keeper_registry(server)], config.metrics_host, config.metrics_port,
-                                      "roost keeper", "keeper metrics")
+                                      "roost keeper", "keeper metrics", config.metrics_token or None, context)
         if metrics is None:
             await server.stop()
             return 1

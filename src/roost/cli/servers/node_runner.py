@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost.broker.broker import Broker
-from roost.cli.servers.metrics_serving import start_metrics
+from roost.cli.servers.metrics_serving import metrics_guard, start_metrics
 from roost.cli.servers.server_process import run_on_fast_loop
 from roost.config import BrokerConfig, ConfigError, add_setting_flags, flag_layer, load_toml, parse_listener
 
@@ -198,8 +198,14 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
 
         # Named like the Kafka listener: "kafka" -> "metrics", "broker 3 kafka" -> "broker 3 metrics".
         name = " ".join([*listening.split()[:-1], "metrics"])
+        try:
+            token, context = metrics_guard(config)
+        except (OSError, ValueError) as error:
+            print(f"{command}: cannot serve metrics: {error}", file=sys.stderr)
+            await broker.stop()
+            return 1
         metrics = await start_metrics([broker_registry(broker), *extra_metrics], config["metrics.host"],
-                                      config["metrics.port"], command, name)
+                                      config["metrics.port"], command, name, token, context)
         if metrics is None:
             await broker.stop()
             return 1

@@ -20,7 +20,8 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import Protocol, TextIO
+from pathlib import Path
+from typing import Any, Protocol, TextIO
 
 from roost.cli.servers.launch import child_command, child_lines
 from roost.console.settings import DEFAULT_CONSOLE_PORT
@@ -30,11 +31,31 @@ CONSOLE_START_TIMEOUT_S = 60.0
 CONSOLE_STOP_TIMEOUT_S = 10.0
 
 
-def announce(address: str, read_only: bool) -> None:
-    """The listening line, in the form of the other listeners' (`roost: NAME listening on HOST:PORT`)."""
+def announce(address: str, read_only: bool, url: str | None = None, login: Any = None) -> None:
+    """The listening line, in the form of the other listeners' (`roost: NAME listening on HOST:PORT`),
+    then how to reach it when it serves HTTPS or asks for a login (the user's name, never the password)."""
     print(f"{LISTENING}{address}", flush=True)
     if read_only:
         print("roost: console is read-only: it refuses every change", flush=True)
+    if url is not None and (url.startswith("https:") or login is not None):
+        print(f"roost: console at {url}" + (f", log in as {login.username}" if login is not None else ""), flush=True)
+
+
+def console_security(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    """With `roost up --security`: the console's client settings (the admin user; its password as
+    a ${file:} reference, resolved by the console) and its own flags (a login as that user, and
+    HTTPS with the brokers' development certificate when the mode has TLS). Empty otherwise."""
+    security = getattr(args, "dev_security", None)
+    if security is None:
+        return {}, []
+    settings = security.client_settings(with_password=False)
+    password_ref = "${file:" + str(security.directory / "admin.password") + "}"
+    if "sasl.password" in settings:
+        settings["sasl.password"] = password_ref
+    flags = ["--login-user", security.admin_user, "--login-password", password_ref]
+    if security.tls:
+        flags += ["--tls-cert", str(security.directory / "broker.pem")]
+    return settings, flags
 
 
 class Stoppable(Protocol):
@@ -57,18 +78,25 @@ async def start_up_console(args: argparse.Namespace, bootstrap: str, zookeeper: 
     None when --no-console or when it cannot listen (said on one line)."""
     if args.no_console:
         return None
+    from roost.cli.servers.console_command import login_of
     from roost.console.server import start_console
-    from roost.console.settings import ConsoleSettings
+    from roost.console.settings import ConsoleSettings, ServerTls
+    from roost.secret_ref import resolve_secret
 
-    settings = ConsoleSettings(bootstrap=bootstrap, zookeeper=zookeeper, host=args.console_host,
-                               port=args.console_port, read_only=args.console_read_only)
+    client, flags = console_security(args)
+    own = dict(zip(flags[::2], flags[1::2], strict=True))
+    settings = ConsoleSettings(
+        bootstrap=bootstrap, zookeeper=zookeeper, host=args.console_host, port=args.console_port,
+        read_only=args.console_read_only, client_settings={k: resolve_secret(v) for k, v in client.items()},
+        login=login_of(own.get("--login-user"), own.get("--login-password")),
+        tls=ServerTls(Path(own["--tls-cert"])) if "--tls-cert" in own else None)
     try:
         running = await start_console(settings)
     except OSError as error:
         print(f"roost: console: cannot listen on {settings.host}:{settings.port} ({error.strerror or error}); "
               "running without it (choose another --console-port, or --no-console)", flush=True)
         return None
-    announce(running.address, settings.read_only)
+    announce(running.address, settings.read_only, running.url, settings.login)
     return running
 
 
@@ -110,6 +138,8 @@ async def start_console_process(args: argparse.Namespace, bootstrap: str, zookee
         command += ["--zookeeper", zookeeper]
     if args.console_read_only:
         command.append("--read-only")
+    client, flags = console_security(args)  # references to the password file, never the password
+    command += [item for key, value in client.items() for item in ("-X", f"{key}={value}")] + flags
     process = await asyncio.create_subprocess_exec(
         *child_command(command), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))

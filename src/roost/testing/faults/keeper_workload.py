@@ -4,6 +4,14 @@ ephemeral nodes and a sequential-node queue, every operation recorded with its o
 Outcomes: a reply is ok; an error that says the server did nothing (BadVersion, NoNode, NodeExists)
 is fail; a timeout, a lost connection or an expired session is unknown for anything that writes
 (it may have been applied) and fail for a read (a read that returned nothing changed nothing).
+
+Registers are used for `KEY_LIFETIME_S` seconds each, then replaced by fresh ones (Jepsen's
+"independent keys"): register i of generation g is `/fault/reg/g<g>-<i>`, made by the first session
+that needs it. Linearizability is checked per key (P-compositionality), so each search sees a few
+seconds of one register instead of the whole run: an unknown write nobody read stays open only
+until its register's history ends, not for the rest of a 30-minute run (which made the search of
+one ever-used register give up). The final drain reads every register ever made, so a write lost
+after its register went out of use is still seen missing.
 """
 
 from __future__ import annotations
@@ -22,12 +30,14 @@ from roost.testing.history.model import FAIL, OK, UNKNOWN
 
 OP_TIMEOUT_S = 5.0
 SESSION_TIMEOUT_S = 6.0
-REGISTERS = 5
+REGISTERS = 5  # in use at once
+KEY_LIFETIME_S = 15.0  # then each register is replaced by a fresh one
+REGISTER_PARENT = "/fault/reg"
 DEFINITE = (BadVersionError, NoNodeError, NodeExistsError)
 
 
-def register_path(i: int) -> str:
-    return f"/fault/reg/{i}"
+def register_path(i: int, generation: int = 0) -> str:
+    return f"{REGISTER_PARENT}/g{generation}-{i}"
 
 
 INITIAL = "init"
@@ -43,7 +53,12 @@ class KeeperWorkload:
     expired_ephemerals: list[str] = field(default_factory=list)  # paths of sessions seen expired
     threads: list[threading.Thread] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    key_lifetime_s: float = KEY_LIFETIME_S
     _registrations: list[int] = field(default_factory=lambda: [0])
+
+    def generation(self) -> int:
+        """Which registers are in use now (the same for every session: the run's shared clock)."""
+        return int(self.recorder.t() // self.key_lifetime_s)
 
     def client(self) -> KazooClient:
         client = KazooClient(hosts=self.hosts, timeout=SESSION_TIMEOUT_S,
@@ -54,11 +69,11 @@ class KeeperWorkload:
     def setup(self) -> None:
         client = self.client()
         try:
-            for path in ("/fault/eph", "/fault/queue"):
+            for path in ("/fault/eph", "/fault/queue", REGISTER_PARENT):
                 client.ensure_path(path)
             for i in range(REGISTERS):
-                if not client.exists(register_path(i)):
-                    client.create(register_path(i), INITIAL.encode(), makepath=True)
+                if not client.exists(register_path(i, self.generation())):
+                    client.create(register_path(i, self.generation()), INITIAL.encode())
         finally:
             client.stop()
             client.close()
@@ -104,13 +119,14 @@ class KeeperWorkload:
         client.add_listener(on_state)
         ephemeral = f"/fault/eph/{process}"
         versions: dict[str, int] = {}
+        made: set[str] = set()  # registers this session knows exist
         try:
             self._call(process, "create-ephemeral", ephemeral, None,
                        lambda: client.create_async(ephemeral, b"", ephemeral=True), writes=True)
             n = 0
             while not self.stop.is_set() and not lost.is_set():
                 n += 1
-                self._one(client, process, rng, n, versions)
+                self._one(client, process, rng, n, versions, made)
         finally:
             if lost.is_set():
                 rec.record(process, "expired", rec.t(), rec.t())
@@ -144,8 +160,24 @@ class KeeperWorkload:
                 rec.record(process, f, invoke, complete, outcome, key, value, result)
         return outcome, result, invoke, complete
 
-    def _one(self, client: KazooClient, process: str, rng: random.Random, n: int, versions: dict[str, int]) -> None:
-        path = register_path(rng.randrange(REGISTERS))
+    def _register(self, client: KazooClient, rng: random.Random, made: set[str]) -> str:
+        """A register of the current generation, made (with the initial data, version 0) if this
+        session has not seen it yet. Not recorded: the model starts every key at (INITIAL, 0), and
+        operations before the create fail with NoNode, a definite answer (dropped by the search)."""
+        path = register_path(rng.randrange(REGISTERS), self.generation())
+        if path not in made:
+            try:
+                client.create(path, INITIAL.encode())
+                made.add(path)
+            except NodeExistsError:
+                made.add(path)
+            except (KazooTimeoutError, KazooException):
+                pass  # the operation below will fail or be unknown; the next one tries again
+        return path
+
+    def _one(self, client: KazooClient, process: str, rng: random.Random, n: int, versions: dict[str, int],
+             made: set[str]) -> None:
+        path = self._register(client, rng, made)
         roll = rng.random()
         if roll < 0.3:  # a linearizable read: sync, then read
             def synced_read() -> Any:
@@ -236,8 +268,11 @@ class KeeperWorkload:
                 except NoNodeError:
                     pass
             rec.record("final", "queue-drain", invoke, rec.t(), OK, "/fault/queue", None, tuple(left))
-            for i in range(REGISTERS):  # a last linearizable read of every register
-                path = register_path(i)
+            client.sync(REGISTER_PARENT)
+            # A last linearizable read of every register ever made (a write lost after its
+            # register went out of use shows here).
+            for name in sorted(client.get_children(REGISTER_PARENT)):
+                path = f"{REGISTER_PARENT}/{name}"
                 start = rec.t()
                 client.sync(path)
                 data, stat = client.get(path)

@@ -166,6 +166,7 @@ BROKER_SETTINGS: dict[str, Any] = {
     "controlled.shutdown.retry.backoff.ms": 200,
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
     "default.replication.factor": 3,
     "min.insync.replicas": 2,
     # A power cut may lose only what was never acknowledged: fsync before answering.

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from roost.testing.faults import report
 from roost.testing.faults.broker_workload import BrokerWorkload
-from roost.testing.faults.keeper_workload import INITIAL, KeeperWorkload
+from roost.testing.faults.keeper_workload import INITIAL, KEY_LIFETIME_S, KeeperWorkload
 from roost.testing.faults.nemesis import KINDS, Nemesis
 from roost.testing.faults.netns import Network, remove_leftovers, why_unavailable
 from roost.testing.faults.nodes import (
@@ -66,8 +66,9 @@ def check_broker(history: History) -> list[Verdict]:
 
 def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Path, nodes_count: int = 3,
         clients: int = 4, say=print, hold_s: tuple[float, float] = (2.0, 6.0),
-        quiet_s: tuple[float, float] = (2.0, 5.0)) -> Outcome:
-    """One run; faults go on past `duration` until each kind has happened once."""
+        quiet_s: tuple[float, float] = (2.0, 5.0), key_lifetime_s: float = KEY_LIFETIME_S) -> Outcome:
+    """One run; faults go on past `duration` until each kind has happened once. `key_lifetime_s`:
+    how long the keeper workload uses each register before moving to a fresh one."""
     assert system in ("keeper", "broker")
     for kind in kinds:
         assert kind in KINDS, f"unknown fault {kind!r}: {', '.join(KINDS)}"
@@ -96,7 +97,7 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
         zk = ",".join(f"{node.address}:{KEEPER_CLIENT_PORT}" for node in keepers)
         if system == "keeper":
             targets, bystanders = keepers, []
-            workload = KeeperWorkload(zk, recorder, workers=clients, seed=seed)
+            workload = KeeperWorkload(zk, recorder, workers=clients, seed=seed, key_lifetime_s=key_lifetime_s)
         else:
             brokers = broker_nodes(network, list(range(keepers_n + 1, size + 1)), zk, out, track_syncs=power)
             nodes += brokers
@@ -157,6 +158,8 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
         valid = None
     settings = {"system": system, "seed": seed, "duration": duration, "faults": ",".join(kinds),
                 "nodes": nodes_count, "clients": clients, "drained": drained}
+    if system == "keeper":
+        settings["key_lifetime_s"] = key_lifetime_s
     path = report.write(out, history, verdicts, settings)
     return Outcome(valid, verdicts, history, path, dict(nemesis.counts) if nemesis else {},
                    network.run_id)
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     parser.add_argument("--nodes", type=int, default=3, help="keepers (keeper) or brokers (broker); default 3")
     parser.add_argument("--clients", type=int, default=4, help="client sessions / producers+consumers")
+    parser.add_argument("--key-lifetime", type=float, default=KEY_LIFETIME_S,
+                        help=f"keeper: seconds each register is used before a fresh one (default {KEY_LIFETIME_S:g})")
     parser.add_argument("--out", type=Path, default=None, help="output directory (default runs/SYSTEM-SEED)")
     args = parser.parse_args(argv)
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # every reconnect under faults is expected
@@ -179,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         return UNAVAILABLE
     out = args.out or Path("runs") / f"{args.system}-{args.seed}"
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    outcome = run(args.system, args.seed, args.duration, kinds, out, args.nodes, args.clients)
+    outcome = run(args.system, args.seed, args.duration, kinds, out, args.nodes, args.clients,
+                  key_lifetime_s=args.key_lifetime)
     for verdict in outcome.verdicts:
         print(verdict.explain())
     print(f"report: {outcome.report}")

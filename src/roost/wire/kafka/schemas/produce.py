@@ -52,7 +52,7 @@ PRODUCE_RESPONSE = Message(
     ))
 
 INIT_PRODUCER_ID_REQUEST = Message(
-    "InitProducerIdRequest", api_key=22, kind="request", versions="0-3", flexible="2+", fields=(
+    "InitProducerIdRequest", api_key=22, kind="request", versions="0-4", flexible="2+", fields=(
         Field("TransactionalId", "string", "0+", nullable="0+"),
         Field("TransactionTimeoutMs", "int32", "0+"),
         Field("ProducerId", "int64", "3+", default=-1),
@@ -62,7 +62,7 @@ INIT_PRODUCER_ID_REQUEST = Message(
     ))
 
 INIT_PRODUCER_ID_RESPONSE = Message(
-    "InitProducerIdResponse", api_key=22, kind="response", versions="0-3", flexible="2+", fields=(
+    "InitProducerIdResponse", api_key=22, kind="response", versions="0-4", flexible="2+", fields=(
         Field("ThrottleTimeMs", "int32", "0+"),
         Field("ErrorCode", "int16", "0+"),
         Field("ProducerId", "int64", "0+", default=-1),

@@ -1,0 +1,338 @@
+"""Kafka transactions end to end: real transactional clients (confluent-kafka, kafka-python, aiokafka)
+against one real `roost up` broker (ZooKeeper mode, with its keeper) shared by the module.
+
+- commit: a read_committed consumer sees every record of the transaction, on both partitions;
+- abort: read_committed sees none, read_uncommitted sees them all;
+- consume-transform-produce with send_offsets_to_transaction: the output and the group's offsets
+  move together; while the offsets wait for their marker OffsetFetch(require_stable) answers
+  UNSTABLE_OFFSET_COMMIT;
+- fencing: a second producer with the same transactional.id fences the first, whose next
+  operation fails fatally and whose records are never visible to read_committed;
+- a producer that walks away mid-transaction: the coordinator aborts it after
+  transaction.timeout.ms and read_committed consumers move past it;
+- DescribeTransactions / ListTransactions, and `roost txn list|describe` over them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.broker.conftest import FAST_GROUPS
+from tests.cli.kafka_cli import run_cli, run_json
+from tests.support.kafka_wire import WireClient
+from tests.support.procs import RoostProcess, start_roost
+
+TXN_PARTITIONS = "3"  # __transaction_state: small, created on the first transactional lookup
+OFFSET_FETCH, REQUIRE_STABLE_VERSION = 9, 7
+UNSTABLE_OFFSET_COMMIT = 88
+WRITE_TXN_MARKERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 65, 66
+TRANSACTIONAL_ID_NOT_FOUND = 105
+PRODUCE, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_RECORD = 0, 53, 87
+INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED = 47, 52
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
+    directory = tmp_path_factory.mktemp("txn-broker")
+    proc = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", *FAST_GROUPS,
+                        "--transaction.state.log.num.partitions", TXN_PARTITIONS,
+                        "--transaction.abort.timed.out.transaction.cleanup.interval.ms", "300"],
+                       expect=("kafka", "keeper"))
+    yield proc
+    proc.stop()
+
+
+def topic(node: RoostProcess, partitions: int = 2) -> str:
+    name = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+    return name
+
+
+def producer(node: RoostProcess, transactional_id: str, **extra: Any) -> Producer:
+    return Producer({"bootstrap.servers": node.address("kafka"), "transactional.id": transactional_id,
+                     "linger.ms": 5, **extra})
+
+
+def read_all(node: RoostProcess, name: str, isolation: str, partitions: int = 2,
+             until: Callable[[list[bytes]], bool] | None = None, timeout: float = 15.0) -> list[bytes]:
+    """Every record of `name` visible with `isolation`, read to the end of each partition (for
+    read_committed the end is the last stable offset)."""
+    consumer = Consumer({"bootstrap.servers": node.address("kafka"), "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == -191:  # _PARTITION_EOF
+                    at_end.add(message.partition())
+                    if len(at_end) == partitions and (until is None or until(values)):
+                        break
+                    continue
+                raise KafkaException(message.error())
+            values.append(message.value())
+            at_end.discard(message.partition())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_committed_transaction_is_seen_whole_by_read_committed(node: RoostProcess) -> None:
+    name = topic(node)
+    p = producer(node, f"commit-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(name, b"c%d" % i, partition=i % 2)
+    p.commit_transaction(30)
+    committed = read_all(node, name, "read_committed")
+    assert sorted(committed) == sorted(b"c%d" % i for i in range(10))
+
+
+def test_aborted_transaction_is_invisible_to_read_committed_only(node: RoostProcess) -> None:
+    name = topic(node)
+    p = producer(node, f"abort-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(6):
+        p.produce(name, b"a%d" % i, partition=i % 2)
+    p.flush(10)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(name, b"kept", partition=0)
+    p.commit_transaction(30)
+    assert read_all(node, name, "read_committed") == [b"kept"]
+    uncommitted = read_all(node, name, "read_uncommitted")
+    assert sorted(uncommitted) == sorted([b"kept", *(b"a%d" % i for i in range(6))])
+
+
+def offset_fetch(node: RoostProcess, group: str, name: str, partition: int) -> dict[str, Any]:
+    client = WireClient(node.address("kafka"))
+    try:
+        answer = client.request(OFFSET_FETCH, REQUIRE_STABLE_VERSION, {
+            "group_id": group, "topics": [{"name": name, "partition_indexes": [partition]}], "require_stable": True})
+    finally:
+        client.close()
+    return answer["topics"][0]["partitions"][0]
+
+
+def test_consume_transform_produce_commits_output_and_offsets_together(node: RoostProcess) -> None:
+    source, sink = topic(node, 1), topic(node, 1)
+    seed = Producer({"bootstrap.servers": node.address("kafka")})
+    for i in range(20):
+        seed.produce(source, b"in%d" % i, partition=0)
+    assert seed.flush(10) == 0
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": node.address("kafka"), "group.id": group,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([source])
+    p = producer(node, f"ctp-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    processed = 0
+    checked_unstable = False
+    deadline = time.monotonic() + 30
+    try:
+        while processed < 20 and time.monotonic() < deadline:
+            batch = consumer.consume(5, 0.5)
+            if not batch:
+                continue
+            p.begin_transaction()
+            for message in batch:
+                assert not message.error(), message.error()
+                p.produce(sink, message.value().replace(b"in", b"out"), partition=0)
+            p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                          consumer.consumer_group_metadata(), 30)
+            if not checked_unstable:
+                # The offsets are in __consumer_offsets, held until the COMMIT marker.
+                assert offset_fetch(node, group, source, 0)["error_code"] == UNSTABLE_OFFSET_COMMIT
+                checked_unstable = True
+            p.commit_transaction(30)
+            processed += len(batch)
+        assert processed == 20
+        # EndTxn is answered before the markers are written: stable a moment later.
+        deadline = time.monotonic() + 10
+        fetched = offset_fetch(node, group, source, 0)
+        while fetched["error_code"] == UNSTABLE_OFFSET_COMMIT and time.monotonic() < deadline:
+            time.sleep(0.05)
+            fetched = offset_fetch(node, group, source, 0)
+        assert (fetched["error_code"], fetched["committed_offset"]) == (0, 20)
+    finally:
+        consumer.close()
+    out = read_all(node, sink, "read_committed", partitions=1)
+    assert sorted(out) == sorted(b"out%d" % i for i in range(20))
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(node: RoostProcess) -> None:
+    name = topic(node)
+    transactional_id = f"fence-{uuid.uuid4().hex[:6]}"
+    first = producer(node, transactional_id)
+    first.init_transactions(30)
+    first.begin_transaction()
+    first.produce(name, b"zombie-1", partition=0)
+    first.flush(10)
+    second = producer(node, transactional_id)
+    second.init_transactions(30)  # aborts the first's transaction, bumping the epoch
+    with pytest.raises(KafkaException) as failure:
+        first.produce(name, b"zombie-2", partition=1)
+        first.commit_transaction(30)
+    assert failure.value.args[0].fatal(), failure.value.args[0]
+    second.begin_transaction()
+    second.produce(name, b"new", partition=1)
+    second.commit_transaction(30)
+    assert read_all(node, name, "read_committed") == [b"new"]
+
+
+def test_an_abandoned_transaction_is_aborted_after_its_timeout(node: RoostProcess) -> None:
+    name = topic(node, 1)
+    abandoned = producer(node, f"gone-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 2000})
+    abandoned.init_transactions(30)
+    abandoned.begin_transaction()
+    abandoned.produce(name, b"never", partition=0)
+    abandoned.flush(10)
+    later = Producer({"bootstrap.servers": node.address("kafka")})
+    later.produce(name, b"after", partition=0)
+    assert later.flush(10) == 0
+    # The open transaction holds the LSO below "after" until the coordinator aborts it.
+    started = time.monotonic()
+    seen = read_all(node, name, "read_committed", partitions=1, until=lambda v: b"after" in v, timeout=15)
+    assert seen == [b"after"], f"after {time.monotonic() - started:.1f} s"
+
+
+def test_kafka_python_transactional_producer(node: RoostProcess) -> None:
+    from kafka import KafkaProducer
+
+    name = topic(node, 1)
+    p = KafkaProducer(bootstrap_servers=node.address("kafka"), transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(name, b"kp-aborted", partition=0)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(name, b"kp-committed", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close(5)
+    assert read_all(node, name, "read_committed", partitions=1) == [b"kp-committed"]
+
+
+def write_marker(node: RoostProcess, name: str, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> int:
+    client = WireClient(node.address("kafka"))
+    try:
+        answer = client.request(WRITE_TXN_MARKERS, 1, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": False,
+            "coordinator_epoch": coordinator_epoch, "topics": [{"name": name, "partition_indexes": [0]}]}]})
+    finally:
+        client.close()
+    return answer["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_markers_from_an_older_coordinator_or_producer_epoch_are_refused(node: RoostProcess) -> None:
+    """The leader's check before a marker enters the log (Kafka's appendEndTxnMarker)."""
+    name = topic(node, 1)
+    assert write_marker(node, name, 424242, 3, coordinator_epoch=5) == 0
+    assert write_marker(node, name, 424242, 3, coordinator_epoch=4) == TRANSACTION_COORDINATOR_FENCED
+    assert write_marker(node, name, 424242, 2, coordinator_epoch=5) == INVALID_PRODUCER_EPOCH
+    assert write_marker(node, name, 424242, 4, coordinator_epoch=6) == 0
+
+
+def wire(node: RoostProcess, api: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    client = WireClient(node.address("kafka"))
+    try:
+        return client.request(api, version, body)
+    finally:
+        client.close()
+
+
+def test_describe_and_list_transactions(node: RoostProcess) -> None:
+    name = topic(node)
+    transactional_id = f"described-{uuid.uuid4().hex[:6]}"
+    p = producer(node, transactional_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(name, b"x", partition=0)
+    p.produce(name, b"y", partition=1)
+    p.flush(10)
+    described = wire(node, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id, "nobody-ever"]})
+    mine, unknown = described["transaction_states"]
+    assert (mine["error_code"], mine["transaction_state"]) == (0, "Ongoing")
+    assert mine["topics"] == [{"topic": name, "partitions": [0, 1]}] and mine["transaction_start_time_ms"] > 0
+    assert unknown["error_code"] == TRANSACTIONAL_ID_NOT_FOUND
+    listed = wire(node, LIST_TRANSACTIONS, 1, {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [],
+                                               "duration_filter": -1})
+    assert listed["unknown_state_filters"] == ["Bogus"]
+    assert transactional_id in {t["transactional_id"] for t in listed["transaction_states"]}
+    listed_by_cli = run_json("txn", "list", "--state", "Ongoing", "-b", node.address("kafka"))
+    assert {"transactional_id": transactional_id, "producer_id": mine["producer_id"], "state": "Ongoing",
+            "coordinator": 0} in listed_by_cli
+    described_by_cli = run_json("txn", "describe", transactional_id, "-b", node.address("kafka"))
+    assert described_by_cli[0]["partitions"] == [f"{name}-0", f"{name}-1"]
+    unknown_by_cli = run_cli("txn", "describe", "nobody-ever", "-b", node.address("kafka"))
+    assert unknown_by_cli.returncode != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in unknown_by_cli.stderr
+    p.commit_transaction(30)
+    deadline = time.monotonic() + 10
+    state = ""
+    while time.monotonic() < deadline and state != "CompleteCommit":
+        state = wire(node, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [transactional_id]})[
+            "transaction_states"][0]["transaction_state"]
+        time.sleep(0.05)
+    assert state == "CompleteCommit"
+
+
+def test_aiokafka_transactional_producer(node: RoostProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    name = topic(node, 1)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=node.address("kafka"), transactional_id=f"aio-{uuid.uuid4().hex[:6]}")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(name, b"aio-committed", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait(name, b"aio-aborted", partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+    assert read_all(node, name, "read_committed", partitions=1) == [b"aio-committed"]
+    assert sorted(read_all(node, name, "read_uncommitted", partitions=1)) == [b"aio-aborted", b"aio-committed"]
+
+
+def test_produce_takes_transactional_batches_only_with_a_transactional_id(node: RoostProcess) -> None:
+    from roost.log.transactions import build_marker
+    from roost.wire.kafka.records import build_batch
+
+    name = topic(node, 1)
+    batch = build_batch([(None, b"t")], timestamp_ms=int(time.time() * 1000), producer_id=777_777, producer_epoch=0,
+                        base_sequence=0, is_transactional=True)
+    marker = build_marker(777_777, 0, commit=True, coordinator_epoch=0, timestamp_ms=int(time.time() * 1000))
+
+    def produce(records: bytes, transactional_id: str | None) -> int:
+        answer = wire(node, PRODUCE, 9, {"transactional_id": transactional_id, "acks": 1, "timeout_ms": 5000,
+                                         "topic_data": [{"name": name, "partition_data": [
+                                             {"index": 0, "records": records}]}]})
+        return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+    assert produce(bytes(batch), None) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(bytes(marker), "someone") == INVALID_RECORD  # markers come from the coordinator only
+    assert produce(bytes(batch), "someone") == 0
