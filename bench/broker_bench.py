@@ -21,6 +21,7 @@ import platform
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -270,9 +271,11 @@ class RawFetcher:
     """Fetches with roost's own codec and throws the bytes away: how fast the broker serves,
     without a client library's per-message work in the way."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, tls: ssl.SSLContext | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)))
+        if tls is not None:  # security_bench: the same reads over a TLS listener
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.topic = topic
         self.offsets = dict.fromkeys(range(partitions), 0)
         self.buffer = bytearray(64 << 20)

@@ -2,7 +2,8 @@
 listeners on loopback, the same work over each in one run.
 
 - produce: 100-byte messages with batching (confluent-kafka, linger.ms=5, acks=all), msg/s;
-- caught-up reads: a consumer reading a topic already written (512 KiB values), MB/s;
+- caught-up reads: a consumer reading a topic already written (64 KiB values, 1 GB), MB/s;
+- the broker's serve rate: the same reads by a raw fetch client that throws the bytes away;
 - logins: SCRAM-SHA-256 (4096 iterations) and PLAIN logins per second over raw sockets
   (one connection each, sequential; the client's own PBKDF2 is part of a SCRAM login's time).
 
@@ -20,6 +21,7 @@ import argparse
 import os
 import platform
 import socket
+import ssl
 import sys
 import tempfile
 import time
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import trustme
+from broker_bench import CONSUMER_CONFIG, RawFetcher
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -98,16 +101,18 @@ def produce(config: dict[str, str], topic: str, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def read_all(config: dict[str, str], topic: str, total_bytes: int) -> float:
-    consumer = Consumer({**config, "group.id": f"bench-{time.time_ns()}", "enable.auto.commit": False,
-                         "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 32 << 20,
-                         "queued.max.messages.kbytes": 512 << 10})
+def read_all(config: dict[str, str], topic: str, total_bytes: int, value_size: int) -> float:
+    """MB/s of one consumer reading the topic from offset 0, with broker_bench's fetch sizes. It
+    asks for about one fetch's worth at a time: consume(n) waits until n messages are there, so a
+    larger n measures the wait for them to gather, not the reads."""
+    consumer = Consumer({**config, "group.id": f"bench-{time.time_ns()}", **CONSUMER_CONFIG})
     consumer.assign([TopicPartition(topic, 0, 0)])
+    batch = max(1, min(10_000, CONSUMER_CONFIG["fetch.max.bytes"] // value_size))
     got = 0
     started = time.perf_counter()
     deadline = started + 300
     while got < total_bytes and time.perf_counter() < deadline:
-        for message in consumer.consume(1000, timeout=1.0):
+        for message in consumer.consume(batch, timeout=1.0):
             if message.error() is None:
                 got += len(message.value())
     elapsed = time.perf_counter() - started
@@ -149,8 +154,8 @@ def logins(port: int, mechanism: str, seconds: float, ca: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000, help="100-byte messages produced per listener")
-    parser.add_argument("--read-mb", type=int, default=256, help="MB written once, then read over each listener")
-    parser.add_argument("--value-kib", type=int, default=512, help="size of each value read back")
+    parser.add_argument("--read-mb", type=int, default=1024, help="MB written once, then read over each listener")
+    parser.add_argument("--value-kib", type=int, default=64, help="size of each value read back")
     parser.add_argument("--login-seconds", type=float, default=3.0)
     args = parser.parse_args()
     print(f"# security_bench: Python {platform.python_version()}, {os.cpu_count()} CPUs (shared), "
@@ -182,14 +187,29 @@ def main() -> None:
             producer.flush(300)
             total = count * value_size
             print(f"\n## caught-up reads: {total / 1e6:.0f} MB in {value_size // 1024} KiB values, one partition, "
-                  "one confluent-kafka consumer")
+                  f"one confluent-kafka consumer in this process, fetch.max.bytes={CONSUMER_CONFIG['fetch.max.bytes'] >> 20} MiB, "
+                  f"max.partition.fetch.bytes={CONSUMER_CONFIG['max.partition.fetch.bytes'] >> 20} MiB")
             base = None
             for listener in LISTENERS:
                 rate, wall, cpu = measured(pid, lambda listener=listener: read_all(
-                    client_config(listener, ports[listener], ca), "reads", total))
+                    client_config(listener, ports[listener], ca), "reads", total, value_size))
                 base = base or rate
                 print(f"{listener:10} {rate:>8,.0f} MB/s  ({rate / base:4.0%} of PLAINTEXT)  "
                       f"broker CPU {cpu:5.2f} s over {wall:5.2f} s wall")
+            print("\n## broker serve rate: the same reads with roost's own fetch client (bytes thrown away, "
+                  "8 MiB per fetch), PLAINTEXT and SSL (TLS 1.3, the client's ssl module)")
+            tls = ssl.create_default_context(cafile=str(ca))
+            base = None
+            for listener in ("PLAINTEXT", "SSL"):
+                fetcher = RawFetcher(f"127.0.0.1:{ports[listener]}", "reads", 1,
+                                     tls if listener == "SSL" else None)
+                fetched, wall, cpu = measured(pid, fetcher.fetch_all)
+                fetcher.sock.close()
+                assert fetched >= total, fetched
+                rate = fetched / wall / 1e6
+                base = base or rate
+                print(f"{listener:10} {rate:>8,.0f} MB/s  ({rate / base:4.0%} of PLAINTEXT)  "
+                      f"broker CPU {cpu:5.2f} s over {wall:5.2f} s wall ({cpu / fetched * 1e9:.2f} s per GB)")
             print(f"\n## logins over TLS (SASL_SSL), one connection each, sequential, {args.login_seconds:g} s each")
             for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
                 rate, wall, cpu = measured(pid, lambda mechanism=mechanism: logins(

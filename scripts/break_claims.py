@@ -322,6 +322,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         (APPEND_DOOR + "test_a_new_epoch_of_the_same_leader_keeps_the_wait_and_acknowledges_the_records",),
         must_load=(PYTEST,)),
     Mutation(
+        "peer-keeps-a-connection-closed-as-it-opened",
+        "a broker's connection to a peer that closed as it opened is replaced by the next request "
+        "(kept, it failed every later request: a controller never reached a healed broker again)",
+        (edit("src/roost/broker/peer.py", "        if protocol.lost:\n            # Accepted",
+              "        if False:  # MUTATION: adopt it anyway\n            # Accepted"),
+         edit("src/roost/broker/peer.py", "            if protocol is self._protocol:\n                self._broken(",
+              "            if False:  # MUTATION: keep it\n                self._broken(")),
+        ("tests/broker/test_peer.py::test_a_connection_closed_as_it_opened_is_not_kept",),
+        must_load=(PYTEST,)),
+    Mutation(
         "delayed-produce-unwatches-a-waiting-partition",
         "a delayed produce keeps watching a partition while one of its entries there still waits",
         (edit("src/roost/broker/replica/purgatory.py", "            if id(partition) not in waiting_on:\n",

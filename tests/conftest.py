@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support import referees
+from tests.support.cluster import LocalCluster
 from tests.support.watchdog import Watchdog
 
 _REQUIRED = pytest.StashKey[str | None]()
@@ -49,6 +50,8 @@ def _failure(reason: str, why: str) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
+    if report.when == "call" and report.failed:
+        _attach_broker_output(item, report)
     why = item.config.stash[_REQUIRED]
     if why and report.skipped and not hasattr(report, "wasxfail"):
         reason = _skip_reason(report.longrepr)
@@ -56,6 +59,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.outcome = "failed"
             report.longrepr = _failure(reason, why)
     return report
+
+
+def _attach_broker_output(item: pytest.Item, report: pytest.TestReport, lines: int = 60) -> None:
+    """A failed test on a LocalCluster shows each broker's last lines: what the brokers did is
+    what explains a cluster test's failure, and it is gone once the fixture stops them."""
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, LocalCluster):
+            for broker_id in value.brokers:
+                tail = value.broker_output(broker_id).splitlines(keepends=True)[-lines:]
+                report.sections.append((f"broker {broker_id}'s last {lines} lines", "".join(tail)))
 
 
 class MissingReferee(pytest.Item):

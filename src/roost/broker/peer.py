@@ -72,6 +72,7 @@ class _PeerProtocol(asyncio.Protocol):
         self._peer = peer
         self._frames = FrameSplitter(peer.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
+        self.lost = False  # connection_lost was called (possibly before the peer adopted it)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -86,6 +87,7 @@ class _PeerProtocol(asyncio.Protocol):
             self._peer._response(self, frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
         self._peer._broken(self, f"connection lost: {exc or 'closed by the peer'}")
 
 
@@ -136,6 +138,8 @@ class KafkaPeer:
             # The connection broke (or the peer was closed) while this request waited for
             # its answer from _connected(): wait_for hands the result over a loop turn late.
             del self._pending[correlation]
+            if protocol is self._protocol:
+                self._broken(protocol, "connection closing")  # so that the next request connects again
             raise PeerError(f"{self!r}: connection closed before the request was sent")
         transport.writelines(frame)
         try:
@@ -166,6 +170,12 @@ class KafkaPeer:
                 CONNECT_TIMEOUT_S)
         except (OSError, ssl.SSLError, TimeoutError) as error:
             raise PeerError(f"{self!r}: cannot connect: {error}") from None
+        if protocol.lost:
+            # Accepted and closed at once (a listener refusing over max.connections, a process
+            # going down, a cut network path): connection_lost came before this connection was
+            # adopted, so _broken ignored it. Adopting it would hand every later request a dead
+            # connection that nothing replaces.
+            raise PeerError(f"{self!r}: connection closed as soon as it opened")
         if security.mechanism is not None:
             self._logging_in = protocol
             try:
@@ -176,6 +186,8 @@ class KafkaPeer:
                 raise
             finally:
                 self._logging_in = None
+            if protocol.lost:
+                raise PeerError(f"{self!r}: connection closed during the login")
         self._protocol = protocol
         return protocol
 
