@@ -135,6 +135,8 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
             workload.stop_consuming(30)
         if workload.errors:
             say(f"workload errors: {workload.errors[:5]}")
+        if isinstance(workload, BrokerWorkload) and workload.replaced_producers:
+            say(f"producers replaced after a fatal (gapless) error: {workload.replaced_producers}")
     finally:
         if nemesis is not None:
             nemesis.stop.set()
