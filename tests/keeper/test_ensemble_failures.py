@@ -8,6 +8,8 @@ link (one per direction) through a fault-injecting proxy, driven by kazoo client
 * cut one member (the leader, or a follower) off from its peers: a client pinned to it gets no
   write acknowledged while the majority carries on; after healing, all three members hold the
   same tree with the same zxids.
+* a follower the leader's messages no longer reach: `sync` then read there never misses a write
+  acknowledged before the sync.
 
 The leader is found with the `srvr` four-letter word (`Mode: leader|follower`).
 """
@@ -423,3 +425,41 @@ def test_cut_off_member_takes_no_writes_then_converges(ensemble: Ensemble, role:
         for client in clients:
             client.close()
 
+
+
+def test_sync_on_a_lagging_follower_waits_for_what_the_leader_committed(ensemble: Ensemble) -> None:
+    """ZooKeeper's `sync` then read: the read sees every write acknowledged before the sync began,
+    even on a follower that has not received it. The leader's link to one follower is blackholed
+    (the follower still reaches the leader: its read barrier asks the leader's commit index, and
+    then waits to apply up to it); a write acknowledged by the leader and the other follower is
+    then invisible to the lagging one until the link heals."""
+    leader = ensemble.leader(ensemble.ids)
+    lagging = next(sid for sid in ensemble.ids if sid != leader)
+    on_leader = Client([ensemble.address(leader)])
+    on_lagging = Client([ensemble.address(lagging)])
+    try:
+        path = f"{unique_root('sync-barrier')}"
+        on_leader.zk.create(path, b"old")
+        on_lagging.zk.sync(path)
+        assert on_lagging.zk.get(path)[0] == b"old"
+
+        ensemble.proxies[(leader, lagging)].blackhole()
+        on_leader.zk.set(path, b"new")  # acknowledged: the leader and the other follower hold it
+        synced = on_lagging.zk.sync_async(path)
+        synced.wait(3.0)  # it may fail instead (the member stops serving once it misses the leader)
+        if synced.ready() and synced.successful():
+            # Only once the lagging member applied the write may its sync return.
+            assert on_lagging.zk.get(path)[0] == b"new", "a read after sync missed an acknowledged write"
+        ensemble.heal()
+        settle_until = time.monotonic() + SETTLE_TIMEOUT
+        while time.monotonic() < settle_until:  # bounded: the member catches up once healed
+            try:
+                on_lagging.zk.sync(path)
+                break
+            except ConnectionLoss:
+                time.sleep(0.2)
+        assert on_lagging.zk.get(path)[0] == b"new"
+    finally:
+        ensemble.heal()
+        on_leader.close()
+        on_lagging.close()
