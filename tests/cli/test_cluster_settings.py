@@ -23,7 +23,7 @@ def build(**settings: object) -> BrokerConfig:
 def test_cluster_defaults_are_the_fast_failover_ones() -> None:
     config = BrokerConfig.build([])
     assert config["zookeeper.connect"] == ""
-    assert config["zookeeper.session.timeout.ms"] == 2000
+    assert config["zookeeper.session.timeout.ms"] == 4000  # scripts/pause_run.py: no election for 1.5 s pauses
     assert config["replica.lag.time.max.ms"] == 10000
     assert config["replica.fetch.wait.max.ms"] == 500
     assert config["offsets.topic.replication.factor"] == 1
@@ -33,9 +33,9 @@ def test_cluster_defaults_are_the_fast_failover_ones() -> None:
 
 
 def test_replica_lag_must_exceed_the_session_timeout() -> None:
-    with pytest.raises(ConfigError, match=r"'replica.lag.time.max.ms' = 2000 must exceed "
-                                          r"'zookeeper.session.timeout.ms' = 2000"):
-        BrokerConfig.build([("f", {"replica.lag.time.max.ms": 2000})])
+    with pytest.raises(ConfigError, match=r"'replica.lag.time.max.ms' = 4000 must exceed "
+                                          r"'zookeeper.session.timeout.ms' = 4000"):
+        BrokerConfig.build([("f", {"replica.lag.time.max.ms": 4000})])
     with pytest.raises(ConfigError, match=r"'replica\.lag\.time\.max\.ms' = 10000 must exceed"):
         BrokerConfig.build([("f", {"zookeeper.session.timeout.ms": 12000})])
     assert BrokerConfig.build([("f", {"zookeeper.session.timeout.ms": 6000})])["replica.lag.time.max.ms"] == 10000

@@ -27,8 +27,8 @@ from roost.keeper.config import ConfigError as KeeperConfigError
 from roost.keeper.config import KeeperConfig
 from roost.zkclient.connect_string import parse_connect_string
 
-# Keepers tick every 500 ms so that the ensemble grants sessions from 1 s: the brokers' short
-# zookeeper.session.timeout.ms (2 s) is what makes failover fast.
+# Keepers tick every 500 ms so that the ensemble grants sessions from 1 s: a user may shorten the
+# brokers' zookeeper.session.timeout.ms (4 s by default) for a faster failover after a network cut.
 KEEPER_TICK_MS = 500
 # The four-letter words roost up's own keepers answer unless the user chose: ZooKeeper's default
 # (srvr, which `roost cluster status` reads) plus ruok and mntr for health checks and monitoring.
