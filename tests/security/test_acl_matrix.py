@@ -89,6 +89,14 @@ def _created(admin: AdminClient, topic: str) -> bool:
     return True
 
 
+CONSUMER_GROUP = "matrix-consumer-group"
+
+
+def _consumer_heartbeat() -> dict[str, Any]:
+    return {"group_id": CONSUMER_GROUP, "member_id": "nobody", "member_epoch": 5,
+            "subscribed_topic_names": [TOPIC]}
+
+
 # ------------------------------------------------------------------------------------------------
 # The table: one row per (API, what it needs). `grants` are (ResourceType dir, name, operation).
 
@@ -170,6 +178,16 @@ ROWS = [
         (("Group", GROUP, "Read"),), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
     Row("DescribeGroups", 15, 5, lambda: {"groups": [GROUP]},
         (("Group", GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED),
+    # KIP-848: Group READ, and DESCRIBE on every subscribed topic (a stranger's heartbeat: UNKNOWN_MEMBER_ID).
+    Row("ConsumerGroupHeartbeat (group)", 68, 1, lambda: _consumer_heartbeat(),
+        (("Topic", TOPIC, "Describe"), ("Group", CONSUMER_GROUP, "Read")), top, GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
+    Row("ConsumerGroupHeartbeat (topic)", 68, 1, lambda: _consumer_heartbeat(),
+        (("Group", CONSUMER_GROUP, "Read"), ("Topic", TOPIC, "Describe")), top, TOPIC_DENIED,
+        not_refused(TOPIC_DENIED)),
+    Row("ConsumerGroupDescribe", 69, 0, lambda: {"group_ids": [CONSUMER_GROUP]},
+        (("Group", CONSUMER_GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
     Row("CreateTopics", 19, 5, lambda: {"topics": [{"name": "matrix-created", "num_partitions": 1,
                                                     "replication_factor": 1}], "timeout_ms": 10000,
                                         "validate_only": True},

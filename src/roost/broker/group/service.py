@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from roost.broker.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicMeta
 from roost.broker.group.coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator, GroupLimits, GroupState
 from roost.broker.group.offsets import (
     CommittedOffset,
@@ -41,7 +42,7 @@ from roost.broker.group.offsets import (
     offsets_partition_for,
 )
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
-from roost.broker.metadata.catalog import OFFSETS_TOPIC
+from roost.broker.metadata.catalog import INTERNAL_TOPICS, OFFSETS_TOPIC
 from roost.broker.replica.append import ACKS_ALL, ACKS_LEADER, AppendOrigin, AppendOutcome
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
@@ -113,6 +114,13 @@ class GroupService:
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             max_size=config["group.max.size"],
         ))
+        # KIP-848's consumer groups, beside the classic ones: a group id is in one of the two.
+        self.consumer = ConsumerGroupCoordinator(ConsumerGroupConfig(
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=tuple(n.strip() for n in config["group.consumer.assignors"].split(",")),
+        ))
         self._config = config
         self._replicas = replicas
         self._metadata = metadata
@@ -156,6 +164,7 @@ class GroupService:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self.coordinator.tick(now_ms())
+            self.consumer.tick(now_ms())
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -193,7 +202,9 @@ class GroupService:
             owned.task.cancel()
         groups = {g for g in self.coordinator.groups if self.partition_for(g) == partition.index}
         groups.update(owned.store.groups())
+        groups.update(g for g in self.consumer.groups if self.partition_for(g) == partition.index)
         self.coordinator.unload(groups)
+        self.consumer.unload(groups)
         log.info("no longer coordinator for %s-%d: unloaded %d groups (%d offsets)", OFFSETS_TOPIC,
                  partition.index, len(groups), len(owned.store))
 
@@ -262,6 +273,15 @@ class GroupService:
             if owned.state == LoadState.LOADED and owned.partition.is_leader:
                 yield owned
 
+    def topic_view(self) -> dict[str, TopicMeta]:
+        """The topics consumer groups may subscribe to (internal ones excluded), by name."""
+        return {info.name: TopicMeta(info.name, info.topic_id, info.partitions) for info in self._metadata
+                if info.name not in INTERNAL_TOPICS and info.partitions > 0}
+
+    def group_type(self, group_id: str) -> str:
+        """"consumer" for a KIP-848 group, else "classic" (Kafka's ListGroups v5 GroupType)."""
+        return "consumer" if group_id in self.consumer.groups else "classic"
+
     def is_loading(self) -> bool:
         return any(owned.state == LoadState.LOADING for owned in self._owned.values())
 
@@ -275,6 +295,9 @@ class GroupService:
         for group_id, protocol_type, state in self.coordinator.listing():
             if self.status(group_id) == ErrorCode.NONE:
                 listed[group_id] = (protocol_type, state)
+        for group_id, state in self.consumer.listing():
+            if self.status(group_id) == ErrorCode.NONE:
+                listed[group_id] = (CONSUMER_PROTOCOL_TYPE, state)
         return [(g, p, s) for g, (p, s) in sorted(listed.items())]
 
     def coordinated(self) -> list[tuple[str, int, dict[tuple[str, int], int]]]:
@@ -284,11 +307,12 @@ class GroupService:
         for owned in self._loaded():
             for group_id in owned.store.groups():
                 found[group_id] = {tp: c.offset for tp, c in owned.store.for_group(group_id).items()}
-        for group_id, _, _ in self.coordinator.listing():
+        for group_id in [g for g, _, _ in self.coordinator.listing()] + [g for g, _ in self.consumer.listing()]:
             if group_id not in found and self.status(group_id) == ErrorCode.NONE:
                 found[group_id] = {}
-        members = self.coordinator.groups
-        return [(g, len(members[g].members) if g in members else 0, offsets) for g, offsets in sorted(found.items())]
+        counts = {g: len(group.members) for g, group in self.coordinator.groups.items()}
+        counts.update({g: len(group.members) for g, group in self.consumer.groups.items()})
+        return [(g, counts.get(g, 0), offsets) for g, offsets in sorted(found.items())]
 
     # committing -------------------------------------------------------------------------------
     def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset],
@@ -404,6 +428,10 @@ class GroupService:
         owned = self._owned[self.partition_for(group_id)]
         group = self.coordinator.groups.get(group_id)
         keys = owned.store.keys_for_group(group_id)
+        if self.consumer.is_active(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        if self.consumer.remove_empty(group_id) and group is None and not keys:
+            return ErrorCode.NONE
         if group is None and not keys:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group is not None and group.state != GroupState.EMPTY:
@@ -513,7 +541,7 @@ class GroupService:
             stale: list[OffsetKey] = []
             for group_id in owned.store.groups():
                 group = self.coordinator.groups.get(group_id)
-                if group is not None and group.state != GroupState.EMPTY:
+                if (group is not None and group.state != GroupState.EMPTY) or self.consumer.is_active(group_id):
                     continue
                 expired = owned.store.expired(group_id, now - self._retention_ms)
                 if expired:

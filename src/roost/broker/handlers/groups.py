@@ -60,6 +60,10 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     status = ctx.groups.status(body["group_id"])
     if status != ErrorCode.NONE:
         return join_error(status, body["member_id"])
+    if ctx.groups.consumer.is_active(body["group_id"]):
+        # A consumer-protocol group with members: Roost does not mix the protocols in one group.
+        return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
+    ctx.groups.consumer.remove_empty(body["group_id"])  # an empty one may switch to classic
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -158,12 +162,16 @@ def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
     generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
     member_id = body.get("member_id", "")
     verdict = ctx.groups.status(group_id)
-    if verdict == ErrorCode.NONE:
+    consumer_protocol = group_id in ctx.groups.consumer.groups
+    if verdict == ErrorCode.NONE and consumer_protocol:
+        # KIP-848: the generation field carries the member epoch (STALE_MEMBER_EPOCH if not the current).
+        verdict = ctx.groups.consumer.check_commit(group_id, member_id, generation, request.version)
+    elif verdict == ErrorCode.NONE:
         verdict = ctx.groups.coordinator.check_commit(group_id, generation, member_id,
                                                       body.get("group_instance_id"))
     now = now_ms()
     if verdict == ErrorCode.NONE and member_id:
-        ctx.groups.coordinator.touch(now, group_id, member_id)
+        (ctx.groups.consumer if consumer_protocol else ctx.groups.coordinator).touch(now, group_id, member_id)
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     waiting: list[dict[str, Any]] = []  # the entries whose code is the commit's outcome
     topics_out = []
@@ -254,6 +262,12 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any
                            "protocol_data": "", "members": [],
                            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
+        if group_id in ctx.groups.consumer.groups:
+            # Kafka 4: a consumer-protocol group is not described by the classic API.
+            groups.append({"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "group_id": group_id,
+                           "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "",
+                           "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         described = ctx.groups.coordinator.describe(group_id)
         if described["group_state"] == GroupState.DEAD.value and ctx.groups.offsets(group_id).has_group(group_id):
             described["group_state"] = GroupState.EMPTY.value  # known by its committed offsets
@@ -263,9 +277,12 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any
 
 def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
     states_filter = {s.lower() for s in request.body.get("states_filter") or []}
-    groups = [{"group_id": g, "protocol_type": p, "group_state": s}
+    types_filter = {t.lower() for t in request.body.get("types_filter") or []}
+    groups = [{"group_id": g, "protocol_type": p, "group_state": s, "group_type": ctx.groups.group_type(g)}
               for g, p, s in ctx.groups.listing()
               if not states_filter or s.lower() in states_filter]
+    if types_filter:
+        groups = [g for g in groups if g["group_type"] in types_filter]
     # Kafka's answer while a partition loads: what is known so far, and a retriable error.
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.is_loading() else ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": code, "groups": groups}

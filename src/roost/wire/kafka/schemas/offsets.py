@@ -9,7 +9,7 @@ from __future__ import annotations
 from roost.wire.kafka.schema import Field, Message
 
 OFFSET_COMMIT_REQUEST = Message(
-    "OffsetCommitRequest", api_key=8, kind="request", versions="2-8", flexible="8+", fields=(
+    "OffsetCommitRequest", api_key=8, kind="request", versions="2-9", flexible="8+", fields=(
         Field("GroupId", "string", "0+"),
         Field("GenerationIdOrMemberEpoch", "int32", "1+", default=-1),
         Field("MemberId", "string", "1+"),
@@ -29,7 +29,7 @@ OFFSET_COMMIT_REQUEST = Message(
     ))
 
 OFFSET_COMMIT_RESPONSE = Message(
-    "OffsetCommitResponse", api_key=8, kind="response", versions="2-8", flexible="8+", fields=(
+    "OffsetCommitResponse", api_key=8, kind="response", versions="2-9", flexible="8+", fields=(
         Field("ThrottleTimeMs", "int32", "3+"),
         Field("Topics", "[]OffsetCommitResponseTopic", "0+", fields=(
             Field("Name", "string", "0-9"),
