@@ -18,10 +18,10 @@ import threading
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.cli.kafka_cli import run_json
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, wait_for
 
@@ -299,21 +299,26 @@ def test_the_two_protocols_side_by_side(shared_broker: RoostProcess) -> None:
         classic.close()
 
 
-@pytest.mark.parametrize("assignor", ["range"])
-def test_librdkafka_chooses_a_server_assignor(shared_broker: RoostProcess, assignor: str) -> None:
+def test_librdkafka_chooses_a_server_assignor_and_roost_group_describe_shows_epochs(
+        shared_broker: RoostProcess) -> None:
     bootstrap = shared_broker.address("kafka")
-    topic, group = f"kip848-{assignor}", f"kip848-{assignor}-group"
+    topic, group = "kip848-range", "kip848-range-group"
     create_topic(bootstrap, topic, 4)
-    consumer = Consumer(consumer_config(bootstrap, group, **{"group.remote.assignor": assignor}))
+    consumer = Consumer(consumer_config(bootstrap, group, **{"group.remote.assignor": "range"}))
     try:
         consumer.subscribe([topic])
         wait_for(lambda: (consumer.poll(0.2), len(consumer.assignment()) == 4)[1], timeout=30, what="assigned")
+        described = run_json("group", "describe", group, "-b", bootstrap)
     finally:
         consumer.close()
+    assert described["protocol"] == "consumer" and described["group_epoch"] >= 1
+    (member,) = described["members"]
+    assert member["member_epoch"] == described["assignment_epoch"]
+    assert member["assignment"] == member["target"] == f"{topic}:0,1,2,3"
     client = WireClient(bootstrap)
     try:
-        described = client.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group],
-                                                                "include_authorized_operations": False})
+        answer = client.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group],
+                                                             "include_authorized_operations": False})
     finally:
         client.close()
-    assert described["groups"][0]["assignor_name"] == assignor
+    assert answer["groups"][0]["assignor_name"] == "range"
