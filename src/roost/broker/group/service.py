@@ -367,7 +367,17 @@ class GroupService:
     # transactions -----------------------------------------------------------------------------
     def check_txn_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
         """Kafka's doTxnCommitOffsets checks: a named member must be in the group, a given
-        generation must be the group's; an unknown group is fine (it only holds offsets)."""
+        generation must be the group's; an unknown group is fine (it only holds offsets). For a
+        consumer-protocol group the generation is the member epoch (Kafka's validateOffsetCommit;
+        a stale one is ILLEGAL_GENERATION, which TxnOffsetCommit's clients know)."""
+        modern = self.consumer.groups.get(group_id)
+        if modern is not None:
+            member = modern.members.get(member_id)
+            if member_id and member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation >= 0 and (member is None or generation != member.member_epoch):
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         group = self.coordinator.groups.get(group_id)
         if member_id and (group is None or member_id not in group.members):
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -450,7 +460,7 @@ class GroupService:
             return code, {}
         owned = self._owned[self.partition_for(group_id)]
         group = self.coordinator.groups.get(group_id)
-        if group is None and not owned.store.keys_for_group(group_id):
+        if group is None and not owned.store.keys_for_group(group_id) and not self.consumer.is_active(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         answers: dict[tuple[str, int], ErrorCode | Awaitable[ErrorCode]] = {}
         eligible = list(dict.fromkeys(partitions))
@@ -461,11 +471,18 @@ class GroupService:
                 if group.is_subscribed_to(topic):
                     answers[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             eligible = [p for p in eligible if p not in answers]
+        modern = self.consumer.groups.get(group_id)
+        if modern is not None and modern.members:
+            for topic, index in eligible:
+                if any(m.subscribes_to(topic) for m in modern.members.values()):
+                    answers[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            eligible = [p for p in eligible if p not in answers]
         if not eligible:
             return ErrorCode.NONE, answers
         held = set(owned.store.keys_for_group(group_id))
         keys = [(group_id, topic, index) for topic, index in eligible if (group_id, topic, index) in held]
-        left_empty = (group is None or group.state == GroupState.EMPTY) and held <= set(keys)
+        left_empty = (group is None or group.state == GroupState.EMPTY) and held <= set(keys) \
+            and not self.consumer.is_active(group_id)
         outcome = self._delete(owned, group_id, keys, now, whole_group=left_empty)
         for partition in eligible:
             answers[partition] = outcome
