@@ -21,9 +21,10 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.broker.conftest import StartBroker
 from tests.cli.kafka_cli import run_json
 from tests.support.kafka_wire import WireClient
-from tests.support.procs import RoostProcess, wait_for
+from tests.support.procs import RoostProcess, free_ports, wait_for
 
 PARTITIONS = 6
 RATE = 1500  # records per second, the steady stream
@@ -322,3 +323,42 @@ def test_librdkafka_chooses_a_server_assignor_and_roost_group_describe_shows_epo
     finally:
         client.close()
     assert answer["groups"][0]["assignor_name"] == "range"
+
+
+def test_after_a_coordinator_restart_the_members_join_again_and_consume_everything(
+        start_broker: StartBroker) -> None:
+    """The group's membership is in the coordinator's memory only: a restarted broker does not know
+    it, the members' heartbeats get UNKNOWN_MEMBER_ID, librdkafka joins again with epoch 0, and
+    consumption resumes from the committed offsets."""
+    (port,) = free_ports(1)
+    broker = start_broker("--no-keeper", "--kafka-port", str(port))
+    bootstrap = broker.address("kafka")
+    topic, group = "kip848-failover", "kip848-failover-group"
+    create_topic(bootstrap, topic, 4)
+    seen: set[int] = set()
+    lock = threading.Lock()
+    members = [Member(bootstrap, group, topic, f"m{i}", seen, lock) for i in range(2)]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+    def produce(first: int, count: int) -> None:
+        for n in range(first, first + count):
+            producer.produce(topic, json.dumps({"n": n}).encode(), partition=n % 4)
+        assert producer.flush(30) == 0
+
+    try:
+        for member in members:
+            member.start()
+        produce(0, 2000)
+        wait_for(lambda: len(seen) == 2000, timeout=30, what="the first records consumed")
+        assert broker.stop() == 0
+        broker = start_broker("--no-keeper", "--kafka-port", str(port))
+        produce(2000, 2000)
+        wait_for(lambda: len(seen) == 4000, timeout=60, what="every record consumed after the restart")
+        wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2], timeout=30,
+                 what="both members assigned again")
+    finally:
+        for member in members:
+            member.stop.set()
+        for member in members:
+            member.join(30)
+    assert seen == set(range(4000))
