@@ -190,8 +190,9 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                  f"the group has reached its maximum of {self.config.max_size} members")
         before: frozenset[TopicPartition] | None
+        reasons: list[str] = []  # why the group epoch goes up (once per heartbeat, as in Kafka)
         if epoch == JOIN_EPOCH:
-            member = self._join(now, group, member_id, request)
+            member = self._join(now, group, member_id, request, reasons)
             before = None
         else:
             member = self._known_member(group, member_id, request)
@@ -217,8 +218,11 @@ class ConsumerGroupCoordinator:
             log.info("group %s: member %s subscribes to %s%s", group.group_id, member.member_id,
                      list(member.subscribed_names),
                      f" and /{member.subscribed_regex}/" if member.subscribed_regex else "")
-            self._bump(group, f"member {member.member_id} changed its subscription")
-        self._refresh_topics(group, topics)
+            reasons.append(f"member {member.member_id} changed its subscription")
+        if self._refresh_topics(group, topics):
+            reasons.append("the subscribed topics changed")
+        if reasons:
+            self._bump(group, "; ".join(reasons))
         self._maybe_assign(group)
         self._reconcile(now, group, member, request.owned)
         self.check_invariants(group)
@@ -226,7 +230,8 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch,
                                self.config.heartbeat_interval_ms, member.assigned if send else None)
 
-    def _join(self, now: int, group: ConsumerGroup, member_id: str, request: HeartbeatRequest) -> ConsumerMember:
+    def _join(self, now: int, group: ConsumerGroup, member_id: str, request: HeartbeatRequest,
+              reasons: list[str]) -> ConsumerMember:
         instance = request.instance_id
         if instance is not None and instance in group.static:
             old = group.members[group.static[instance]]
@@ -255,7 +260,7 @@ class ConsumerGroupCoordinator:
         group.members[member_id] = member
         if instance is not None:
             group.static[instance] = member_id
-        self._bump(group, f"member {member_id} joined")
+        reasons.append(f"member {member_id} joined")
         return member
 
     def _known_member(self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest) -> ConsumerMember:
@@ -310,14 +315,15 @@ class ConsumerGroupCoordinator:
         group.group_epoch += 1
         log.info("group %s: epoch %d (%s)", group.group_id, group.group_epoch, reason)
 
-    def _refresh_topics(self, group: ConsumerGroup, topics: Mapping[str, TopicMeta]) -> None:
-        """The subscribed topics that exist, with their ids and partition counts; a change (a topic
-        created, deleted, recreated, or grown) bumps the group epoch."""
+    def _refresh_topics(self, group: ConsumerGroup, topics: Mapping[str, TopicMeta]) -> bool:
+        """The subscribed topics that exist, with their ids and partition counts; whether they
+        changed (a topic created, deleted, recreated, or grown: the group epoch goes up)."""
         found = {name: meta for name, meta in topics.items()
                  if any(m.subscribes_to(name) for m in group.members.values())}
-        if found != group.topics:
-            group.topics = found
-            self._bump(group, "the subscribed topics changed")
+        if found == group.topics:
+            return False
+        group.topics = found
+        return True
 
     def _maybe_assign(self, group: ConsumerGroup) -> None:
         if group.group_epoch == group.assignment_epoch:
