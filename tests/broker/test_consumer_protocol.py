@@ -30,7 +30,8 @@ PARTITIONS = 6
 RATE = 1500  # records per second, the steady stream
 RUN_LIMIT_S = 90
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, JOIN_GROUP, LIST_GROUPS = 68, 69, 11, 16
-GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL = 69, 23
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH = 69, 23, 25, 113
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
@@ -228,13 +229,14 @@ def test_a_static_member_closing_and_coming_back_keeps_its_partitions(shared_bro
         wait_for(lambda: sorted(len(h) for h in holders([dynamic, first])) == [2, 2], timeout=30,
                  what="two members holding two partitions each")
         kept, others = first.owned(), dynamic.owned()
+        revocations = len(dynamic.revoked)
         first.stop.set()
         first.join(30)
         time.sleep(1.5)  # three heartbeat intervals: nothing moves to the dynamic member
         assert dynamic.owned() == others
         again.start()
         wait_for(lambda: again.owned() == kept, timeout=30, what="the static member's partitions back")
-        assert dynamic.owned() == others and all(not r for _, r in dynamic.revoked)
+        assert dynamic.owned() == others and len(dynamic.revoked) == revocations, "the dynamic member was untouched"
     finally:
         for member in threads:
             member.stop.set()
@@ -269,6 +271,23 @@ def test_the_two_protocols_side_by_side(shared_broker: RoostProcess) -> None:
         assert coordinator_error == GROUP_ID_NOT_FOUND
         joined = _heartbeat(client, consumer_group, topic)
         assert joined["error_code"] == 0 and joined["member_epoch"] > 0
+        # Offsets name the member and its epoch (OffsetCommit v9, OffsetFetch v9).
+        member_id, epoch = joined["member_id"], joined["member_epoch"]
+        for committer, member_epoch, code in ((member_id, epoch, 0), (member_id, epoch - 1, STALE_MEMBER_EPOCH),
+                                              ("stranger", epoch, UNKNOWN_MEMBER_ID), ("", -1, UNKNOWN_MEMBER_ID)):
+            committed = client.request(OFFSET_COMMIT, 9, {
+                "group_id": consumer_group, "generation_id_or_member_epoch": member_epoch, "member_id": committer,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                            "committed_metadata": ""}]}]})
+            assert committed["topics"][0]["partitions"][0]["error_code"] == code, (committer, member_epoch)
+            fetched = client.request(OFFSET_FETCH, 9, {"groups": [{
+                "group_id": consumer_group, "member_id": committer or None, "member_epoch": member_epoch,
+                "topics": [{"name": topic, "partition_indexes": [0]}]}], "require_stable": False})
+            (group_answer,) = fetched["groups"]
+            expected = 0 if committer == "" else code  # no member named: an admin's read
+            assert group_answer["error_code"] == expected, (committer, member_epoch)
+            if expected == 0:
+                assert group_answer["topics"][0]["partitions"][0]["committed_offset"] == 5
         refused = client.request(JOIN_GROUP, 7, {
             "group_id": consumer_group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})

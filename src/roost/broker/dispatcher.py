@@ -44,7 +44,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 7),         # 6+ flexible, 7 max timestamp
     ApiKey.METADATA: (1, 12),            # 9+ flexible, 10+ topic ids
     ApiKey.OFFSET_COMMIT: (2, 9),        # 8+ flexible, 9 member epochs of KIP-848 groups
-    ApiKey.OFFSET_FETCH: (1, 7),         # 6+ flexible
+    ApiKey.OFFSET_FETCH: (1, 9),         # 6+ flexible, 8+ batches of groups, 9 member epochs
     ApiKey.FIND_COORDINATOR: (0, 3),     # 3 flexible
     ApiKey.JOIN_GROUP: (0, 7),           # 4+ MEMBER_ID_REQUIRED, 5+ static members, 6+ flexible
     ApiKey.HEARTBEAT: (0, 4),            # 4 flexible

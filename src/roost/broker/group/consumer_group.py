@@ -412,6 +412,16 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def check_fetch(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch, for OffsetFetch v9 naming a member."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     def touch(self, now: int, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None

@@ -218,15 +218,36 @@ async def _after(outcome: Awaitable[ErrorCode], waiting: list[dict[str, Any]],
 
 def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
+    stable = bool(body.get("require_stable"))
+    if "groups" in body:  # v8+: a batch of groups, each with its own error
+        answers = []
+        for wanted in body["groups"]:
+            code, topics = _offset_fetch_group(ctx, wanted["group_id"], wanted.get("topics"), stable,
+                                               wanted.get("member_id"), wanted.get("member_epoch", -1))
+            answers.append({"group_id": wanted["group_id"], "topics": topics, "error_code": code})
+        return {"throttle_time_ms": 0, "groups": answers}
     group_id = body["group_id"]
     requested = body.get("topics")
     status = ctx.groups.status(group_id)
-    if status != ErrorCode.NONE:
-        if request.version >= FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
-            return {"throttle_time_ms": 0, "topics": [], "error_code": status}
+    if status != ErrorCode.NONE and request.version < FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
         return {"throttle_time_ms": 0, "error_code": status, "topics": [
             {"name": t["name"], "partitions": [_fetched(index, None, status) for index in t["partition_indexes"]]}
             for t in requested or []]}
+    code, topics_out = _offset_fetch_group(ctx, group_id, requested, stable, None, -1)
+    return {"throttle_time_ms": 0, "topics": topics_out, "error_code": code}
+
+
+def _offset_fetch_group(ctx: GroupContext, group_id: str, requested: list[dict[str, Any]] | None, stable: bool,
+                        member_id: str | None, member_epoch: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """One group's committed offsets: (the group's error, its topics). `member_id` and
+    `member_epoch` (OffsetFetch v9) are checked for a consumer-protocol group's member; none and
+    -1 are an admin's request."""
+    status = ctx.groups.status(group_id)
+    if status == ErrorCode.NONE and (member_id is not None or member_epoch >= 0) \
+            and group_id in ctx.groups.consumer.groups:
+        status = ctx.groups.consumer.check_fetch(group_id, member_id or "", member_epoch)
+    if status != ErrorCode.NONE:
+        return status, []
     store = ctx.groups.offsets(group_id)
     if requested is None:  # all committed offsets of the group
         wanted: dict[str, list[int]] = {}
@@ -236,12 +257,11 @@ def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
         wanted = {t["name"]: list(t["partition_indexes"]) for t in requested}
     # KIP-447: a read_committed consumer asks for stable offsets; a partition with a transactional
     # commit awaiting its marker answers UNSTABLE_OFFSET_COMMIT (retriable) instead of a value.
-    stable = bool(body.get("require_stable"))
     topics_out = [{"name": name, "partitions": [
         _fetched(index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if stable and store.has_unstable(group_id, name, index)
         else _fetched(index, store.get(group_id, name, index), ErrorCode.NONE) for index in indexes]}
         for name, indexes in wanted.items()]
-    return {"throttle_time_ms": 0, "topics": topics_out, "error_code": ErrorCode.NONE}
+    return ErrorCode.NONE, topics_out
 
 
 def _fetched(index: int, committed: CommittedOffset | None, code: ErrorCode) -> dict[str, Any]:

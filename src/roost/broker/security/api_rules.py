@@ -297,8 +297,33 @@ def _offset_commit(c: Check) -> Outcome:
     return _commit_topics(c)
 
 
+def _offset_fetch_groups(c: Check) -> Outcome:
+    """OffsetFetch v8+ (a batch of groups): a group the principal may not describe answers
+    GROUP_AUTHORIZATION_FAILED, a topic it may not describe TOPIC_AUTHORIZATION_FAILED per
+    partition (left out when all the group's topics were asked for). Applied to the answer: the
+    reads themselves have no effect."""
+    def restrict(response: dict[str, Any]) -> dict[str, Any]:
+        for group in response["groups"]:
+            if not c.may(DESCRIBE, GROUP, group["group_id"]):
+                group.update(error_code=GROUP_DENIED, topics=[])
+                continue
+            asked = next((g for g in c.request.body["groups"] if g["group_id"] == group["group_id"]), {})
+            if asked.get("topics") is None:
+                group["topics"] = [t for t in group["topics"] if c.may(DESCRIBE, TOPIC, t["name"])]
+                continue
+            for topic in group["topics"]:
+                if not c.may(DESCRIBE, TOPIC, topic["name"]):
+                    for partition in topic["partitions"]:
+                        partition.update(committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                         error_code=TOPIC_DENIED)
+        return response
+    return restrict
+
+
 def _offset_fetch(c: Check) -> Outcome:
     body = c.request.body
+    if "groups" in body:
+        return _offset_fetch_groups(c)
     if not c.may(DESCRIBE, GROUP, body["group_id"]):
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": [
             {"name": t["name"], "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "",
