@@ -9,6 +9,9 @@ again plus 2 s, against the longest gap before the join (the stream's own rhythm
 from the third member's subscribe to its first record. Classic members use librdkafka's default
 assignors (range,roundrobin: eager, every partition is revoked at a rebalance) and the
 cooperative-sticky assignor; consumer-protocol members use the broker's `uniform` assignor.
+The second member starts 250 ms after the first. Each run is repeated with the application doing
+some work in its revocation callback (a flush, a commit: --revoke-ms), which an eager rebalance
+makes every member do for every partition before anyone gets its new assignment.
 Broker heartbeat interval for consumer-protocol members: 500 ms (classic: heartbeat.interval.ms
 500, session 6 s) so both protocols react at the same pace. Prints figures with their conditions
 and the broker's CPU seconds; never asserts.
@@ -94,8 +97,9 @@ class Stream(threading.Thread):
 
 
 class Member(threading.Thread):
-    def __init__(self, bootstrap: str, group: str, topic: str, extra: dict[str, Any]) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, extra: dict[str, Any], revoke_s: float) -> None:
         super().__init__(daemon=True)
+        self.revoke_s = revoke_s  # the application's work when partitions are taken away (flush, commit)
         self.config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
                        "enable.auto.commit": True, **extra}
         self.topic = topic
@@ -104,15 +108,20 @@ class Member(threading.Thread):
         self.subscribed_at = 0.0
         self.first_record_at: float | None = None
         self.owned: set[int] = set()
+        self.events: list[tuple[str, float, set[int]]] = []  # assignments and revocations
 
     def run(self) -> None:
         consumer = Consumer(self.config)
 
         def on_assign(c: Consumer, partitions: list[TopicPartition]) -> None:
             self.owned |= {p.partition for p in partitions}
+            self.events.append(("assign", time.monotonic(), {p.partition for p in partitions}))
 
         def on_revoke(c: Consumer, partitions: list[TopicPartition]) -> None:
             self.owned -= {p.partition for p in partitions}
+            self.events.append(("revoke", time.monotonic(), {p.partition for p in partitions}))
+            if partitions:
+                time.sleep(self.revoke_s)
 
         self.subscribed_at = time.monotonic()
         consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
@@ -145,19 +154,21 @@ def wait_until(predicate: Any, what: str) -> None:
         time.sleep(0.05)
 
 
-def one_join(bootstrap: str, label: str, extra: dict[str, Any], rate: int) -> dict[str, float]:
+def one_join(bootstrap: str, label: str, extra: dict[str, Any], rate: int, revoke_s: float) -> dict[str, float]:
     topic, group = f"join-{uuid.uuid4().hex[:6]}", f"join-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     stream = Stream(bootstrap, topic, rate)
-    first, second = Member(bootstrap, group, topic, extra), Member(bootstrap, group, topic, extra)
-    third = Member(bootstrap, group, topic, extra)
+    first, second, third = (Member(bootstrap, group, topic, extra, revoke_s) for _ in range(3))
     stream.start()
     first.start()
+    # Out of step by half a heartbeat interval, as members that did not start together are: in
+    # step, both classic members learn of the rebalance at once and the eager pause hides.
+    time.sleep(0.25)
     second.start()
     try:
         wait_until(lambda: sorted(len(m.owned) for m in (first, second)) == [3, 3]
-                   and len(first.deliveries) == 3 and len(second.deliveries) == 3, f"{label}: two members")
+                   and all(p in m.deliveries for m in (first, second) for p in m.owned), f"{label}: two members")
         time.sleep(3)
         before = {id(m): set(m.owned) for m in (first, second)}
         joined_at = time.monotonic()
@@ -168,6 +179,7 @@ def one_join(bootstrap: str, label: str, extra: dict[str, Any], rate: int) -> di
         time.sleep(2)
         end = time.monotonic()
         steady, during = [], []
+        revoked = sum(len(p) for m in (first, second) for kind, t, p in m.events if kind == "revoke" and t >= joined_at)
         for member in (first, second):
             kept = before[id(member)] & member.owned
             for partition in kept:
@@ -176,7 +188,7 @@ def one_join(bootstrap: str, label: str, extra: dict[str, Any], rate: int) -> di
                 during.append(longest_gap(times, joined_at, end))
         return {"steady_gap_s": max(steady), "join_gap_s": max(during), "join_s": settled_at - joined_at,
                 "third_first_record_s": (third.first_record_at or end) - third.subscribed_at,
-                "unaffected": len(steady)}
+                "unaffected": len(steady), "revoked": revoked}
     finally:
         for thread in (stream, first, second, third):
             thread.stop.set()
@@ -187,8 +199,10 @@ def one_join(bootstrap: str, label: str, extra: dict[str, Any], rate: int) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2, help="joins measured per protocol")
+    parser.add_argument("--rounds", type=int, default=3, help="joins measured per protocol")
     parser.add_argument("--rate", type=int, default=2000, help="records per second of the stream")
+    parser.add_argument("--revoke-ms", type=int, nargs="+", default=[0, 200],
+                        help="the application's work in its revocation callback (each value a run)")
     args = parser.parse_args()
     with running_broker() as (pid, bootstrap):
         print(f"roost up --no-keeper on {platform.machine()} ({os.cpu_count()} cores, shared: noisy), "
@@ -197,17 +211,20 @@ def main() -> None:
         print(f"{PARTITIONS} partitions, {args.rate} records/s of 100 bytes, 2 members then a 3rd joins; "
               f"{args.rounds} joins per protocol; medians (max)")
         cpu_before = cpu_seconds(pid)
-        for label, extra in PROTOCOLS.items():
-            results = [one_join(bootstrap, label, extra, args.rate) for _ in range(args.rounds)]
+        for revoke_ms in args.revoke_ms:
+            print(f"-- revocation callback work: {revoke_ms} ms")
+            for label, extra in PROTOCOLS.items():
+                results = [one_join(bootstrap, label, extra, args.rate, revoke_ms / 1000) for _ in range(args.rounds)]
 
-            def show(key: str, results: list[dict[str, float]] = results) -> str:
-                values = [r[key] for r in results]
-                return f"{statistics.median(values):6.2f} s ({max(values):.2f})"
+                def show(key: str, results: list[dict[str, float]] = results) -> str:
+                    values = [r[key] for r in results]
+                    return f"{statistics.median(values):5.2f} s ({max(values):.2f})"
 
-            kept = min(r["unaffected"] for r in results)
-            print(f"{label:29} unaffected partitions kept: {kept}; their longest gap: steady {show('steady_gap_s')},"
-                  f" during the join {show('join_gap_s')}; join until all consume {show('join_s')};"
-                  f" 3rd member's first record {show('third_first_record_s')}")
+                kept = min(r["unaffected"] for r in results)
+                revoked = max(r["revoked"] for r in results)
+                print(f"{label:28} partitions revoked from the 2 members: {revoked}; longest gap of the {kept} "
+                      f"they keep: steady {show('steady_gap_s')}, during the join {show('join_gap_s')}; "
+                      f"join until all consume {show('join_s')}")
         print(f"broker CPU over the run: {cpu_seconds(pid) - cpu_before:.1f} s")
 
 
