@@ -10,6 +10,7 @@ and every step checks that no two clients hold the same partition. Epochs only g
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -257,6 +258,8 @@ def test_a_static_member_leaving_for_good_gives_its_partitions_away() -> None:
     ({"member_epoch": -2, "member_id": "m"}, ErrorCode.INVALID_REQUEST),
     ({"server_assignor": "sticky"}, ErrorCode.UNSUPPORTED_ASSIGNOR),
     ({"subscribed_topic_regex": "orders("}, ErrorCode.INVALID_REGULAR_EXPRESSION),
+    ({"subscribed_topic_regex": r"(o)\1"}, ErrorCode.INVALID_REGULAR_EXPRESSION),  # RE2 has no backreferences
+    ({"subscribed_topic_regex": "o" * 5000}, ErrorCode.INVALID_REGULAR_EXPRESSION),
     ({"member_epoch": 3, "member_id": "stranger"}, ErrorCode.UNKNOWN_MEMBER_ID),
 ])
 def test_bad_heartbeats_get_kafkas_error_codes(changes: dict[str, object], code: ErrorCode) -> None:
@@ -366,3 +369,16 @@ def test_the_range_assignor_is_chosen_by_the_members() -> None:
     described = coordinator.describe(GROUP)
     assert described is not None and described["assignor_name"] == "range"
     assert sorted(tuple(sorted(i for _, i in c.holding)) for c in clients) == [(0, 1), (2, 3), (4, 5)]
+
+
+def test_a_pathological_pattern_cannot_stall_the_coordinator() -> None:
+    """RE2 matches in linear time: a pattern that backtracks exponentially in Python's `re`."""
+    coordinator = new_coordinator()
+    long_name = TopicMeta("a" * 200 + "b", uuid.UUID(int=9), 1)
+    topics = {**TOPICS, long_name.name: long_name}
+    started = time.monotonic()
+    result = coordinator.heartbeat(0, Client("c", topics=()).request(
+        subscribed_topic_names=(), subscribed_topic_regex="(a+)+$"), topics)
+    assert result.error == ErrorCode.NONE
+    assert time.monotonic() - started < 10  # Python's re would take longer than the universe
+    assert coordinator.groups[GROUP].topics == {}

@@ -33,18 +33,31 @@ session timeout.
 
 from __future__ import annotations
 
+import functools
 import logging
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import re2
+
 from roost.broker.group.assignors import ASSIGNORS, TopicPartition
 from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker.group.consumer")
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered; not the broker's log
+MAX_REGEX_CHARS = 4096
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled_regex(pattern: str) -> Any:
+    """A subscription's regular expression, compiled with RE2 (as Kafka's RE2/J: linear time, so no
+    pattern can stall the broker); re2.error if it is not one."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -129,7 +142,7 @@ class ConsumerMember:
     def subscribes_to(self, topic: str) -> bool:
         if topic in self.subscribed_names:
             return True
-        return self.subscribed_regex is not None and re.fullmatch(self.subscribed_regex, topic) is not None
+        return self.subscribed_regex is not None and compiled_regex(self.subscribed_regex).fullmatch(topic) is not None
 
 
 @dataclass
@@ -520,8 +533,13 @@ def _validate(request: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
         raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                              f"ServerAssignor {request.server_assignor} is not supported; supported: {list(assignors)}")
     if request.subscribed_topic_regex:
-        try:
-            re.compile(request.subscribed_topic_regex)
-        except re.error as error:
+        if len(request.subscribed_topic_regex) > MAX_REGEX_CHARS:
             raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                 f"SubscribedTopicRegex is invalid: {error}") from None
+                                 f"SubscribedTopicRegex is longer than {MAX_REGEX_CHARS} characters")
+        try:
+            compiled_regex(request.subscribed_topic_regex)
+        except re2.error as error:
+            reason = error.args[0].decode(errors="replace") if error.args and isinstance(error.args[0], bytes) \
+                else str(error)
+            raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex is invalid: {reason}") from None
