@@ -334,9 +334,11 @@ def test_a_regex_subscription_a_server_assignor_and_roost_group_describe(
         consumer.subscribe(["^kip848-ran.*"])  # a pattern: librdkafka sends it for the broker to match
         wait_for(lambda: (consumer.poll(0.2), len(consumer.assignment()) == 4)[1], timeout=30, what="assigned")
         described = run_json("group", "describe", group, "-b", bootstrap)
+        listed = run_json("group", "list", "-b", bootstrap)
     finally:
         consumer.close()
     assert described["protocol"] == "consumer" and described["group_epoch"] >= 1
+    assert next(g for g in listed if g["group"] == group)["protocol"] == "consumer"
     (member,) = described["members"]
     assert member["member_epoch"] == described["assignment_epoch"]
     assert member["assignment"] == member["target"] == f"{topic}:0,1,2,3"

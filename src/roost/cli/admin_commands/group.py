@@ -66,6 +66,12 @@ def assignment_text(partitions: Iterable[TopicPartition]) -> str:
     return " ".join(f"{topic}:{','.join(map(str, sorted(ps)))}" for topic, ps in sorted(by_topic.items()))
 
 
+def protocol_name(group_type: object) -> str:
+    """ListGroups v5's group type as the CLI shows it: classic or consumer (KIP-848)."""
+    name = str(getattr(group_type, "name", group_type)).lower()
+    return "consumer" if name == "consumer" else "classic"
+
+
 @click.group("group")
 def command() -> None:
     """Consumer groups: list, describe with lag, seek, delete."""
@@ -75,7 +81,7 @@ def command() -> None:
 @kafka_target_options
 @format_option
 def list_groups(target: Target, output_format: str) -> None:
-    """List consumer groups and their states.
+    """List consumer groups, their states and protocols (classic, or consumer for KIP-848).
 
     \b
     roost group list --format json
@@ -84,9 +90,9 @@ def list_groups(target: Target, output_format: str) -> None:
     fetch_metadata(admin, target)
     answer = await_result(admin.list_consumer_groups(request_timeout=target.timeout_s), target, "list groups")
     rows = [{"group": g.group_id, "state": str(getattr(g.state, "name", g.state)).lower(),
-             "simple": g.is_simple_consumer_group}
+             "protocol": protocol_name(g.type), "simple": g.is_simple_consumer_group}
             for g in sorted(answer.valid, key=lambda g: g.group_id)]
-    emit(rows, ["group", "state"], output_format)
+    emit(rows, ["group", "state", "protocol"], output_format)
 
 
 @command.command("describe")
@@ -109,9 +115,8 @@ def describe(target: Target, group: str, output_format: str) -> None:
     committed = committed_offsets(admin, target, group)
     if is_unknown(description, committed):
         raise CliError(f"unknown group: {group}")
-    protocol = str(getattr(description.type, "name", description.type)).lower()
-    modern = describe_consumer_group(target, group) if protocol == "consumer" else None
-    protocol = "consumer" if modern is not None else ("classic" if protocol in ("classic", "unknown") else protocol)
+    modern = describe_consumer_group(target, group) if protocol_name(description.type) == "consumer" else None
+    protocol = "consumer" if modern is not None else protocol_name(description.type)
     owner: dict[Partition, str] = {}
     members = []
     for member in description.members:
