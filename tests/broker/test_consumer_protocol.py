@@ -35,7 +35,7 @@ PARTITIONS = 6
 RATE = 1500  # records per second, the steady stream
 RUN_LIMIT_S = 90
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, JOIN_GROUP, LIST_GROUPS = 68, 69, 11, 16
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS = 8, 9, 15
 GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH = 69, 23, 25, 113
 
 
@@ -309,6 +309,9 @@ def test_the_two_protocols_side_by_side(shared_broker: RoostProcess) -> None:
         assert modern["error_code"] == 0 and modern["group_epoch"] >= 1 and len(modern["members"]) == 1
         assert modern["members"][0]["subscribed_topic_names"] == [topic]
         assert old["error_code"] == GROUP_ID_NOT_FOUND
+        classic_view = client.request(DESCRIBE_GROUPS, 5, {"groups": [consumer_group],
+                                                           "include_authorized_operations": False})
+        assert classic_view["groups"][0]["error_code"] == 0 and classic_view["groups"][0]["group_state"] == "Dead"
         # The consumer member leaves: the empty group may become classic.
         member = modern["members"][0]
         left = client.request(CONSUMER_GROUP_HEARTBEAT, 0, {

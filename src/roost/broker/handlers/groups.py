@@ -283,8 +283,9 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any
                            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
         if group_id in ctx.groups.consumer.groups:
-            # Kafka 4: a consumer-protocol group is not described by the classic API.
-            groups.append({"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "group_id": group_id,
+            # Kafka's answer (GroupMetadataManager.describeGroups): a consumer-protocol group is no
+            # classic group, described as Dead; ConsumerGroupDescribe describes it.
+            groups.append({"error_code": ErrorCode.NONE, "group_id": group_id,
                            "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "",
                            "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
