@@ -382,3 +382,40 @@ def test_a_pathological_pattern_cannot_stall_the_coordinator() -> None:
     assert result.error == ErrorCode.NONE
     assert time.monotonic() - started < 10  # Python's re would take longer than the universe
     assert coordinator.groups[GROUP].topics == {}
+
+
+def test_a_group_written_as_records_comes_back_the_same() -> None:
+    """Kafka's record layouts in __consumer_offsets: snapshot, replay, the same group; the
+    difference between two snapshots is what changed plus tombstones."""
+    from roost.broker.group.consumer_records import GroupRecords, delta, snapshot
+
+    coordinator = new_coordinator()
+    a, b, c = Client("a", instance_id="i-a"), Client("b", slow=2), Client("c", topics=(T1.name, T2.name))
+    settle(coordinator, [a, b], now=0)
+    c.heartbeat(coordinator, 1)
+    a.heartbeat(coordinator, 2)
+    b.heartbeat(coordinator, 3)  # b is revoking (slow): partitions pending revocation are written too
+    group = coordinator.groups[GROUP]
+    written = snapshot(group)
+    replay = GroupRecords()
+    for key, value in delta({}, written):
+        replay.apply(key, value)
+    (loaded, records), = replay.groups(100, new_coordinator()).values()
+    assert records == written
+    assert (loaded.group_epoch, loaded.assignment_epoch) == (group.group_epoch, group.assignment_epoch)
+    assert loaded.target == group.target and loaded.owners == group.owners and loaded.static == group.static
+    for member_id, member in group.members.items():
+        back = loaded.members[member_id]
+        assert (back.member_epoch, back.previous_epoch, back.state, back.assigned, back.revoking) == \
+            (member.member_epoch, member.previous_epoch, member.state, member.assigned, member.revoking)
+        assert (back.subscribed_names, back.instance_id, back.rebalance_timeout_ms) == \
+            (member.subscribed_names, member.instance_id, member.rebalance_timeout_ms)
+    # c leaves: its records go (tombstones), the others' change.
+    coordinator.heartbeat(4, c.request(member_epoch=-1), TOPICS)
+    changes = delta(written, snapshot(group))
+    tombstones = [key for key, value in changes if value is None]
+    assert len(tombstones) == 3  # c's metadata, current assignment and target
+    for key, value in changes:
+        replay.apply(key, value)
+    (again, _), = replay.groups(200, new_coordinator()).values()
+    assert set(again.members) == set(group.members) and again.group_epoch == group.group_epoch

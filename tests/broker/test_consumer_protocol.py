@@ -12,8 +12,8 @@ real `roost up` (the module's shared broker, heartbeats every 500 ms as FAST_GRO
   epoch.
 - A subscription by pattern is matched by the broker, `group.remote.assignor` picks `range`, and
   `roost group describe` shows the protocol and the epochs.
-- After a restart of the coordinator (membership is not persisted), the members join again and
-  every record is consumed.
+- After a restart of the coordinator, the group comes back from `__consumer_offsets`: the members
+  carry on under their ids and every record is consumed.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 import threading
 import time
 import uuid
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -354,11 +355,21 @@ def test_a_regex_subscription_a_server_assignor_and_roost_group_describe(
     assert answer["groups"][0]["assignor_name"] == "range"
 
 
-def test_after_a_coordinator_restart_the_members_join_again_and_consume_everything(
+def describe_group(bootstrap: str, group: str) -> dict[str, Any]:
+    client = WireClient(bootstrap)
+    try:
+        answer = client.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [group],
+                                                             "include_authorized_operations": False})
+    finally:
+        client.close()
+    return answer["groups"][0]
+
+
+def test_after_a_coordinator_restart_the_group_is_back_and_every_record_consumed(
         start_broker: StartBroker) -> None:
-    """The group's membership is in the coordinator's memory only: a restarted broker does not know
-    it, the members' heartbeats get UNKNOWN_MEMBER_ID, librdkafka joins again with epoch 0, and
-    consumption resumes from the committed offsets."""
+    """The group's state is in `__consumer_offsets` (Kafka's record layouts): a restarted broker
+    loads it, the members carry on under the same member ids (no rejoin), and every record
+    produced before and after the restart is consumed."""
     (port,) = free_ports(1)
     broker = start_broker("--no-keeper", "--kafka-port", str(port))
     bootstrap = broker.address("kafka")
@@ -379,12 +390,23 @@ def test_after_a_coordinator_restart_the_members_join_again_and_consume_everythi
             member.start()
         produce(0, 2000)
         wait_for(lambda: len(seen) == 2000, timeout=30, what="the first records consumed")
+        wait_for(lambda: describe_group(bootstrap, group)["group_state"] == "Stable", timeout=30, what="stable")
+        before = describe_group(bootstrap, group)
         assert broker.stop() == 0
         broker = start_broker("--no-keeper", "--kafka-port", str(port))
+        wait_for(lambda: f"group {group} (consumer protocol) loaded" in broker.text(), timeout=30,
+                 what="the group loaded from __consumer_offsets")
+        loaded = describe_group(bootstrap, group)
+        assert loaded["error_code"] == 0, loaded
+        assert {m["member_id"] for m in loaded["members"]} == {m["member_id"] for m in before["members"]}
         produce(2000, 2000)
         wait_for(lambda: len(seen) == 4000, timeout=60, what="every record consumed after the restart")
         wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2], timeout=30,
                  what="both members assigned again")
+        after = describe_group(bootstrap, group)
+        assert {m["member_id"] for m in after["members"]} == {m["member_id"] for m in before["members"]}, \
+            "the members carried on: nobody joined again"
+        assert after["group_epoch"] >= before["group_epoch"]
     finally:
         for member in members:
             member.stop.set()

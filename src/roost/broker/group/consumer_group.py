@@ -395,8 +395,10 @@ class ConsumerGroupCoordinator:
         log.info("group %s: member %s %s", group.group_id, member_id, why)
 
     # timers ---------------------------------------------------------------------------------------
-    def tick(self, now: int) -> None:
-        """Remove members whose session expired or that did not revoke within their rebalance timeout."""
+    def tick(self, now: int) -> list[str]:
+        """Remove members whose session expired or that did not revoke within their rebalance
+        timeout; returns the groups that changed."""
+        changed = []
         for group in list(self.groups.values()):
             gone = []
             for member in list(group.members.values()):
@@ -409,6 +411,8 @@ class ConsumerGroupCoordinator:
             if gone:
                 self._bump(group, f"{len(gone)} member(s) removed")
                 self.check_invariants(group)
+                changed.append(group.group_id)
+        return changed
 
     # offsets ---------------------------------------------------------------------------------------
     def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> ErrorCode:

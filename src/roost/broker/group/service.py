@@ -33,6 +33,7 @@ from enum import Enum
 from typing import Any
 
 from roost.broker.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicMeta
+from roost.broker.group.consumer_records import GroupRecords, delta, snapshot
 from roost.broker.group.coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator, GroupLimits, GroupState
 from roost.broker.group.offsets import (
     CommittedOffset,
@@ -49,6 +50,7 @@ from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
 from roost.log import OffsetOutOfRange
 from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.records import build_batch
 
 log = logging.getLogger("roost.broker.group")
 
@@ -121,6 +123,9 @@ class GroupService:
             max_size=config["group.consumer.max.size"],
             assignors=tuple(n.strip() for n in config["group.consumer.assignors"].split(",")),
         ))
+        # What was last appended for each consumer-protocol group (record key -> value): each
+        # change appends the difference (consumer_records.delta).
+        self._written: dict[str, dict[bytes, bytes]] = {}
         self._config = config
         self._replicas = replicas
         self._metadata = metadata
@@ -164,7 +169,9 @@ class GroupService:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self.coordinator.tick(now_ms())
-            self.consumer.tick(now_ms())
+            now = now_ms()
+            for group_id in self.consumer.tick(now):
+                self.persist_consumer_group(group_id, now)
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -205,6 +212,8 @@ class GroupService:
         groups.update(g for g in self.consumer.groups if self.partition_for(g) == partition.index)
         self.coordinator.unload(groups)
         self.consumer.unload(groups)
+        for group_id in groups:
+            self._written.pop(group_id, None)
         log.info("no longer coordinator for %s-%d: unloaded %d groups (%d offsets)", OFFSETS_TOPIC,
                  partition.index, len(groups), len(owned.store))
 
@@ -214,13 +223,15 @@ class GroupService:
         started = time.monotonic()
         position = partition.log_start_offset
         records = 0
+        consumer_groups = GroupRecords()
         try:
             while position < partition.log_end_offset:
                 position = max(position, partition.log_start_offset)  # DeleteRecords meanwhile
                 chunk = partition.read_to_log_end(position, LOAD_CHUNK_BYTES)
                 if not chunk.buffers:
                     break
-                records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where)
+                records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where,
+                                              consumer_groups.apply)
                 assert chunk.next_offset > position, "reads make progress"
                 position = chunk.next_offset
                 await asyncio.sleep(0)  # let requests and replication run between chunks
@@ -229,6 +240,12 @@ class GroupService:
             owned.state = LoadState.FAILED
             return
         owned.state = LoadState.LOADED
+        for group_id, (group, written) in consumer_groups.groups(now_ms(), self.consumer).items():
+            if self.partition_for(group_id) == partition.index and group_id not in self.consumer.groups:
+                self.consumer.groups[group_id] = group
+                self._written[group_id] = written
+                log.info("group %s (consumer protocol) loaded: epoch %d, %d members", group_id,
+                         group.group_epoch, len(group.members))
         for topic in sorted(owned.deleted_topics):
             self._forget_topic_in(owned, topic, now_ms())
         owned.deleted_topics.clear()
@@ -364,6 +381,49 @@ class GroupService:
             return commit_error(outcome.error)
         return outcome, done
 
+    # KIP-848 consumer groups' records --------------------------------------------------------------
+    def persist_consumer_group(self, group_id: str, now: int) -> ErrorCode | Awaitable[ErrorCode]:
+        """Append what changed in a consumer-protocol group since the last append (its records,
+        Kafka's layouts; tombstones for what is gone), with the commits' acks: the answer is
+        NONE, or the coordinator error, at once or when the batch is replicated."""
+        owned = self._owned.get(self.partition_for(group_id))
+        if owned is None or owned.state != LoadState.LOADED:
+            return ErrorCode.NOT_COORDINATOR
+        group = self.consumer.groups.get(group_id)
+        before = self._written.get(group_id, {})
+        after = snapshot(group) if group is not None else {}
+        records = delta(before, after)
+        if not records:
+            return ErrorCode.NONE
+        batch = bytearray(build_batch(records, timestamp_ms=now))
+        appending = self._replicas.append([((OFFSETS_TOPIC, owned.partition.index), batch)], self._required_acks,
+                                          AppendOrigin.COORDINATOR, self._commit_timeout_s)
+        outcome = appending.outcomes[0]
+        if outcome.base_offset < 0:
+            log.warning("group %s: its records were not appended: %s", group_id, outcome.error.name)
+            self._forget_written(group_id, before, after)
+            return commit_error(outcome.error)
+        if after:
+            self._written[group_id] = after
+        else:
+            self._written.pop(group_id, None)
+        if appending.done is None:
+            return commit_error(outcome.error)
+
+        async def settled(done: asyncio.Future[None]) -> ErrorCode:
+            code = await _settled(outcome, done)
+            if code != ErrorCode.NONE:
+                self._forget_written(group_id, before, after)
+            return code
+        return self._keep(settled(appending.done))
+
+    def _forget_written(self, group_id: str, before: dict[bytes, bytes], after: dict[bytes, bytes]) -> None:
+        """An append failed: the log may hold either version of these keys, so the next append
+        rewrites every record of the group (and tombstones every key it no longer has)."""
+        if self.consumer.groups.get(group_id) is None and not before:
+            return
+        self._written[group_id] = dict.fromkeys({*before, *after}, b"")
+
     # transactions -----------------------------------------------------------------------------
     def check_txn_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
         """Kafka's doTxnCommitOffsets checks: a named member must be in the group, a given
@@ -440,8 +500,10 @@ class GroupService:
         keys = owned.store.keys_for_group(group_id)
         if self.consumer.is_active(group_id):
             return ErrorCode.NON_EMPTY_GROUP
-        if self.consumer.remove_empty(group_id) and group is None and not keys:
-            return ErrorCode.NONE
+        if self.consumer.remove_empty(group_id):
+            self.persist_consumer_group(group_id, now)  # its records' tombstones
+            if group is None and not keys:
+                return ErrorCode.NONE
         if group is None and not keys:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group is not None and group.state != GroupState.EMPTY:

@@ -10,6 +10,7 @@ translates between the wire's topic ids and the core's partitions.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from roost.broker.group.assignors import TopicPartition
@@ -33,7 +34,7 @@ def _by_topic(partitions: frozenset[TopicPartition]) -> list[dict[str, Any]]:
     return [{"topic_id": topic_id, "partitions": indexes} for topic_id, indexes in grouped.items()]
 
 
-def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> dict[str, Any]:
+def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
     body = request.body
     group_id = body["group_id"]
     status = ctx.groups.status(group_id) if group_id else ErrorCode.NONE
@@ -47,7 +48,8 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> dict
             ctx.groups.coordinator.remove_empty(group_id)  # an empty classic group may switch
     owned = body.get("topic_partitions")
     names = body.get("subscribed_topic_names")
-    result = ctx.groups.consumer.heartbeat(now_ms(), HeartbeatRequest(
+    now = now_ms()
+    result = ctx.groups.consumer.heartbeat(now, HeartbeatRequest(
         group_id=group_id,
         member_id=body["member_id"],
         member_epoch=body["member_epoch"],
@@ -62,10 +64,22 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> dict
         client_id=request.header.client_id or "",
         client_host=request.client_host,
     ), ctx.groups.topic_view())
-    return {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
-            "member_id": result.member_id, "member_epoch": result.member_epoch,
-            "heartbeat_interval_ms": result.heartbeat_interval_ms,
-            "assignment": None if result.assignment is None else {"topic_partitions": _by_topic(result.assignment)}}
+    response = {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
+                "member_id": result.member_id, "member_epoch": result.member_epoch,
+                "heartbeat_interval_ms": result.heartbeat_interval_ms,
+                "assignment": None if result.assignment is None else {"topic_partitions": _by_topic(result.assignment)}}
+    # As Kafka: the answer waits until the group's changed records are in `__consumer_offsets`
+    # (replicated as commits are); if they cannot be written, the member is told to retry
+    # elsewhere, and its retry with the same epoch is accepted (a lost answer).
+    persisted = ctx.groups.persist_consumer_group(group_id, now) if group_id else ErrorCode.NONE
+    if isinstance(persisted, ErrorCode):
+        return response if persisted == ErrorCode.NONE else _heartbeat_error(persisted)
+    return _after_persisted(persisted, response)
+
+
+async def _after_persisted(persisted: Awaitable[ErrorCode], response: dict[str, Any]) -> dict[str, Any]:
+    code = await persisted
+    return response if code == ErrorCode.NONE else _heartbeat_error(code)
 
 
 def handle_consumer_group_describe(ctx: GroupContext, request: Request) -> dict[str, Any]:

@@ -63,7 +63,8 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     if ctx.groups.consumer.is_active(body["group_id"]):
         # A consumer-protocol group with members: Roost does not mix the protocols in one group.
         return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
-    ctx.groups.consumer.remove_empty(body["group_id"])  # an empty one may switch to classic
+    if ctx.groups.consumer.remove_empty(body["group_id"]):  # an empty one may switch to classic
+        ctx.groups.persist_consumer_group(body["group_id"], now_ms())
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 

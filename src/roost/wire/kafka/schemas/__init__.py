@@ -37,6 +37,7 @@ from roost.wire.kafka.schemas.cluster import (
     LIST_PARTITION_REASSIGNMENTS_REQUEST,
     LIST_PARTITION_REASSIGNMENTS_RESPONSE,
 )
+from roost.wire.kafka.schemas.consumer_group_records import CONSUMER_GROUP_RECORDS
 from roost.wire.kafka.schemas.consumer_groups import (
     CONSUMER_GROUP_DESCRIBE_REQUEST,
     CONSUMER_GROUP_DESCRIBE_RESPONSE,
@@ -205,5 +206,6 @@ API_MESSAGES: tuple[tuple[Message, Message], ...] = (
 )
 
 EMBEDDED_STRUCTS: dict[str, Message] = {
-    message.name: message for message in (CONSUMER_PROTOCOL_SUBSCRIPTION, CONSUMER_PROTOCOL_ASSIGNMENT)
+    message.name: message
+    for message in (CONSUMER_PROTOCOL_SUBSCRIPTION, CONSUMER_PROTOCOL_ASSIGNMENT, *CONSUMER_GROUP_RECORDS)
 }
