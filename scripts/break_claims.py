@@ -765,6 +765,15 @@ MUTATIONS: tuple[Mutation, ...] = (
          CONSUMER_CORE + "test_random_joins_leaves_and_heartbeats_never_share_a_partition",
          CONSUMER_CORE + "test_a_member_that_never_revokes_is_removed_after_its_rebalance_timeout")),
     Mutation(
+        "kip848-group-not-persisted",
+        "a KIP-848 group's state is written to __consumer_offsets and a restarted coordinator loads it",
+        (edit("src/roost/broker/group/service.py",
+              "        records = delta(before, after)\n",
+              "        records: list[tuple[bytes, bytes | None]] = []  # MUTATION: nothing written\n"),),
+        ("tests/broker/test_consumer_protocol.py::"
+         "test_after_a_coordinator_restart_the_group_is_back_and_every_record_consumed",),
+        must_load=(BROKER,)),
+    Mutation(
         "kip848-owned-partition-granted",
         "a KIP-848 member is given a partition of its target only once no other member holds it",
         (edit("src/roost/broker/group/consumer_group.py",
