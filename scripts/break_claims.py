@@ -770,8 +770,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/broker/group/service.py",
               "        records = delta(before, after)\n",
               "        records: list[tuple[bytes, bytes | None]] = []  # MUTATION: nothing written\n"),),
-        ("tests/broker/test_consumer_protocol.py::"
-         "test_after_a_coordinator_restart_the_group_is_back_and_every_record_consumed",),
+        ("tests/cluster/test_consumer_protocol_failover.py::"
+         "test_a_consumer_group_carries_on_when_its_coordinator_is_killed",),
         must_load=(BROKER,)),
     Mutation(
         "kip848-owned-partition-granted",

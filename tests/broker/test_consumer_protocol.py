@@ -12,8 +12,7 @@ real `roost up` (the module's shared broker, heartbeats every 500 ms as FAST_GRO
   epoch.
 - A subscription by pattern is matched by the broker, `group.remote.assignor` picks `range`, and
   `roost group describe` shows the protocol and the epochs.
-- After a restart of the coordinator, the group comes back from `__consumer_offsets`: the members
-  carry on under their ids and every record is consumed.
+- (tests/cluster/test_consumer_protocol_failover.py: the group survives its coordinator's death.)
 """
 
 from __future__ import annotations
@@ -27,10 +26,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker.conftest import StartBroker
 from tests.cli.kafka_cli import run_json
 from tests.support.kafka_wire import WireClient
-from tests.support.procs import RoostProcess, free_ports, wait_for
+from tests.support.procs import RoostProcess, wait_for
 
 PARTITIONS = 6
 RATE = 1500  # records per second, the steady stream
@@ -363,53 +361,3 @@ def describe_group(bootstrap: str, group: str) -> dict[str, Any]:
     finally:
         client.close()
     return answer["groups"][0]
-
-
-def test_after_a_coordinator_restart_the_group_is_back_and_every_record_consumed(
-        start_broker: StartBroker) -> None:
-    """The group's state is in `__consumer_offsets` (Kafka's record layouts): a restarted broker
-    loads it, the members carry on under the same member ids (no rejoin), and every record
-    produced before and after the restart is consumed."""
-    (port,) = free_ports(1)
-    broker = start_broker("--no-keeper", "--kafka-port", str(port))
-    bootstrap = broker.address("kafka")
-    topic, group = "kip848-failover", "kip848-failover-group"
-    create_topic(bootstrap, topic, 4)
-    seen: set[int] = set()
-    lock = threading.Lock()
-    members = [Member(bootstrap, group, topic, f"m{i}", seen, lock) for i in range(2)]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-
-    def produce(first: int, count: int) -> None:
-        for n in range(first, first + count):
-            producer.produce(topic, json.dumps({"n": n}).encode(), partition=n % 4)
-        assert producer.flush(30) == 0
-
-    try:
-        for member in members:
-            member.start()
-        produce(0, 2000)
-        wait_for(lambda: len(seen) == 2000, timeout=30, what="the first records consumed")
-        wait_for(lambda: describe_group(bootstrap, group)["group_state"] == "Stable", timeout=30, what="stable")
-        before = describe_group(bootstrap, group)
-        assert broker.stop() == 0
-        broker = start_broker("--no-keeper", "--kafka-port", str(port))
-        wait_for(lambda: f"group {group} (consumer protocol) loaded" in broker.text(), timeout=30,
-                 what="the group loaded from __consumer_offsets")
-        loaded = describe_group(bootstrap, group)
-        assert loaded["error_code"] == 0, loaded
-        assert {m["member_id"] for m in loaded["members"]} == {m["member_id"] for m in before["members"]}
-        produce(2000, 2000)
-        wait_for(lambda: len(seen) == 4000, timeout=60, what="every record consumed after the restart")
-        wait_for(lambda: sorted(len(m.owned()) for m in members) == [2, 2], timeout=30,
-                 what="both members assigned again")
-        after = describe_group(bootstrap, group)
-        assert {m["member_id"] for m in after["members"]} == {m["member_id"] for m in before["members"]}, \
-            "the members carried on: nobody joined again"
-        assert after["group_epoch"] >= before["group_epoch"]
-    finally:
-        for member in members:
-            member.stop.set()
-        for member in members:
-            member.join(30)
-    assert seen == set(range(4000))
