@@ -419,3 +419,18 @@ def test_a_group_written_as_records_comes_back_the_same() -> None:
         replay.apply(key, value)
     (again, _), = replay.groups(200, new_coordinator()).values()
     assert set(again.members) == set(group.members) and again.group_epoch == group.group_epoch
+
+
+def test_topics_a_pattern_matches_but_the_member_may_not_describe_are_left_out() -> None:
+    coordinator = new_coordinator()
+    a = Client("a", topics=())
+    visible = {T1.name}
+    result = coordinator.heartbeat(0, a.request(subscribed_topic_names=(), subscribed_topic_regex=".*",
+                                                may_describe=lambda topic: topic in visible), TOPICS)
+    a.absorb(result)
+    settle(coordinator, [a], now=1)
+    assert a.holding == partitions(T1)
+    visible.add(T2.name)  # an ACL granted: the next heartbeat takes the topic in
+    a.absorb(coordinator.heartbeat(2, a.request(may_describe=lambda topic: topic in visible), TOPICS))
+    settle(coordinator, [a], now=3)
+    assert a.holding == partitions(T1) | partitions(T2)

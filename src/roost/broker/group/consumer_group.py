@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -58,6 +58,10 @@ def compiled_regex(pattern: str) -> Any:
     """A subscription's regular expression, compiled with RE2 (as Kafka's RE2/J: linear time, so no
     pattern can stall the broker); re2.error if it is not one."""
     return re2.compile(pattern, _RE2_OPTIONS)
+
+# The key under which the authorization rule (security/api_rules.py), when ACLs are on, puts into
+# a ConsumerGroupHeartbeat's body whether the principal may describe a topic.
+MAY_DESCRIBE_TOPIC = "roost_may_describe_topic"
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -101,6 +105,9 @@ class HeartbeatRequest:
     owned: frozenset[TopicPartition] | None = None
     client_id: str = ""
     client_host: str = ""
+    # With an authorizer: whether the member's principal may describe a topic; topics its
+    # pattern matches but it may not describe are left out of its subscription (as Kafka does).
+    may_describe: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -138,10 +145,14 @@ class ConsumerMember:
     revoking: frozenset[TopicPartition] = frozenset()
     last_heard_ms: int = 0
     revocation_deadline_ms: int | None = None
+    hidden_topics: frozenset[str] = frozenset()  # matched by its pattern, not describable by it
 
     def subscribes_to(self, topic: str) -> bool:
         if topic in self.subscribed_names:
             return True
+        return self.matches_pattern(topic) and topic not in self.hidden_topics
+
+    def matches_pattern(self, topic: str) -> bool:
         return self.subscribed_regex is not None and compiled_regex(self.subscribed_regex).fullmatch(topic) is not None
 
 
@@ -227,6 +238,11 @@ class ConsumerGroupCoordinator:
                 (request.subscribed_topic_regex or None) != member.subscribed_regex:
             member.subscribed_regex = request.subscribed_topic_regex or None
             changed = True
+        if member.subscribed_regex is not None and request.may_describe is not None:
+            hidden = frozenset(t for t in topics if member.matches_pattern(t) and not request.may_describe(t))
+            if hidden != member.hidden_topics:
+                member.hidden_topics = hidden
+                changed = True
         if changed:
             log.info("group %s: member %s subscribes to %s%s", group.group_id, member.member_id,
                      list(member.subscribed_names),

@@ -14,7 +14,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from roost.broker.group.assignors import TopicPartition
-from roost.broker.group.consumer_group import HeartbeatRequest
+from roost.broker.group.consumer_group import MAY_DESCRIBE_TOPIC, HeartbeatRequest
 from roost.broker.group.coordinator import GroupState
 from roost.broker.group.service import now_ms
 from roost.broker.handlers.groups import GroupContext
@@ -63,6 +63,7 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
             (t["topic_id"], index) for t in owned for index in t["partitions"]),
         client_id=request.header.client_id or "",
         client_host=request.client_host,
+        may_describe=body.get(MAY_DESCRIBE_TOPIC),
     ), ctx.groups.topic_view())
     response = {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
                 "member_id": result.member_id, "member_epoch": result.member_epoch,

@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from roost.broker.group.consumer_group import MAY_DESCRIBE_TOPIC
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.request import NO_RESPONSE, Handler, Request
 from roost.broker.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
@@ -263,6 +264,8 @@ def _consumer_group_heartbeat(c: Check) -> Outcome:
     if hidden:
         return {**denied, "error_code": TOPIC_DENIED,
                 "error_message": f"not authorized to describe topics {sorted(hidden)}"}
+    # A pattern's topics: the coordinator leaves out those this principal may not describe.
+    body[MAY_DESCRIBE_TOPIC] = lambda topic: c.may(DESCRIBE, TOPIC, topic)
     return None
 
 
