@@ -445,7 +445,7 @@ def test_a_pattern_subscription_gets_only_describable_topics(node: RoostProcess,
     zk_acls.grant("Group", "matrix-pattern", "Read")
     zk_acls.grant("Topic", TOPIC, "Describe")
 
-    def assigned() -> set[str]:
+    def assigned() -> set[str] | None:
         client = WireClient(node.address("kafka"), timeout=15)
         try:
             ids = {t["topic_id"]: t["name"] for t in client.request(3, 12, {"topics": None})["topics"]}
@@ -453,7 +453,8 @@ def test_a_pattern_subscription_gets_only_describable_topics(node: RoostProcess,
                                             "member_epoch": 0, "rebalance_timeout_ms": 10000,
                                             "subscribed_topic_names": [], "subscribed_topic_regex": "matrix.*",
                                             "topic_partitions": []})
-            assert answer["error_code"] == 0, answer
+            if answer["error_code"] != 0:
+                return None  # the ACLs have not reached the broker yet
             client.request(68, 1, {"group_id": "matrix-pattern", "member_id": answer["member_id"],
                                    "member_epoch": -1})
             return {ids.get(t["topic_id"], "?") for t in (answer["assignment"] or {}).get("topic_partitions", [])}
