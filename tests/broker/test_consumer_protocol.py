@@ -175,7 +175,7 @@ def test_members_join_and_leave_during_a_stream(shared_broker: RoostProcess) -> 
                  what="two members holding three partitions each")
         wait_for(lambda: first.first_record_at and second.first_record_at, timeout=30, what="both consuming")
         watch.start()
-        time.sleep(1)
+        time.sleep(0.5)
         before = {m.label: m.owned() for m in (first, second)}
         joined_at = time.monotonic()
         threads.append(third)
@@ -199,12 +199,12 @@ def test_members_join_and_leave_during_a_stream(shared_broker: RoostProcess) -> 
         second.join(30)
         wait_for(lambda: sorted(len(h) for h in holders([first, third])) == [3, 3], timeout=30,
                  what="the two remaining members holding three partitions each")
-        time.sleep(1)
+        time.sleep(0.5)
         producer.stop.set()
         producer.join(60)
         wait_for(lambda: len(seen) >= producer.sent, timeout=60, what="every record consumed")
         assert seen == set(range(producer.sent))
-        time.sleep(1)  # a last commit round
+        time.sleep(0.5)  # a last commit round (auto-commit every 200 ms)
     finally:
         for thread in threads:
             thread.stop.set()  # type: ignore[attr-defined]
@@ -236,7 +236,7 @@ def test_a_static_member_closing_and_coming_back_keeps_its_partitions(shared_bro
         revocations = len(dynamic.revoked)
         first.stop.set()
         first.join(30)
-        time.sleep(1.5)  # three heartbeat intervals: nothing moves to the dynamic member
+        time.sleep(1.0)  # two heartbeat intervals: nothing moves to the dynamic member
         assert dynamic.owned() == others
         again.start()
         wait_for(lambda: again.owned() == kept, timeout=30, what="the static member's partitions back")
