@@ -135,6 +135,7 @@ PYTEST = "-m pytest"  # the test process itself
 SPARK_WORKER = "pyspark"
 APPEND_DOOR = "tests/broker/test_append_door.py::"
 CONSOLE_SECURITY = "tests/console/test_console_security.py::"
+CONSUMER_CORE = "tests/broker/test_consumer_group_core.py::"
 FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
                     "tests/broker/test_fsync_before_ack.py::"
@@ -764,6 +765,34 @@ MUTATIONS: tuple[Mutation, ...] = (
          CONSOLE_SECURITY + "test_metrics_need_tls_and_the_bearer_token",
          "tests/security/test_sasl_ssl_failover.py::test_the_keepers_metrics_need_tls_and_the_token"),
         must_load=(PYTEST, BROKER)),
+    Mutation(
+        "kip848-revocation-not-awaited",
+        "a KIP-848 partition moves to another member only after its previous owner acknowledged the "
+        "revocation in a heartbeat (never held by two members at once)",
+        (edit("src/roost/broker/group/consumer_group.py",
+              "            if owned is None or owned & member.revoking:\n                return  # still owns",
+              "            if False:  # MUTATION: the revocation counts as done once it is asked\n"
+              "                return  # still owns"),),
+        (CONSUMER_CORE + "test_a_partition_moves_only_after_its_owner_acknowledged_the_revocation",
+         CONSUMER_CORE + "test_random_joins_leaves_and_heartbeats_never_share_a_partition",
+         CONSUMER_CORE + "test_a_member_that_never_revokes_is_removed_after_its_rebalance_timeout")),
+    Mutation(
+        "kip848-group-not-persisted",
+        "a KIP-848 group's state is written to __consumer_offsets and a restarted coordinator loads it",
+        (edit("src/roost/broker/group/service.py",
+              "        records = delta(before, after)\n",
+              "        records: list[tuple[bytes, bytes | None]] = []  # MUTATION: nothing written\n"),),
+        ("tests/cluster/test_consumer_protocol_failover.py::"
+         "test_a_consumer_group_carries_on_when_its_coordinator_is_killed",),
+        must_load=(BROKER,)),
+    Mutation(
+        "kip848-owned-partition-granted",
+        "a KIP-848 member is given a partition of its target only once no other member holds it",
+        (edit("src/roost/broker/group/consumer_group.py",
+              "        free = frozenset(tp for tp in wanted if group.owners.get(tp, member.member_id) == member.member_id)\n",
+              "        free = wanted  # MUTATION: partitions still held elsewhere are granted too\n"),),
+        (CONSUMER_CORE + "test_a_partition_moves_only_after_its_owner_acknowledged_the_revocation",
+         CONSUMER_CORE + "test_random_joins_leaves_and_heartbeats_never_share_a_partition")),
 )
 
 

@@ -43,6 +43,17 @@ def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
 
 
+KNOWN_ASSIGNORS = ("uniform", "range")
+
+
+def assignor_list(value: str) -> str | None:
+    """`group.consumer.assignors`: a comma-separated, non-empty list of the known assignors."""
+    names = [n.strip() for n in value.split(",")]
+    if not value.strip() or any(n not in KNOWN_ASSIGNORS for n in names):
+        return f"must list assignors among {', '.join(KNOWN_ASSIGNORS)}"
+    return None
+
+
 def fraction() -> Check:
     return lambda value: None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
@@ -503,6 +514,14 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("group.initial.rebalance.delay.ms", int, 3000,
             "wait this long for more members before the first rebalance of an empty group", at_least(0)),
     Setting("group.max.size", int, 10000, "members per consumer group", at_least(1)),
+    # KIP-848's consumer groups (ConsumerGroupHeartbeat), with Kafka's names and defaults.
+    Setting("group.consumer.heartbeat.interval.ms", int, 5000,
+            "how often members of a consumer-protocol group heartbeat", at_least(1)),
+    Setting("group.consumer.session.timeout.ms", int, 45000,
+            "a consumer-protocol member silent this long leaves the group", at_least(1)),
+    Setting("group.consumer.max.size", int, 2**31 - 1, "members per consumer-protocol group", at_least(1)),
+    Setting("group.consumer.assignors", str, "uniform,range",
+            "server-side assignors, the first is the default", assignor_list),
     Setting("offsets.topic.num.partitions", int, 10, "partitions of __consumer_offsets", between(1, 1000)),
     # Smaller than Kafka's 100 MiB: cleaning runs on the event loop, and a closed segment is what
     # a pass rewrites, so small segments keep each pass (and its pause) short.

@@ -109,11 +109,13 @@ def test_kafka_python_infers_the_release(mode: str, clustered: RoostProcess, sta
 def test_no_advertised_range_goes_beyond_the_inferred_release(clustered: RoostProcess) -> None:
     """Every API a broker advertises, at every version it advertises, is in Kafka 3.9's table
     (kafka-python's), but two that Kafka's ZooKeeper-mode brokers never had and that kafka-python's
-    inference does not look at: DescribeTopicPartitions (3.7, KRaft) and ListConfigResources (4.1)."""
+    inference does not look at: DescribeTopicPartitions (3.7, KRaft), ListConfigResources (4.1) and
+    ConsumerGroupHeartbeat v1 (4.0, KIP-848's regex subscriptions)."""
     release = BROKER_API_VERSIONS[INFERRED_RELEASE]
     beyond = {API_NAMES[key]: versions for key, versions in advertised(clustered.address("kafka")).items()
               if key not in release or versions[1] > release[key][1]}
-    assert beyond == {"DescribeTopicPartitions": (0, 0), "ListConfigResources": (0, 1)}
+    assert beyond == {"DescribeTopicPartitions": (0, 0), "ListConfigResources": (0, 1),
+                      "ConsumerGroupHeartbeat": (0, 1)}
 
 
 def test_librdkafka_enables_the_features_of_a_kafka_broker(clustered: RoostProcess) -> None:
@@ -133,8 +135,8 @@ def test_librdkafka_enables_the_features_of_a_kafka_broker(clustered: RoostProce
     enabled = {m[1] for line in lines if (m := re.search(r"Enabling feature (\w+)", line))}
     disabled = {m[1] for line in lines if (m := re.search(r"Disabling feature (\w+)", line))}
     assert enabled >= LIBRDKAFKA_FEATURES, LIBRDKAFKA_FEATURES - enabled
-    # Disabled: SASL's, and the KIP-848 entry of BrokerBalancedConsumer (its classic entry is enabled).
-    assert disabled <= {"Sasl", "SaslHandshake", "SaslAuthReq", "BrokerBalancedConsumer"}, disabled
+    # Disabled: SASL's only (BrokerBalancedConsumer has a KIP-848 entry too: enabled since Roost has it).
+    assert disabled <= {"Sasl", "SaslHandshake", "SaslAuthReq"}, disabled
 
 
 def documented_table() -> dict[str, tuple[int, tuple[int, int], str]]:

@@ -12,6 +12,7 @@ rows run with a SASL principal by changing `PRINCIPAL` and the client's connecti
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,14 @@ def _created(admin: AdminClient, topic: str) -> bool:
     except KafkaException as error:
         return error.args[0].code() == 36  # TOPIC_ALREADY_EXISTS
     return True
+
+
+CONSUMER_GROUP = "matrix-consumer-group"
+
+
+def _consumer_heartbeat() -> dict[str, Any]:
+    return {"group_id": CONSUMER_GROUP, "member_id": "nobody", "member_epoch": 5,
+            "subscribed_topic_names": [TOPIC]}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -170,6 +179,16 @@ ROWS = [
         (("Group", GROUP, "Read"),), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
     Row("DescribeGroups", 15, 5, lambda: {"groups": [GROUP]},
         (("Group", GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED),
+    # KIP-848: Group READ, and DESCRIBE on every subscribed topic (a stranger's heartbeat: UNKNOWN_MEMBER_ID).
+    Row("ConsumerGroupHeartbeat (group)", 68, 1, lambda: _consumer_heartbeat(),
+        (("Topic", TOPIC, "Describe"), ("Group", CONSUMER_GROUP, "Read")), top, GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
+    Row("ConsumerGroupHeartbeat (topic)", 68, 1, lambda: _consumer_heartbeat(),
+        (("Group", CONSUMER_GROUP, "Read"), ("Topic", TOPIC, "Describe")), top, TOPIC_DENIED,
+        not_refused(TOPIC_DENIED)),
+    Row("ConsumerGroupDescribe", 69, 0, lambda: {"group_ids": [CONSUMER_GROUP]},
+        (("Group", CONSUMER_GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
     Row("CreateTopics", 19, 5, lambda: {"topics": [{"name": "matrix-created", "num_partitions": 1,
                                                     "replication_factor": 1}], "timeout_ms": 10000,
                                         "validate_only": True},
@@ -412,6 +431,36 @@ def test_all_topics_metadata_hides_what_may_not_be_described(node: RoostProcess,
     eventually(lambda: TOPIC not in listed(), what="hidden")
     zk_acls.grant("Topic", TOPIC, "Read")
     eventually(lambda: TOPIC in listed(), what="listed once READ (which implies DESCRIBE) is granted")
+
+
+def test_a_pattern_subscription_gets_only_describable_topics(node: RoostProcess, zk_acls: ZkAcls) -> None:
+    """KIP-848: a member subscribing by pattern is assigned only the matching topics its principal
+    may describe (LISTED_GROUP's offsets made "matrix" and the listed group's topic both exist)."""
+    zk_acls.clear()
+    zk_acls.grant("Cluster", "kafka-cluster", "All")
+    zk_acls.grant("Topic", "*", "All")
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+    eventually(lambda: _created(admin, "matrix-hidden"), what="a second topic the pattern matches")
+    zk_acls.clear()
+    zk_acls.grant("Group", "matrix-pattern", "Read")
+    zk_acls.grant("Topic", TOPIC, "Describe")
+
+    def assigned() -> set[str] | None:
+        client = WireClient(node.address("kafka"), timeout=15)
+        try:
+            ids = {t["topic_id"]: t["name"] for t in client.request(3, 12, {"topics": None})["topics"]}
+            answer = client.request(68, 1, {"group_id": "matrix-pattern", "member_id": str(uuid.uuid4()),
+                                            "member_epoch": 0, "rebalance_timeout_ms": 10000,
+                                            "subscribed_topic_names": [], "subscribed_topic_regex": "matrix.*",
+                                            "topic_partitions": []})
+            if answer["error_code"] != 0:
+                return None  # the ACLs have not reached the broker yet
+            client.request(68, 1, {"group_id": "matrix-pattern", "member_id": answer["member_id"],
+                                   "member_epoch": -1})
+            return {ids.get(t["topic_id"], "?") for t in (answer["assignment"] or {}).get("topic_partitions", [])}
+        finally:
+            client.close()
+    eventually(lambda: assigned() == {TOPIC}, what="only the describable topic assigned")
 
 
 def test_list_groups_shows_only_describable_groups(node: RoostProcess, zk_acls: ZkAcls) -> None:

@@ -30,7 +30,7 @@ from roost.broker.controller.shell import ControllerShell
 from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
 from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
-from roost.broker.handlers import admin, groups, txn
+from roost.broker.handlers import admin, consumer_groups, groups, txn
 from roost.broker.handlers import sasl as sasl_handlers
 from roost.broker.handlers.acls import AclsApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
@@ -279,6 +279,8 @@ class Broker:
             ApiKey.SYNC_GROUP: partial(groups.handle_sync_group, group_ctx),
             ApiKey.DESCRIBE_GROUPS: partial(groups.handle_describe_groups, group_ctx),
             ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, group_ctx),
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: partial(consumer_groups.handle_consumer_group_heartbeat, group_ctx),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: partial(consumer_groups.handle_consumer_group_describe, group_ctx),
             ApiKey.API_VERSIONS: versions.handle,
             ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, admin_ctx),
             ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, admin_ctx),

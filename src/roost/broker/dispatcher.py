@@ -43,15 +43,17 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (4, 17),               # 12+ flexible, 13+ by topic id, 17 (3.9) a tagged directory id
     ApiKey.LIST_OFFSETS: (1, 7),         # 6+ flexible, 7 max timestamp
     ApiKey.METADATA: (1, 12),            # 9+ flexible, 10+ topic ids
-    ApiKey.OFFSET_COMMIT: (2, 8),        # 8 flexible
-    ApiKey.OFFSET_FETCH: (1, 7),         # 6+ flexible
+    ApiKey.OFFSET_COMMIT: (2, 9),        # 8+ flexible, 9 member epochs of KIP-848 groups
+    ApiKey.OFFSET_FETCH: (1, 9),         # 6+ flexible, 8+ batches of groups, 9 member epochs
     ApiKey.FIND_COORDINATOR: (0, 3),     # 3 flexible
     ApiKey.JOIN_GROUP: (0, 7),           # 4+ MEMBER_ID_REQUIRED, 5+ static members, 6+ flexible
     ApiKey.HEARTBEAT: (0, 4),            # 4 flexible
     ApiKey.LEAVE_GROUP: (0, 4),          # 3+ batch, 4 flexible
     ApiKey.SYNC_GROUP: (0, 5),           # 4+ flexible
     ApiKey.DESCRIBE_GROUPS: (0, 5),      # 5 flexible
-    ApiKey.LIST_GROUPS: (0, 4),          # 3+ flexible, 4 states filter
+    ApiKey.LIST_GROUPS: (0, 5),          # 3+ flexible, 4 states filter, 5 types filter
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848, flexible; 1 regex subscriptions
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),   # KIP-848, flexible
     ApiKey.API_VERSIONS: (0, 3),         # 3 flexible
     ApiKey.CREATE_TOPICS: (2, 5),        # 5 flexible
     ApiKey.DELETE_TOPICS: (1, 5),        # 4+ flexible

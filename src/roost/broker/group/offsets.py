@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from roost.log.transactions import read_marker
@@ -87,12 +87,17 @@ def encode_group_metadata_key(group: str) -> bytes:
     return bytes(out)
 
 
+# Record types 3-8: KIP-848 consumer groups (group/consumer_records.py reads them).
+CONSUMER_GROUP_RECORD_TYPES = range(3, 9)
+
+
 def decode_key(data: bytes) -> OffsetKey | None:
-    """The offset key in `data`, or None for the other record kinds (group metadata)."""
+    """The offset key in `data`, or None for the other record kinds (group metadata, consumer
+    group records)."""
     if len(data) < 2:
         raise OffsetRecordError("key too short")
     (version,) = _INT16.unpack_from(data, 0)
-    if version == GROUP_METADATA_KEY_VERSION:
+    if version == GROUP_METADATA_KEY_VERSION or version in CONSUMER_GROUP_RECORD_TYPES:
         return None
     if version not in (0, 1):
         raise OffsetRecordError(f"unknown key version {version}")
@@ -188,10 +193,12 @@ class OffsetStore:
         return len(self._offsets)
 
     # loading ----------------------------------------------------------------------------------
-    def replay(self, data: bytes, where: str) -> int:
+    def replay(self, data: bytes, where: str,
+               consumer_groups: Callable[[bytes, bytes | None], None] | None = None) -> int:
         """Apply the records of the whole batches in `data`, read in log order; returns how
-        many offset records there were (other record kinds are skipped). Transactional batches
-        are held until their marker, which is a control batch of the same producer."""
+        many offset records there were (other record kinds are skipped; KIP-848 consumer group
+        records go to `consumer_groups`). Transactional batches are held until their marker,
+        which is a control batch of the same producer."""
         applied = 0
         view = memoryview(data)
         for pos, header in iter_batch_headers(view):
@@ -204,6 +211,10 @@ class OffsetStore:
             held = self._txn_pending.setdefault(header.producer_id, {}) if header.is_transactional else None
             for record in decode_batch_records(batch):
                 if record.key is None:
+                    continue
+                if consumer_groups is not None and held is None and len(record.key) >= 2 \
+                        and _INT16.unpack_from(record.key, 0)[0] in CONSUMER_GROUP_RECORD_TYPES:
+                    consumer_groups(bytes(record.key), None if record.value is None else bytes(record.value))
                     continue
                 try:
                     key = decode_key(record.key)

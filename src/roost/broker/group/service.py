@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from roost.broker.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicMeta
+from roost.broker.group.consumer_records import GroupRecords, delta, snapshot
 from roost.broker.group.coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator, GroupLimits, GroupState
 from roost.broker.group.offsets import (
     CommittedOffset,
@@ -41,13 +43,14 @@ from roost.broker.group.offsets import (
     offsets_partition_for,
 )
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
-from roost.broker.metadata.catalog import OFFSETS_TOPIC
+from roost.broker.metadata.catalog import INTERNAL_TOPICS, OFFSETS_TOPIC
 from roost.broker.replica.append import ACKS_ALL, ACKS_LEADER, AppendOrigin, AppendOutcome
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
 from roost.log import OffsetOutOfRange
 from roost.wire.kafka.errors import ErrorCode
+from roost.wire.kafka.records import build_batch
 
 log = logging.getLogger("roost.broker.group")
 
@@ -113,6 +116,16 @@ class GroupService:
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             max_size=config["group.max.size"],
         ))
+        # KIP-848's consumer groups, beside the classic ones: a group id is in one of the two.
+        self.consumer = ConsumerGroupCoordinator(ConsumerGroupConfig(
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            max_size=config["group.consumer.max.size"],
+            assignors=tuple(n.strip() for n in config["group.consumer.assignors"].split(",")),
+        ))
+        # What was last appended for each consumer-protocol group (record key -> value): each
+        # change appends the difference (consumer_records.delta).
+        self._written: dict[str, dict[bytes, bytes]] = {}
         self._config = config
         self._replicas = replicas
         self._metadata = metadata
@@ -156,6 +169,9 @@ class GroupService:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             self.coordinator.tick(now_ms())
+            now = now_ms()
+            for group_id in self.consumer.tick(now):
+                self.persist_consumer_group(group_id, now)
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -193,7 +209,11 @@ class GroupService:
             owned.task.cancel()
         groups = {g for g in self.coordinator.groups if self.partition_for(g) == partition.index}
         groups.update(owned.store.groups())
+        groups.update(g for g in self.consumer.groups if self.partition_for(g) == partition.index)
         self.coordinator.unload(groups)
+        self.consumer.unload(groups)
+        for group_id in groups:
+            self._written.pop(group_id, None)
         log.info("no longer coordinator for %s-%d: unloaded %d groups (%d offsets)", OFFSETS_TOPIC,
                  partition.index, len(groups), len(owned.store))
 
@@ -203,13 +223,15 @@ class GroupService:
         started = time.monotonic()
         position = partition.log_start_offset
         records = 0
+        consumer_groups = GroupRecords()
         try:
             while position < partition.log_end_offset:
                 position = max(position, partition.log_start_offset)  # DeleteRecords meanwhile
                 chunk = partition.read_to_log_end(position, LOAD_CHUNK_BYTES)
                 if not chunk.buffers:
                     break
-                records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where)
+                records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where,
+                                              consumer_groups.apply)
                 assert chunk.next_offset > position, "reads make progress"
                 position = chunk.next_offset
                 await asyncio.sleep(0)  # let requests and replication run between chunks
@@ -218,6 +240,12 @@ class GroupService:
             owned.state = LoadState.FAILED
             return
         owned.state = LoadState.LOADED
+        for group_id, (group, written) in consumer_groups.groups(now_ms(), self.consumer).items():
+            if self.partition_for(group_id) == partition.index and group_id not in self.consumer.groups:
+                self.consumer.groups[group_id] = group
+                self._written[group_id] = written
+                log.info("group %s (consumer protocol) loaded: epoch %d, %d members", group_id,
+                         group.group_epoch, len(group.members))
         for topic in sorted(owned.deleted_topics):
             self._forget_topic_in(owned, topic, now_ms())
         owned.deleted_topics.clear()
@@ -262,6 +290,15 @@ class GroupService:
             if owned.state == LoadState.LOADED and owned.partition.is_leader:
                 yield owned
 
+    def topic_view(self) -> dict[str, TopicMeta]:
+        """The topics consumer groups may subscribe to (internal ones excluded), by name."""
+        return {info.name: TopicMeta(info.name, info.topic_id, info.partitions) for info in self._metadata
+                if info.name not in INTERNAL_TOPICS and info.partitions > 0}
+
+    def group_type(self, group_id: str) -> str:
+        """"consumer" for a KIP-848 group, else "classic" (Kafka's ListGroups v5 GroupType)."""
+        return "consumer" if group_id in self.consumer.groups else "classic"
+
     def is_loading(self) -> bool:
         return any(owned.state == LoadState.LOADING for owned in self._owned.values())
 
@@ -275,6 +312,9 @@ class GroupService:
         for group_id, protocol_type, state in self.coordinator.listing():
             if self.status(group_id) == ErrorCode.NONE:
                 listed[group_id] = (protocol_type, state)
+        for group_id, state in self.consumer.listing():
+            if self.status(group_id) == ErrorCode.NONE:
+                listed[group_id] = (CONSUMER_PROTOCOL_TYPE, state)
         return [(g, p, s) for g, (p, s) in sorted(listed.items())]
 
     def coordinated(self) -> list[tuple[str, int, dict[tuple[str, int], int]]]:
@@ -284,11 +324,12 @@ class GroupService:
         for owned in self._loaded():
             for group_id in owned.store.groups():
                 found[group_id] = {tp: c.offset for tp, c in owned.store.for_group(group_id).items()}
-        for group_id, _, _ in self.coordinator.listing():
+        for group_id in [g for g, _, _ in self.coordinator.listing()] + [g for g, _ in self.consumer.listing()]:
             if group_id not in found and self.status(group_id) == ErrorCode.NONE:
                 found[group_id] = {}
-        members = self.coordinator.groups
-        return [(g, len(members[g].members) if g in members else 0, offsets) for g, offsets in sorted(found.items())]
+        counts = {g: len(group.members) for g, group in self.coordinator.groups.items()}
+        counts.update({g: len(group.members) for g, group in self.consumer.groups.items()})
+        return [(g, counts.get(g, 0), offsets) for g, offsets in sorted(found.items())]
 
     # committing -------------------------------------------------------------------------------
     def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset],
@@ -340,10 +381,63 @@ class GroupService:
             return commit_error(outcome.error)
         return outcome, done
 
+    # KIP-848 consumer groups' records --------------------------------------------------------------
+    def persist_consumer_group(self, group_id: str, now: int) -> ErrorCode | Awaitable[ErrorCode]:
+        """Append what changed in a consumer-protocol group since the last append (its records,
+        Kafka's layouts; tombstones for what is gone), with the commits' acks: the answer is
+        NONE, or the coordinator error, at once or when the batch is replicated."""
+        owned = self._owned.get(self.partition_for(group_id))
+        if owned is None or owned.state != LoadState.LOADED:
+            return ErrorCode.NOT_COORDINATOR
+        group = self.consumer.groups.get(group_id)
+        before = self._written.get(group_id, {})
+        after = snapshot(group) if group is not None else {}
+        records = delta(before, after)
+        if not records:
+            return ErrorCode.NONE
+        batch = bytearray(build_batch(records, timestamp_ms=now))
+        appending = self._replicas.append([((OFFSETS_TOPIC, owned.partition.index), batch)], self._required_acks,
+                                          AppendOrigin.COORDINATOR, self._commit_timeout_s)
+        outcome = appending.outcomes[0]
+        if outcome.base_offset < 0:
+            log.warning("group %s: its records were not appended: %s", group_id, outcome.error.name)
+            self._forget_written(group_id, before, after)
+            return commit_error(outcome.error)
+        if after:
+            self._written[group_id] = after
+        else:
+            self._written.pop(group_id, None)
+        if appending.done is None:
+            return commit_error(outcome.error)
+
+        async def settled(done: asyncio.Future[None]) -> ErrorCode:
+            code = await _settled(outcome, done)
+            if code != ErrorCode.NONE:
+                self._forget_written(group_id, before, after)
+            return code
+        return self._keep(settled(appending.done))
+
+    def _forget_written(self, group_id: str, before: dict[bytes, bytes], after: dict[bytes, bytes]) -> None:
+        """An append failed: the log may hold either version of these keys, so the next append
+        rewrites every record of the group (and tombstones every key it no longer has)."""
+        if self.consumer.groups.get(group_id) is None and not before:
+            return
+        self._written[group_id] = dict.fromkeys({*before, *after}, b"")
+
     # transactions -----------------------------------------------------------------------------
     def check_txn_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
         """Kafka's doTxnCommitOffsets checks: a named member must be in the group, a given
-        generation must be the group's; an unknown group is fine (it only holds offsets)."""
+        generation must be the group's; an unknown group is fine (it only holds offsets). For a
+        consumer-protocol group the generation is the member epoch (Kafka's validateOffsetCommit;
+        a stale one is ILLEGAL_GENERATION, which TxnOffsetCommit's clients know)."""
+        modern = self.consumer.groups.get(group_id)
+        if modern is not None:
+            member = modern.members.get(member_id)
+            if member_id and member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation >= 0 and (member is None or generation != member.member_epoch):
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         group = self.coordinator.groups.get(group_id)
         if member_id and (group is None or member_id not in group.members):
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -404,6 +498,12 @@ class GroupService:
         owned = self._owned[self.partition_for(group_id)]
         group = self.coordinator.groups.get(group_id)
         keys = owned.store.keys_for_group(group_id)
+        if self.consumer.is_active(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        if self.consumer.remove_empty(group_id):
+            self.persist_consumer_group(group_id, now)  # its records' tombstones
+            if group is None and not keys:
+                return ErrorCode.NONE
         if group is None and not keys:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group is not None and group.state != GroupState.EMPTY:
@@ -422,7 +522,7 @@ class GroupService:
             return code, {}
         owned = self._owned[self.partition_for(group_id)]
         group = self.coordinator.groups.get(group_id)
-        if group is None and not owned.store.keys_for_group(group_id):
+        if group is None and not owned.store.keys_for_group(group_id) and not self.consumer.is_active(group_id):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         answers: dict[tuple[str, int], ErrorCode | Awaitable[ErrorCode]] = {}
         eligible = list(dict.fromkeys(partitions))
@@ -433,11 +533,18 @@ class GroupService:
                 if group.is_subscribed_to(topic):
                     answers[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
             eligible = [p for p in eligible if p not in answers]
+        modern = self.consumer.groups.get(group_id)
+        if modern is not None and modern.members:
+            for topic, index in eligible:
+                if any(m.subscribes_to(topic) for m in modern.members.values()):
+                    answers[(topic, index)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            eligible = [p for p in eligible if p not in answers]
         if not eligible:
             return ErrorCode.NONE, answers
         held = set(owned.store.keys_for_group(group_id))
         keys = [(group_id, topic, index) for topic, index in eligible if (group_id, topic, index) in held]
-        left_empty = (group is None or group.state == GroupState.EMPTY) and held <= set(keys)
+        left_empty = (group is None or group.state == GroupState.EMPTY) and held <= set(keys) \
+            and not self.consumer.is_active(group_id)
         outcome = self._delete(owned, group_id, keys, now, whole_group=left_empty)
         for partition in eligible:
             answers[partition] = outcome
@@ -513,7 +620,7 @@ class GroupService:
             stale: list[OffsetKey] = []
             for group_id in owned.store.groups():
                 group = self.coordinator.groups.get(group_id)
-                if group is not None and group.state != GroupState.EMPTY:
+                if (group is not None and group.state != GroupState.EMPTY) or self.consumer.is_active(group_id):
                     continue
                 expired = owned.store.expired(group_id, now - self._retention_ms)
                 if expired:

@@ -60,6 +60,11 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     status = ctx.groups.status(body["group_id"])
     if status != ErrorCode.NONE:
         return join_error(status, body["member_id"])
+    if ctx.groups.consumer.is_active(body["group_id"]):
+        # A consumer-protocol group with members: Roost does not mix the protocols in one group.
+        return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
+    if ctx.groups.consumer.remove_empty(body["group_id"]):  # an empty one may switch to classic
+        ctx.groups.persist_consumer_group(body["group_id"], now_ms())
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -158,12 +163,16 @@ def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
     generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
     member_id = body.get("member_id", "")
     verdict = ctx.groups.status(group_id)
-    if verdict == ErrorCode.NONE:
+    consumer_protocol = group_id in ctx.groups.consumer.groups
+    if verdict == ErrorCode.NONE and consumer_protocol:
+        # KIP-848: the generation field carries the member epoch (STALE_MEMBER_EPOCH if not the current).
+        verdict = ctx.groups.consumer.check_commit(group_id, member_id, generation, request.version)
+    elif verdict == ErrorCode.NONE:
         verdict = ctx.groups.coordinator.check_commit(group_id, generation, member_id,
                                                       body.get("group_instance_id"))
     now = now_ms()
     if verdict == ErrorCode.NONE and member_id:
-        ctx.groups.coordinator.touch(now, group_id, member_id)
+        (ctx.groups.consumer if consumer_protocol else ctx.groups.coordinator).touch(now, group_id, member_id)
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     waiting: list[dict[str, Any]] = []  # the entries whose code is the commit's outcome
     topics_out = []
@@ -210,15 +219,36 @@ async def _after(outcome: Awaitable[ErrorCode], waiting: list[dict[str, Any]],
 
 def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
+    stable = bool(body.get("require_stable"))
+    if "groups" in body:  # v8+: a batch of groups, each with its own error
+        answers = []
+        for wanted in body["groups"]:
+            code, topics = _offset_fetch_group(ctx, wanted["group_id"], wanted.get("topics"), stable,
+                                               wanted.get("member_id"), wanted.get("member_epoch", -1))
+            answers.append({"group_id": wanted["group_id"], "topics": topics, "error_code": code})
+        return {"throttle_time_ms": 0, "groups": answers}
     group_id = body["group_id"]
     requested = body.get("topics")
     status = ctx.groups.status(group_id)
-    if status != ErrorCode.NONE:
-        if request.version >= FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
-            return {"throttle_time_ms": 0, "topics": [], "error_code": status}
+    if status != ErrorCode.NONE and request.version < FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION:
         return {"throttle_time_ms": 0, "error_code": status, "topics": [
             {"name": t["name"], "partitions": [_fetched(index, None, status) for index in t["partition_indexes"]]}
             for t in requested or []]}
+    code, topics_out = _offset_fetch_group(ctx, group_id, requested, stable, None, -1)
+    return {"throttle_time_ms": 0, "topics": topics_out, "error_code": code}
+
+
+def _offset_fetch_group(ctx: GroupContext, group_id: str, requested: list[dict[str, Any]] | None, stable: bool,
+                        member_id: str | None, member_epoch: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """One group's committed offsets: (the group's error, its topics). `member_id` and
+    `member_epoch` (OffsetFetch v9) are checked for a consumer-protocol group's member; none and
+    -1 are an admin's request."""
+    status = ctx.groups.status(group_id)
+    if status == ErrorCode.NONE and (member_id is not None or member_epoch >= 0) \
+            and group_id in ctx.groups.consumer.groups:
+        status = ctx.groups.consumer.check_fetch(group_id, member_id or "", member_epoch)
+    if status != ErrorCode.NONE:
+        return status, []
     store = ctx.groups.offsets(group_id)
     if requested is None:  # all committed offsets of the group
         wanted: dict[str, list[int]] = {}
@@ -228,12 +258,11 @@ def handle_offset_fetch(ctx: GroupContext, request: Request) -> dict[str, Any]:
         wanted = {t["name"]: list(t["partition_indexes"]) for t in requested}
     # KIP-447: a read_committed consumer asks for stable offsets; a partition with a transactional
     # commit awaiting its marker answers UNSTABLE_OFFSET_COMMIT (retriable) instead of a value.
-    stable = bool(body.get("require_stable"))
     topics_out = [{"name": name, "partitions": [
         _fetched(index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT) if stable and store.has_unstable(group_id, name, index)
         else _fetched(index, store.get(group_id, name, index), ErrorCode.NONE) for index in indexes]}
         for name, indexes in wanted.items()]
-    return {"throttle_time_ms": 0, "topics": topics_out, "error_code": ErrorCode.NONE}
+    return ErrorCode.NONE, topics_out
 
 
 def _fetched(index: int, committed: CommittedOffset | None, code: ErrorCode) -> dict[str, Any]:
@@ -254,6 +283,13 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any
                            "protocol_data": "", "members": [],
                            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
             continue
+        if group_id in ctx.groups.consumer.groups:
+            # Kafka's answer (GroupMetadataManager.describeGroups): a consumer-protocol group is no
+            # classic group, described as Dead; ConsumerGroupDescribe describes it.
+            groups.append({"error_code": ErrorCode.NONE, "group_id": group_id,
+                           "group_state": GroupState.DEAD.value, "protocol_type": "", "protocol_data": "",
+                           "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         described = ctx.groups.coordinator.describe(group_id)
         if described["group_state"] == GroupState.DEAD.value and ctx.groups.offsets(group_id).has_group(group_id):
             described["group_state"] = GroupState.EMPTY.value  # known by its committed offsets
@@ -263,9 +299,12 @@ def handle_describe_groups(ctx: GroupContext, request: Request) -> dict[str, Any
 
 def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
     states_filter = {s.lower() for s in request.body.get("states_filter") or []}
-    groups = [{"group_id": g, "protocol_type": p, "group_state": s}
+    types_filter = {t.lower() for t in request.body.get("types_filter") or []}
+    groups = [{"group_id": g, "protocol_type": p, "group_state": s, "group_type": ctx.groups.group_type(g)}
               for g, p, s in ctx.groups.listing()
               if not states_filter or s.lower() in states_filter]
+    if types_filter:
+        groups = [g for g in groups if g["group_type"] in types_filter]
     # Kafka's answer while a partition loads: what is known so far, and a retriable error.
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.is_loading() else ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": code, "groups": groups}

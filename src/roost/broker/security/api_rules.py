@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from roost.broker.group.consumer_group import MAY_DESCRIBE_TOPIC
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.request import NO_RESPONSE, Handler, Request
 from roost.broker.security.acl import CLUSTER_NAME, VALID_OPERATIONS, AclOperation, ResourceType
@@ -252,6 +253,44 @@ def _group_whole(code_field: str = "error_code", extra: Mapping[str, Any] | None
     return rule
 
 
+def _consumer_group_heartbeat(c: Check) -> Outcome:
+    """KIP-848: Group READ, then Topic DESCRIBE on every subscribed topic named (Kafka 4's check)."""
+    body = c.request.body
+    denied = {"throttle_time_ms": 0, "error_message": None, "member_id": None, "member_epoch": 0,
+              "heartbeat_interval_ms": 0, "assignment": None}
+    if not c.may(READ, GROUP, body["group_id"]):
+        return {**denied, "error_code": GROUP_DENIED}
+    hidden = [t for t in body.get("subscribed_topic_names") or () if not c.may(DESCRIBE, TOPIC, t)]
+    if hidden:
+        return {**denied, "error_code": TOPIC_DENIED,
+                "error_message": f"not authorized to describe topics {sorted(hidden)}"}
+    # A pattern's topics: the coordinator leaves out those this principal may not describe.
+    body[MAY_DESCRIBE_TOPIC] = lambda topic: c.may(DESCRIBE, TOPIC, topic)
+    return None
+
+
+def _consumer_group_describe(c: Check) -> Outcome:
+    body = c.request.body
+    groups = body["group_ids"]
+    refused = [g for g in groups if not c.may(DESCRIBE, GROUP, g)]
+    outcome: Outcome = None
+    if refused:
+        groups[:] = [g for g in groups if g not in refused]
+        entries = [{"error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "",
+                    "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+                   for g in refused]
+        outcome = {"throttle_time_ms": 0, "groups": entries} if not groups else _appending("groups", entries)
+    if not body.get("include_authorized_operations"):
+        return outcome
+
+    def operations(response: dict[str, Any]) -> dict[str, Any]:
+        for group in response["groups"]:
+            if group.get("error_code", 0) == 0:
+                group["authorized_operations"] = authorized_operations(c, GROUP, group["group_id"])
+        return response
+    return _chain(outcome, operations)
+
+
 def _offset_commit(c: Check) -> Outcome:
     body = c.request.body
     if not c.may(READ, GROUP, body["group_id"]):
@@ -261,8 +300,33 @@ def _offset_commit(c: Check) -> Outcome:
     return _commit_topics(c)
 
 
+def _offset_fetch_groups(c: Check) -> Outcome:
+    """OffsetFetch v8+ (a batch of groups): a group the principal may not describe answers
+    GROUP_AUTHORIZATION_FAILED, a topic it may not describe TOPIC_AUTHORIZATION_FAILED per
+    partition (left out when all the group's topics were asked for). Applied to the answer: the
+    reads themselves have no effect."""
+    def restrict(response: dict[str, Any]) -> dict[str, Any]:
+        for group in response["groups"]:
+            if not c.may(DESCRIBE, GROUP, group["group_id"]):
+                group.update(error_code=GROUP_DENIED, topics=[])
+                continue
+            asked = next((g for g in c.request.body["groups"] if g["group_id"] == group["group_id"]), {})
+            if asked.get("topics") is None:
+                group["topics"] = [t for t in group["topics"] if c.may(DESCRIBE, TOPIC, t["name"])]
+                continue
+            for topic in group["topics"]:
+                if not c.may(DESCRIBE, TOPIC, topic["name"]):
+                    for partition in topic["partitions"]:
+                        partition.update(committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                         error_code=TOPIC_DENIED)
+        return response
+    return restrict
+
+
 def _offset_fetch(c: Check) -> Outcome:
     body = c.request.body
+    if "groups" in body:
+        return _offset_fetch_groups(c)
     if not c.may(DESCRIBE, GROUP, body["group_id"]):
         return {"throttle_time_ms": 0, "error_code": GROUP_DENIED, "topics": [
             {"name": t["name"], "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "",
@@ -643,6 +707,8 @@ RULES: dict[ApiKey, Callable[[Check], Outcome]] = {
     ApiKey.SYNC_GROUP: _group_whole(extra={"assignment": b""}),
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.DELETE_RECORDS: _delete_records,

@@ -19,6 +19,7 @@ import click
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
+from roost.admin.consumer_groups import describe_consumer_group
 from roost.admin.errors import SeekTargetError
 from roost.admin.kafka_client import (
     DELETE_GROUPS_KEY,
@@ -65,6 +66,12 @@ def assignment_text(partitions: Iterable[TopicPartition]) -> str:
     return " ".join(f"{topic}:{','.join(map(str, sorted(ps)))}" for topic, ps in sorted(by_topic.items()))
 
 
+def protocol_name(group_type: object) -> str:
+    """ListGroups v5's group type as the CLI shows it: classic or consumer (KIP-848)."""
+    name = str(getattr(group_type, "name", group_type)).lower()
+    return "consumer" if name == "consumer" else "classic"
+
+
 @click.group("group")
 def command() -> None:
     """Consumer groups: list, describe with lag, seek, delete."""
@@ -74,7 +81,7 @@ def command() -> None:
 @kafka_target_options
 @format_option
 def list_groups(target: Target, output_format: str) -> None:
-    """List consumer groups and their states.
+    """List consumer groups, their states and protocols (classic, or consumer for KIP-848).
 
     \b
     roost group list --format json
@@ -83,9 +90,9 @@ def list_groups(target: Target, output_format: str) -> None:
     fetch_metadata(admin, target)
     answer = await_result(admin.list_consumer_groups(request_timeout=target.timeout_s), target, "list groups")
     rows = [{"group": g.group_id, "state": str(getattr(g.state, "name", g.state)).lower(),
-             "simple": g.is_simple_consumer_group}
+             "protocol": protocol_name(g.type), "simple": g.is_simple_consumer_group}
             for g in sorted(answer.valid, key=lambda g: g.group_id)]
-    emit(rows, ["group", "state"], output_format)
+    emit(rows, ["group", "state", "protocol"], output_format)
 
 
 @command.command("describe")
@@ -93,8 +100,10 @@ def list_groups(target: Target, output_format: str) -> None:
 @kafka_target_options
 @format_option
 def describe(target: Target, group: str, output_format: str) -> None:
-    """Describe a group: state, members (client id, host, assignment), and per partition the
-    committed offset, the log end offset and the lag; then the lag per topic.
+    """Describe a group: its protocol (classic, or consumer for KIP-848 groups, with their group
+    and assignment epochs), state, members (client id, host, assignment; for consumer groups the
+    member epoch and target assignment too), and per partition the committed offset, the log end
+    offset and the lag; then the lag per topic.
 
     \b
     roost group describe billing
@@ -106,14 +115,20 @@ def describe(target: Target, group: str, output_format: str) -> None:
     committed = committed_offsets(admin, target, group)
     if is_unknown(description, committed):
         raise CliError(f"unknown group: {group}")
+    modern = describe_consumer_group(target, group) if protocol_name(description.type) == "consumer" else None
+    protocol = "consumer" if modern is not None else protocol_name(description.type)
     owner: dict[Partition, str] = {}
     members = []
     for member in description.members:
         assigned = list(member.assignment.topic_partitions) if member.assignment else []
         for tp in assigned:
             owner[(tp.topic, tp.partition)] = member.client_id
-        members.append({"member_id": member.member_id, "client_id": member.client_id, "host": member.host,
-                        "instance_id": member.group_instance_id, "assignment": assignment_text(assigned)})
+        row = {"member_id": member.member_id, "client_id": member.client_id, "host": member.host,
+               "instance_id": member.group_instance_id, "assignment": assignment_text(assigned)}
+        if modern is not None:
+            known = modern["members"].get(member.member_id, {})
+            row.update(member_epoch=known.get("member_epoch"), target=known.get("target"))
+        members.append(row)
     partitions = sorted(set(committed) | set(owner))
     # Not strict: a committed topic may since have been deleted, or a partition be offline.
     ends = list_offsets(admin, target, partitions, OffsetSpec.latest(), strict=False)
@@ -128,17 +143,20 @@ def describe(target: Target, group: str, output_format: str) -> None:
         summary["partitions"] += 1
         summary["lag"] += lag or 0
     coordinator = description.coordinator
+    epochs = {"group_epoch": modern["group_epoch"], "assignment_epoch": modern["assignment_epoch"]} if modern else {}
     document: dict[str, Any] = {
-        "group": group, "state": state_name(description),
+        "group": group, "protocol": protocol, **epochs, "state": state_name(description),
         "coordinator": f"{coordinator.id} ({coordinator.host}:{coordinator.port})" if coordinator else None,
         "assignor": description.partition_assignor or None,
-        "summary": [{"group": group, "state": state_name(description), "members": len(members),
+        "summary": [{"group": group, "protocol": protocol, "state": state_name(description),
+                     "group_epoch": epochs.get("group_epoch", ""), "members": len(members),
                      "total_lag": sum(s["lag"] for s in lag_by_topic.values())}],
         "members": members, "offsets": offsets, "lag_by_topic": list(lag_by_topic.values()),
     }
     emit_document(document, [
-        ("summary", None, ["group", "state", "members", "total_lag"]),
-        ("members", "members", ["client_id", "host", "assignment", "member_id"]),
+        ("summary", None, ["group", "protocol", "state", "group_epoch", "members", "total_lag"]),
+        ("members", "members", ["client_id", "host", "assignment", "member_id"]
+         + (["member_epoch", "target"] if modern else [])),
         ("offsets", "offsets", ["topic", "partition", "committed", "log_end_offset", "lag", "client_id"]),
         ("lag_by_topic", "lag by topic", ["topic", "partitions", "lag"]),
     ], output_format)

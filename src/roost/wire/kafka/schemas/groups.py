@@ -151,13 +151,13 @@ DESCRIBE_GROUPS_RESPONSE = Message(
     ))
 
 LIST_GROUPS_REQUEST = Message(
-    "ListGroupsRequest", api_key=16, kind="request", versions="0-4", flexible="3+", fields=(
+    "ListGroupsRequest", api_key=16, kind="request", versions="0-5", flexible="3+", fields=(
         Field("StatesFilter", "[]string", "4+"),
         Field("TypesFilter", "[]string", "5+"),
     ))
 
 LIST_GROUPS_RESPONSE = Message(
-    "ListGroupsResponse", api_key=16, kind="response", versions="0-4", flexible="3+", fields=(
+    "ListGroupsResponse", api_key=16, kind="response", versions="0-5", flexible="3+", fields=(
         Field("ThrottleTimeMs", "int32", "1+"),
         Field("ErrorCode", "int16", "0+"),
         Field("Groups", "[]ListedGroup", "0+", fields=(

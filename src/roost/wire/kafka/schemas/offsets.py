@@ -9,7 +9,7 @@ from __future__ import annotations
 from roost.wire.kafka.schema import Field, Message
 
 OFFSET_COMMIT_REQUEST = Message(
-    "OffsetCommitRequest", api_key=8, kind="request", versions="2-8", flexible="8+", fields=(
+    "OffsetCommitRequest", api_key=8, kind="request", versions="2-9", flexible="8+", fields=(
         Field("GroupId", "string", "0+"),
         Field("GenerationIdOrMemberEpoch", "int32", "1+", default=-1),
         Field("MemberId", "string", "1+"),
@@ -29,7 +29,7 @@ OFFSET_COMMIT_REQUEST = Message(
     ))
 
 OFFSET_COMMIT_RESPONSE = Message(
-    "OffsetCommitResponse", api_key=8, kind="response", versions="2-8", flexible="8+", fields=(
+    "OffsetCommitResponse", api_key=8, kind="response", versions="2-9", flexible="8+", fields=(
         Field("ThrottleTimeMs", "int32", "3+"),
         Field("Topics", "[]OffsetCommitResponseTopic", "0+", fields=(
             Field("Name", "string", "0-9"),
@@ -42,7 +42,7 @@ OFFSET_COMMIT_RESPONSE = Message(
     ))
 
 OFFSET_FETCH_REQUEST = Message(
-    "OffsetFetchRequest", api_key=9, kind="request", versions="1-7", flexible="6+", fields=(
+    "OffsetFetchRequest", api_key=9, kind="request", versions="1-9", flexible="6+", fields=(
         Field("GroupId", "string", "0-7"),
         # null (v2+) asks for every partition the group has committed.
         Field("Topics", "[]OffsetFetchRequestTopic", "0-7", nullable="2-7", fields=(
@@ -63,7 +63,7 @@ OFFSET_FETCH_REQUEST = Message(
     ))
 
 OFFSET_FETCH_RESPONSE = Message(
-    "OffsetFetchResponse", api_key=9, kind="response", versions="1-7", flexible="6+", fields=(
+    "OffsetFetchResponse", api_key=9, kind="response", versions="1-9", flexible="6+", fields=(
         Field("ThrottleTimeMs", "int32", "3+"),
         Field("Topics", "[]OffsetFetchResponseTopic", "0-7", fields=(
             Field("Name", "string", "0-7"),
