@@ -52,30 +52,34 @@ class OffsetRecordError(ValueError):
     """A record in __consumer_offsets that this broker cannot read."""
 
 
-def _put_string(out: bytearray, text: str) -> None:
+def put_string(out: bytearray, text: str) -> None:
+    """A STRING of Kafka's internal-topic records (int16 length, UTF-8): __consumer_offsets'
+    and __transaction_state's keys and values."""
     data = text.encode()
     out += _INT16.pack(len(data))
     out += data
 
 
-def _get_string(data: bytes, pos: int) -> tuple[str, int]:
+def get_string(data: bytes, pos: int, error: type[ValueError] = OffsetRecordError) -> tuple[str, int]:
+    """The STRING at `pos` and the position after it; `error` (the caller's record error) if the
+    bytes cannot hold one."""
     if pos + 2 > len(data):
-        raise OffsetRecordError("truncated string length")
+        raise error("truncated string length")
     (length,) = _INT16.unpack_from(data, pos)
     pos += 2
     if length < 0 or pos + length > len(data):
-        raise OffsetRecordError("bad string length")
+        raise error("bad string length")
     try:
         return data[pos:pos + length].decode(), pos + length
     except UnicodeDecodeError:
-        raise OffsetRecordError("string is not UTF-8") from None
+        raise error("string is not UTF-8") from None
 
 
 def encode_key(key: OffsetKey) -> bytes:
     group, topic, partition = key
     out = bytearray(_INT16.pack(OFFSET_KEY_VERSION))
-    _put_string(out, group)
-    _put_string(out, topic)
+    put_string(out, group)
+    put_string(out, topic)
     out += _INT32.pack(partition)
     return bytes(out)
 
@@ -83,7 +87,7 @@ def encode_key(key: OffsetKey) -> bytes:
 def encode_group_metadata_key(group: str) -> bytes:
     """Kafka's GroupMetadataKey (version 2): the key of a group's metadata record."""
     out = bytearray(_INT16.pack(GROUP_METADATA_KEY_VERSION))
-    _put_string(out, group)
+    put_string(out, group)
     return bytes(out)
 
 
@@ -101,8 +105,8 @@ def decode_key(data: bytes) -> OffsetKey | None:
         return None
     if version not in (0, 1):
         raise OffsetRecordError(f"unknown key version {version}")
-    group, pos = _get_string(data, 2)
-    topic, pos = _get_string(data, pos)
+    group, pos = get_string(data, 2)
+    topic, pos = get_string(data, pos)
     if pos + 4 != len(data):
         raise OffsetRecordError("bad key length")
     (partition,) = _INT32.unpack_from(data, pos)
@@ -111,7 +115,7 @@ def decode_key(data: bytes) -> OffsetKey | None:
 
 def encode_value(value: CommittedOffset) -> bytes:
     out = bytearray(_VALUE_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch))
-    _put_string(out, value.metadata)
+    put_string(out, value.metadata)
     out += _INT64.pack(value.commit_timestamp_ms)
     return bytes(out)
 
@@ -122,7 +126,7 @@ def decode_value(data: bytes) -> CommittedOffset:
     version, offset, leader_epoch = _VALUE_HEAD.unpack_from(data, 0)
     if version != OFFSET_VALUE_VERSION:
         raise OffsetRecordError(f"unknown value version {version}")
-    metadata, pos = _get_string(data, _VALUE_HEAD.size)
+    metadata, pos = get_string(data, _VALUE_HEAD.size)
     if pos + 8 != len(data):
         raise OffsetRecordError("bad value length")
     (timestamp,) = _INT64.unpack_from(data, pos)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from roost.broker.group.offsets import offsets_partition_for
+from roost.broker.group.offsets import get_string, offsets_partition_for, put_string
 from roost.wire.kafka.records import build_batch
 
 TXN_KEY_VERSION = 0
@@ -46,28 +46,9 @@ def txn_partition_for(transactional_id: str, partitions: int) -> int:
     return offsets_partition_for(transactional_id, partitions)
 
 
-def _put_string(out: bytearray, text: str) -> None:
-    data = text.encode()
-    out += _INT16.pack(len(data))
-    out += data
-
-
-def _get_string(data: bytes, pos: int) -> tuple[str, int]:
-    if pos + 2 > len(data):
-        raise TxnRecordError("truncated string length")
-    (length,) = _INT16.unpack_from(data, pos)
-    pos += 2
-    if length < 0 or pos + length > len(data):
-        raise TxnRecordError("bad string length")
-    try:
-        return data[pos:pos + length].decode(), pos + length
-    except UnicodeDecodeError:
-        raise TxnRecordError("string is not UTF-8") from None
-
-
 def encode_key(transactional_id: str) -> bytes:
     out = bytearray(_INT16.pack(TXN_KEY_VERSION))
-    _put_string(out, transactional_id)
+    put_string(out, transactional_id)
     return bytes(out)
 
 
@@ -77,7 +58,7 @@ def decode_key(data: bytes) -> str:
     (version,) = _INT16.unpack_from(data, 0)
     if version != TXN_KEY_VERSION:
         raise TxnRecordError(f"unknown key version {version}")
-    transactional_id, pos = _get_string(data, 2)
+    transactional_id, pos = get_string(data, 2, TxnRecordError)
     if pos != len(data):
         raise TxnRecordError("bad key length")
     return transactional_id
@@ -94,7 +75,7 @@ def encode_value(value: TxnLogValue) -> bytes:
             by_topic.setdefault(topic, []).append(index)
         out += _INT32.pack(len(by_topic))
         for topic, indexes in by_topic.items():
-            _put_string(out, topic)
+            put_string(out, topic)
             out += _INT32.pack(len(indexes))
             for index in indexes:
                 out += _INT32.pack(index)
@@ -115,7 +96,7 @@ def decode_value(data: bytes) -> TxnLogValue:
     pos += 4
     partitions: set[tuple[str, int]] = set()
     for _ in range(max(topics, 0)):
-        topic, pos = _get_string(data, pos)
+        topic, pos = get_string(data, pos, TxnRecordError)
         if pos + 4 > len(data):
             raise TxnRecordError("truncated partition list")
         (count,) = _INT32.unpack_from(data, pos)
