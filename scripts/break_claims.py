@@ -588,6 +588,22 @@ MUTATIONS: tuple[Mutation, ...] = (
          TXN_SERVICE + "test_a_new_leader_finishes_a_prepared_transaction_and_the_old_coordinator_is_fenced",
          "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
         must_load=(BROKER,)),
+    Mutation(
+        "txn-find-hanging-ignores-coordinator",
+        "roost txn find-hanging leaves out an open transaction whose coordinator lists the partition",
+        (edit("src/roost/admin/hanging_transactions.py",
+              "        if description is None or f\"{candidate.topic}-{candidate.partition}\" not in description[\"partitions\"]:",
+              "        if True:  # MUTATION: every old open transaction hangs"),),
+        (TRANSACTIONS + "test_hanging_transactions_are_found_and_aborted_by_roost_txn",),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-abort-start-offset-any-producer",
+        "roost txn abort --start-offset aborts the transaction that starts at that offset, no other",
+        (edit("src/roost/admin/hanging_transactions.py",
+              "producer[\"current_txn_start_offset\"] == start_offset:",
+              "True:  # MUTATION: the first open transaction"),),
+        (TRANSACTIONS + "test_hanging_transactions_are_found_and_aborted_by_roost_txn",),
+        must_load=(BROKER,)),
     # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
     # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).
     Mutation(

@@ -336,3 +336,53 @@ def test_produce_takes_transactional_batches_only_with_a_transactional_id(node: 
     assert produce(bytes(batch), None) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert produce(bytes(marker), "someone") == INVALID_RECORD  # markers come from the coordinator only
     assert produce(bytes(batch), "someone") == 0
+
+
+def test_hanging_transactions_are_found_and_aborted_by_roost_txn(node: RoostProcess) -> None:
+    """kafka-transactions.sh's find-hanging and abort: two producers leave transactional records on a
+    partition without their coordinator knowing (a client that wrote before AddPartitionsToTxn),
+    which pins the last stable offset; find-hanging names exactly those two, not a transaction its
+    coordinator runs; abort by start offset ends the one that starts there, abort by ids with a
+    stale epoch is refused, and once both are aborted read_committed readers move on."""
+    from roost.wire.kafka.records import build_batch
+
+    name = topic(node, 1)
+    bootstrap = ("-b", node.address("kafka"))
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    stray = {777_100 + (uuid.uuid4().int % 1000) * 10 + i: 5 for i in range(2)}  # producer id: epoch
+    for i, (pid, epoch) in enumerate(stray.items()):
+        batch = build_batch([(None, b"stray-%d" % i)], timestamp_ms=an_hour_ago, producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0, is_transactional=True)
+        answer = wire(node, PRODUCE, 9, {"transactional_id": f"stray-{i}", "acks": -1, "timeout_ms": 5000,
+                                         "topic_data": [{"name": name, "partition_data": [
+                                             {"index": 0, "records": bytes(batch)}]}]})
+        assert answer["responses"][0]["partition_responses"][0]["base_offset"] == i
+    first, second = stray
+    known = producer(node, f"known-{uuid.uuid4().hex[:6]}")
+    known.init_transactions(30)
+    known.begin_transaction()
+    known.produce(name, b"ok", partition=0)
+    known.flush(10)
+
+    hanging = run_json("txn", "find-hanging", "--topic", name, "--max-transaction-timeout", "0", *bootstrap)
+    assert sorted((h["producer_id"], h["start_offset"], h["producer_epoch"]) for h in hanging) == [
+        (first, 0, 5), (second, 1, 5)]
+    assert all(h["duration_min"] >= 59 for h in hanging)
+    known.commit_transaction(30)
+    assert read_all(node, name, "read_committed", partitions=1) == []  # the stray transactions pin the LSO
+
+    run_json("txn", "abort", "--topic", name, "--partition", "0", "--start-offset", "1", *bootstrap)
+    producers = run_json("txn", "describe-producers", "--topic", name, "--partition", "0", *bootstrap)
+    open_at = {p["producer_id"]: p["current_txn_start_offset"] for p in producers}
+    assert (open_at[first], open_at[second]) == (0, -1)
+    stale = run_cli("txn", "abort", "--topic", name, "--partition", "0", "--producer-id", str(first),
+                    "--producer-epoch", "4", "--coordinator-epoch", "-1", *bootstrap)
+    assert stale.returncode != 0 and "INVALID_PRODUCER_EPOCH" in stale.stderr
+    assert read_all(node, name, "read_committed", partitions=1) == []
+    run_json("txn", "abort", "--topic", name, "--partition", "0", "--producer-id", str(first),
+             "--producer-epoch", "5", "--coordinator-epoch", "-1", *bootstrap)
+    assert read_all(node, name, "read_committed", partitions=1) == [b"ok"]
+    assert sorted(read_all(node, name, "read_uncommitted", partitions=1)) == [b"ok", b"stray-0", b"stray-1"]
+    assert run_json("txn", "find-hanging", "--topic", name, "--max-transaction-timeout", "0", *bootstrap) == []
+    missing = run_cli("txn", "abort", "--topic", name, "--partition", "0", "--start-offset", "0", *bootstrap)
+    assert missing.returncode != 0 and "no open transaction starts at offset 0" in missing.stderr
