@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -56,6 +57,7 @@ WRITE_TXN_MARKERS_VERSION = 1
 MARKER_REQUEST_TIMEOUT_S = 10.0
 MARKER_RETRY_BACKOFF_S = 0.1
 MARKER_RETRY_BACKOFF_MAX_S = 2.0
+LOAD_TIMES_KEPT = 64  # partition-load-time-max/avg are over the last loads
 # A leader's answer that means "try again" (Kafka's TransactionMarkerRequestCompletionHandler).
 RETRIABLE_MARKER_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -118,6 +120,15 @@ class OwnedTxnPartition:
 ProducerIdSource = Callable[[], "int | Awaitable[int]"]
 
 
+@dataclass
+class TxnCounts:
+    """What /metrics reports of the coordinator's work since the broker started."""
+
+    markers_written: int = 0  # partitions that took a marker from this coordinator
+    timeout_aborts: int = 0  # transactions aborted because their producer went quiet
+    load_times_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LOAD_TIMES_KEPT))
+
+
 class TxnService:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache, peers: PeerPool,
                  allocate_producer_id: ProducerIdSource) -> None:
@@ -128,6 +139,7 @@ class TxnService:
         self._peers = peers
         self._allocate = allocate_producer_id
         self._owned: dict[int, OwnedTxnPartition] = {}
+        self.counts = TxnCounts()
         self._abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
         self._expiration_ms = config["transactional.id.expiration.ms"]
         self._expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
@@ -189,6 +201,7 @@ class TxnService:
                 continue
             transition = self.core.abort_timed_out(now, transactional_id)
             if transition is not None:
+                self.counts.timeout_aborts += 1
                 self._spawn(self._end(transition))
 
     # leadership -------------------------------------------------------------------------------
@@ -229,6 +242,7 @@ class TxnService:
         where = f"{TRANSACTION_STATE_TOPIC}-{partition.index}"
         position = partition.log_start_offset
         found: dict[str, Any] = {}
+        started = time.monotonic()
         try:
             while position < partition.log_end_offset:
                 position = max(position, partition.log_start_offset)
@@ -253,6 +267,7 @@ class TxnService:
         for transactional_id, value in found.items():
             self.core.load(transactional_id, value)
         owned.state = LoadState.LOADED
+        self.counts.load_times_ms.append((time.monotonic() - started) * 1000)
         log.info("loaded %s: %d transactional ids", where, len(found))
         # Transactions decided before the failover: their markers may be missing somewhere.
         for transactional_id in found:
@@ -410,6 +425,7 @@ class TxnService:
                 for partition, code in answers.items():
                     if code == ErrorCode.NONE:
                         remaining.discard(partition)
+                        self.counts.markers_written += 1
                     elif code in SUPERSEDED_MARKER_ERRORS:
                         log.info("transaction %s: marker for %s-%d refused (%s): superseded", transactional_id,
                                  *partition, code.name)
