@@ -337,6 +337,21 @@ MUTATIONS: tuple[Mutation, ...] = (
          SINK + "test_a_query_that_fails_mid_batch_and_restarts_loses_and_duplicates_nothing"),
         must_load=(PYTEST, BROKER, SPARK_WORKER), spark=True, timeout_s=1500),
     Mutation(
+        "spark-sink-txn-replay-rewrites",
+        "the transactional Spark sink's replay of a batch an earlier run of the task committed writes nothing",
+        (edit("src/roost/spark/sink.py", "        if task.committed_batches() > target.batch_id:\n",
+              "        if False:  # MUTATION: never look at the committed progress\n"),),
+        (SINK + "test_a_transactional_task_killed_mid_batch_is_never_seen_in_part_by_read_committed",),
+        must_load=(PYTEST,), spark=True),
+    Mutation(
+        "spark-sink-txn-id-per-attempt",
+        "the transactional Spark sink's next attempt of a task fences the one before (same transactional.id), "
+        "whose open transaction is then aborted",
+        (edit("src/roost/spark/sink_txn.py", "        self.id = transactional_id(sink_id, task)\n",
+              "        self.id = transactional_id(sink_id, task) + f\"-{__import__('os').getpid()}\"  # MUTATION\n"),),
+        (SINK + "test_a_transactional_task_killed_mid_batch_is_never_seen_in_part_by_read_committed",),
+        must_load=(PYTEST,), spark=True),
+    Mutation(
         "spark-sink-partitioner-not-murmur2",
         "the Spark sink puts a keyed row where the Java clients would (murmur2); here librdkafka's "
         "consistent_random (CRC32)",
