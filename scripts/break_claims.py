@@ -604,6 +604,15 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
         must_load=(BROKER,)),
     Mutation(
+        "txn-next-transaction-not-waiting",
+        "AddPartitionsToTxn right after EndTxn waits for the last transaction's markers and Complete* "
+        "record instead of answering CONCURRENT_TRANSACTIONS",
+        (edit("src/roost/broker/txn/service.py",
+              "        if decided == ErrorCode.CONCURRENT_TRANSACTIONS and await self._settled(transactional_id):",
+              "        if False:  # MUTATION: answer CONCURRENT_TRANSACTIONS at once"),),
+        (TRANSACTIONS + "test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_concurrent_transactions",),
+        must_load=(BROKER,)),
+    Mutation(
         "txn-find-hanging-ignores-coordinator",
         "roost txn find-hanging leaves out an open transaction whose coordinator lists the partition",
         (edit("src/roost/admin/hanging_transactions.py",

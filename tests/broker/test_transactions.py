@@ -448,3 +448,40 @@ def test_metrics_show_the_lso_lag_the_coordinator_and_late_transactions(node: Ro
     assert value(hanging, late) == value(before, late) + 1
     abort_transaction(Target(node.address("kafka")), name, 0, 888_888, 0, -1)
     assert value(scrape(node.address("metrics")), late) == value(before, late)
+
+
+def test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_concurrent_transactions(
+        node: RoostProcess) -> None:
+    """EndTxn is answered before the markers are written (Kafka's order); an AddPartitionsToTxn
+    for the next transaction sent right behind it (pipelined on one connection) waits for them
+    and the CompleteCommit record instead of answering CONCURRENT_TRANSACTIONS, which costs
+    librdkafka a retry backoff per transaction."""
+    name = topic(node, 2)
+    transactional_id = f"back-to-back-{uuid.uuid4().hex[:6]}"
+    client = WireClient(node.address("kafka"))
+    try:
+        deadline = time.monotonic() + 15
+        while client.request(10, 1, {"key": transactional_id, "key_type": 1})["error_code"] != 0:
+            assert time.monotonic() < deadline, "no transaction coordinator"
+            time.sleep(0.1)
+        init = client.request(22, 1, {"transactional_id": transactional_id, "transaction_timeout_ms": 60000})
+        assert init["error_code"] == 0
+        ids = {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": init["producer_id"],
+               "v3_and_below_producer_epoch": init["producer_epoch"]}
+        add = {**ids, "v3_and_below_topics": [{"name": name, "partitions": [0, 1]}]}
+        end = {"transactional_id": transactional_id, "producer_id": init["producer_id"],
+               "producer_epoch": init["producer_epoch"], "committed": True}
+        codes = []
+        for _ in range(5):
+            added = client.request(24, 1, add)
+            assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+            end_id, end_frame = client.frame(26, 1, end)
+            add_id, add_frame = client.frame(24, 1, add)
+            client.send_raw(end_frame + add_frame)
+            assert client.receive(26, 1, end_id)["error_code"] == 0
+            codes += [p["partition_error_code"] for t in client.receive(24, 1, add_id)["results_by_topic_v3_and_below"]
+                      for p in t["results_by_partition"]]
+            assert client.request(26, 1, end)["error_code"] == 0
+        assert codes == [0] * 10
+    finally:
+        client.close()
