@@ -371,6 +371,10 @@ def test_hanging_transactions_are_found_and_aborted_by_roost_txn(node: RoostProc
     assert sorted((h["start_offset"], h["producer_id"], h["producer_epoch"]) for h in hanging) == [
         (0, first, 5), (1, second, 5)]
     assert all(h["duration_min"] >= 59 for h in hanging)
+    on_broker = run_json("txn", "find-hanging", "--broker-id", "0", *bootstrap)  # the default: 15 minutes
+    assert {(name, 0, first), (name, 1, second)} <= {(h["topic"], h["start_offset"], h["producer_id"])
+                                                      for h in on_broker}
+    assert run_cli("txn", "find-hanging", *bootstrap).returncode != 0  # --topic or --broker-id is required
     known.commit_transaction(30)
     assert read_all(node, name, "read_committed", partitions=1) == []  # the stray transactions pin the LSO
 
