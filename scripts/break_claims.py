@@ -348,6 +348,21 @@ MUTATIONS: tuple[Mutation, ...] = (
          SINK + "test_a_query_that_fails_mid_batch_and_restarts_loses_and_duplicates_nothing"),
         must_load=(PYTEST, BROKER, SPARK_WORKER), spark=True, timeout_s=1500),
     Mutation(
+        "spark-sink-txn-replay-rewrites",
+        "the transactional Spark sink's replay of a batch an earlier run of the task committed writes nothing",
+        (edit("src/roost/spark/sink.py", "        if task.committed_batches() > target.batch_id:\n",
+              "        if False:  # MUTATION: never look at the committed progress\n"),),
+        (SINK + "test_a_transactional_task_killed_mid_batch_is_never_seen_in_part_by_read_committed",),
+        must_load=(PYTEST,), spark=True),
+    Mutation(
+        "spark-sink-txn-id-per-attempt",
+        "the transactional Spark sink's next attempt of a task fences the one before (same transactional.id), "
+        "whose open transaction is then aborted",
+        (edit("src/roost/spark/sink_txn.py", "        self.id = transactional_id(sink_id, task)\n",
+              "        self.id = transactional_id(sink_id, task) + f\"-{__import__('os').getpid()}\"  # MUTATION\n"),),
+        (SINK + "test_a_transactional_task_killed_mid_batch_is_never_seen_in_part_by_read_committed",),
+        must_load=(PYTEST,), spark=True),
+    Mutation(
         "spark-sink-partitioner-not-murmur2",
         "the Spark sink puts a keyed row where the Java clients would (murmur2); here librdkafka's "
         "consistent_random (CRC32)",
@@ -600,6 +615,31 @@ MUTATIONS: tuple[Mutation, ...] = (
         (TXN_SERVICE + "test_commit_writes_markers_then_complete_and_a_new_leader_reloads_the_state",
          TXN_SERVICE + "test_a_new_leader_finishes_a_prepared_transaction_and_the_old_coordinator_is_fenced",
          "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-next-transaction-not-waiting",
+        "AddPartitionsToTxn right after EndTxn waits for the last transaction's markers and Complete* "
+        "record instead of answering CONCURRENT_TRANSACTIONS",
+        (edit("src/roost/broker/txn/service.py",
+              "        if decided == ErrorCode.CONCURRENT_TRANSACTIONS and await self._settled(transactional_id):",
+              "        if False:  # MUTATION: answer CONCURRENT_TRANSACTIONS at once"),),
+        (TRANSACTIONS + "test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_concurrent_transactions",),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-find-hanging-ignores-coordinator",
+        "roost txn find-hanging leaves out an open transaction whose coordinator lists the partition",
+        (edit("src/roost/admin/hanging_transactions.py",
+              "        if description is None or f\"{candidate.topic}-{candidate.partition}\" not in description[\"partitions\"]:",
+              "        if True:  # MUTATION: every old open transaction hangs"),),
+        (TRANSACTIONS + "test_hanging_transactions_are_found_and_aborted_by_roost_txn",),
+        must_load=(BROKER,)),
+    Mutation(
+        "txn-abort-start-offset-any-producer",
+        "roost txn abort --start-offset aborts the transaction that starts at that offset, no other",
+        (edit("src/roost/admin/hanging_transactions.py",
+              "producer[\"current_txn_start_offset\"] == start_offset:",
+              "True:  # MUTATION: the first open transaction"),),
+        (TRANSACTIONS + "test_hanging_transactions_are_found_and_aborted_by_roost_txn",),
         must_load=(BROKER,)),
     # The bugs the replication simulation found (docs/cluster.md, "What the simulation found"),
     # each fix reverted in src/ (docs/replication-core.md says which scenario re-finds which).

@@ -10,7 +10,9 @@ against one real `roost up` broker (ZooKeeper mode, with its keeper) shared by t
   operation fails fatally and whose records are never visible to read_committed;
 - a producer that walks away mid-transaction: the coordinator aborts it after
   transaction.timeout.ms and read_committed consumers move past it;
-- DescribeTransactions / ListTransactions, and `roost txn list|describe` over them.
+- DescribeTransactions / ListTransactions, and `roost txn list|describe` over them;
+- hanging transactions found and aborted by `roost txn find-hanging|abort`;
+- the transaction series of /metrics, scraped.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.broker.conftest import FAST_GROUPS
 from tests.cli.kafka_cli import run_cli, run_json
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
+from tests.support.scrape import Samples, scrape, value
 
 TXN_PARTITIONS = "3"  # __transaction_state: small, created on the first transactional lookup
 OFFSET_FETCH, REQUIRE_STABLE_VERSION = 9, 7
@@ -41,10 +44,10 @@ INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED = 47, 52
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     directory = tmp_path_factory.mktemp("txn-broker")
-    proc = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", *FAST_GROUPS,
+    proc = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", "--metrics-port", "0", *FAST_GROUPS,
                         "--transaction.state.log.num.partitions", TXN_PARTITIONS,
                         "--transaction.abort.timed.out.transaction.cleanup.interval.ms", "300"],
-                       expect=("kafka", "keeper"))
+                       expect=("kafka", "keeper", "metrics"))
     yield proc
     proc.stop()
 
@@ -336,3 +339,153 @@ def test_produce_takes_transactional_batches_only_with_a_transactional_id(node: 
     assert produce(bytes(batch), None) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert produce(bytes(marker), "someone") == INVALID_RECORD  # markers come from the coordinator only
     assert produce(bytes(batch), "someone") == 0
+
+
+def test_hanging_transactions_are_found_and_aborted_by_roost_txn(node: RoostProcess) -> None:
+    """kafka-transactions.sh's find-hanging and abort: two producers leave transactional records on a
+    partition without their coordinator knowing (a client that wrote before AddPartitionsToTxn),
+    which pins the last stable offset; find-hanging names exactly those two, not a transaction its
+    coordinator runs; abort by start offset ends the one that starts there, abort by ids with a
+    stale epoch is refused, and once both are aborted read_committed readers move on."""
+    from roost.wire.kafka.records import build_batch
+
+    name = topic(node, 1)
+    bootstrap = ("-b", node.address("kafka"))
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    stray = {777_100 + (uuid.uuid4().int % 1000) * 10 + i: 5 for i in range(2)}  # producer id: epoch
+    for i, (pid, epoch) in enumerate(stray.items()):
+        batch = build_batch([(None, b"stray-%d" % i)], timestamp_ms=an_hour_ago, producer_id=pid,
+                            producer_epoch=epoch, base_sequence=0, is_transactional=True)
+        answer = wire(node, PRODUCE, 9, {"transactional_id": f"stray-{i}", "acks": -1, "timeout_ms": 5000,
+                                         "topic_data": [{"name": name, "partition_data": [
+                                             {"index": 0, "records": bytes(batch)}]}]})
+        assert answer["responses"][0]["partition_responses"][0]["base_offset"] == i
+    first, second = stray
+    known = producer(node, f"known-{uuid.uuid4().hex[:6]}")
+    known.init_transactions(30)
+    known.begin_transaction()
+    known.produce(name, b"ok", partition=0)
+    known.flush(10)
+
+    hanging = run_json("txn", "find-hanging", "--topic", name, "--max-transaction-timeout", "0", *bootstrap)
+    assert sorted((h["start_offset"], h["producer_id"], h["producer_epoch"]) for h in hanging) == [
+        (0, first, 5), (1, second, 5)]
+    assert all(h["duration_min"] >= 59 for h in hanging)
+    on_broker = run_json("txn", "find-hanging", "--broker-id", "0", *bootstrap)  # the default: 15 minutes
+    assert {(name, 0, first), (name, 1, second)} <= {(h["topic"], h["start_offset"], h["producer_id"])
+                                                      for h in on_broker}
+    assert run_cli("txn", "find-hanging", *bootstrap).returncode != 0  # --topic or --broker-id is required
+    known.commit_transaction(30)
+    assert read_all(node, name, "read_committed", partitions=1) == []  # the stray transactions pin the LSO
+
+    run_json("txn", "abort", "--topic", name, "--partition", "0", "--start-offset", "1", *bootstrap)
+    producers = run_json("txn", "describe-producers", "--topic", name, "--partition", "0", *bootstrap)
+    open_at = {p["producer_id"]: p["current_txn_start_offset"] for p in producers}
+    assert (open_at[first], open_at[second]) == (0, -1)
+    stale = run_cli("txn", "abort", "--topic", name, "--partition", "0", "--producer-id", str(first),
+                    "--producer-epoch", "4", "--coordinator-epoch", "-1", *bootstrap)
+    assert stale.returncode != 0 and "INVALID_PRODUCER_EPOCH" in stale.stderr
+    assert read_all(node, name, "read_committed", partitions=1) == []
+    run_json("txn", "abort", "--topic", name, "--partition", "0", "--producer-id", str(first),
+             "--producer-epoch", "5", "--coordinator-epoch", "-1", *bootstrap)
+    assert read_all(node, name, "read_committed", partitions=1) == [b"ok"]
+    assert sorted(read_all(node, name, "read_uncommitted", partitions=1)) == [b"ok", b"stray-0", b"stray-1"]
+    assert run_json("txn", "find-hanging", "--topic", name, "--max-transaction-timeout", "0", *bootstrap) == []
+    missing = run_cli("txn", "abort", "--topic", name, "--partition", "0", "--start-offset", "0", *bootstrap)
+    assert missing.returncode != 0 and "no open transaction starts at offset 0" in missing.stderr
+
+
+def scrape_until(node: RoostProcess, holds: Callable[[Samples], bool], timeout: float = 10.0) -> Samples:
+    deadline = time.monotonic() + timeout
+    samples = scrape(node.address("metrics"))
+    while not holds(samples) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        samples = scrape(node.address("metrics"))
+    return samples
+
+
+def test_metrics_show_the_lso_lag_the_coordinator_and_late_transactions(node: RoostProcess) -> None:
+    """Kafka's LastStableOffsetLag per partition, PartitionsWithLateTransactionsCount and
+    ProducerIdCount, the coordinator's load times, and Roost's counts of transactions by state,
+    markers written and timeout aborts, as a transaction runs, commits, times out, hangs."""
+    from roost.admin.hanging_transactions import abort_transaction
+    from roost.admin.target import Target
+    from roost.wire.kafka.records import build_batch
+
+    name = topic(node, 1)
+    at = {"topic": name, "partition": "0"}
+    before = scrape(node.address("metrics"))
+    p = producer(node, f"metered-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(name, b"m%d" % i, partition=0)
+    p.flush(10)
+    running = scrape(node.address("metrics"))
+    assert value(running, "kafka_cluster_partition_laststableoffsetlag", **at) == 3
+    assert value(running, "roost_transaction_coordinator_transactions", state="Ongoing") >= 1
+    assert value(running, "kafka_server_replicamanager_produceridcount") >= 1
+    assert value(running, "kafka_server_transaction_coordinator_metrics_partition_load_time_max") >= 0
+    p.commit_transaction(30)
+    markers = "roost_transaction_coordinator_markers_written_total"
+    done = scrape_until(node, lambda s: value(s, "kafka_cluster_partition_laststableoffsetlag", **at) == 0
+                        and value(s, markers) > value(before, markers))
+    assert value(done, "kafka_cluster_partition_laststableoffsetlag", **at) == 0
+    assert value(done, markers) >= value(before, markers) + 1
+
+    aborts = "roost_transaction_coordinator_timeout_aborts_total"
+    quitter = producer(node, f"quitter-{uuid.uuid4().hex[:6]}", **{"transaction.timeout.ms": 1000})
+    quitter.init_transactions(30)
+    quitter.begin_transaction()
+    quitter.produce(name, b"left", partition=0)
+    quitter.flush(10)
+    timed_out = scrape_until(node, lambda s: value(s, aborts) > value(before, aborts))
+    assert value(timed_out, aborts) == value(before, aborts) + 1
+
+    late = "kafka_server_replicamanager_partitionswithlatetransactionscount"
+    a_day_ago = int(time.time() * 1000) - 86_400_000
+    stray = build_batch([(None, b"late")], timestamp_ms=a_day_ago, producer_id=888_888, producer_epoch=0,
+                        base_sequence=0, is_transactional=True)
+    wire(node, PRODUCE, 9, {"transactional_id": "late", "acks": -1, "timeout_ms": 5000, "topic_data": [
+        {"name": name, "partition_data": [{"index": 0, "records": bytes(stray)}]}]})
+    hanging = scrape(node.address("metrics"))
+    assert value(hanging, late) == value(before, late) + 1
+    abort_transaction(Target(node.address("kafka")), name, 0, 888_888, 0, -1)
+    assert value(scrape(node.address("metrics")), late) == value(before, late)
+
+
+def test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_concurrent_transactions(
+        node: RoostProcess) -> None:
+    """EndTxn is answered before the markers are written (Kafka's order); an AddPartitionsToTxn
+    for the next transaction sent right behind it (pipelined on one connection) waits for them
+    and the CompleteCommit record instead of answering CONCURRENT_TRANSACTIONS, which costs
+    librdkafka a retry backoff per transaction."""
+    name = topic(node, 2)
+    transactional_id = f"back-to-back-{uuid.uuid4().hex[:6]}"
+    client = WireClient(node.address("kafka"))
+    try:
+        deadline = time.monotonic() + 15
+        while client.request(10, 1, {"key": transactional_id, "key_type": 1})["error_code"] != 0:
+            assert time.monotonic() < deadline, "no transaction coordinator"
+            time.sleep(0.1)
+        init = client.request(22, 1, {"transactional_id": transactional_id, "transaction_timeout_ms": 60000})
+        assert init["error_code"] == 0
+        ids = {"v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": init["producer_id"],
+               "v3_and_below_producer_epoch": init["producer_epoch"]}
+        add = {**ids, "v3_and_below_topics": [{"name": name, "partitions": [0, 1]}]}
+        end = {"transactional_id": transactional_id, "producer_id": init["producer_id"],
+               "producer_epoch": init["producer_epoch"], "committed": True}
+        codes = []
+        for _ in range(5):
+            added = client.request(24, 1, add)
+            assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+            end_id, end_frame = client.frame(26, 1, end)
+            add_id, add_frame = client.frame(24, 1, add)
+            client.send_raw(end_frame + add_frame)
+            assert client.receive(26, 1, end_id)["error_code"] == 0
+            codes += [p["partition_error_code"] for t in client.receive(24, 1, add_id)["results_by_topic_v3_and_below"]
+                      for p in t["results_by_partition"]]
+            assert client.request(26, 1, end)["error_code"] == 0
+        assert codes == [0] * 10
+    finally:
+        client.close()

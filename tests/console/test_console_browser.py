@@ -8,6 +8,7 @@ import re
 import threading
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -253,6 +254,35 @@ def test_read_only_console_shows_no_change_forms_and_refuses_writes(page: Any,
     status = page.evaluate("""async () => (await fetch('/api/topics', {method: 'POST',
         headers: {'Content-Type': 'application/json'}, body: JSON.stringify({name: 'nope'})})).status""")
     assert status == 403
+
+
+def test_an_open_transaction_shows_with_its_partitions_and_holds_the_lso_below_the_high_watermark(
+        page: Any, console: ConsoleProcess, console_cluster: LocalCluster, tmp_path: Path) -> None:
+    topic = unique("txn-shown")
+    transactional_id = unique("console-txn")
+    assert console.call("POST", "/api/topics", {"name": topic, "partitions": 1}).status == 201
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for index in range(2):
+        producer.produce(topic, value=f"pending {index}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    page.goto(console.url + "/transactions")
+    row = page.locator(f"#transactions tr[data-transactional-id='{transactional_id}']")
+    expect(row).to_contain_text("Ongoing", timeout=WAIT_MS)
+    expect(row).to_contain_text(f"{topic}-0")
+    page.screenshot(path=str(tmp_path / "transactions.png"), full_page=True)
+    page.goto(console.url + f"/topics/{topic}")
+    cells = page.locator("#partitions tbody tr").first.locator("td")
+    expect(cells.nth(5)).to_have_text("2", timeout=WAIT_MS)  # end offset: the high watermark
+    expect(cells.nth(6)).to_have_text("0")  # LSO: the open transaction's first offset
+    page.screenshot(path=str(tmp_path / "topic-lso.png"), full_page=True)
+    producer.commit_transaction(30)
+    page.goto(console.url + "/transactions")
+    expect(page.locator("#transactions tbody")).not_to_contain_text(transactional_id, timeout=WAIT_MS)
+    page.goto(console.url + f"/topics/{topic}")
+    expect(cells.nth(5)).to_have_text("3", timeout=WAIT_MS)  # the two records and the COMMIT marker
+    expect(cells.nth(6)).to_have_text("3")
 
 
 def test_the_documentations_screenshots_are_taken_from_the_console_as_it_is(

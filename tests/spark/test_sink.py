@@ -199,3 +199,71 @@ def test_a_query_that_fails_mid_batch_and_restarts_loses_and_duplicates_nothing(
     run_available_now(copy_query(spark, bootstrap, source, "fm-out", checkpoint, {"availableNow": True}, transform))
     # Exactly once although the re-run's rows include those `left_behind`: the re-run skipped them.
     assert_exactly(expected_lines(producer.acked), output_lines(bootstrap, "fm-out"))
+
+
+# A write task's first attempt, killed (SIGKILL: no abort, no cleanup) once 120 of its rows are sent.
+DYING_ATTEMPT = """
+import os, signal, sys, time
+import pyarrow as pa
+from roost.spark.options import parse_writer_options
+from roost.spark.sink import TaskTarget, write_task
+from roost.spark.sink_io import SinkClient
+bootstrap, topic, log_topic = sys.argv[1:4]
+options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": topic, "transactional": "true"})
+def batches():
+    for start in range(0, 120, 60):
+        yield pa.RecordBatch.from_arrays([pa.array([b"v%d" % n for n in range(start, start + 60)], pa.binary())],
+                                         names=["value"])
+    time.sleep(1.0)  # librdkafka sends what it has (linger 5 ms)
+    os.kill(os.getpid(), signal.SIGKILL)
+write_task(options, TaskTarget("tq", 7, 0, 0, log_topic), batches(), None, SinkClient(options.kafka))
+"""
+
+
+def test_a_transactional_task_killed_mid_batch_is_never_seen_in_part_by_read_committed(
+        roost_node: RoostProcess) -> None:
+    """transactional=true: a task attempt killed after sending part of its rows leaves them in an
+    open transaction, which read_committed readers do not see (read_uncommitted ones do); the next
+    attempt fences it (its transaction is aborted) and commits all the rows; a replay of the same
+    batch after that commit writes nothing, and the next batch is written."""
+    referees.import_or_skip("pyspark", "PySpark")
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+
+    from roost.spark.exactly_once import query_commit_log
+    from roost.spark.options import parse_writer_options
+    from roost.spark.sink import TaskTarget, write_task
+    from roost.spark.sink_io import SinkClient
+    from tests.broker.test_transactions import read_all as read_isolated
+
+    bootstrap = roost_node.address("kafka")
+    create_topics(bootstrap, {"tq-out": 1})
+    log_topic = query_commit_log("tq")
+    options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": "tq-out", "transactional": "true"})
+    client = SinkClient(options.kafka)
+    client.ensure_log_topic(log_topic)
+    dying = subprocess.run([sys.executable, "-c", DYING_ATTEMPT, bootstrap, "tq-out", log_topic], timeout=120,
+                           capture_output=True)
+    assert dying.returncode == -9, dying.stderr.decode()[-2000:]
+    assert len(read_isolated(roost_node, "tq-out", "read_uncommitted", partitions=1)) == 120
+    assert read_isolated(roost_node, "tq-out", "read_committed", partitions=1) == []
+
+    rows = [b"v%d" % n for n in range(300)]
+
+    def run(batch: int, attempt: int) -> Any:
+        frame = pa.RecordBatch.from_arrays([pa.array(rows, pa.binary())], names=["value"])
+        return write_task(options, TaskTarget("tq", batch, 0, attempt, log_topic), iter([frame]), None, client)
+
+    try:
+        second = run(7, 1)
+        assert (second.written, second.skipped) == (300, 0)
+        assert sorted(read_isolated(roost_node, "tq-out", "read_committed", partitions=1)) == sorted(rows)
+        replay = run(7, 2)
+        assert (replay.written, replay.skipped) == (0, 300)
+        following = run(8, 0)
+        assert (following.written, following.skipped) == (300, 0)
+    finally:
+        client.close()
+    assert Counter(read_isolated(roost_node, "tq-out", "read_committed", partitions=1)) == Counter(rows * 2)

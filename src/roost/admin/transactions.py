@@ -23,7 +23,7 @@ MAX_ANSWER_BYTES = 64 << 20
 UNANSWERED = (OSError, KafkaCodecError, struct.error)
 
 
-def _ask(host: str, port: int, api: ApiKey, version: int, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+def ask(host: str, port: int, api: ApiKey, version: int, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     request = b"".join(bytes(part) for part in encode_request(RequestHeader(api, version, 1, "roost-cli"), body))
     with socket.create_connection((host.strip("[]"), port), timeout=timeout_s) as sock:
         sock.sendall(request)
@@ -34,23 +34,24 @@ def _ask(host: str, port: int, api: ApiKey, version: int, body: dict[str, Any], 
     return answer
 
 
-def _plaintext(target: Target) -> None:
+def require_plaintext(target: Target) -> None:
     if target.settings.get("security.protocol", "plaintext").lower() != "plaintext":
         raise AdminError("roost txn speaks to plaintext listeners only")
 
 
-def list_transactions(target: Target, states: list[str]) -> list[dict[str, Any]]:
-    """Every transaction the cluster's brokers coordinate (filtered by Kafka's state names),
-    with the id of the broker that answered."""
-    _plaintext(target)
+def list_transactions(target: Target, states: list[str], producer_ids: list[int] | None = None
+                      ) -> list[dict[str, Any]]:
+    """Every transaction the cluster's brokers coordinate (filtered by Kafka's state names and
+    producer ids), with the id of the broker that answered."""
+    require_plaintext(target)
     admin = open_admin(target)
     brokers = fetch_metadata(admin, target).brokers.values()
     found: list[dict[str, Any]] = []
     for broker in sorted(brokers, key=lambda b: b.id):
         try:
-            answer = _ask(broker.host, broker.port, ApiKey.LIST_TRANSACTIONS, LIST_VERSION,
-                          {"state_filters": states, "producer_id_filters": [], "duration_filter": -1},
-                          target.timeout_s)
+            answer = ask(broker.host, broker.port, ApiKey.LIST_TRANSACTIONS, LIST_VERSION,
+                         {"state_filters": states, "producer_id_filters": producer_ids or [], "duration_filter": -1},
+                         target.timeout_s)
         except UNANSWERED as error:
             raise AdminError(f"list transactions: broker {broker.id} did not answer ({error})") from None
         if answer["unknown_state_filters"]:
@@ -60,20 +61,29 @@ def list_transactions(target: Target, states: list[str]) -> list[dict[str, Any]]
     return sorted(found, key=lambda t: t["transactional_id"])
 
 
-def describe_transaction(target: Target, transactional_id: str) -> dict[str, Any]:
-    _plaintext(target)
+def coordinator_of(target: Target, transactional_id: str) -> dict[str, Any]:
+    """FindCoordinator (key type 1) asked of the first bootstrap broker: node_id, host, port."""
     host, _, port = target.bootstrap.split(",")[0].strip().rpartition(":")
+    found = ask(host, int(port), ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
+                 {"key": transactional_id, "key_type": 1}, target.timeout_s)
+    if found["error_code"] != ErrorCode.NONE:
+        raise AdminError(f"transaction {transactional_id}: no coordinator ({ErrorCode(found['error_code']).name})")
+    return found
+
+
+def describe_state(target: Target, transactional_id: str) -> dict[str, Any] | None:
+    """The coordinator's description of `transactional_id` (flattened), or None when the
+    coordinator does not know it (TRANSACTIONAL_ID_NOT_FOUND)."""
+    require_plaintext(target)
     try:
-        found = _ask(host, int(port), ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
-                     {"key": transactional_id, "key_type": 1}, target.timeout_s)
-        if found["error_code"] != ErrorCode.NONE:
-            raise AdminError(f"describe transaction {transactional_id}: no coordinator "
-                             f"({ErrorCode(found['error_code']).name})")
-        answer = _ask(found["host"], found["port"], ApiKey.DESCRIBE_TRANSACTIONS, DESCRIBE_VERSION,
+        found = coordinator_of(target, transactional_id)
+        answer = ask(found["host"], found["port"], ApiKey.DESCRIBE_TRANSACTIONS, DESCRIBE_VERSION,
                       {"transactional_ids": [transactional_id]}, target.timeout_s)
     except UNANSWERED as error:
         raise AdminError(f"describe transaction {transactional_id}: no answer ({error})") from None
     (state,) = answer["transaction_states"]
+    if state["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+        return None
     if state["error_code"] != ErrorCode.NONE:
         raise AdminError(f"describe transaction {transactional_id}: {ErrorCode(state['error_code']).name}")
     return {"transactional_id": transactional_id, "coordinator": found["node_id"],
@@ -81,3 +91,10 @@ def describe_transaction(target: Target, transactional_id: str) -> dict[str, Any
             "producer_epoch": state["producer_epoch"], "timeout_ms": state["transaction_timeout_ms"],
             "start_time_ms": state["transaction_start_time_ms"],
             "partitions": [f"{t['topic']}-{p}" for t in state["topics"] for p in t["partitions"]]}
+
+
+def describe_transaction(target: Target, transactional_id: str) -> dict[str, Any]:
+    described = describe_state(target, transactional_id)
+    if described is None:
+        raise AdminError(f"describe transaction {transactional_id}: TRANSACTIONAL_ID_NOT_FOUND")
+    return described

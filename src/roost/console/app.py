@@ -36,6 +36,7 @@ from roost.console import (
     routes_messages,
     routes_overview,
     routes_topics,
+    routes_transactions,
 )
 from roost.console.assets import STATIC
 from roost.console.context import CONSOLE, HERE, Console, console_of
@@ -124,7 +125,8 @@ def create_app(settings: ConsoleSettings, kafka: KafkaSide | None = None,
     app = web.Application(middlewares=[server_timing, guard, routes_login.require_login], client_max_size=4 * 1024 * 1024)
     console = Console(settings, kafka, keeper)
     app[CONSOLE] = console
-    for module in (routes_login, routes_overview, routes_topics, routes_messages, routes_groups, routes_keeper):
+    for module in (routes_login, routes_overview, routes_topics, routes_messages, routes_groups, routes_keeper,
+                   routes_transactions):
         app.router.add_routes(module.routes)
     app.router.add_static(STATIC, HERE / "static")
 

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -36,9 +43,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from roost.admin.errors import AdminError
 from roost.admin.health import unhealthy_partitions
 from roost.admin.kafka_client import is_internal
 from roost.admin.seek import SeekTarget, plan_seek
+from roost.admin.target import Target
+from roost.admin.transactions import describe_state, list_transactions
 from roost.console.errors import ConsoleError, bad_request, not_found
 from roost.console.settings import ConsoleSettings
 
@@ -56,6 +66,8 @@ CONTROLLER_RETRY_S = 0.5  # the topic list at 10,000 topics reuses one Metadata 
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 
 Partition = tuple[str, int]
+# Kafka's state names of a transaction that has begun and is not complete.
+OPEN_TXN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
 def client_config(settings: ConsoleSettings) -> dict[str, Any]:
@@ -176,18 +188,20 @@ class KafkaSide:
                                            "message.timeout.ms": int(self.timeout * 1000)})
             return self._producer
 
-    def offsets(self, partitions: list[Partition], spec: OffsetSpec,
-                batch: int | None = None) -> dict[Partition, int | None]:
+    def offsets(self, partitions: list[Partition], spec: OffsetSpec, batch: int | None = None,
+                committed_only: bool = False) -> dict[Partition, int | None]:
         """The offset `spec` names for each partition; None where a partition cannot answer.
         `batch`: ask for at most this many partitions at a time. A broker answers one
         connection's requests in order, so the pages' requests on the same client wait behind
-        one batch, not behind the whole cluster's ListOffsets (100 ms at 1,000 partitions)."""
+        one batch, not behind the whole cluster's ListOffsets (100 ms at 1,000 partitions).
+        `committed_only`: as a read_committed consumer sees them (latest = the last stable offset)."""
+        isolation = IsolationLevel.READ_COMMITTED if committed_only else IsolationLevel.READ_UNCOMMITTED
         assert batch is None or batch > 0
         found: dict[Partition, int | None] = {}
         step = batch or max(1, len(partitions))
         for begin in range(0, len(partitions), step):
             futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions[begin:begin + step]},
-                                              request_timeout=self.timeout)
+                                              request_timeout=self.timeout, isolation_level=isolation)
             for tp, future in futures.items():
                 try:
                     found[(tp.topic, tp.partition)] = future.result(timeout=self.timeout).offset
@@ -269,12 +283,14 @@ class KafkaSide:
         keys = [(name, index) for index in sorted(found.partitions)]
         starts = self.offsets(keys, OffsetSpec.earliest())
         ends = self.offsets(keys, OffsetSpec.latest())
+        stable = self.offsets(keys, OffsetSpec.latest(), committed_only=True)
         partitions = []
         for index in sorted(found.partitions):
             p = found.partitions[index]
             start, end = starts[(name, index)], ends[(name, index)]
             partitions.append({"partition": index, "leader": p.leader, "replicas": list(p.replicas),
                                "isr": list(p.isrs), "start_offset": start, "end_offset": end,
+                               "last_stable_offset": stable[(name, index)],
                                "messages": end - start if start is not None and end is not None else None,
                                "under_replicated": len(p.isrs) < len(p.replicas), "offline": p.leader < 0})
         return {"name": name, "internal": is_internal(name), "partitions": partitions,
@@ -419,6 +435,24 @@ class KafkaSide:
         failed = [tp for tp in answer.topic_partitions or [] if tp.error is not None]
         if failed:
             raise ConsoleError(502, "; ".join(f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in failed))
+
+    # transactions ---------------------------------------------------------------------------
+    def transactions(self) -> list[dict[str, Any]]:
+        """The transactions not yet complete (Ongoing, Prepare*), as their coordinators describe
+        them: ListTransactions of every broker, then DescribeTransactions of each (roost.admin)."""
+        target = Target(self.settings.bootstrap, dict(self.settings.client_settings), timeout_s=self.timeout)
+        now = int(time.time() * 1000)
+        found = []
+        try:
+            for listed in list_transactions(target, list(OPEN_TXN_STATES)):
+                described = describe_state(target, listed["transactional_id"])
+                if described is None or described["state"] not in OPEN_TXN_STATES:
+                    continue  # finished between the two questions
+                start = described["start_time_ms"]
+                found.append({**described, "age_ms": now - start if start > 0 else None})
+        except AdminError as error:
+            raise ConsoleError(502, f"transactions: {error.message}") from None
+        return found
 
     def close(self) -> None:
         if self._producer is not None:

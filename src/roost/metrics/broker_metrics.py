@@ -9,6 +9,7 @@ broker with metrics off keeps no counts at all (`Broker.stats` is None).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -16,12 +17,16 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from roost.broker.txn.core import TxnState
 from roost.wire.kafka import API_NAMES
 
 if TYPE_CHECKING:
     from roost.broker.broker import Broker
 
 NO_LEADER = -1
+# Kafka's ProducerStateManager.LATE_TRANSACTION_BUFFER_MS: an open transaction is late once its
+# producer has been quiet for transaction.max.timeout.ms plus this.
+LATE_TRANSACTION_BUFFER_MS = 5 * 60_000
 
 
 class BrokerCollector(Collector):
@@ -38,6 +43,7 @@ class BrokerCollector(Collector):
         yield from self._consumer_groups()
         yield from self._exporter_partitions()
         yield from self._exporter_cluster()
+        yield from self._transactions()
 
     # kafka.server:type=BrokerTopicMetrics -----------------------------------------------------
     def _topic_counters(self) -> Iterator[Metric]:
@@ -225,6 +231,54 @@ class BrokerCollector(Collector):
                 partitions.add_metric([info.name], info.partitions)
         yield brokers
         yield partitions
+
+
+    # Transactions: the partitions' side (kafka.cluster:type=Partition, ReplicaManager) and the
+    # coordinator's (kafka.server:type=transaction-coordinator-metrics, and Roost's own counts) --
+    def _transactions(self) -> Iterator[Metric]:
+        broker = self._broker
+        now = int(time.time() * 1000)
+        late_after = broker.config["transaction.max.timeout.ms"] + LATE_TRANSACTION_BUFFER_MS
+        lso_lag = GaugeMetricFamily("kafka_cluster_partition_laststableoffsetlag",
+                                    "High watermark minus last stable offset of a partition led here (records "
+                                    "read_committed consumers wait for)", labels=["topic", "partition"])
+        late = producers = 0
+        for partition in sorted(broker.replicas.hosted(), key=lambda p: (p.topic, p.index)):
+            producers += len(partition.log.producer_state.producers)
+            oldest = partition.oldest_open_transaction_timestamp()
+            if oldest is not None and now - oldest > late_after:
+                late += 1
+            if partition.is_leader:
+                lso_lag.add_metric([partition.topic, str(partition.index)],
+                                   max(0, partition.high_watermark - partition.last_stable_offset))
+        yield lso_lag
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitionswithlatetransactionscount",
+                                "Partitions with a transaction open longer than transaction.max.timeout.ms + 5 min",
+                                value=late)
+        yield GaugeMetricFamily("kafka_server_replicamanager_produceridcount",
+                                "Producer ids the partitions on this broker keep state for", value=producers)
+        txns = broker.txns
+        loads = list(txns.counts.load_times_ms)
+        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_max",
+                                "Longest load of a __transaction_state partition (ms, recent loads)",
+                                value=max(loads) if loads else 0.0)
+        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
+                                "Average load of a __transaction_state partition (ms, recent loads)",
+                                value=sum(loads) / len(loads) if loads else 0.0)
+        # No Kafka names for these: Roost's own.
+        states = GaugeMetricFamily("roost_transaction_coordinator_transactions",
+                                   "Transactional ids this broker coordinates, by Kafka's state name", labels=["state"])
+        by_state = {state.label: 0 for state in TxnState}
+        for _transactional_id, _producer_id, state in txns.listing():
+            by_state[state.label] += 1
+        for label, count in by_state.items():
+            states.add_metric([label], count)
+        yield states
+        yield CounterMetricFamily("roost_transaction_coordinator_markers_written",
+                                  "Transaction markers this coordinator had partitions take", value=txns.counts.markers_written)
+        yield CounterMetricFamily("roost_transaction_coordinator_timeout_aborts",
+                                  "Transactions this coordinator aborted after their transaction.timeout.ms",
+                                  value=txns.counts.timeout_aborts)
 
 
 def broker_registry(broker: Broker) -> CollectorRegistry:

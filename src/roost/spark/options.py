@@ -239,6 +239,7 @@ class WriterOptions:
     topic: str | None
     exactly_once: bool
     sink_id: str | None
+    transactional: bool = False  # each task's share of a batch in one Kafka transaction (roost.spark.sink_txn)
 
 
 def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
@@ -248,4 +249,5 @@ def parse_writer_options(options: Mapping[str, str]) -> WriterOptions:
         topic=lowered.get("topic") or None,
         exactly_once=_parse_bool("exactlyOnce", lowered.get("exactlyonce", "true")),
         sink_id=lowered.get("sinkid") or None,
+        transactional=_parse_bool("transactional", lowered.get("transactional", "false")),
     )

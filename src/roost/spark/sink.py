@@ -38,6 +38,7 @@ from roost.spark.exactly_once import (
 )
 from roost.spark.options import OptionError, WriterOptions
 from roost.spark.sink_io import SinkClient
+from roost.spark.sink_txn import TransactionalTask
 
 log = logging.getLogger("roost.spark")
 
@@ -121,6 +122,8 @@ def write_task(options: WriterOptions, target: TaskTarget, batches: Iterator[pa.
     """Write one task's rows following the exactly-once rule; `markers` are those of its batch
     (None when the task knows no earlier run of it can exist)."""
     message = SinkCommitMessage(target.sink_id, target.batch_id, target.task, target.attempt)
+    if options.transactional:
+        return write_task_transactionally(options, target, batches, message)
     if not options.exactly_once:
         for topic, partition, key, value, headers in _rows(batches, options.topic):
             client.produce(topic, key, value, partition, headers)
@@ -155,6 +158,25 @@ def write_task(options: WriterOptions, target: TaskTarget, batches: Iterator[pa.
     return message
 
 
+def write_task_transactionally(options: WriterOptions, target: TaskTarget, batches: Iterator[pa.RecordBatch],
+                               message: SinkCommitMessage) -> SinkCommitMessage:
+    """The task's rows in one transaction, unless an earlier run of it committed this batch
+    (roost.spark.sink_txn)."""
+    task = TransactionalTask(options.kafka, target.sink_id, target.task, target.log_topic)
+    try:
+        task.fence()
+        if task.committed_batches() > target.batch_id:
+            for _ in _rows(batches, options.topic):
+                message.skipped += 1
+            log.info("roost sink: task %s of batch %s committed earlier; writing nothing", target.task,
+                     target.batch_id)
+            return message
+        message.written = task.write(_rows(batches, options.topic), target.batch_id)
+    finally:
+        task.close()
+    return message
+
+
 def _task_context() -> TaskContext:
     context = TaskContext.get()
     assert context is not None, "write() runs inside a Spark task"
@@ -178,7 +200,9 @@ class RoostStreamWriter(DataSourceStreamArrowWriter):
         client = SinkClient(self.options.kafka)
         try:
             markers = None
-            if self.options.exactly_once:
+            if self.options.transactional:
+                client.ensure_log_topic(target.log_topic)  # its partition 0 holds the tasks' progress
+            elif self.options.exactly_once:
                 client.ensure_log_topic(target.log_topic)
                 markers = client.markers_at_tail(target.log_topic, target.batch_id)
             return write_task(self.options, target, iterator, markers, client)
@@ -187,7 +211,7 @@ class RoostStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         written = [m for m in messages if isinstance(m, SinkCommitMessage)]
-        if not self.options.exactly_once or not written:
+        if not self.options.exactly_once or self.options.transactional or not written:
             return
         sink_id = written[0].sink_id
         assert all(m.sink_id == sink_id and m.batch_id == batchId for m in written), written
@@ -231,7 +255,9 @@ class RoostBatchWriter(DataSourceArrowWriter):
         client = SinkClient(self.options.kafka)
         try:
             markers = None
-            if self.options.exactly_once:
+            if self.options.transactional:
+                client.ensure_log_topic(target.log_topic)
+            elif self.options.exactly_once:
                 client.ensure_log_topic(target.log_topic)
                 if self.batch_id is not None:
                     markers = client.markers_at_tail(target.log_topic, target.batch_id)
@@ -243,7 +269,7 @@ class RoostBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         written = [m for m in messages if isinstance(m, SinkCommitMessage)]
-        if self.batch_id is None or not self.options.exactly_once or not written:
+        if self.batch_id is None or not self.options.exactly_once or self.options.transactional or not written:
             return
         assert self.options.sink_id is not None
         client = SinkClient(self.options.kafka)

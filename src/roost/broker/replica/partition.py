@@ -137,6 +137,13 @@ class Partition:
         """The idempotent producers this log knows (DescribeProducers)."""
         return list(self.log.producer_state.producers.values())
 
+    def oldest_open_transaction_timestamp(self) -> int | None:
+        """The last write time of the producer whose open transaction here is the quietest (Kafka's
+        oldestTxnLastTimestamp, for PartitionsWithLateTransactionsCount), None without one."""
+        state = self.log.producer_state
+        stamps = [entry.last_timestamp for pid in state.ongoing if (entry := state.entry(pid)) is not None]
+        return min(stamps) if stamps else None
+
     def producer_verdict(self, first: BatchHeader) -> CheckResult:
         """The producer state's verdict on a produced batch: OK, Duplicate, or an error code."""
         return self.log.producer_state.check(first)

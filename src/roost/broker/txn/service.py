@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -56,6 +57,13 @@ WRITE_TXN_MARKERS_VERSION = 1
 MARKER_REQUEST_TIMEOUT_S = 10.0
 MARKER_RETRY_BACKOFF_S = 0.1
 MARKER_RETRY_BACKOFF_MAX_S = 2.0
+LOAD_TIMES_KEPT = 64
+# How long AddPartitionsToTxn / AddOffsetsToTxn wait for the previous transaction of the same id to
+# finish its markers and CompleteCommit/Abort before answering CONCURRENT_TRANSACTIONS. A
+# producer's next transaction starts right after EndTxn's answer, which comes before the markers
+# (Kafka's order); answering CONCURRENT_TRANSACTIONS at once costs librdkafka a retry backoff
+# (tens of ms) for a wait of about a millisecond.
+SETTLE_WAIT_S = 1.0  # partition-load-time-max/avg are over the last loads
 # A leader's answer that means "try again" (Kafka's TransactionMarkerRequestCompletionHandler).
 RETRIABLE_MARKER_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -118,6 +126,15 @@ class OwnedTxnPartition:
 ProducerIdSource = Callable[[], "int | Awaitable[int]"]
 
 
+@dataclass
+class TxnCounts:
+    """What /metrics reports of the coordinator's work since the broker started."""
+
+    markers_written: int = 0  # partitions that took a marker from this coordinator
+    timeout_aborts: int = 0  # transactions aborted because their producer went quiet
+    load_times_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LOAD_TIMES_KEPT))
+
+
 class TxnService:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache, peers: PeerPool,
                  allocate_producer_id: ProducerIdSource) -> None:
@@ -128,11 +145,14 @@ class TxnService:
         self._peers = peers
         self._allocate = allocate_producer_id
         self._owned: dict[int, OwnedTxnPartition] = {}
+        self.counts = TxnCounts()
         self._abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
         self._expiration_ms = config["transactional.id.expiration.ms"]
         self._expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
         self._write_timeout_s = config["offsets.commit.timeout.ms"] / 1000
         self._tasks: set[asyncio.Future[Any]] = set()
+        # Transactional ids whose markers and Complete* record are being written: their waiters.
+        self._settling: dict[str, asyncio.Future[None]] = {}
         self._started = False
         # Called when FindCoordinator finds no `__transaction_state` (must not block).
         self.on_topic_missing: Callable[[], None] = lambda: None
@@ -189,6 +209,7 @@ class TxnService:
                 continue
             transition = self.core.abort_timed_out(now, transactional_id)
             if transition is not None:
+                self.counts.timeout_aborts += 1
                 self._spawn(self._end(transition))
 
     # leadership -------------------------------------------------------------------------------
@@ -229,6 +250,7 @@ class TxnService:
         where = f"{TRANSACTION_STATE_TOPIC}-{partition.index}"
         position = partition.log_start_offset
         found: dict[str, Any] = {}
+        started = time.monotonic()
         try:
             while position < partition.log_end_offset:
                 position = max(position, partition.log_start_offset)
@@ -253,12 +275,13 @@ class TxnService:
         for transactional_id, value in found.items():
             self.core.load(transactional_id, value)
         owned.state = LoadState.LOADED
+        self.counts.load_times_ms.append((time.monotonic() - started) * 1000)
         log.info("loaded %s: %d transactional ids", where, len(found))
         # Transactions decided before the failover: their markers may be missing somewhere.
         for transactional_id in found:
             md = self.core.txns.get(transactional_id)
             if md is not None and md.state in PREPARE:
-                self._spawn(self._markers_then_complete(Transition(transactional_id, md.value()), owned))
+                self._spawn_markers(Transition(transactional_id, md.value()), owned)
 
     # placement --------------------------------------------------------------------------------
     def partition_count(self) -> int:
@@ -317,7 +340,14 @@ class TxnService:
         code = self.status(transactional_id)
         if code != ErrorCode.NONE:
             return code
-        decided = self.core.add_partitions(now_ms(), transactional_id, producer_id, producer_epoch, partitions)
+        wanted = list(partitions)
+        decided = self.core.add_partitions(now_ms(), transactional_id, producer_id, producer_epoch, wanted)
+        if decided == ErrorCode.CONCURRENT_TRANSACTIONS and await self._settled(transactional_id):
+            # The previous transaction finished meanwhile (or is slow: the answer stays the same).
+            code = self.status(transactional_id)
+            if code != ErrorCode.NONE:
+                return code
+            decided = self.core.add_partitions(now_ms(), transactional_id, producer_id, producer_epoch, wanted)
         if decided is None:
             return ErrorCode.NONE
         if isinstance(decided, ErrorCode):
@@ -368,10 +398,40 @@ class TxnService:
         if code == ErrorCode.NONE:
             owned = self._owned.get(self.partition_for(prepared.transactional_id))
             if owned is not None:
-                self._spawn(self._markers_then_complete(prepared, owned))
+                self._spawn_markers(prepared, owned)
         return code
 
-    async def _markers_then_complete(self, prepared: Transition, owned: OwnedTxnPartition) -> None:
+    def _spawn_markers(self, prepared: Transition, owned: OwnedTxnPartition) -> None:
+        """Send the markers, then write Complete*, in the background. The id's waiters are
+        registered now, before any later request of the same id can be handled."""
+        transactional_id = prepared.transactional_id
+        settled = self._settling.get(transactional_id)
+        if settled is None:
+            settled = self._settling[transactional_id] = asyncio.get_running_loop().create_future()
+        self._spawn(self._markers_then_complete(prepared, owned, settled))
+
+    async def _markers_then_complete(self, prepared: Transition, owned: OwnedTxnPartition,
+                                     settled: asyncio.Future[None]) -> None:
+        transactional_id = prepared.transactional_id
+        try:
+            await self._finish(prepared, owned)
+        finally:
+            if self._settling.get(transactional_id) is settled:
+                del self._settling[transactional_id]
+            if not settled.done():
+                settled.set_result(None)
+
+    async def _settled(self, transactional_id: str) -> bool:
+        """Wait (at most SETTLE_WAIT_S) while the id's last transaction writes its markers and
+        Complete* record; whether there was anything to wait for."""
+        settled = self._settling.get(transactional_id)
+        if settled is None:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(settled), SETTLE_WAIT_S)
+        return True
+
+    async def _finish(self, prepared: Transition, owned: OwnedTxnPartition) -> None:
         value = prepared.value
         commit = prepared.state == TxnState.PREPARE_COMMIT
         if not await self._send_markers(prepared.transactional_id, value.producer_id, value.producer_epoch, commit,
@@ -410,6 +470,7 @@ class TxnService:
                 for partition, code in answers.items():
                     if code == ErrorCode.NONE:
                         remaining.discard(partition)
+                        self.counts.markers_written += 1
                     elif code in SUPERSEDED_MARKER_ERRORS:
                         log.info("transaction %s: marker for %s-%d refused (%s): superseded", transactional_id,
                                  *partition, code.name)

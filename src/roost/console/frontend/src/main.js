@@ -8,8 +8,9 @@ import messages from "./pages/messages.js";
 import groups from "./pages/groups.js";
 import group from "./pages/group.js";
 import keeper from "./pages/keeper.js";
+import transactions from "./pages/transactions.js";
 
-const pages = { overview, topics, topic, messages, groups, group, keeper };
+const pages = { overview, topics, topic, messages, groups, group, keeper, transactions };
 
 document.addEventListener("DOMContentLoaded", () => {
   const start = pages[document.body.dataset.page];

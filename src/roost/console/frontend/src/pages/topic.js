@@ -17,7 +17,7 @@ export default function topic() {
     if (!data) return;
     fill(document.querySelector("#partitions tbody"), data.partitions.map((p) => el("tr", { class: p.offline || p.under_replicated ? "bad" : "" },
       cell(p.partition), cell(p.leader < 0 ? "none" : p.leader), cell(p.replicas.join(", ")), cell(p.isr.join(", ")),
-      cell(p.start_offset), cell(p.end_offset), cell(p.messages), cell(formatBytes(p.size), { class: "num" }),
+      cell(p.start_offset), cell(p.end_offset), cell(p.last_stable_offset, { class: p.last_stable_offset != null && p.last_stable_offset < p.end_offset ? "lso warn" : "lso" }), cell(p.messages), cell(formatBytes(p.size), { class: "num" }),
       cell(p.offline ? "offline" : p.under_replicated ? "under-replicated" : "ok"))));
     configs = data.configs;
     showConfigs();
