@@ -12,8 +12,7 @@ from typing import Any
 
 from roost.admin.errors import AdminError
 from roost.admin.target import Target
-from roost.admin.transactions import UNANSWERED
-from roost.admin.transactions import _ask as ask  # the plain-socket exchange both use
+from roost.admin.transactions import UNANSWERED, ask  # the plain-socket exchange both use
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 
