@@ -27,7 +27,6 @@ import platform
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from broker_bench import running_broker as lone_broker
 from process_cpu import cpu_seconds
 
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
@@ -92,26 +92,8 @@ def running_broker(authorized: bool) -> Iterator[tuple[int, str]]:
             write_local_acls(Path(data) / "broker")
             write_local_acls(Path(data))
             flags = ["--authorizer.class.name", AUTHORIZER]
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console",
-             "--log-level", "WARNING", "--no-keeper", *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert popen.stdout is not None
-        bootstrap = None
-        deadline = time.monotonic() + 60
-        while bootstrap is None and time.monotonic() < deadline:
-            line = popen.stdout.readline()
-            if not line:
-                break
-            if line.startswith("roost: kafka listening on "):
-                bootstrap = line.split()[-1]
-        try:
-            if bootstrap is None:
-                raise RuntimeError("roost did not start")
-            yield popen.pid, bootstrap
-        finally:
-            popen.terminate()
-            popen.wait(30)
+        with lone_broker(*flags, data_dir=Path(data)) as broker:
+            yield broker.popen.pid, broker.bootstrap
 
 
 class Producer:

@@ -14,6 +14,7 @@ same run, and repeat (`--repeat N` reports the median of N runs per row).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -59,11 +60,15 @@ SOURCES: dict[str, str | None] = {"this tree": None}
 
 
 @contextmanager
-def running_broker(*flags: str, source: str | None = None) -> Iterator[Broker]:
+def running_broker(*flags: str, source: str | None = None, data_dir: Path | None = None) -> Iterator[Broker]:
+    """One `roost up --no-keeper` broker on a free port, stopped on leaving. In a fresh temporary
+    data directory unless `data_dir` is given (a benchmark that writes files there first)."""
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = str(Path(source, "src"))
-    with tempfile.TemporaryDirectory(prefix="roost-bench-") as data:
+    with contextlib.ExitStack() as stack:
+        data = str(data_dir) if data_dir is not None else stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="roost-bench-"))
         popen = subprocess.Popen(
             [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console",
              "--log-level", "WARNING", "--no-keeper", *flags],

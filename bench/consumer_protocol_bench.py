@@ -27,9 +27,6 @@ import itertools
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -37,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from broker_bench import running_broker as lone_broker
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from process_cpu import cpu_seconds
@@ -53,28 +51,9 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 
 @contextmanager
 def running_broker() -> Iterator[tuple[int, str]]:
-    with tempfile.TemporaryDirectory(prefix="roost-kip848-bench-") as data:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console",
-             "--log-level", "WARNING", "--no-keeper", "--group.initial.rebalance.delay.ms", "500",
-             "--group.min.session.timeout.ms", "1000", "--group.consumer.heartbeat.interval.ms", "500"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert popen.stdout is not None
-        bootstrap = None
-        deadline = time.monotonic() + 60
-        while bootstrap is None and time.monotonic() < deadline:
-            line = popen.stdout.readline()
-            if not line:
-                break
-            if line.startswith("roost: kafka listening on "):
-                bootstrap = line.split()[-1]
-        try:
-            if bootstrap is None:
-                raise RuntimeError("roost did not start")
-            yield popen.pid, bootstrap
-        finally:
-            popen.terminate()
-            popen.wait(30)
+    with lone_broker("--group.initial.rebalance.delay.ms", "500", "--group.min.session.timeout.ms", "1000",
+                     "--group.consumer.heartbeat.interval.ms", "500") as broker:
+        yield broker.popen.pid, broker.bootstrap
 
 
 class Stream(threading.Thread):

@@ -21,9 +21,7 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from broker_bench import running_broker as lone_broker
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from process_cpu import cpu_seconds
@@ -41,27 +40,8 @@ PAYLOAD = b"x" * 100
 
 @contextmanager
 def running_broker() -> Iterator[tuple[int, str]]:
-    with tempfile.TemporaryDirectory(prefix="roost-txn-bench-") as data:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console",
-             "--log-level", "WARNING", "--no-keeper", "--transaction.state.log.num.partitions", "5"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        assert popen.stdout is not None
-        bootstrap = None
-        deadline = time.monotonic() + 60
-        while bootstrap is None and time.monotonic() < deadline:
-            line = popen.stdout.readline()
-            if not line:
-                break
-            if line.startswith("roost: kafka listening on "):
-                bootstrap = line.split()[-1]
-        try:
-            if bootstrap is None:
-                raise RuntimeError("roost did not start")
-            yield popen.pid, bootstrap
-        finally:
-            popen.terminate()
-            popen.wait(30)
+    with lone_broker("--transaction.state.log.num.partitions", "5") as broker:
+        yield broker.popen.pid, broker.bootstrap
 
 
 def new_topic(bootstrap: str) -> str:
