@@ -118,8 +118,10 @@ def test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches(kee
         assert KazooState.LOST not in states
 
         # The watches were set on the dead member; kazoo re-registers them (SetWatches) on the new one.
-        observer.set(root, b"after")
-        observer.create(f"{root}/child", b"")
+        # (The election may still be under way when the client is back: a write then gets
+        # ConnectionLoss, as from ZooKeeper, and is retried.)
+        observer.retry(observer.set, root, b"after")
+        observer.retry(observer.ensure_path, f"{root}/child")
         assert data_fired.wait(10), "the data watch did not fire after the move"
         assert child_fired.wait(10), "the child watch did not fire after the move"
 
