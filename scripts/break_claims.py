@@ -290,18 +290,6 @@ MUTATIONS: tuple[Mutation, ...] = (
          "test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches[follower]",),
         must_load=(PYTEST, BROKER)),
     Mutation(
-        "keeper-set-watches-ignored",
-        "a client that moves off a dead member keeps its watches (kazoo's SetWatches re-registers them): "
-        "here the member answers SetWatches without registering anything",
-        (edit("src/roost/keeper/core.py",
-              "                for event_type, path in self.reader.set_watches(request, client):\n",
-              "                for event_type, path in []:  # MUTATION: watches not re-registered\n"),),
-        ("tests/keeper/test_member_death_sessions.py::"
-         "test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches[follower]",
-         "tests/keeper/test_member_death_sessions.py::"
-         "test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches[leader]"),
-        must_load=(PYTEST, BROKER)),
-    Mutation(
         "idempotence-off",
         "an idempotent producer's retried batch is written once (confluent-kafka, kafka-python, raw wire)",
         (edit("src/roost/broker/replica/append.py",

@@ -1,13 +1,14 @@
 """A client's member dies: kazoo, connected to one member of a three-keeper ensemble, sees that
 member killed with kill -9 (once a follower, once the leader) and must move to another member
-within its session timeout with its session, its ephemeral znode and its watches intact; the
-session must then outlive another session timeout (the member it moved to keeps it alive).
+within its session timeout with its session, its ephemeral znode and its watches intact (kazoo's
+DataWatch and ChildrenWatch recipes, which set their watches again on reconnect: kazoo sends no
+SetWatches); the session must then outlive another session timeout (the member it moved to keeps it
+alive).
 
 Behaviour only: how fast the ensemble recovers is `bench/keeper_failover_bench.py`'s business."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from tests.keeper.zkharness import four_letter, keeper_ensemble, unique_root, wait_until
 from tests.support.procs import RoostProcess, start_roost
@@ -103,9 +105,13 @@ def test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches(kee
         root = unique_root(f"death-{role}")
         client.create(root, b"before", makepath=True)
         ephemeral = client.create(f"{root}/owner", b"mine", ephemeral=True)
-        data_fired, child_fired = threading.Event(), threading.Event()
-        client.get(root, watch=lambda event: data_fired.set())
-        client.get_children(root, watch=lambda event: child_fired.set())
+        # kazoo (2.11) sends no SetWatches: on any connection loss it fires its one-shot watches with
+        # a NONE event and forgets them, and its DataWatch / ChildrenWatch recipes set them again
+        # once reconnected. Those recipes are how kazoo's users keep watching across a move.
+        seen_data: list[bytes] = []
+        seen_children: list[list[str]] = []
+        DataWatch(client, root, lambda data, stat: seen_data.append(data))
+        ChildrenWatch(client, root, lambda children: seen_children.append(sorted(children)))
         session = client.client_id
         seen = client.last_zxid
         # A member refuses a session that has seen more than it applied: let the survivors catch up.
@@ -117,13 +123,14 @@ def test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches(kee
         assert client.client_id == session
         assert KazooState.LOST not in states
 
-        # The watches were set on the dead member; kazoo re-registers them (SetWatches) on the new one.
+        # The watches were set on the dead member; the recipes set them again on the new one.
         # (The election may still be under way when the client is back: a write then gets
         # ConnectionLoss, as from ZooKeeper, and is retried.)
         observer.retry(observer.set, root, b"after")
         observer.retry(observer.ensure_path, f"{root}/child")
-        assert data_fired.wait(10), "the data watch did not fire after the move"
-        assert child_fired.wait(10), "the child watch did not fire after the move"
+        wait_until(lambda: b"after" in seen_data, 10, f"the data watch to fire after the move: {seen_data}")
+        wait_until(lambda: any("child" in c for c in seen_children), 10,
+                   f"the child watch to fire after the move: {seen_children}")
 
         # The session outlives another session timeout on its new member (someone keeps it alive).
         time.sleep(SESSION_TIMEOUT + 1.0)
