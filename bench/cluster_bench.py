@@ -306,9 +306,9 @@ def bench_failover(kills: int) -> None:
             cluster.restart(victim)
             cluster.wait_for_isr("fo", full=True, timeout=120)
     conditions = (f"zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']}, replica.lag.time.max.ms "
-                  f"{FAST['replica.lag.time.max.ms']}, {KEEPERS[0]} keeper(s) ticking {KEEPER_TICK_MS[0]} ms, "
+                  f"{FAST['replica.lag.time.max.ms']}, "
+                  f"{'a ZooKeeper 3.8' if ZOOKEEPER[0] else str(KEEPERS[0]) + ' keeper(s)'} ticking {KEEPER_TICK_MS[0]} ms, "
                   f"{PRODUCER[0]} {CLIENT_EXTRA or 'defaults'} (acks=all), "
-                  f"{'ZooKeeper ' + str(ZOOKEEPER[0]) if ZOOKEEPER[0] else 'keepers'}, "
                   f"load average {os.getloadavg()[0]:.2f}")
     for name, values in (("outage", outages), ("silence", silences), ("kill -> new leader", to_leader)):
         if values:
