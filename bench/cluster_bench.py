@@ -14,6 +14,7 @@ and noisy).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import random
@@ -40,6 +41,8 @@ from tests.support.procs import wait_for
 KEEPER_TICK_MS = [500]
 KEEPERS = [1]  # --keepers: the size of the keeper ensemble  # --keeper-tick-ms: the keepers' tickTime (sessions from 2 ticks)
 CLIENT_EXTRA: dict[str, object] = {}  # --client NAME=VALUE: librdkafka settings for the failover rows
+PRODUCER = ["confluent-kafka"]  # --producer: the failover stream's client library, at its defaults but acks=all
+ZOOKEEPER: list[str | None] = [None]  # --zookeeper: a real Apache ZooKeeper's address, in place of the keepers
 # The README's fast-failover settings, as a cluster of processes uses them (--session-ms changes the
 # session timeout; the keepers tick every 500 ms, so they grant sessions from 1000 ms).
 FAST = {"zookeeper.session.timeout.ms": 2000, "replica.lag.time.max.ms": 10000,
@@ -61,7 +64,7 @@ def rss_mb(pid: int) -> float:
 def cluster_of(brokers: int = 3, **settings: object) -> Iterator[LocalCluster]:
     with tempfile.TemporaryDirectory(prefix="roost-cluster-bench-") as root:
         cluster = LocalCluster.start(Path(root), brokers=brokers, keepers=KEEPERS[0], settings={**FAST, **settings},
-                                     keeper_tick_ms=KEEPER_TICK_MS[0])
+                                     keeper_tick_ms=KEEPER_TICK_MS[0], zookeeper=ZOOKEEPER[0])
         try:
             yield cluster
         finally:
@@ -173,19 +176,41 @@ def bench_throughput(count: int, rounds: int) -> None:
 # ------------------------------------------------------------------------------------ failover
 def stream_and_act(cluster: LocalCluster, topic: str, action: object, rate: int = 500,
                    seconds: float = 8.0) -> tuple[float, list[float]]:
-    """Produce at `rate`/s (acks=all) for `seconds`; run action() a third of the way in. Returns
-    the action's time and the times of every acknowledgement."""
-    acked: list[float] = []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
-                         "enable.idempotence": os.environ.get("BENCH_IDEMPOTENCE", "true") == "true",
-                         **CLIENT_EXTRA})
-    acted_at = 0.0
-    start = time.monotonic()
-    total = int(rate * seconds)
+    """Produce at `rate`/s (acks=all) for `seconds` with the --producer library; run action() a
+    third of the way in. Returns the action's time and the times of every acknowledgement."""
     # At a random moment a third of the way in: clients poll for metadata on a timer of their own
     # (librdkafka: once a second while a partition has no usable leader), and a fixed moment would
     # always land at the same phase of it.
+    total = int(rate * seconds)
     act_at = total // 3 + random.randrange(rate)
+    if PRODUCER[0] == "aiokafka":
+        import asyncio
+        return asyncio.run(_stream_aiokafka(cluster.bootstrap, topic, action, rate, total, act_at))
+    acked: list[float] = []
+    if PRODUCER[0] == "kafka-python":
+        from kafka import KafkaProducer
+        kp = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", **CLIENT_EXTRA)
+
+        def send() -> None:
+            kp.send(topic, b"x" * 100).add_callback(lambda _: acked.append(time.monotonic()))
+
+        def finish() -> None:
+            kp.flush(120)
+            kp.close(5)
+    else:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                             "enable.idempotence": os.environ.get("BENCH_IDEMPOTENCE", "true") == "true",
+                             **CLIENT_EXTRA})
+
+        def send() -> None:
+            producer.produce(topic, b"x" * 100,
+                             on_delivery=lambda e, m: None if e else acked.append(time.monotonic()))
+            producer.poll(0)
+
+        def finish() -> None:
+            producer.flush(120)
+    acted_at = 0.0
+    start = time.monotonic()
     for n in range(total):
         if n == act_at:
             acted_at = time.monotonic()
@@ -193,9 +218,36 @@ def stream_and_act(cluster: LocalCluster, topic: str, action: object, rate: int 
         delay = start + n / rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        producer.produce(topic, b"x" * 100, on_delivery=lambda e, m: None if e else acked.append(time.monotonic()))
-        producer.poll(0)
-    producer.flush(120)
+        send()
+    finish()
+    return acted_at, acked
+
+
+async def _stream_aiokafka(bootstrap: str, topic: str, action: object, rate: int, total: int,
+                           act_at: int) -> tuple[float, list[float]]:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    acked: list[float] = []
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **CLIENT_EXTRA)
+    await producer.start()
+    acted_at = 0.0
+    pending = []
+    try:
+        start = time.monotonic()
+        for n in range(total):
+            if n == act_at:
+                acted_at = time.monotonic()
+                await asyncio.to_thread(action)  # type: ignore[arg-type]
+            delay = start + n / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            future = await producer.send(topic, b"x" * 100)
+            future.add_done_callback(lambda f: None if f.exception() else acked.append(time.monotonic()))
+            pending.append(future)
+        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 120)
+    finally:
+        await producer.stop()
     return acted_at, acked
 
 
@@ -254,8 +306,10 @@ def bench_failover(kills: int) -> None:
             cluster.restart(victim)
             cluster.wait_for_isr("fo", full=True, timeout=120)
     conditions = (f"zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']}, replica.lag.time.max.ms "
-                  f"{FAST['replica.lag.time.max.ms']}, {KEEPERS[0]} keeper(s) ticking {KEEPER_TICK_MS[0]} ms, "
-                  f"client {CLIENT_EXTRA or 'defaults'}, load average {os.getloadavg()[0]:.2f}")
+                  f"{FAST['replica.lag.time.max.ms']}, "
+                  f"{'a ZooKeeper 3.8' if ZOOKEEPER[0] else str(KEEPERS[0]) + ' keeper(s)'} ticking {KEEPER_TICK_MS[0]} ms, "
+                  f"{PRODUCER[0]} {CLIENT_EXTRA or 'defaults'} (acks=all), "
+                  f"load average {os.getloadavg()[0]:.2f}")
     for name, values in (("outage", outages), ("silence", silences), ("kill -> new leader", to_leader)):
         if values:
             print(f"  {name} over {len(values)} kills: min {min(values):.2f} s  median {statistics.median(values):.2f} s"
@@ -326,13 +380,28 @@ def main() -> None:
                              "retry.backoff.max.ms=200 (how often it asks where a lost leader went)")
     parser.add_argument("--keeper-tick-ms", type=int, default=500)
     parser.add_argument("--keepers", type=int, default=1, help="keepers in the ensemble (roost up uses 3)")
+    parser.add_argument("--producer", choices=["confluent-kafka", "kafka-python", "aiokafka"],
+                        default="confluent-kafka", help="the failover stream's client (its defaults, acks=all); "
+                        "--client settings go to it (librdkafka names, or the library's keyword arguments)")
+    parser.add_argument("--zookeeper", action="store_true",
+                        help="a real Apache ZooKeeper 3.8 (standalone, tickTime --keeper-tick-ms) in place of the keepers")
     args = parser.parse_args()
+    PRODUCER[0] = args.producer
     KEEPERS[0] = args.keepers
     FAST["zookeeper.session.timeout.ms"] = args.session_ms
     KEEPER_TICK_MS[0] = args.keeper_tick_ms
     CLIENT_EXTRA.update(item.split("=", 1) for item in args.client)
     print(f"roost cluster benchmark — {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{time.strftime('%Y-%m-%d %H:%M')}, load average {os.getloadavg()[0]:.2f}", flush=True)
+    with contextlib.ExitStack() as stack:
+        if args.zookeeper:
+            from tests.keeper.zkharness import zookeeper_standalone
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="roost-bench-zk-")))
+            ZOOKEEPER[0] = stack.enter_context(zookeeper_standalone(scratch, tick_ms=args.keeper_tick_ms)).address
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     if "latency" in args.what:
         bench_latency(args.rate, args.seconds)
     if "throughput" in args.what:

@@ -273,6 +273,24 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/sim/test_raft_sim.py::test_five_members_survive_chaos[101]", RAFT_STRACE),
         must_load=(PYTEST, "-m tests.raft.member_proc")),
     Mutation(
+        "raft-gone-signal-skips-pre-vote-and-leases",
+        "a follower told its leader is gone (a refused peer connection) campaigns early but still with a "
+        "pre-vote that members hearing the leader refuse: here it campaigns at once as in a leader "
+        "transfer (no pre-vote, leases ignored), so a false signal deposes a live leader",
+        (edit("src/roost/raft/core.py", "        self._hastened = True\n",
+              "        self._hastened = True\n        self.campaign(transfer=True)  # MUTATION: no pre-vote, no lease\n"),),
+        ("tests/raft/test_core.py::test_a_false_gone_signal_neither_disrupts_a_live_leader_nor_sticks",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "keeper-follower-forwards-no-touches",
+        "a session whose member died lives on at the member it moved to: here a follower never forwards "
+        "its clients' touches to the leader, so the moved session expires",
+        (edit("src/roost/keeper/core.py", "            self._touched.add(session_id)\n",
+              "            pass  # MUTATION: the leader never hears of this session\n"),),
+        ("tests/keeper/test_member_death_sessions.py::"
+         "test_client_moves_off_a_killed_member_with_session_ephemeral_and_watches[follower]",),
+        must_load=(PYTEST, BROKER)),
+    Mutation(
         "idempotence-off",
         "an idempotent producer's retried batch is written once (confluent-kafka, kafka-python, raw wire)",
         (edit("src/roost/broker/replica/append.py",

@@ -255,3 +255,34 @@ def test_answer_to_a_forwarded_proposal_leaves_with_the_appends_before_the_fsync
     assert (MessageType.APPEND, 2) in early and (MessageType.APPEND, 3) in early
     assert not any(m.type is MessageType.PROPOSE_RESP for m in rd.messages)
     leader.advance(rd)
+
+
+def test_followers_told_the_leader_is_gone_elect_within_a_few_ticks() -> None:
+    net = Net()
+    net.elect(1)
+    net.cut = {1}  # the leader's process is gone: it neither sends nor receives
+    for follower in (2, 3):
+        net.cores[follower].leader_unreachable(1)
+    for _ in range(CONFIG.unreachable_campaign_ticks):  # far less than an election timeout
+        net.tick_all(1)
+    leaders = [i for i, core in net.cores.items() if i != 1 and core.role is Role.LEADER]
+    assert len(leaders) == 1 and net.cores[leaders[0]].term == 2
+
+
+def test_a_false_gone_signal_neither_disrupts_a_live_leader_nor_sticks() -> None:
+    net = Net()
+    net.elect(1)
+    net.cores[2].leader_unreachable(1)  # false: the leader lives, and 3 still hears from it
+    net.tick_all(CONFIG.unreachable_campaign_ticks)
+    assert net.cores[1].role is Role.LEADER and all(core.term == 1 for core in net.cores.values())
+    assert net.cores[2].leader == 1 and net.cores[2].role is Role.FOLLOWER
+    # Back to a full election timeout once the leader was heard again.
+    assert net.cores[2].randomized_election_timeout >= CONFIG.election_ticks
+
+
+def test_a_gone_signal_about_a_member_that_is_not_the_leader_changes_nothing() -> None:
+    net = Net()
+    net.elect(1)
+    before = net.cores[2].randomized_election_timeout
+    net.cores[2].leader_unreachable(3)
+    assert net.cores[2].leader == 1 and net.cores[2].randomized_election_timeout == before

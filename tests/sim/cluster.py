@@ -2,7 +2,9 @@
 
 A discrete-event loop delivers ticks, messages and faults in time order. The network drops,
 duplicates, delays (hence reorders) and partitions messages (also one way); members crash and
-restart with only what they had persisted (a write not yet fsynced may be lost). After every event
+restart with only what they had persisted (a write not yet fsynced may be lost); most members learn
+of a crash at once, as a transport's refused connection tells them, and some are told falsely that
+a live leader is gone (`RaftCore.leader_unreachable`). After every event
 the checker verifies the safety properties; `run_liveness` then heals everything and checks that a
 leader is elected and new proposals commit everywhere within a bound.
 
@@ -202,6 +204,7 @@ class Cluster:
         self._next_request = 0
         self._checked_commit: dict[int, int] = {}
         self._leader_checked: set[tuple[int, int]] = set()
+        self.gone_signals = 0  # "member i refuses connections" signals delivered, true or false
         for i in self.ids:
             self._start(i)
             self._schedule(self.rng.randrange(TICK), "tick", (i, self.nodes[i].incarnation))
@@ -261,6 +264,21 @@ class Cluster:
         node = self.nodes[i]
         node.core = None
         node.storage.crash(self.rng, self.faults.lose_unsynced_on_crash)
+        # Most members soon learn from their transport that the crashed one refuses connections
+        # (`RaftCore.leader_unreachable`); some never do, as when the machine itself is gone.
+        for j in self.ids:
+            if j != i and self.rng.random() < 0.8:
+                self._schedule(self.rng.randrange(2 * TICK), "gone", (j, i))
+
+    def _on_gone(self, payload: object) -> None:
+        """Member j's transport reports that member i refused a connection (true or not)."""
+        j, i = payload  # type: ignore[misc]
+        node = self.nodes[j]
+        if node.core is None:
+            return
+        self.gone_signals += 1
+        node.core.leader_unreachable(i)
+        self._drain(node)
 
     def _drain(self, node: SimNode) -> None:
         """The member's Ready loop: send early, persist, advance, send, apply."""
@@ -426,7 +444,7 @@ class Cluster:
             return
         rng = self.rng
         action = rng.choice(["crash", "restart", "restart", "partition", "one_way", "isolate", "heal", "heal",
-                             "transfer"])
+                             "transfer", "false_gone"])
         down = [i for i in self.ids if not self.nodes[i].up]
         up = [i for i in self.ids if self.nodes[i].up]
         if action == "crash" and up:
@@ -449,6 +467,12 @@ class Cluster:
                 self.blocked |= {(j, i) for j in self.ids if j != i}  # it can speak but not hear
         elif action == "heal":
             self.blocked = set()
+        elif action == "false_gone" and len(self.ids) > 1:
+            # A member is told that another (most often the live leader) refuses connections.
+            leader = self.leader()
+            j = rng.choice([i for i in self.ids if i != leader] or self.ids)
+            i = leader if leader is not None and leader != j else rng.choice([k for k in self.ids if k != j])
+            self._on_gone((j, i))
         elif action == "transfer":
             leader = self.leader()
             if leader is not None and len(self.ids) > 1:

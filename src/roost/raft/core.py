@@ -78,10 +78,15 @@ class RaftConfig:
     max_inflight_appends: int = 64
     snapshot_retry_ticks: int = 30  # resend a snapshot that got no answer after this many ticks
     max_pending_forwards: int = 4096  # proposals queued on a follower before it refuses more
+    # A follower told its leader's process is gone (`leader_unreachable`) campaigns after a random
+    # 1..this many ticks instead of a full election timeout: the spread keeps the followers that
+    # all got the same signal from splitting their votes.
+    unreachable_campaign_ticks: int = 4
 
     def __post_init__(self) -> None:
         assert self.election_ticks > self.heartbeat_ticks >= 1
         assert self.max_append_entries >= 1 and self.max_inflight_appends >= 1
+        assert self.unreachable_campaign_ticks >= 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +253,7 @@ class RaftCore:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = 0
+        self._hastened = False  # the election timer was cut short by `leader_unreachable`
         self._reset_election_timeout()
         self.votes: dict[int, bool] = {}
         self.progress: dict[int, Progress] = {}
@@ -422,6 +428,22 @@ class RaftCore:
         self._forward_reads.append(request_id)
         return True
 
+    def leader_unreachable(self, peer: int) -> None:
+        """The transport met a signal that only a dead process explains (its peer port refused a
+        connection, or a connection to it was reset): if `peer` is our leader, stop honouring its
+        lease and campaign after 1..`unreachable_campaign_ticks` ticks, not a full timeout.
+
+        Safety never rests on the signal: votes are still one per term and granted only to an
+        up-to-date log, the campaign still opens with a pre-vote, and a member that did not get the
+        signal still keeps the lease of a leader it hears from. A false signal (the leader lives)
+        costs at most a refused pre-vote; the leader's next heartbeat restores the usual timeout."""
+        if self.role is not Role.FOLLOWER or self.leader != peer or not self.is_voter:
+            return
+        self.leader = None
+        self._hastened = True
+        self.randomized_election_timeout = (self.election_elapsed + 1
+                                            + self.rng.randrange(self.config.unreachable_campaign_ticks))
+
     def transfer_leadership(self, to: int) -> bool:
         """Ask an up-to-date follower to campaign at once (it skips pre-vote and the lease)."""
         if self.role is not Role.LEADER or to not in self.voter_peers:
@@ -540,6 +562,7 @@ class RaftCore:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self._reset_election_timeout()
+        self._hastened = False
         self.votes = {}
         self._fail_leader_reads()
 
@@ -615,6 +638,9 @@ class RaftCore:
     def _step_follower(self, m: Message) -> None:
         if m.type in (MessageType.APPEND, MessageType.HEARTBEAT, MessageType.SNAPSHOT):
             self.election_elapsed = 0
+            if self._hastened:  # the signal was false (or late): back to a full election timeout
+                self._hastened = False
+                self._reset_election_timeout()
             self.leader = m.src
             if m.type is MessageType.APPEND:
                 self._handle_append(m)

@@ -118,7 +118,8 @@ class RaftReplicator:
         listen = self.config.listen or peers.get(node_id) or ("127.0.0.1", 0)
         self._peer_addresses = {i: a for i, a in peers.items() if i != node_id}
         self.transport = PeerTransport(node_id, self._peer_addresses, listen, self._on_peer_message,
-                                       self.config.transport, self._wake) if self._peer_addresses else None
+                                       self.config.transport, self._wake,
+                                       self._on_peer_gone) if self._peer_addresses else None
         self.storage = DiskStorage(self.directory, fsync=self.config.fsync)
         self.core: RaftCore | None = None
         self._apply: ApplyFn = lambda index, entry: None
@@ -513,6 +514,15 @@ class RaftReplicator:
         # The transport calls `_wake` once all messages of one read are stepped, so that several
         # appends arriving together share one fsync (group commit on followers).
         core.step(message)
+
+    def _on_peer_gone(self, peer: int) -> None:
+        core = self.core
+        if core is None or not self._running or self._failure is not None:
+            return
+        if core.leader == peer and not core.is_leader:
+            log.info("raft %d: leader %d refuses connections: campaigning early", self.node_id, peer)
+            core.leader_unreachable(peer)
+            self._wake()
 
     async def _tick_loop(self) -> None:
         loop = asyncio.get_running_loop()

@@ -150,7 +150,10 @@ class _Link:
                             ssl_handshake_timeout=config.ssl_handshake_timeout)
                     else:
                         raw, protocol = await loop.create_connection(_OutboundProtocol, host, port)
-            except (TimeoutError, OSError):
+            except (TimeoutError, OSError) as exc:
+                if isinstance(exc, ConnectionRefusedError) and self.owner.on_peer_gone is not None:
+                    # Nothing listens on its peer port: its process is gone (a timeout says nothing).
+                    self.owner.on_peer_gone(self.peer_id)
                 self._poked.clear()
                 try:
                     async with asyncio.timeout(delay * (0.5 + self.owner._rng.random())):
@@ -188,14 +191,18 @@ class _Link:
 class PeerTransport:
     def __init__(self, node_id: int, peers: dict[int, Address], listen: Address,
                  on_message: Callable[[Message], None], config: TransportConfig | None = None,
-                 on_input_done: Callable[[], None] | None = None) -> None:
+                 on_input_done: Callable[[], None] | None = None,
+                 on_peer_gone: Callable[[int], None] | None = None) -> None:
         """`on_message` gets each message; `on_input_done`, if given, is called once after the
-        messages of one read were all delivered (so that their work can be done together)."""
+        messages of one read were all delivered (so that their work can be done together);
+        `on_peer_gone`, if given, gets a peer whose peer port refused a connection (after a lost
+        connection the link redials at once, so a process that died is known within a round trip)."""
         self.node_id = node_id
         self.peers = {i: a for i, a in peers.items() if i != node_id}
         self.listen = listen
         self.on_message = on_message
         self.on_input_done = on_input_done
+        self.on_peer_gone = on_peer_gone
         self.config = config or TransportConfig()
         self._rng = random.Random()
         self._server: asyncio.Server | None = None

@@ -24,6 +24,7 @@ from confluent_kafka import (
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from roost.client_settings import FAILOVER_SETTINGS
 from roost.spark import driver_queries
 from roost.spark.driver_queries import DRIVER_RETRY_SECONDS
 from roost.spark.offsets import DataLossReporter, OffsetRange, TopicPartition
@@ -49,6 +50,7 @@ def consumer_config(settings: dict[str, str]) -> dict[str, Any]:
         "enable.partition.eof": False,
         "max.partition.fetch.bytes": 8 * 1024 * 1024,
         "fetch.wait.max.ms": 100,
+        **FAILOVER_SETTINGS,
     }
     config.update(settings)
     return config

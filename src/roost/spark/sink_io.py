@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from roost.client_settings import FAILOVER_SETTINGS
 from roost.spark.exactly_once import RECORD_NAME_HEADER, Marker
 from roost.spark.kafka_io import REQUEST_TIMEOUT_SECONDS, consumer_config, retry
 
@@ -38,6 +39,7 @@ def producer_config(settings: dict[str, str]) -> dict[str, Any]:
         "batch.size": 1024 * 1024,
         "message.timeout.ms": 300_000,  # rides out a broker restart or a leader election
         "partitioner": "murmur2_random",  # Java Kafka's key partitioning, so keys land alike
+        **FAILOVER_SETTINGS,
     }
     config.update(settings)
     return config

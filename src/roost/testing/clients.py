@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from roost.client_settings import FAILOVER_SETTINGS
+
 Value = bytes | str | None
 KeyValue = tuple[Value, Value]
 
@@ -65,8 +67,9 @@ class KafkaHelpers:
 
     # clients ------------------------------------------------------------------------------------
     def client_config(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """A confluent-kafka config reaching this cluster, plus `extra` (Kafka's dotted names)."""
-        return {"bootstrap.servers": self.bootstrap, **(extra or {})}
+        """A confluent-kafka config reaching this cluster, with Roost's failover settings, plus `extra`
+        (Kafka's dotted names)."""
+        return {"bootstrap.servers": self.bootstrap, **FAILOVER_SETTINGS, **(extra or {})}
 
     def admin(self) -> Any:
         """A confluent-kafka AdminClient, made once and kept (its requests' futures fail when

@@ -13,6 +13,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Kafk
 from roost.admin.target import Target
 from roost.cli.client.client_options import CliError
 from roost.cli.records.record_format import Record
+from roost.client_settings import FAILOVER_SETTINGS
 
 # librdkafka logs each failed connection attempt on stderr; the commands report failures
 # themselves in one line, so only critical log lines get through (-X log_level=7 shows all).
@@ -22,8 +23,8 @@ T = TypeVar("T")
 
 
 def client_config(target: Target, defaults: dict[str, Any], **required: Any) -> dict[str, Any]:
-    """`defaults` (which -X may override), then the target's bootstrap and -X, then `required`."""
-    return {**QUIET, **defaults, **target.client_config(**required)}
+    """Failover settings and `defaults` (which -X may override), then the target's bootstrap and -X, then `required`."""
+    return {**QUIET, **FAILOVER_SETTINGS, **defaults, **target.client_config(**required)}
 
 
 def make_client(kind: type[T], config: dict[str, Any]) -> T:
