@@ -29,8 +29,9 @@ def _member_key(name: str, version: int) -> Message:
     ))
 
 
-def _topic_partitions(name: str) -> Field:
-    return Field(name, "[]TopicPartitions", "0+", fields=(
+def _topic_partitions(name: str, struct: str = "TopicPartitions") -> Field:
+    """Topic ids with partition lists (the struct's name is Kafka's, which differs by record)."""
+    return Field(name, f"[]{struct}", "0+", fields=(
         Field("TopicId", "uuid", "0+"),
         Field("Partitions", "[]int32", "0+"),
     ))
@@ -53,6 +54,15 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = Message(
         Field("SubscribedTopicRegex", "string", "0+", nullable="0+"),
         Field("RebalanceTimeoutMs", "int32", "0+", default=-1),
         Field("ServerAssignor", "string", "0+", nullable="0+"),
+        # Kafka's migration of a classic member into a consumer group (KIP-1022): Roost converts no
+        # group with members, so it never writes it (null, so absent); declared to read Kafka's.
+        Field("ClassicMemberMetadata", "ClassicMemberMetadata", "0+", nullable="0+", default=None, tagged="0+",
+              tag=0, fields=(
+                  Field("SupportedProtocols", "[]ClassicProtocol", "0+", fields=(
+                      Field("Name", "string", "0+"),
+                      Field("Metadata", "bytes", "0+"),
+                  )),
+              )),
     ))
 
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY = _group_key("ConsumerGroupTargetAssignmentMetadataKey",
@@ -66,7 +76,7 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY = _member_key("ConsumerGroupTargetAs
                                                           TARGET_MEMBER_TYPE)
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_VALUE = Message(
     "ConsumerGroupTargetAssignmentMemberValue", api_key=None, kind="data", versions="0", flexible="0+", fields=(
-        _topic_partitions("TopicPartitions"),
+        _topic_partitions("TopicPartitions", "TopicPartition"),
     ))
 
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = _member_key("ConsumerGroupCurrentMemberAssignmentKey",
