@@ -45,6 +45,22 @@ def producer_config(settings: dict[str, str]) -> dict[str, Any]:
     return config
 
 
+def produce_one(producer: Producer, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
+                headers: list[tuple[str, bytes | None]] | None, on_delivery: Any) -> None:
+    """Hand one row to the producer (to `partition`, or the key's, when None), waiting while its
+    local queue is full."""
+    kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None, "on_delivery": on_delivery}
+    if partition is not None:
+        kwargs["partition"] = partition
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            break
+        except BufferError:
+            producer.poll(0.1)  # the local queue is full: let deliveries drain
+    producer.poll(0)
+
+
 class SinkClient:
     """Producer, consumer and admin client of one task (or of the driver's commit)."""
 
@@ -76,17 +92,7 @@ class SinkClient:
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
                 headers: list[tuple[str, bytes | None]]) -> None:
-        kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None,
-                                  "on_delivery": self._on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                self.producer.poll(0.1)  # the local queue is full: let deliveries drain
-        self.producer.poll(0)
+        produce_one(self.producer, topic, key, value, partition, headers, self._on_delivery)
 
     def flush(self) -> None:
         """Wait until every produced record is acknowledged; raise if any failed."""

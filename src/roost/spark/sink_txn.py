@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from roost.spark.kafka_io import consumer_config
-from roost.spark.sink_io import producer_config
+from roost.spark.sink_io import produce_one, producer_config
 
 TXN_PREFIX = "roost-sink-"
 TXN_CALL_TIMEOUT_S = 120.0  # init, offsets, commit: ride out a coordinator failover
@@ -84,17 +84,7 @@ class TransactionalTask:
         written = 0
         try:
             for topic, partition, key, value, headers in rows:
-                kwargs: dict[str, Any] = {"key": key, "value": value, "headers": headers or None,
-                                          "on_delivery": self._on_delivery}
-                if partition is not None:
-                    kwargs["partition"] = partition
-                while True:
-                    try:
-                        self.producer.produce(topic, **kwargs)
-                        break
-                    except BufferError:
-                        self.producer.poll(0.1)
-                self.producer.poll(0)
+                produce_one(self.producer, topic, key, value, partition, headers, self._on_delivery)
                 written += 1
             self.producer.flush(TXN_CALL_TIMEOUT_S)
             if self._errors:
