@@ -350,6 +350,26 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            if False:  # MUTATION: keep it\n                self._broken(")),
         ("tests/broker/test_peer.py::test_a_connection_closed_as_it_opened_is_not_kept",),
         must_load=(PYTEST,)),
+    # The reachability hint (metadata/reachability.py): Metadata does not name a leader this
+    # broker has just seen go, and a live peer that ends connections quickly is not "gone".
+    Mutation(
+        "metadata-names-an-unreachable-leader",
+        "a broker answers Metadata with no leader (LEADER_NOT_AVAILABLE) for a partition whose leader's endpoint "
+        "it has just seen close and refuse, until the leader answers again",
+        (edit("src/roost/broker/handlers/metadata.py",
+              "    leader = info.leader if info.leader not in cache.unreachable else -1\n",
+              "    leader = info.leader  # MUTATION: the hint ignored\n"),),
+        ("tests/broker/test_reachability.py::test_a_leader_whose_endpoint_goes_away_is_answered_as_no_leader_until_it_is_back",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "reachability-counts-a-quick-close-as-gone",
+        "a live peer that ends the watch's connections at once (a connection limit, a handshake timeout) is "
+        "never answered as a missing leader",
+        (edit("src/roost/broker/metadata/reachability.py",
+              "    return Seen.GONE if held_s >= MIN_HOLD_S else Seen.REACHABLE\n",
+              "    return Seen.GONE  # MUTATION: any end is a death\n"),),
+        ("tests/broker/test_reachability.py::test_a_live_peer_that_ends_connections_at_once_is_never_counted_as_gone",),
+        must_load=(PYTEST,)),
     Mutation(
         "delayed-produce-unwatches-a-waiting-partition",
         "a delayed produce keeps watching a partition while one of its entries there still waits",

@@ -46,6 +46,7 @@ from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicCatalog
+from roost.broker.metadata.reachability import PeerReachability
 from roost.broker.peer import PeerPool
 from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.replica.effects import AsyncioShell, wall_clock_ms
@@ -165,6 +166,7 @@ class Broker:
         self.controller: ControllerShell | None = None
         self.fetchers: ReplicaFetchers | None = None
         self.isr: IsrManager | None = None
+        self.reachability: PeerReachability | None = None
         self.config_changes: ConfigChangeListener | None = None
         self.scram_source: ZkScramCredentials | None = None
         self.topics: TopicAdmin | ClusterTopicAdmin
@@ -223,6 +225,7 @@ class Broker:
         self.replicas.on_become_follower = self.fetchers.follow
         self.replicas.on_stop_following = self.fetchers.unfollow
         self.isr = IsrManager(self.broker_id, config, self.replicas, self.metadata, self.peers)
+        self.reachability = PeerReachability(self.broker_id, self.metadata)
         settings = ControllerSettings(
             unclean_leader_election=bool(config["unclean.leader.election.enable"]),
             auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
@@ -473,6 +476,8 @@ class Broker:
         assert self.scram_source is not None
         await self.scram_source.load_all()
         self.isr.start()
+        assert self.reachability is not None
+        self.reachability.start()
         self.replicas.start_checkpoints(int(self.config["replica.high.watermark.checkpoint.interval.ms"]))
         await self.controller.start()
         # Clients learn the cluster from this broker's metadata cache, which the controller fills:
@@ -520,6 +525,8 @@ class Broker:
             await _bounded("the config change listener", self.config_changes.stop())
         if self.acl_store is not None:
             await _bounded("the ACL store", self.acl_store.stop())
+        if self.reachability is not None:
+            await _bounded("the peer reachability watches", self.reachability.stop())
         if self.fetchers is not None:
             await _bounded("the replica fetchers", self.fetchers.close())
         self.peers.close()

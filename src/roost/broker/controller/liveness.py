@@ -24,71 +24,26 @@ ControllerCore.broker_suspected_dead and docs/cluster.md ("Fast failure detectio
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import socket
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
+from roost.broker.endpoint_probe import Probe, hold, probe
 from roost.broker.replica.effects import Sleep
 
 log = logging.getLogger("roost.controller")
 
 CONFIRMATIONS = 2  # refusals in a row that make the verdict
 CONFIRM_AFTER_S = 0.05  # between two attempts after a refusal
-CONNECT_TIMEOUT_S = 1.0  # an attempt that takes longer is no evidence either way
 NO_ANSWER_RETRY_S = 1.0  # after an attempt that neither connected nor was refused
 MIN_HOLD_S = 1.0  # a connection that the broker ends sooner than this is not re-made sooner
-READ_BYTES = 4096
-
-
-class Probe(Enum):
-    REFUSED = "refused"  # a RST: nothing listens there
-    CONNECTED = "connected"  # something listens (alive, paused, or a new process on that port)
-    NO_ANSWER = "no answer"  # timed out, unreachable, or another error: no evidence
 
 
 def verdict(outcomes: Sequence[Probe]) -> bool:
     """Dead only if the last CONFIRMATIONS attempts, in a row, were all refused."""
     recent = list(outcomes)[-CONFIRMATIONS:]
     return len(recent) == CONFIRMATIONS and all(o is Probe.REFUSED for o in recent)
-
-
-async def probe(host: str, port: int) -> tuple[Probe, asyncio.StreamReader | None, asyncio.StreamWriter | None]:
-    """One connection attempt to every address `host` has: REFUSED only if each refused."""
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError):
-        return Probe.NO_ANSWER, None, None
-    refused = 0
-    for family, _, _, _, address in infos:
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(address[0], address[1], family=family),
-                                                    CONNECT_TIMEOUT_S)
-        except ConnectionRefusedError:
-            refused += 1
-            continue
-        except (OSError, TimeoutError):
-            continue
-        return Probe.CONNECTED, reader, writer
-    return (Probe.REFUSED if infos and refused == len(infos) else Probe.NO_ANSWER), None, None
-
-
-async def _hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Wait until the connection ends (EOF or reset); whatever arrives is ignored."""
-    try:
-        while await reader.read(READ_BYTES):
-            pass
-    except OSError:
-        pass
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
 
 
 @dataclass(slots=True)
@@ -105,7 +60,7 @@ async def perform_connect(effect: Connect) -> Probe:
     """The broker's shell performs a Connect: `probe`, then hold what it connected."""
     outcome, reader, writer = await probe(effect.host, effect.port)
     if reader is not None and writer is not None:
-        await _hold(reader, writer)
+        await hold(reader, writer)
     return outcome
 
 

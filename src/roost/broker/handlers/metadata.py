@@ -144,7 +144,8 @@ def partition_entry(cache: MetadataCache, topic: str, index: int) -> dict[str, A
     if info is None:
         return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
                 "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
-    error = ErrorCode.NONE if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-    return {"error_code": error, "partition_index": index, "leader_id": info.leader,
+    leader = info.leader if info.leader not in cache.unreachable else -1
+    error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+    return {"error_code": error, "partition_index": index, "leader_id": leader,
             "leader_epoch": info.leader_epoch, "replica_nodes": list(info.replicas),
             "isr_nodes": list(info.isr), "offline_replicas": list(info.offline_replicas)}

@@ -60,6 +60,10 @@ class MetadataCache:
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     listeners: list[Callable[[], None]] = field(default_factory=list)  # told after each UpdateMetadata
     inter_broker_listener: str = ""  # whose address BrokerEndpoint.host/port give ("": the first)
+    # Live brokers this broker has just seen go (metadata/reachability.py): a hint, not the
+    # controller's word; Metadata answers no leader for their partitions, as Kafka does for a
+    # leader that is not alive.
+    unreachable: set[int] = field(default_factory=set)
 
     # changes ----------------------------------------------------------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:

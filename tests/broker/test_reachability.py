@@ -1,0 +1,150 @@
+"""The reachability hint (metadata/reachability.py) on real loopback sockets: a peer whose
+endpoint goes away is answered as "no leader" in Metadata at once, a peer that is back (or that
+only ends connections quickly while alive) is not, and a peer the controller no longer lists is
+forgotten."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import uvloop
+
+from roost.broker.handlers.metadata import partition_entry
+from roost.broker.metadata import reachability
+from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache, PartitionInfo
+from roost.broker.metadata.reachability import PeerReachability
+from roost.wire.kafka.errors import ErrorCode
+
+OWN_ID, PEER_ID = 1, 2
+
+
+class Peer:
+    """A listening endpoint that can die as a killed process does (its listener gone, its
+    connections closed by the kernel) and come back on the same port."""
+
+    def __init__(self, port: int = 0, close_at_once: bool = False) -> None:
+        self.port = port
+        self.close_at_once = close_at_once
+        self.accepted: list[asyncio.StreamWriter] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if self.close_at_once:
+                writer.close()
+            else:
+                self.accepted.append(writer)
+        self.server = await asyncio.start_server(accept, "127.0.0.1", self.port, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def die(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.accepted:
+            writer.transport.abort()
+        self.accepted.clear()
+        await self.server.wait_closed()
+
+
+def cache_with(peer_port: int) -> MetadataCache:
+    cache = MetadataCache()
+    cache.set_brokers([BrokerEndpoint(OWN_ID, "127.0.0.1", 1), BrokerEndpoint(PEER_ID, "127.0.0.1", peer_port)],
+                      OWN_ID)
+    cache.set_partition("t", 0, PartitionInfo(PEER_ID, 7, (PEER_ID, OWN_ID), (PEER_ID, OWN_ID)))
+    return cache
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
+async def a_peer_dies_and_comes_back() -> None:
+    peer = Peer()
+    await peer.start()
+    cache = cache_with(peer.port)
+    watch = PeerReachability(OWN_ID, cache)
+    watch.start()
+    try:
+        await until(lambda: len(peer.accepted) == 1, 5, "the watch connected")
+        # Held longer than MIN_HOLD_S: an end from now on is a gone peer, not a quick close.
+        await asyncio.sleep(reachability.MIN_HOLD_S + 0.1)
+        entry = partition_entry(cache, "t", 0)
+        assert (entry["error_code"], entry["leader_id"]) == (ErrorCode.NONE, PEER_ID)
+
+        await peer.die()
+        await until(lambda: PEER_ID in cache.unreachable, 2, "the gone peer noticed")
+        entry = partition_entry(cache, "t", 0)
+        assert (entry["error_code"], entry["leader_id"]) == (ErrorCode.LEADER_NOT_AVAILABLE, -1), entry
+        assert entry["leader_epoch"] == 7 and entry["replica_nodes"] == [PEER_ID, OWN_ID]  # Kafka's shape
+        # While it refuses, it stays gone (attempts every REFUSED_RETRY_S).
+        await asyncio.sleep(3 * reachability.REFUSED_RETRY_S)
+        assert PEER_ID in cache.unreachable
+
+        await peer.start()  # the same port: a restart
+        await until(lambda: PEER_ID not in cache.unreachable, 2, "the peer that is back reachable again")
+        assert partition_entry(cache, "t", 0)["leader_id"] == PEER_ID
+    finally:
+        await watch.stop()
+        await peer.die()
+
+
+async def a_peer_that_ends_connections_at_once_is_alive() -> None:
+    peer = Peer(close_at_once=True)  # a live broker over its connection limit, for example
+    await peer.start()
+    cache = cache_with(peer.port)
+    seen: list[bool] = []
+    watch = PeerReachability(OWN_ID, cache)
+    watch.start()
+    try:
+        deadline = time.monotonic() + 2.5  # more than two rounds of MIN_HOLD_S
+        while time.monotonic() < deadline:
+            seen.append(PEER_ID in cache.unreachable)
+            await asyncio.sleep(0.005)
+        assert not any(seen), "a live peer that ends connections quickly was counted as gone"
+    finally:
+        await watch.stop()
+        await peer.die()
+
+
+async def a_peer_no_longer_listed_is_forgotten() -> None:
+    peer = Peer()
+    await peer.start()
+    cache = cache_with(peer.port)
+    watch = PeerReachability(OWN_ID, cache)
+    watch.start()
+    try:
+        await until(lambda: len(peer.accepted) == 1, 5, "the watch connected")
+        await asyncio.sleep(reachability.MIN_HOLD_S + 0.1)
+        await peer.die()
+        await until(lambda: PEER_ID in cache.unreachable, 2, "the gone peer noticed")
+        # The controller's verdict: the broker is no longer live, its partitions led elsewhere.
+        cache.apply_update_metadata({
+            "controller_epoch": 1, "controller_id": OWN_ID, "topic_states": [],
+            "live_brokers": [{"id": OWN_ID, "endpoints": [{"listener": "", "host": "127.0.0.1", "port": 1}]}]})
+        assert PEER_ID not in cache.unreachable
+        await asyncio.sleep(3 * reachability.REFUSED_RETRY_S)
+        assert PEER_ID not in cache.unreachable, "a forgotten peer's watch still runs"
+    finally:
+        await watch.stop()
+
+
+def run(coroutine: Callable[[], object]) -> None:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:  # the broker's loop
+        runner.run(coroutine())  # type: ignore[arg-type]
+
+
+def test_a_leader_whose_endpoint_goes_away_is_answered_as_no_leader_until_it_is_back() -> None:
+    run(a_peer_dies_and_comes_back)
+
+
+def test_a_live_peer_that_ends_connections_at_once_is_never_counted_as_gone() -> None:
+    run(a_peer_that_ends_connections_at_once_is_alive)
+
+
+def test_a_peer_the_controller_no_longer_lists_is_forgotten() -> None:
+    run(a_peer_no_longer_listed_is_forgotten)
