@@ -98,6 +98,7 @@ class PeerReachability:
             log.info("broker %d is reachable again", broker_id)
 
     async def _watch(self, broker_id: int, host: str, port: int) -> None:
+        last_connected = float("-inf")
         while True:
             outcome, reader, writer = await probe(host, port)
             self._note(broker_id, after_attempt(outcome))
@@ -108,11 +109,15 @@ class PeerReachability:
                 await asyncio.sleep(NO_ANSWER_RETRY_S)
                 continue
             connected_at = time.monotonic()
+            if connected_at - last_connected < MIN_HOLD_S:
+                # At most one connection a MIN_HOLD_S: a peer that ends them at once gets no tight
+                # loop of reconnects (this one says it lives; the next waits).
+                writer.close()
+                await asyncio.sleep(MIN_HOLD_S)
+                continue
+            last_connected = connected_at
             await hold(reader, writer)
-            seen = after_connection_ended(time.monotonic() - connected_at)
-            self._note(broker_id, seen)
-            if seen is Seen.REACHABLE:
-                await asyncio.sleep(MIN_HOLD_S)  # no tight loop of reconnects to a peer that ends them
+            self._note(broker_id, after_connection_ended(time.monotonic() - connected_at))
 
     async def stop(self) -> None:
         self._stopped = True
