@@ -1,14 +1,17 @@
-"""A broker's machine cut off (no RST): how long confluent-kafka's acknowledgements stay silent.
+"""A broker's machine cut off (no RST): how long a client's acknowledgements stay silent.
 
 Three `roost broker` processes and one keeper, each in its own network namespace
-(`roost.testing.faults.netns`, needs root, iproute2 and nftables). A confluent-kafka producer in
-the root namespace streams keyed records (acks=all) to a 6-partition RF 3 topic; the broker
+(`roost.testing.faults.netns`, needs root, iproute2 and nftables). A producer in the root
+namespace (`--producer`: confluent-kafka with enable.idempotence, kafka-python or aiokafka, each
+otherwise at its defaults; client_streams.py) streams keyed records (acks=all) to a 6-partition
+RF 3 topic; the broker
 leading the most partitions is isolated (nftables drops everything in and out: silence, no RST)
 for `--cut` seconds, then healed. The figure per trial: the longest gap between two
 acknowledgements on the partitions it led, from the cut on. Each trial runs once per client
 variant (the defaults, then each `--variant NAME=VALUE[,NAME=VALUE]`), alternating.
 
     python bench/cut_failover_bench.py --trials 3 --cut 15 --variant request.timeout.ms=3000
+    python bench/cut_failover_bench.py --trials 3 --cut 12 --producer aiokafka
 
 Prints figures and never passes or fails. Brokers use the fault runs' settings (session 4 s).
 """
@@ -16,7 +19,6 @@ Prints figures and never passes or fails. Brokers use the fault runs' settings (
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import statistics
 import sys
@@ -25,8 +27,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from confluent_kafka import Producer
+from client_streams import STREAMS, Plan, Stream
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from roost.testing.faults.netns import Network, why_unavailable
@@ -55,7 +58,7 @@ def wait_healthy(admin: AdminClient, timeout: float = 120) -> dict[int, tuple[in
     raise RuntimeError("the topic did not get back a leader and a full ISR on every partition")
 
 
-def trial(network: Network, bootstrap: str, admin: AdminClient, extra: dict[str, str], cut: float,
+def trial(network: Network, bootstrap: str, admin: AdminClient, producer: str, extra: dict[str, str], cut: float,
           rate: int = 200) -> tuple[int, float, int]:
     state = wait_healthy(admin)
     counts: dict[int, int] = {}
@@ -63,46 +66,25 @@ def trial(network: Network, bootstrap: str, admin: AdminClient, extra: dict[str,
         counts[leader] = counts.get(leader, 0) + 1
     victim = max(counts, key=lambda b: counts[b])
     led = {p for p, (leader, _) in state.items() if leader == victim}
-    acked: dict[int, list[float]] = {p: [] for p in led}
-    failed = [0]
+    cut_at: list[float] = []
+    healed: list[bool] = []
 
-    def on_delivery(err: object, msg: object) -> None:
-        if err is not None:
-            failed[0] += 1
-        elif msg.partition() in acked:  # type: ignore[attr-defined]
-            acked[msg.partition()].append(time.monotonic())  # type: ignore[attr-defined]
+    def isolate() -> None:
+        cut_at.append(time.monotonic())
+        network.isolate(victim)  # broker id i runs in namespace i
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **extra})
-    start = time.monotonic()
-    cut_at = start + 4.0
-    heal_at = cut_at + cut
-    end = heal_at + 12.0
-    isolated = healed = False
-    n = 0
+    def heal() -> None:
+        network.heal_node(victim)
+        healed.append(True)
+
+    stream = Stream(PARTITIONS)
+    plan = Plan(TOPIC, rate, 4.0 + cut + 12.0, actions=[(4.0, isolate), (4.0 + cut, heal)])
     try:
-        while time.monotonic() < end:
-            now = time.monotonic()
-            if not isolated and now >= cut_at:
-                network.isolate(victim)  # broker id i runs in namespace i
-                isolated = True
-            if isolated and not healed and now >= heal_at:
-                network.heal_node(victim)
-                healed = True
-            producer.produce(TOPIC, b"x" * 100, key=str(n % 60).encode(), on_delivery=on_delivery)
-            producer.poll(0)
-            n += 1
-            delay = start + n / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        producer.flush(60)
+        STREAMS[producer](bootstrap, plan, stream, extra)
     finally:
         if not healed:
             network.heal_node(victim)
-    silences = []
-    for times in acked.values():
-        around = [cut_at, *[t for t in times if t >= cut_at], time.monotonic()]
-        silences.append(max(b - a for a, b in itertools.pairwise(around)))
-    return victim, max(silences), failed[0]
+    return victim, stream.longest_silence(led, cut_at[0]), stream.failed
 
 
 def parse_variant(text: str) -> dict[str, str]:
@@ -114,6 +96,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--cut", type=float, default=15.0, help="seconds the leader's machine stays cut off")
     parser.add_argument("--variant", action="append", default=[], help="NAME=VALUE[,NAME=VALUE]: client settings")
+    parser.add_argument("--producer", choices=sorted(STREAMS), default="confluent-kafka",
+                        help="the client library (its defaults, acks=all; confluent-kafka with idempotence)")
     args = parser.parse_args()
     problem = why_unavailable()
     if problem:
@@ -121,7 +105,8 @@ def main() -> int:
         return 1
     variants = {"defaults": {}, **{v: parse_variant(v) for v in args.variant}}
     results: dict[str, list[float]] = {name: [] for name in variants}
-    print(f"conditions: 3 brokers + 1 keeper in namespaces, keyed acks=all at 200 msg/s, cut {args.cut:.0f} s, "
+    print(f"conditions: 3 brokers + 1 keeper in namespaces, {args.producer}, keyed acks=all at 200 msg/s, "
+          f"cut {args.cut:.0f} s, "
           f"{os.cpu_count()} CPUs shared, load average {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="cut-failover-") as scratch, Network(4) as network:
         out = Path(scratch)
@@ -136,7 +121,7 @@ def main() -> int:
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
             for number in range(args.trials):
                 for name, extra in variants.items():
-                    victim, silence, failed = trial(network, bootstrap, admin, extra, args.cut)
+                    victim, silence, failed = trial(network, bootstrap, admin, args.producer, extra, args.cut)
                     results[name].append(silence)
                     print(f"  trial {number + 1}, {name}: cut broker {victim}, longest silence on its partitions "
                           f"{silence:.2f} s, failed deliveries {failed}", flush=True)

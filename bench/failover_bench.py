@@ -26,9 +26,7 @@ Prints figures with their conditions; never passes or fails.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import itertools
 import os
 import platform
 import random
@@ -37,13 +35,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from client_streams import STREAMS, Plan, Stream
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from process_cpu import cpu_seconds
@@ -53,118 +50,10 @@ from roost.config import setting_for
 
 TOPIC = "failover"
 PARTITIONS = 6
-KEYS = 60
 KEEPER_TICK_MS = 500  # what roost up gives its keepers
 STREAM_S = 8.0
 # The test harness shortens some settings; the bench puts Kafka's (Roost's) defaults back.
 DEFAULTS = {name: setting_for(name).default for name in TEST_BROKER_SETTINGS}  # type: ignore[union-attr]
-
-
-@dataclass
-class Stream:
-    """What one kill's stream recorded: per partition the acknowledgement times, and the values
-    acknowledged (to read back at the end)."""
-
-    acked: dict[int, list[float]] = field(default_factory=lambda: {p: [] for p in range(PARTITIONS)})
-    values: dict[int, set[bytes]] = field(default_factory=lambda: {p: set() for p in range(PARTITIONS)})
-    failed: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def ack(self, partition: int, value: bytes) -> None:
-        with self.lock:
-            self.acked[partition].append(time.monotonic())
-            self.values[partition].add(value)
-
-    def fail(self) -> None:
-        with self.lock:
-            self.failed += 1
-
-
-def send_plan(rate: int, first: int) -> list[tuple[float, bytes, bytes]]:
-    """(offset in seconds, key, value) of every record of one stream; values unique across streams."""
-    total = int(rate * STREAM_S)
-    return [(n / rate, f"k{n % KEYS}".encode(), f"{first + n}".encode()) for n in range(total)]
-
-
-def stream_confluent(bootstrap: str, plan: list[tuple[float, bytes, bytes]], act_at: float,
-                     action: Callable[[], None], stream: Stream, extra: dict[str, str]) -> None:
-    from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, **extra})
-
-    def delivered(err: object, msg: object) -> None:
-        if err is not None:
-            stream.fail()
-        else:
-            stream.ack(msg.partition(), msg.value())  # type: ignore[attr-defined]
-
-    start = time.monotonic()
-    acted = False
-    for at, key, value in plan:
-        if not acted and at >= act_at:
-            acted = True
-            action()
-        delay = start + at - time.monotonic()
-        if delay > 0:
-            producer.poll(delay)
-        producer.produce(TOPIC, value, key, on_delivery=delivered)
-        producer.poll(0)
-    producer.flush(120)
-
-
-def stream_kafka_python(bootstrap: str, plan: list[tuple[float, bytes, bytes]], act_at: float,
-                        action: Callable[[], None], stream: Stream, extra: dict[str, str]) -> None:
-    from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **extra)  # type: ignore[arg-type]
-    start = time.monotonic()
-    acted = False
-    for at, key, value in plan:
-        if not acted and at >= act_at:
-            acted = True
-            action()
-        delay = start + at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        future = producer.send(TOPIC, value, key)
-        future.add_callback(lambda meta, v=value: stream.ack(meta.partition, v))
-        future.add_errback(lambda _error: stream.fail())
-    producer.flush(120)
-    producer.close(5)
-
-
-def stream_aiokafka(bootstrap: str, plan: list[tuple[float, bytes, bytes]], act_at: float,
-                    action: Callable[[], None], stream: Stream, extra: dict[str, str]) -> None:
-    async def run() -> None:
-        from aiokafka import AIOKafkaProducer
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **extra)  # type: ignore[arg-type]
-        await producer.start()
-        pending: list[asyncio.Future[object]] = []
-
-        def done(future: asyncio.Future[object], value: bytes) -> None:
-            if future.exception() is not None:
-                stream.fail()
-            else:
-                stream.ack(future.result().partition, value)  # type: ignore[attr-defined]
-
-        try:
-            start = time.monotonic()
-            acted = False
-            for at, key, value in plan:
-                if not acted and at >= act_at:
-                    acted = True
-                    await asyncio.to_thread(action)
-                delay = start + at - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                future = await producer.send(TOPIC, value, key)
-                future.add_done_callback(lambda f, v=value: done(f, v))
-                pending.append(future)
-            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 120)
-        finally:
-            await producer.stop()
-    asyncio.run(run())
-
-
-STREAMS = {"confluent-kafka": stream_confluent, "kafka-python": stream_kafka_python, "aiokafka": stream_aiokafka}
 
 
 def leaders(cluster: LocalCluster) -> dict[int, tuple[int, list[int], list[int]]]:
@@ -248,22 +137,17 @@ def bench(cluster: LocalCluster, args: argparse.Namespace, extra: dict[str, str]
             cluster.kill(v)
             threading.Thread(target=watch_election, args=(cluster, v, partitions, seen), daemon=True).start()
 
-        stream = Stream()
-        plan = send_plan(args.rate, kill * int(args.rate * STREAM_S))
         # A random moment in the second third: clients poll on timers of their own, and a fixed
         # moment would always land at the same phase of them.
-        act_at = STREAM_S / 3 + random.random()
+        plan = Plan(TOPIC, args.rate, STREAM_S, first=kill * int(args.rate * STREAM_S),
+                    actions=[(STREAM_S / 3 + random.random(), kill_and_watch)])
+        stream = Stream(PARTITIONS)
         survivors = [n for b, n in cluster.brokers.items() if b != victim]
         cpu_before = sum(cpu_seconds(n.process.popen.pid) for n in survivors)  # type: ignore[union-attr]
-        stream_fn(cluster.bootstrap, plan, act_at, kill_and_watch, stream, extra)
-        ended_at = time.monotonic()  # a partition that never answered again is silent until here
+        stream_fn(cluster.bootstrap, plan, stream, extra)
         cpu = sum(cpu_seconds(n.process.popen.pid) for n in survivors) - cpu_before  # type: ignore[union-attr]
         killed_at = killed[0]
-        silence = 0.0
-        for p in led:
-            around = [killed_at - 1.0, *sorted(t for t in stream.acked[p] if t > killed_at - 1.0), ended_at]
-            gaps = [b - a for a, b in itertools.pairwise(around)]
-            silence = max(silence, *gaps) if gaps else float("nan")
+        silence = stream.longest_silence(led, killed_at - 1.0)
         silences.append(silence)
         if elected:
             to_leader.append(elected[0] - killed_at)

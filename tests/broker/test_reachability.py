@@ -1,7 +1,7 @@
 """The reachability hint (metadata/reachability.py) on real loopback sockets: a peer whose
-endpoint goes away is answered as "no leader" in Metadata at once, a peer that is back (or that
-only ends connections quickly while alive) is not, and a peer the controller no longer lists is
-forgotten."""
+endpoint goes away is answered as "no leader" in Metadata (and as no coordinator) at once, a
+peer that is back (or that only ends connections quickly while alive) is not, and a peer the
+controller no longer lists is forgotten."""
 
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ async def a_peer_dies_and_comes_back() -> None:
         entry = partition_entry(cache, "t", 0)
         assert (entry["error_code"], entry["leader_id"]) == (ErrorCode.LEADER_NOT_AVAILABLE, -1), entry
         assert entry["leader_epoch"] == 7 and entry["replica_nodes"] == [PEER_ID, OWN_ID]  # Kafka's shape
+        assert cache.coordinator_endpoint("t", 0) is None  # FindCoordinator: COORDINATOR_NOT_AVAILABLE
         # While it refuses, it stays gone (attempts every REFUSED_RETRY_S).
         await asyncio.sleep(3 * reachability.REFUSED_RETRY_S)
         assert PEER_ID in cache.unreachable
@@ -102,6 +103,8 @@ async def a_peer_dies_and_comes_back() -> None:
         await peer.start()  # the same port: a restart
         await until(lambda: PEER_ID not in cache.unreachable, 2, "the peer that is back reachable again")
         assert partition_entry(cache, "t", 0)["leader_id"] == PEER_ID
+        endpoint = cache.coordinator_endpoint("t", 0)
+        assert endpoint is not None and endpoint.node_id == PEER_ID
     finally:
         await watch.stop()
         await peer.die()

@@ -265,10 +265,7 @@ class GroupService:
         if OFFSETS_TOPIC not in self._metadata:
             self.on_offsets_topic_missing()
             return None
-        placement = self._metadata.partition(OFFSETS_TOPIC, self.partition_for(group_id))
-        if placement is None or placement.leader < 0:
-            return None
-        return self._metadata.endpoint(placement.leader)
+        return self._metadata.coordinator_endpoint(OFFSETS_TOPIC, self.partition_for(group_id))
 
     def status(self, group_id: str) -> ErrorCode:
         """NONE when this broker coordinates the group now; else what its requests answer."""

@@ -172,6 +172,16 @@ class MetadataCache:
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
+    def coordinator_endpoint(self, topic: str, index: int) -> BrokerEndpoint | None:
+        """Where a coordinator on this partition of an internal topic is found: its leader's
+        endpoint; None while it has no leader or this broker has just seen its leader go (the
+        reachability hint: FindCoordinator then answers COORDINATOR_NOT_AVAILABLE and the client
+        asks again soon, rather than dialling a dead address)."""
+        info = self.partitions.get((topic, index))
+        if info is None or info.leader < 0 or info.leader in self.unreachable:
+            return None
+        return self.brokers.get(info.leader)
+
     def leader_endpoint(self, topic: str, index: int) -> tuple[int, int, BrokerEndpoint | None]:
         """(leader id, leader epoch, its endpoint if live) of a partition; (-1, -1, None) if unknown."""
         info = self.partitions.get((topic, index))

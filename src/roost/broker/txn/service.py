@@ -296,10 +296,7 @@ class TxnService:
             self.on_topic_missing()  # a lone broker creates it at once, a cluster's controller later
             if TRANSACTION_STATE_TOPIC not in self._metadata:
                 return None
-        placement = self._metadata.partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
-        if placement is None or placement.leader < 0:
-            return None
-        return self._metadata.endpoint(placement.leader)
+        return self._metadata.coordinator_endpoint(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
 
     def status(self, transactional_id: str) -> ErrorCode:
         owned = self._owned.get(self.partition_for(transactional_id))
