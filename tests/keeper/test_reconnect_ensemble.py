@@ -17,6 +17,7 @@ from tests.keeper.zkharness import (
     Recorder,
     four_letter,
     keeper_ensemble,
+    serving,
     unique_root,
     wait_until,
     zookeeper_available,
@@ -38,7 +39,11 @@ def zookeeper_three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[s
 @pytest.fixture(scope="module")
 def keeper_three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     with keeper_ensemble(tmp_path_factory.mktemp("keeper-ensemble")) as procs:
-        yield [proc.address("keeper") for proc in procs]
+        addresses = [proc.address("keeper") for proc in procs]
+        # As zookeeper_ensemble does: every member in the quorum before kazoo dials the first (a
+        # member still joining turns a client away, and kazoo would start on another host).
+        wait_until(lambda: all(serving(address) for address in addresses), 60, "every keeper serving")
+        yield addresses
 
 
 def _peer(client: KazooClient) -> str:

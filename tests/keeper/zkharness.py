@@ -128,15 +128,20 @@ def _launch_zk(directory: Path, client_port: int, jvm_args: tuple[str, ...] = ()
                             directory)
 
 
+def serving(address: str) -> bool:
+    """Whether the member at `address` (ZooKeeper or keeper) is in a quorum and serves clients."""
+    try:
+        answer = four_letter(address, "srvr", timeout=2.0)
+    except OSError:
+        return False
+    return "Mode:" in answer and "not currently serving" not in answer
+
+
 def wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
     def ready() -> bool:
         if process.popen.poll() is not None:
             raise AssertionError(f"ZooKeeper exited: {process.log_path.read_text()[-3000:]}")
-        try:
-            return "Mode:" in four_letter(process.address, "srvr", timeout=2.0) and \
-                "not currently serving" not in four_letter(process.address, "srvr", timeout=2.0)
-        except OSError:
-            return False
+        return serving(process.address)
 
     wait_until(ready, timeout, f"ZooKeeper at {process.address}", interval=0.2)
 
