@@ -1,11 +1,13 @@
-"""The replicated cluster's benchmark: latency and throughput with replication, failover outages,
-controlled-shutdown pauses, and a thousand partitions. Prints figures with their conditions and
+"""The replicated cluster's benchmark: latency and throughput with replication, controlled-shutdown
+pauses, and a thousand partitions. Prints figures with their conditions and
 the brokers' CPU time; never asserts. Three brokers (and one keeper) share this machine's cores
 with the clients: that is the condition the figures hold for.
 
     .venv/bin/python bench/cluster_bench.py                 # everything (~5-8 minutes)
-    .venv/bin/python bench/cluster_bench.py latency         # or: throughput, failover, shutdown, scale
-    .venv/bin/python bench/cluster_bench.py failover --kills 10
+    .venv/bin/python bench/cluster_bench.py latency         # or: throughput, shutdown, scale
+    .venv/bin/python bench/cluster_bench.py shutdown --shutdowns 5
+
+Failover after a kill -9 at the defaults is bench/failover_bench.py's.
 
 Rows to compare are measured in the same run, alternating where it matters (the machine is shared
 and noisy).
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,8 +34,8 @@ from process_cpu import cpu_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import itertools
 
+from client_streams import STREAMS, Plan, Stream
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from tests.support.cluster import LocalCluster
@@ -40,8 +43,8 @@ from tests.support.procs import wait_for
 
 KEEPER_TICK_MS = [500]
 KEEPERS = [1]  # --keepers: the size of the keeper ensemble  # --keeper-tick-ms: the keepers' tickTime (sessions from 2 ticks)
-CLIENT_EXTRA: dict[str, object] = {}  # --client NAME=VALUE: librdkafka settings for the failover rows
-PRODUCER = ["confluent-kafka"]  # --producer: the failover stream's client library, at its defaults but acks=all
+CLIENT_EXTRA: dict[str, str] = {}  # --client NAME=VALUE: client settings for the shutdown stream
+PRODUCER = ["confluent-kafka"]  # --producer: the shutdown stream's client library (client_streams.py)
 ZOOKEEPER: list[str | None] = [None]  # --zookeeper: a real Apache ZooKeeper's address, in place of the keepers
 # The README's fast-failover settings, as a cluster of processes uses them (--session-ms changes the
 # session timeout; the keepers tick every 500 ms, so they grant sessions from 1000 ms).
@@ -173,166 +176,35 @@ def bench_throughput(count: int, rounds: int) -> None:
                   f"brokers {cpu * 1e6:.1f} µs/msg CPU", flush=True)
 
 
-# ------------------------------------------------------------------------------------ failover
-def stream_and_act(cluster: LocalCluster, topic: str, action: object, rate: int = 500,
-                   seconds: float = 8.0) -> tuple[float, list[float]]:
-    """Produce at `rate`/s (acks=all) for `seconds` with the --producer library; run action() a
-    third of the way in. Returns the action's time and the times of every acknowledgement."""
-    # At a random moment a third of the way in: clients poll for metadata on a timer of their own
-    # (librdkafka: once a second while a partition has no usable leader), and a fixed moment would
-    # always land at the same phase of it.
-    total = int(rate * seconds)
-    act_at = total // 3 + random.randrange(rate)
-    if PRODUCER[0] == "aiokafka":
-        import asyncio
-        return asyncio.run(_stream_aiokafka(cluster.bootstrap, topic, action, rate, total, act_at))
-    acked: list[float] = []
-    if PRODUCER[0] == "kafka-python":
-        from kafka import KafkaProducer
-        kp = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", **CLIENT_EXTRA)
-
-        def send() -> None:
-            kp.send(topic, b"x" * 100).add_callback(lambda _: acked.append(time.monotonic()))
-
-        def finish() -> None:
-            kp.flush(120)
-            kp.close(5)
-    else:
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
-                             "enable.idempotence": os.environ.get("BENCH_IDEMPOTENCE", "true") == "true",
-                             **CLIENT_EXTRA})
-
-        def send() -> None:
-            producer.produce(topic, b"x" * 100,
-                             on_delivery=lambda e, m: None if e else acked.append(time.monotonic()))
-            producer.poll(0)
-
-        def finish() -> None:
-            producer.flush(120)
-    acted_at = 0.0
-    start = time.monotonic()
-    for n in range(total):
-        if n == act_at:
-            acted_at = time.monotonic()
-            action()  # type: ignore[operator]
-        delay = start + n / rate - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        send()
-    finish()
-    return acted_at, acked
-
-
-async def _stream_aiokafka(bootstrap: str, topic: str, action: object, rate: int, total: int,
-                           act_at: int) -> tuple[float, list[float]]:
-    import asyncio
-
-    from aiokafka import AIOKafkaProducer
-    acked: list[float] = []
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **CLIENT_EXTRA)
-    await producer.start()
-    acted_at = 0.0
-    pending = []
-    try:
-        start = time.monotonic()
-        for n in range(total):
-            if n == act_at:
-                acted_at = time.monotonic()
-                await asyncio.to_thread(action)  # type: ignore[arg-type]
-            delay = start + n / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            future = await producer.send(topic, b"x" * 100)
-            future.add_done_callback(lambda f: None if f.exception() else acked.append(time.monotonic()))
-            pending.append(future)
-        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 120)
-    finally:
-        await producer.stop()
-    return acted_at, acked
-
-
-def watch_election(cluster: LocalCluster, topic: str, dead: int, found: list[float]) -> None:
-    """Note when Metadata first names a leader other than `dead` (what the cluster did, as
-    opposed to when the client noticed)."""
-    consumer = Consumer({"bootstrap.servers": cluster.running_bootstrap(), "group.id": "watch"})
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                leader = consumer.list_topics(topic, timeout=2).topics[topic].partitions[0].leader
-            except Exception:
-                leader = -1
-            if leader not in (-1, dead):
-                found.append(time.monotonic())
-                return
-            time.sleep(0.02)
-    finally:
-        consumer.close()
-
-
-def bench_failover(kills: int) -> None:
-    print(f"\n== failover: kill -9 of the partition's leader, {kills} times; outage = kill -> first acknowledgement, "
-          "silence = the longest gap between two acknowledgements around the kill (acks=all, 500 msg/s offered) ==",
-          flush=True)
-    outages, silences, to_leader = [], [], []
-    with cluster_of() as cluster:
-        create(cluster, "fo", 1, 3, min_isr=2)
-        for _ in range(kills):
-            victim = cluster.partitions("fo")[0][0]
-            was_controller = victim == cluster.controller()
-            elected: list[float] = []
-
-            def kill_and_watch(v: int = victim, seen: list[float] = elected) -> None:
-                cluster.kill(v)
-                threading.Thread(target=watch_election, args=(cluster, "fo", v, seen), daemon=True).start()
-
-            survivors = [n for b, n in cluster.brokers.items() if b != victim]
-            cpu_before = sum(cpu_seconds(n.process.popen.pid) for n in survivors)  # type: ignore[union-attr]
-            killed_at, acked = stream_and_act(cluster, "fo", kill_and_watch)
-            after = [t for t in acked if t > killed_at]
-            outage = (after[0] - killed_at) if after else float("nan")
-            around = [t for t in acked if t > killed_at - 1.0]
-            silence = max((b - a for a, b in itertools.pairwise(around)), default=float("nan"))
-            outages.append(outage)
-            silences.append(silence)
-            if elected:
-                to_leader.append(elected[0] - killed_at)
-            new_leader = f"{elected[0] - killed_at:.2f} s" if elected else "?"
-            print(f"  killed broker {victim}{' (the controller)' if was_controller else ''}: new leader in metadata "
-                  f"after {new_leader}, first acknowledgement after {outage:.2f} s, longest silence {silence:.2f} s "
-                  f"(the other brokers' CPU during the stream "
-                  f"{sum(cpu_seconds(n.process.popen.pid) for n in survivors) - cpu_before:.1f} s)",  # type: ignore[union-attr]
-                  flush=True)
-            cluster.restart(victim)
-            cluster.wait_for_isr("fo", full=True, timeout=120)
-    conditions = (f"zookeeper.session.timeout.ms {FAST['zookeeper.session.timeout.ms']}, replica.lag.time.max.ms "
-                  f"{FAST['replica.lag.time.max.ms']}, "
-                  f"{'a ZooKeeper 3.8' if ZOOKEEPER[0] else str(KEEPERS[0]) + ' keeper(s)'} ticking {KEEPER_TICK_MS[0]} ms, "
-                  f"{PRODUCER[0]} {CLIENT_EXTRA or 'defaults'} (acks=all), "
-                  f"load average {os.getloadavg()[0]:.2f}")
-    for name, values in (("outage", outages), ("silence", silences), ("kill -> new leader", to_leader)):
-        if values:
-            print(f"  {name} over {len(values)} kills: min {min(values):.2f} s  median {statistics.median(values):.2f} s"
-                  f"  max {max(values):.2f} s", flush=True)
-    print(f"  ({conditions})", flush=True)
-
-
+# ------------------------------------------------------------------------------------ shutdown
+# (Failover after a kill -9 is bench/failover_bench.py's: the issue's defaults, 20 kills, a keyed stream.)
 def bench_shutdown(times: int) -> None:
-    print(f"\n== controlled shutdown (SIGTERM) of the partition's leader, {times} times; pause = the longest gap "
-          "between acknowledgements around it ==", flush=True)
+    print(f"\n== controlled shutdown (SIGTERM) of the leader of the most partitions, {times} times; pause = the "
+          f"longest gap between acknowledgements on its partitions around it ({PRODUCER[0]}, keyed acks=all, "
+          f"500 msg/s) ==", flush=True)
     pauses = []
     with cluster_of() as cluster:
-        create(cluster, "cs", 1, 3, min_isr=2)
-        for _ in range(times):
-            victim = cluster.partitions("cs")[0][0]
+        create(cluster, "cs", 6, 3, min_isr=2)
+        for round_number in range(times):
+            state = cluster.partitions("cs")
+            counts = Counter(leader for leader, _, _ in state.values())
+            victim = counts.most_common(1)[0][0]
+            led = {p for p, (leader, _, _) in state.items() if leader == victim}
             stopper = threading.Thread(target=cluster.stop_broker, args=(victim,))
-            acted_at, acked = stream_and_act(cluster, "cs", stopper.start)
+            acted: list[float] = []
+
+            def stop(at: list[float] = acted, thread: threading.Thread = stopper) -> None:
+                at.append(time.monotonic())
+                thread.start()
+
+            stream = Stream(6)
+            plan = Plan("cs", 500, 8.0, first=round_number * 4000, actions=[(8.0 / 3 + random.random(), stop)])
+            STREAMS[PRODUCER[0]](cluster.bootstrap, plan, stream, CLIENT_EXTRA)
             stopper.join(120)
-            around = [t for t in acked if acted_at - 1 < t]
-            gaps = [b - a for a, b in itertools.pairwise(around)]
-            pause = max(gaps) if gaps else float("nan")
+            pause = stream.longest_silence(led, acted[0] - 1.0)
             pauses.append(pause)
-            print(f"  stopped broker {victim}: pause {pause * 1000:.0f} ms", flush=True)
+            print(f"  stopped broker {victim} (leading {len(led)} partitions): pause {pause * 1000:.0f} ms, "
+                  f"{stream.failed} failed sends", flush=True)
             cluster.restart(victim)
             cluster.wait_for_isr("cs", full=True, timeout=120)
     print(f"  pause over {len(pauses)} shutdowns: min {min(pauses) * 1000:.0f} ms  median "
@@ -366,23 +238,23 @@ def bench_scale(partitions: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="*", default=["latency", "throughput", "failover", "shutdown", "scale"])
+    parser.add_argument("what", nargs="*", default=["latency", "throughput", "shutdown", "scale"],
+                        choices=["latency", "throughput", "shutdown", "scale"])
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--count", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--shutdowns", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--session-ms", type=int, default=FAST["zookeeper.session.timeout.ms"],
                         help="the brokers' zookeeper.session.timeout.ms")
     parser.add_argument("--client", action="append", default=[], metavar="NAME=VALUE",
-                        help="a librdkafka setting for the failover and shutdown producers, e.g. "
-                             "retry.backoff.max.ms=200 (how often it asks where a lost leader went)")
+                        help="a client setting for the shutdown stream (librdkafka names, or the library's "
+                             "keyword arguments)")
     parser.add_argument("--keeper-tick-ms", type=int, default=500)
     parser.add_argument("--keepers", type=int, default=1, help="keepers in the ensemble (roost up uses 3)")
-    parser.add_argument("--producer", choices=["confluent-kafka", "kafka-python", "aiokafka"],
-                        default="confluent-kafka", help="the failover stream's client (its defaults, acks=all); "
-                        "--client settings go to it (librdkafka names, or the library's keyword arguments)")
+    parser.add_argument("--producer", choices=sorted(STREAMS), default="confluent-kafka",
+                        help="the shutdown stream's client (its defaults, acks=all)")
     parser.add_argument("--zookeeper", action="store_true",
                         help="a real Apache ZooKeeper 3.8 (standalone, tickTime --keeper-tick-ms) in place of the keepers")
     args = parser.parse_args()
@@ -406,10 +278,8 @@ def run(args: argparse.Namespace) -> None:
         bench_latency(args.rate, args.seconds)
     if "throughput" in args.what:
         bench_throughput(args.count, args.rounds)
-    if "failover" in args.what:
-        bench_failover(args.kills)
     if "shutdown" in args.what:
-        bench_shutdown(max(3, args.kills // 2))
+        bench_shutdown(args.shutdowns)
     if "scale" in args.what:
         bench_scale(args.partitions)
 

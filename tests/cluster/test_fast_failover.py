@@ -3,7 +3,7 @@
 One cluster for the module: 3 brokers and a keeper, with a **long** ZooKeeper session timeout
 (10 s), so that a leader replaced sooner can only be the fast signal's doing (a dead process's
 port refuses connections at once), never the session's expiry. Behaviour only: how fast is
-`bench/cluster_bench.py failover`'s business.
+`bench/failover_bench.py`'s business.
 
 - A broker paused with SIGSTOP for 1.5 s keeps every leadership: its port still accepts
   connections (the kernel does), so nothing declares it dead.
