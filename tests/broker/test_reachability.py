@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+import pytest
 import uvloop
 
 from roost.broker.handlers.metadata import partition_entry
@@ -163,3 +164,22 @@ def test_a_live_peer_that_ends_connections_at_once_is_never_counted_as_gone() ->
 
 def test_a_peer_the_controller_no_longer_lists_is_forgotten() -> None:
     run(a_peer_no_longer_listed_is_forgotten)
+
+
+def test_a_departed_broker_stays_in_metadatas_broker_list_for_a_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """librdkafka drops a broker missing from a Metadata answer, and doing so in the very answer
+    that names a dead leader's successors undid the move (a second of silence): the dead broker
+    stays listed a moment (DEPARTED_LISTED_S), in Metadata only, while DescribeCluster and the
+    live set drop it at once."""
+    from roost.broker.metadata import cache as cache_module
+    monkeypatch.setattr(cache_module, "DEPARTED_LISTED_S", 0.2)
+    cache = MetadataCache()
+    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)
+    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 3)], 1)  # broker 2 left
+    assert [b.node_id for b in cache.metadata_brokers("")] == [1, 2, 3]
+    assert [b.node_id for b in cache.client_brokers("")] == [1, 3] and cache.live_broker_ids() == [1, 3]
+    time.sleep(0.3)
+    assert [b.node_id for b in cache.metadata_brokers("")] == [1, 3]
+    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)  # back
+    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)
+    assert [b.node_id for b in cache.metadata_brokers("")] == [1, 2, 3] and not cache.departed

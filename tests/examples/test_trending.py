@@ -27,7 +27,9 @@ def test_trending_windows_match_an_independent_count_while_posts_stream_in(
 
     publish_posts(bootstrap, "tt-posts", posts[:1200])
     query = start_trending_query(spark, bootstrap, "tt-posts", "tt-trending", str(tmp_path / "checkpoint"),
-                                 spec, {"processingTime": "500 milliseconds"}, max_offsets_per_trigger=500)
+                                 spec, {"processingTime": "500 milliseconds"},
+                                 # Each half in a trigger of its own (a Spark micro-batch costs seconds here).
+                                 max_offsets_per_trigger=1300)
     try:
         # The rest arrives while the query runs; the closing post moves the watermark past the end.
         publish_posts(bootstrap, "tt-posts", [*posts[1200:], closing_post(posts, spec)])

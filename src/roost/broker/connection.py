@@ -5,6 +5,12 @@ request takes a slot in `_slots`; a slot is filled at once for synchronous handl
 ones that wait (a fetch waiting for data, a produce waiting for fsync, a JoinGroup waiting for the
 group). The head of the queue is written as soon as it is ready.
 
+"Where is it" answers (Metadata, FindCoordinator) are decided when their turn comes, not when they
+arrive: behind an acks=all produce that waits on the connection, an answer decided at arrival
+would reach the client as stale as the wait is long (after a leader's death, the dead leader
+again, half a second later). Kafka reads a connection's next request only once the previous
+answer is sent, so its answers are as fresh as this.
+
 Limits (principle 4): a frame larger than `socket.request.max.bytes`, a frame too short to hold a
 request header, or a request the codec cannot decode closes this connection with a log line. Past
 `queued.max.requests` slots in flight, or while the socket's send buffer is over its high-water
@@ -56,14 +62,20 @@ class RequestRouter(Protocol):
               principal: KafkaPrincipal = ANONYMOUS, listener: str = "") -> Any: ...
 
 
+# Answered with the state at their turn in the response order (see the module's docstring).
+DECIDED_AT_THEIR_TURN = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR})
+
+
 class _Slot:
     """The place of one request in the connection's response order."""
 
-    __slots__ = ("buffers", "done")
+    __slots__ = ("buffers", "done", "held")
 
     def __init__(self) -> None:
         self.buffers: Buffers | None = None
         self.done = False
+        # A request routed only when every earlier answer is out: (header, frame, header end).
+        self.held: tuple[RequestHeader, bytearray, int] | None = None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -182,15 +194,14 @@ class KafkaConnection(asyncio.Protocol):
         except KafkaCodecError as error:
             self.abort(f"undecodable request header: {error}")
             return
-        try:
-            result = self._router.route(header, frame, self.client_host, header_end, self.principal,
-                                        self.listener)
-        except KafkaCodecError as error:
-            self.abort(f"bad request api_key={header.api_key} v{header.api_version}: {error}")
+        if self._slots and header.api_key in DECIDED_AT_THEIR_TURN:
+            slot = _Slot()
+            slot.held = (header, frame, header_end)
+            self._slots.append(slot)
+            self._update_reading()
             return
-        except Exception:
-            log.exception("handler failed for api_key=%d from %s; closing", header.api_key, self.peer)
-            self.abort("internal error")
+        result = self._route(header, frame, header_end)
+        if result is None:
             return
         if type(result) is not Deferred and not self._slots:
             # Answered at once with no earlier answer outstanding (the usual case): straight out,
@@ -200,13 +211,30 @@ class KafkaConnection(asyncio.Protocol):
             return
         slot = _Slot()
         self._slots.append(slot)
+        self._place(slot, result)
+        self._flush_ready()
+
+    def _route(self, header: RequestHeader, frame: bytearray, header_end: int) -> Any:
+        """The router's answer (buffers, NO_RESPONSE or Deferred); None when the request closed
+        the connection."""
+        try:
+            return self._router.route(header, frame, self.client_host, header_end, self.principal, self.listener)
+        except KafkaCodecError as error:
+            self.abort(f"bad request api_key={header.api_key} v{header.api_version}: {error}")
+        except Exception:
+            log.exception("handler failed for api_key=%d from %s; closing", header.api_key, self.peer)
+            self.abort("internal error")
+        return None
+
+    def _place(self, slot: _Slot, result: Any) -> None:
+        """Put a routed request's answer in its slot, now or when its future is done."""
         if type(result) is Deferred:
             future = result.future
             self.tasks.add(future)
             future.add_done_callback(lambda f, s=slot, h=result.header: self._finish_deferred(f, s, h))
         else:
-            self._fill(slot, result)
-        self._update_reading()
+            slot.done = True
+            slot.buffers = None if result is NO_RESPONSE else result
 
     def _sasl_step(self, frame: bytearray) -> bool:
         """Give a frame to the SASL login; True when it is a request to route as usual."""
@@ -299,10 +327,21 @@ class KafkaConnection(asyncio.Protocol):
     def _flush_ready(self) -> None:
         transport = self._transport
         slots = self._slots
-        while slots and slots[0].done:
-            slot = slots.popleft()
-            if slot.buffers is not None and transport is not None and not self._closed:
-                transport.writelines(slot.buffers)
+        while slots and not self._closed:
+            head = slots[0]
+            if head.held is not None:
+                # Its turn: decide it now, with what the broker knows now.
+                header, frame, header_end = head.held
+                head.held = None
+                result = self._route(header, frame, header_end)
+                if result is None:
+                    return  # it closed the connection
+                self._place(head, result)
+            if not head.done:
+                break
+            slots.popleft()
+            if head.buffers is not None and transport is not None:
+                transport.writelines(head.buffers)
         self._update_reading()
 
     def _update_reading(self) -> None:

@@ -126,7 +126,7 @@ class MetadataApi:
             "throttle_time_ms": 0,
             # The addresses of the listener the client came in on (Kafka's rule).
             "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                        for b in cache.client_brokers(request.listener)],
+                        for b in cache.metadata_brokers(request.listener)],
             "cluster_id": self._cluster_id(),
             # Clients send admin requests to the controller: it must be a broker listed above.
             "controller_id": cache.controller_id,

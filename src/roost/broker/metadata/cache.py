@@ -10,6 +10,7 @@ request from an older controller epoch is refused.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,13 @@ from roost.broker.metadata.catalog import TopicInfo
 from roost.wire.kafka.errors import ErrorCode
 
 LEADER_DURING_DELETE = -2
+# A broker the controller no longer lists stays in Metadata's broker list this long. librdkafka
+# drops ("decommissions") a broker missing from a Metadata answer, and when the answer that names
+# a dead leader's successors also drops the dead broker, the decommission resets the partitions it
+# is moving to "no leader" — a second of silence until its next timed query (its debug log:
+# "Reverting from preferred replica N to leader -1"). Listed a moment longer, the dead broker is
+# dropped by a later answer, after the partitions have moved.
+DEPARTED_LISTED_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,8 @@ class MetadataCache:
     _names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     listeners: list[Callable[[], None]] = field(default_factory=list)  # told after each UpdateMetadata
     inter_broker_listener: str = ""  # whose address BrokerEndpoint.host/port give ("": the first)
+    # Brokers the controller listed before and no longer does: endpoint and when they left.
+    departed: dict[int, tuple[BrokerEndpoint, float]] = field(default_factory=dict)
     # Live brokers this broker has just seen go (metadata/reachability.py): a hint, not the
     # controller's word; Metadata answers no leader for their partitions, as Kafka does for a
     # leader that is not alive.
@@ -67,7 +77,14 @@ class MetadataCache:
 
     # changes ----------------------------------------------------------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint], controller_id: int) -> None:
-        self.brokers = {b.node_id: b for b in brokers}
+        now = time.monotonic()
+        listed = {b.node_id: b for b in brokers}
+        for node_id, endpoint in self.brokers.items():
+            if node_id not in listed:
+                self.departed[node_id] = (endpoint, now)
+        for node_id in listed:
+            self.departed.pop(node_id, None)
+        self.brokers = listed
         self.controller_id = controller_id
 
     def learn_controller(self, controller_id: int) -> None:
@@ -168,6 +185,15 @@ class MetadataCache:
     def client_brokers(self, listener: str) -> list[BrokerEndpoint]:
         """The live brokers as a client on `listener` reaches them (those without it left out)."""
         return [e for b in self.brokers.values() if (e := b.on_listener(listener)) is not None]
+
+    def metadata_brokers(self, listener: str) -> list[BrokerEndpoint]:
+        """Metadata's broker list: the live brokers and, for DEPARTED_LISTED_S after they left,
+        the departed ones (see DEPARTED_LISTED_S; no partition names them as leader)."""
+        now = time.monotonic()
+        for node_id in [n for n, (_, left) in self.departed.items() if now - left > DEPARTED_LISTED_S]:
+            del self.departed[node_id]
+        recent = [e for b, _ in self.departed.values() if (e := b.on_listener(listener)) is not None]
+        return sorted([*self.client_brokers(listener), *recent], key=lambda e: e.node_id)
 
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
