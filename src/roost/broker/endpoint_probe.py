@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Callable
 from enum import Enum
 
 CONNECT_TIMEOUT_S = 1.0  # an attempt that takes longer is no evidence either way
@@ -55,3 +56,62 @@ async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
+
+
+class _HeldConnection(asyncio.Protocol):
+    """An idle connection whose end is reported from the transport's own callback: the moment
+    the kernel says so, with no task to wake first."""
+
+    def __init__(self, on_end: Callable[[float], None]) -> None:
+        self._on_end = on_end
+        self._loop = asyncio.get_running_loop()
+        self._made_at = self._loop.time()
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._made_at = self._loop.time()
+
+    def data_received(self, data: bytes) -> None:
+        pass  # nothing is expected; whatever arrives is ignored
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
+            self._on_end(self._loop.time() - self._made_at)
+
+
+async def hold_until_it_ends(host: str, port: int, on_connected: Callable[[], None],
+                             on_end: Callable[[float], None]) -> Probe:
+    """One connection attempt to every address of `host`; if one connects, call `on_connected()`,
+    hold it idle, call `on_end(seconds it was held)` from the transport's callback the moment it
+    ends (which may come before `on_connected`), and return CONNECTED once it has. REFUSED only if each address refused; anything else NO_ANSWER."""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        return Probe.NO_ANSWER
+    refused = 0
+    for family, _, _, _, address in infos:
+        try:
+            transport, held = await asyncio.wait_for(
+                loop.create_connection(lambda: _HeldConnection(on_end), address[0], address[1], family=family),
+                CONNECT_TIMEOUT_S)
+        except ConnectionRefusedError:
+            refused += 1
+            continue
+        except (OSError, TimeoutError):
+            continue
+        on_connected()
+        try:
+            await held.ended
+        finally:
+            transport.close()
+        return Probe.CONNECTED
+    return Probe.REFUSED if infos and refused == len(infos) else Probe.NO_ANSWER

@@ -9,12 +9,22 @@ wait. Records are never parsed: the response carries the segment bytes read.
 Per partition, Kafka's checks: the leader epoch the fetcher believes in (KIP-320: older ->
 FENCED_LEADER_EPOCH, newer -> UNKNOWN_LEADER_EPOCH), leadership (NOT_LEADER_OR_FOLLOWER with the
 leader we know of, KIP-951), and for followers the divergence of their log (DivergingEpoch).
+
+A follower fetches all its partitions from one leader in one request, one at a time. When this
+broker becomes a partition's leader (a failover), its followers must add the partition to that
+request; a follower's fetch already parked here for its other partitions would hold the new one
+back for up to its MaxWaitMs (500 ms by default) — and with it every acks=all produce to the new
+partition, and, behind those on the producer's connection, the producer's Metadata answers. So a
+new leadership answers the parked fetches of that partition's followers at once, and for a short
+while (NEW_LEADERSHIP_S) a follower fetch that leaves out a partition the follower should fetch
+from here parks at most MISSING_PARTITION_WAIT_S (the follower has not yet heard of the change).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -35,6 +45,8 @@ FIRST_LEADER_HINT_VERSION = 12
 NO_EPOCH = -1
 READ_COMMITTED = 1
 ZERO_UUID = uuid.UUID(int=0)
+NEW_LEADERSHIP_S = 2.0  # how long after becoming leader a follower's fetch is expected to change
+MISSING_PARTITION_WAIT_S = 0.05  # the longest park of a follower fetch that leaves one out meanwhile
 
 
 def _replica_id(version: int, body: dict[str, Any]) -> int:
@@ -209,6 +221,31 @@ class FetchApi:
         self._replicas = replicas
         self._metadata = metadata
         self._stats = stats  # None: metrics are off
+        self._parked_by_follower: dict[int, set[DelayedFetch]] = {}
+        self._new_leaderships: dict[Partition, float] = {}  # partitions led here since (monotonic)
+        replicas.leadership_listeners.append(self._leadership_changed)
+
+    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
+        """Newly the leader: answer the parked fetches of its followers now (see the docstring)."""
+        if not leader:
+            self._new_leaderships.pop(partition, None)
+            return
+        now = time.monotonic()
+        self._new_leaderships = {p: t for p, t in self._new_leaderships.items() if now - t < NEW_LEADERSHIP_S}
+        self._new_leaderships[partition] = now
+        for replica in partition.state.replicas:
+            for parked in list(self._parked_by_follower.get(replica, ())):
+                parked.answer_now()
+
+    def _missing_new_partition(self, plan: _FetchPlan, replica_id: int) -> bool:
+        """Does this follower's fetch leave out a partition it replicates that is newly led here?"""
+        if not self._new_leaderships:
+            return False
+        now = time.monotonic()
+        asked = set(map(id, plan.partitions()))
+        return any(now - since < NEW_LEADERSHIP_S and id(partition) not in asked and partition.is_leader
+                   and replica_id in partition.state.replicas
+                   for partition, since in self._new_leaderships.items())
 
     def handle(self, request: Request) -> Any:
         body = request.body
@@ -225,10 +262,24 @@ class FetchApi:
             if self._stats is not None:
                 self._count(plan)
             return response
-        done = DelayedFetch(plan, body["min_bytes"], max_wait_ms / 1000, self._replicas.waits).done
+        max_wait = max_wait_ms / 1000
+        if replica_id >= 0 and self._missing_new_partition(plan, replica_id):
+            max_wait = min(max_wait, MISSING_PARTITION_WAIT_S)
+        parked = DelayedFetch(plan, body["min_bytes"], max_wait, self._replicas.waits)
+        done = parked.done
+        if replica_id >= 0:
+            self._parked_by_follower.setdefault(replica_id, set()).add(parked)
+            done.add_done_callback(lambda _f: self._unpark(replica_id, parked))
         if self._stats is not None:
             done.add_done_callback(lambda future: future.cancelled() or self._count(plan))
         return done
+
+    def _unpark(self, replica_id: int, parked: DelayedFetch) -> None:
+        waiting = self._parked_by_follower.get(replica_id)
+        if waiting is not None:
+            waiting.discard(parked)
+            if not waiting:
+                del self._parked_by_follower[replica_id]
 
     def _count(self, plan: _FetchPlan) -> None:
         """BrokerTopicMetrics of the read that answered `plan`'s fetch."""
@@ -293,6 +344,10 @@ class DelayedFetch:
     def _expire(self) -> None:
         if not self.done.done():
             self.done.set_result(self._plan.read()[0])
+
+    def answer_now(self) -> None:
+        """Answer with what there is (the follower has a partition to add to its next fetch)."""
+        self._expire()
 
     def _cleanup(self, _: asyncio.Future[dict[str, Any]]) -> None:
         self._timer.cancel()

@@ -40,7 +40,7 @@ class MetadataApi:
         the answer waits a bounded while for their leaders."""
         creating = self._auto_create_missing(request)
         if not creating:
-            return self._answer(request)
+            return self._after_this_turns_io(request)
         cache = self._cache
 
         def led() -> bool:
@@ -57,6 +57,14 @@ class MetadataApi:
             return self._answer(request)
 
         return after_creation()
+
+    async def _after_this_turns_io(self, request: Request) -> dict[str, Any]:
+        """The answer, decided once the I/O the event loop read in this turn has been handled (a
+        task's first step runs after it): a peer's connection that ended in the same turn — a
+        dead leader, for the reachability hint — is already counted. Without it a client that
+        asks the moment its own connection to the dead leader breaks was told that leader again
+        about half the time, and librdkafka then waited a second before asking again."""
+        return self._answer(request)
 
     def _auto_create_missing(self, request: Request) -> list[str]:
         """Start creating the unknown topics asked for (if allowed); those still being created."""

@@ -31,7 +31,7 @@ import logging
 import time
 from enum import Enum
 
-from roost.broker.endpoint_probe import Probe, hold, probe
+from roost.broker.endpoint_probe import Probe, hold_until_it_ends
 from roost.broker.metadata.cache import MetadataCache
 
 log = logging.getLogger("roost.broker.reachability")
@@ -100,24 +100,26 @@ class PeerReachability:
     async def _watch(self, broker_id: int, host: str, port: int) -> None:
         last_connected = float("-inf")
         while True:
-            outcome, reader, writer = await probe(host, port)
-            self._note(broker_id, after_attempt(outcome))
-            if outcome is Probe.REFUSED:
-                await asyncio.sleep(REFUSED_RETRY_S)
-                continue
-            if reader is None or writer is None:
-                await asyncio.sleep(NO_ANSWER_RETRY_S)
-                continue
-            connected_at = time.monotonic()
-            if connected_at - last_connected < MIN_HOLD_S:
+            since_last = time.monotonic() - last_connected
+            if since_last < MIN_HOLD_S:
                 # At most one connection a MIN_HOLD_S: a peer that ends them at once gets no tight
-                # loop of reconnects (this one says it lives; the next waits).
-                writer.close()
-                await asyncio.sleep(MIN_HOLD_S)
-                continue
-            last_connected = connected_at
-            await hold(reader, writer)
-            self._note(broker_id, after_connection_ended(time.monotonic() - connected_at))
+                # loop of reconnects.
+                await asyncio.sleep(MIN_HOLD_S - since_last)
+            connected_at = time.monotonic()
+
+            def connected() -> None:
+                self._note(broker_id, Seen.REACHABLE)
+
+            def ended(held_s: float) -> None:
+                # From the transport's callback: the hint is in place before this loop turn ends.
+                self._note(broker_id, after_connection_ended(held_s))
+
+            outcome = await hold_until_it_ends(host, port, connected, ended)
+            if outcome is Probe.CONNECTED:
+                last_connected = connected_at
+                continue  # it ended (`ended` said what that means): try again
+            self._note(broker_id, after_attempt(outcome))
+            await asyncio.sleep(REFUSED_RETRY_S if outcome is Probe.REFUSED else NO_ANSWER_RETRY_S)
 
     async def stop(self) -> None:
         self._stopped = True
