@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from typing import Any
 
@@ -222,7 +221,7 @@ class FetchApi:
         self._metadata = metadata
         self._stats = stats  # None: metrics are off
         self._parked_by_follower: dict[int, set[DelayedFetch]] = {}
-        self._new_leaderships: dict[Partition, float] = {}  # partitions led here since (monotonic)
+        self._new_leaderships: dict[Partition, float] = {}  # partitions led here since (waits.time())
         replicas.leadership_listeners.append(self._leadership_changed)
 
     def _leadership_changed(self, partition: Partition, leader: bool) -> None:
@@ -230,7 +229,7 @@ class FetchApi:
         if not leader:
             self._new_leaderships.pop(partition, None)
             return
-        now = time.monotonic()
+        now = self._replicas.waits.time()  # the injected clock: the replication simulation's time there
         self._new_leaderships = {p: t for p, t in self._new_leaderships.items() if now - t < NEW_LEADERSHIP_S}
         self._new_leaderships[partition] = now
         for replica in partition.state.replicas:
@@ -241,7 +240,7 @@ class FetchApi:
         """Does this follower's fetch leave out a partition it replicates that is newly led here?"""
         if not self._new_leaderships:
             return False
-        now = time.monotonic()
+        now = self._replicas.waits.time()
         asked = set(map(id, plan.partitions()))
         return any(now - since < NEW_LEADERSHIP_S and id(partition) not in asked and partition.is_leader
                    and replica_id in partition.state.replicas
