@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 KEYS = 60
@@ -73,6 +73,21 @@ class Plan:
         return [action for at, action in self.actions[done:] if at <= elapsed]
 
 
+def paced(plan: Plan, wait: Callable[[float], object]) -> Iterator[tuple[bytes, bytes]]:
+    """The plan's (key, value) pairs, each at its moment (`wait(seconds)` passes the time between:
+    a client's own poll where it has one), the plan's actions run when due."""
+    start = time.monotonic()
+    done = 0
+    for at, key, value in plan.records():
+        for action in plan.due(at, done):
+            action()
+            done += 1
+        delay = start + at - time.monotonic()
+        if delay > 0:
+            wait(delay)
+        yield key, value
+
+
 def stream_confluent(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str, str]) -> None:
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, **extra})
@@ -83,15 +98,7 @@ def stream_confluent(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str
         else:
             stream.ack(msg.partition(), msg.value())  # type: ignore[attr-defined]
 
-    start = time.monotonic()
-    done = 0
-    for at, key, value in plan.records():
-        for action in plan.due(at, done):
-            action()
-            done += 1
-        delay = start + at - time.monotonic()
-        if delay > 0:
-            producer.poll(delay)
+    for key, value in paced(plan, producer.poll):
         producer.produce(plan.topic, value, key, on_delivery=delivered)
         producer.poll(0)
     producer.flush(120)
@@ -101,15 +108,7 @@ def stream_confluent(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str
 def stream_kafka_python(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str, str]) -> None:
     from kafka import KafkaProducer
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **extra)  # type: ignore[arg-type]
-    start = time.monotonic()
-    done = 0
-    for at, key, value in plan.records():
-        for action in plan.due(at, done):
-            action()
-            done += 1
-        delay = start + at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+    for key, value in paced(plan, time.sleep):
         future = producer.send(plan.topic, value, key)
         future.add_callback(lambda meta, v=value: stream.ack(meta.partition, v))
         future.add_errback(lambda _error: stream.fail())

@@ -6,8 +6,9 @@ controller no longer lists is forgotten."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import uvloop
@@ -78,16 +79,31 @@ async def until(condition: Callable[[], bool], timeout: float, what: str) -> Non
         await asyncio.sleep(0.01)
 
 
+@contextlib.asynccontextmanager
+async def watching(peer: Peer, cache: MetadataCache) -> AsyncIterator[None]:
+    """The hint's watch of `peer` runs inside; afterwards it is stopped and the peer gone."""
+    watch = PeerReachability(OWN_ID, cache)
+    watch.start()
+    try:
+        yield
+    finally:
+        await watch.stop()
+        await peer.die()
+
+
+async def held_long(peer: Peer) -> None:
+    """Until the watch has held its connection longer than MIN_HOLD_S: an end from then on is a
+    gone peer, not a quick close."""
+    await until(lambda: len(peer.accepted) == 1, 5, "the watch connected")
+    await asyncio.sleep(reachability.MIN_HOLD_S + 0.1)
+
+
 async def a_peer_dies_and_comes_back() -> None:
     peer = Peer()
     await peer.start()
     cache = cache_with(peer.port)
-    watch = PeerReachability(OWN_ID, cache)
-    watch.start()
-    try:
-        await until(lambda: len(peer.accepted) == 1, 5, "the watch connected")
-        # Held longer than MIN_HOLD_S: an end from now on is a gone peer, not a quick close.
-        await asyncio.sleep(reachability.MIN_HOLD_S + 0.1)
+    async with watching(peer, cache):
+        await held_long(peer)
         entry = partition_entry(cache, "t", 0)
         assert (entry["error_code"], entry["leader_id"]) == (ErrorCode.NONE, PEER_ID)
 
@@ -106,9 +122,6 @@ async def a_peer_dies_and_comes_back() -> None:
         assert partition_entry(cache, "t", 0)["leader_id"] == PEER_ID
         endpoint = cache.coordinator_endpoint("t", 0)
         assert endpoint is not None and endpoint.node_id == PEER_ID
-    finally:
-        await watch.stop()
-        await peer.die()
 
 
 async def a_peer_that_ends_connections_at_once_is_alive() -> None:
@@ -116,26 +129,18 @@ async def a_peer_that_ends_connections_at_once_is_alive() -> None:
     await peer.start()
     cache = cache_with(peer.port)
     cache.unreachable = counted = CountingSet()
-    watch = PeerReachability(OWN_ID, cache)
-    watch.start()
-    try:
+    async with watching(peer, cache):
         await asyncio.sleep(2.5 * reachability.MIN_HOLD_S)  # more than two rounds of reconnects
         assert peer.accepted_count >= 2, "the watch did not try again"
         assert counted.added == [], "a live peer that ends connections quickly was counted as gone"
-    finally:
-        await watch.stop()
-        await peer.die()
 
 
 async def a_peer_no_longer_listed_is_forgotten() -> None:
     peer = Peer()
     await peer.start()
     cache = cache_with(peer.port)
-    watch = PeerReachability(OWN_ID, cache)
-    watch.start()
-    try:
-        await until(lambda: len(peer.accepted) == 1, 5, "the watch connected")
-        await asyncio.sleep(reachability.MIN_HOLD_S + 0.1)
+    async with watching(peer, cache):
+        await held_long(peer)
         await peer.die()
         await until(lambda: PEER_ID in cache.unreachable, 2, "the gone peer noticed")
         # The controller's verdict: the broker is no longer live, its partitions led elsewhere.
@@ -145,8 +150,6 @@ async def a_peer_no_longer_listed_is_forgotten() -> None:
         assert PEER_ID not in cache.unreachable
         await asyncio.sleep(3 * reachability.REFUSED_RETRY_S)
         assert PEER_ID not in cache.unreachable, "a forgotten peer's watch still runs"
-    finally:
-        await watch.stop()
 
 
 def run(coroutine: Callable[[], object]) -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import Enum
+from typing import TypeVar
 
 CONNECT_TIMEOUT_S = 1.0  # an attempt that takes longer is no evidence either way
 READ_BYTES = 4096
+T = TypeVar("T")
 
 
 class Probe(Enum):
@@ -24,25 +26,32 @@ class Probe(Enum):
     NO_ANSWER = "no answer"  # timed out, unreachable, or another error: no evidence
 
 
-async def probe(host: str, port: int) -> tuple[Probe, asyncio.StreamReader | None, asyncio.StreamWriter | None]:
-    """One connection attempt to every address `host` has: REFUSED only if each refused."""
+async def _attempt(host: str, port: int,
+                   connect: Callable[[int, str, int], Awaitable[T]]) -> tuple[Probe, T | None]:
+    """`connect(family, address, port)` to each address `host` has, until one connects: REFUSED
+    only if each refused, NO_ANSWER if none connected otherwise."""
     loop = asyncio.get_running_loop()
     try:
         infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError):
-        return Probe.NO_ANSWER, None, None
+        return Probe.NO_ANSWER, None
     refused = 0
     for family, _, _, _, address in infos:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(address[0], address[1], family=family),
-                                                    CONNECT_TIMEOUT_S)
+            return Probe.CONNECTED, await asyncio.wait_for(connect(family, address[0], address[1]), CONNECT_TIMEOUT_S)
         except ConnectionRefusedError:
             refused += 1
-            continue
         except (OSError, TimeoutError):
-            continue
-        return Probe.CONNECTED, reader, writer
-    return (Probe.REFUSED if infos and refused == len(infos) else Probe.NO_ANSWER), None, None
+            pass
+    return (Probe.REFUSED if infos and refused == len(infos) else Probe.NO_ANSWER), None
+
+
+async def probe(host: str, port: int) -> tuple[Probe, asyncio.StreamReader | None, asyncio.StreamWriter | None]:
+    """One connection attempt to every address `host` has: REFUSED only if each refused."""
+    outcome, streams = await _attempt(host, port, lambda family, address, to: asyncio.open_connection(
+        address, to, family=family))
+    reader, writer = streams if streams is not None else (None, None)
+    return outcome, reader, writer
 
 
 async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,27 +100,18 @@ async def hold_until_it_ends(host: str, port: int, on_connected: Callable[[], No
                              on_end: Callable[[float], None]) -> Probe:
     """One connection attempt to every address of `host`; if one connects, call `on_connected()`,
     hold it idle, call `on_end(seconds it was held)` from the transport's callback the moment it
-    ends (which may come before `on_connected`), and return CONNECTED once it has. REFUSED only if each address refused; anything else NO_ANSWER."""
+    ends (which may come before `on_connected`), and return CONNECTED once it has. REFUSED only
+    if each address refused; anything else NO_ANSWER."""
     loop = asyncio.get_running_loop()
+    outcome, made = await _attempt(host, port, lambda family, address, to: loop.create_connection(
+        lambda: _HeldConnection(on_end), address, to, family=family))
+    if made is None:
+        return outcome
+    transport, held = made
+    assert isinstance(held, _HeldConnection), held
+    on_connected()
     try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError):
-        return Probe.NO_ANSWER
-    refused = 0
-    for family, _, _, _, address in infos:
-        try:
-            transport, held = await asyncio.wait_for(
-                loop.create_connection(lambda: _HeldConnection(on_end), address[0], address[1], family=family),
-                CONNECT_TIMEOUT_S)
-        except ConnectionRefusedError:
-            refused += 1
-            continue
-        except (OSError, TimeoutError):
-            continue
-        on_connected()
-        try:
-            await held.ended
-        finally:
-            transport.close()
-        return Probe.CONNECTED
-    return Probe.REFUSED if infos and refused == len(infos) else Probe.NO_ANSWER
+        await held.ended
+    finally:
+        transport.close()
+    return Probe.CONNECTED
