@@ -105,9 +105,18 @@ def stream_confluent(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str
     stream.ended_at = time.monotonic()
 
 
+def python_client_settings(extra: dict[str, str]) -> dict[str, object]:
+    """Settings given as NAME=VALUE text, typed for kafka-python's and aiokafka's keyword arguments."""
+    def typed(value: str) -> object:
+        if value.lstrip("-").isdigit():
+            return int(value)
+        return {"true": True, "false": False}.get(value.lower(), value)
+    return {name: typed(value) for name, value in extra.items()}
+
+
 def stream_kafka_python(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str, str]) -> None:
     from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **extra)  # type: ignore[arg-type]
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **python_client_settings(extra))
     for key, value in paced(plan, time.sleep):
         future = producer.send(plan.topic, value, key)
         future.add_callback(lambda meta, v=value: stream.ack(meta.partition, v))
@@ -120,7 +129,7 @@ def stream_kafka_python(bootstrap: str, plan: Plan, stream: Stream, extra: dict[
 def stream_aiokafka(bootstrap: str, plan: Plan, stream: Stream, extra: dict[str, str]) -> None:
     async def run() -> None:
         from aiokafka import AIOKafkaProducer
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **extra)  # type: ignore[arg-type]
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **python_client_settings(extra))
         await producer.start()
         pending: list[asyncio.Future[object]] = []
 
