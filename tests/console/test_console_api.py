@@ -9,6 +9,7 @@ import urllib.request
 import uuid
 from email.message import Message
 
+import pytest
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
@@ -232,12 +233,17 @@ def test_browse_from_a_timestamp_starts_at_the_first_record_at_or_after_it(conso
     assert answer["messages"][0]["timestamp"] == 1_700_000_001_000
 
 
-def test_a_reset_is_refused_while_the_group_has_a_live_member(console: ConsoleProcess,
-                                                              console_cluster: LocalCluster) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_reset_is_refused_while_the_group_has_a_live_member(console: ConsoleProcess, console_cluster: LocalCluster,
+                                                              protocol: str) -> None:
+    """Either kind of group (classic, or KIP-848's consumer protocol) is shown with its state,
+    member and assignment, and protected from a reset while it has a live member."""
     topic, group = unique("live"), unique("live-group")
     assert console.call("POST", "/api/topics", {"name": topic, "partitions": 1}).status == 201
+    # KIP-848 members take their session timeout from the broker (a client value is refused).
+    session = {"session.timeout.ms": 6000} if protocol == "classic" else {}
     consumer = Consumer({"bootstrap.servers": console_cluster.bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                         "auto.offset.reset": "earliest", "group.protocol": protocol, **session,
                          # The broker it asks may not know the new topic yet: ask again soon, not in 5 min.
                          "topic.metadata.refresh.interval.ms": 500})
     try:
