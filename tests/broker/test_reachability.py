@@ -171,14 +171,20 @@ def test_a_peer_the_controller_no_longer_lists_is_forgotten() -> None:
 
 def test_a_departed_broker_stays_in_metadatas_broker_list_for_a_moment(monkeypatch: pytest.MonkeyPatch) -> None:
     """librdkafka drops a broker missing from a Metadata answer, and doing so in the very answer
-    that names a dead leader's successors undid the move (a second of silence): the dead broker
-    stays listed a moment (DEPARTED_LISTED_S), in Metadata only, while DescribeCluster and the
-    live set drop it at once."""
+    that names a dead leader's successors undid the move (a second of silence): a dead broker
+    (seen refusing) stays listed a moment (DEPARTED_LISTED_S), in Metadata only, while
+    DescribeCluster and the live set drop it at once. One cut off is dropped at once: librdkafka's
+    requests stuck in flight to it end only when it drops it."""
     from roost.broker.metadata import cache as cache_module
     monkeypatch.setattr(cache_module, "DEPARTED_LISTED_S", 0.2)
     cache = MetadataCache()
     cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)
+    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 2)], 1)  # 3 left, not seen gone
+    assert [b.node_id for b in cache.metadata_brokers("")] == [1, 2]  # cut off, not dead: dropped at once
+    cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)
+    cache.unreachable.add(2)  # its port refused: a dead process
     cache.set_brokers([BrokerEndpoint(b, "127.0.0.1", 9000 + b) for b in (1, 3)], 1)  # broker 2 left
+    cache.unreachable.discard(2)  # (the hint forgets a broker no longer listed)
     assert [b.node_id for b in cache.metadata_brokers("")] == [1, 2, 3]
     assert [b.node_id for b in cache.client_brokers("")] == [1, 3] and cache.live_broker_ids() == [1, 3]
     time.sleep(0.3)

@@ -20,12 +20,14 @@ from roost.broker.metadata.catalog import TopicInfo
 from roost.wire.kafka.errors import ErrorCode
 
 LEADER_DURING_DELETE = -2
-# A broker the controller no longer lists stays in Metadata's broker list this long. librdkafka
-# drops ("decommissions") a broker missing from a Metadata answer, and when the answer that names
-# a dead leader's successors also drops the dead broker, the decommission resets the partitions it
-# is moving to "no leader" — a second of silence until its next timed query (its debug log:
-# "Reverting from preferred replica N to leader -1"). Listed a moment longer, the dead broker is
-# dropped by a later answer, after the partitions have moved.
+# A dead broker (seen refusing by the reachability hint) that the controller no longer lists
+# stays in Metadata's broker list this long. librdkafka drops ("decommissions") a broker missing
+# from a Metadata answer, and when the answer that names a dead leader's successors also drops the
+# dead broker, the decommission resets the partitions it is moving to "no leader" — a second of
+# silence until its next timed query (its debug log: "Reverting from preferred replica N to
+# leader -1"). Listed a moment longer, the dead broker is dropped by a later answer, after the
+# partitions have moved. A broker cut off (no refusal) is dropped at once: there the decommission
+# is what ends librdkafka's requests stuck in flight to it (3 s later cost 3 s of silence).
 DEPARTED_LISTED_S = 3.0
 
 
@@ -80,7 +82,10 @@ class MetadataCache:
         now = time.monotonic()
         listed = {b.node_id: b for b in brokers}
         for node_id, endpoint in self.brokers.items():
-            if node_id not in listed:
+            # Only a broker seen gone here (its port refused: a dead process, whose requests fail
+            # at once anyway). One cut off is dropped at once, as Kafka does: librdkafka's
+            # requests in flight to it end only when it drops the broker.
+            if node_id not in listed and node_id in self.unreachable:
                 self.departed[node_id] = (endpoint, now)
         for node_id in listed:
             self.departed.pop(node_id, None)
