@@ -281,8 +281,12 @@ def test_an_open_transaction_shows_with_its_partitions_and_holds_the_lso_below_t
     page.goto(console.url + "/transactions")
     expect(page.locator("#transactions tbody")).not_to_contain_text(transactional_id, timeout=WAIT_MS)
     page.goto(console.url + f"/topics/{topic}")
-    expect(cells.nth(5)).to_have_text("3", timeout=WAIT_MS)  # the two records and the COMMIT marker
-    expect(cells.nth(6)).to_have_text("3")
+    # The two records and the COMMIT marker: the end offset passes 2, and the LSO reaches it. (A
+    # coordinator whose marker write timed out or lost its answer writes the marker again, as
+    # Kafka's does: once in CI the end offset was 4.)
+    expect(cells.nth(6)).not_to_have_text("0", timeout=WAIT_MS)
+    end, lso = int(cells.nth(5).inner_text()), int(cells.nth(6).inner_text())
+    assert end >= 3 and lso == end, (end, lso)
 
 
 def test_the_documentations_screenshots_are_taken_from_the_console_as_it_is(
