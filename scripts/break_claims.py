@@ -148,6 +148,7 @@ READ_COMMITTED = "tests/broker/test_read_committed.py::"
 TXN_CORE = "tests/broker/test_txn_core.py::"
 TRANSACTIONS = "tests/broker/test_transactions.py::"
 TXN_SERVICE = "tests/broker/test_txn_service.py::"
+CLEANER_TXN = "tests/log/test_cleaner_transactions.py::"
 
 # The fault-injection harness (roost.testing.faults): real processes in network namespaces under
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
@@ -654,6 +655,47 @@ MUTATIONS: tuple[Mutation, ...] = (
          TXN_SERVICE + "test_a_new_leader_finishes_a_prepared_transaction_and_the_old_coordinator_is_fenced",
          "tests/cluster/test_txn_failover.py::test_a_transaction_commits_across_a_kill_of_its_coordinator"),
         must_load=(BROKER,)),
+    Mutation(
+        "cleaner-passes-an-undecided-transaction",
+        "a cleaner pass never reaches the first unstable offset (an undecided transaction's records "
+        "and the records after it are neither mapped nor cleaned)",
+        (edit("src/roost/log/cleaner.py", "    if unstable is not None:\n        limit = min(limit, unstable)\n",
+              "    if False:  # MUTATION: past undecided transactions\n        limit = min(limit, unstable)\n"),),
+        (CLEANER_TXN + "test_no_pass_reaches_an_undecided_transaction",
+         CLEANER_TXN + "test_a_transaction_decided_past_the_high_watermark_is_not_cleaned"), must_load=(PYTEST,)),
+    Mutation(
+        "cleaner-maps-aborted-records",
+        "an aborted record never counts as a key's newer value (it would hide the committed one)",
+        (edit("src/roost/log/cleaner.py", "            mapped = not header.is_control and not is_aborted(header, aborted)",
+              "            mapped = not header.is_control  # MUTATION: aborted records mapped"),),
+        (CLEANER_TXN + "test_an_aborted_record_never_hides_a_committed_one",), must_load=(PYTEST,)),
+    Mutation(
+        "cleaner-keeps-aborted-records",
+        "the cleaner removes the records of aborted transactions",
+        (edit("src/roost/log/cleaner.py", "        aborted = is_aborted(header, self.aborted)\n",
+              "        aborted = False  # MUTATION: aborted records treated as committed\n"),),
+        (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
+         CLEANER_TXN + "test_record_filter_core_on_transactions"), must_load=(PYTEST,)),
+    Mutation(
+        "cleaner-drops-a-marker-with-records-left",
+        "a marker stays while a record of its transaction is left (else that record's transaction "
+        "never ends for a rebuild, and read_committed consumers stop at it)",
+        (edit("src/roost/log/cleaner.py", "        if header.producer_id in self._txn_kept:\n",
+              "        if False:  # MUTATION: markers go whatever is left of their transaction\n"),),
+        (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
+         CLEANER_TXN + "test_record_filter_core_on_transactions"), must_load=(PYTEST,)),
+    Mutation(
+        "retention-deletes-under-an-undecided-transaction",
+        "retention deletes no segment holding a record of an undecided transaction",
+        (edit("src/roost/log/log_retention.py", "        if unstable is not None:\n            bound = min(bound, unstable)\n",
+              "        if False:  # MUTATION: retention ignores open transactions\n            bound = min(bound, unstable)\n"),),
+        (CLEANER_TXN + "test_retention_keeps_segments_with_an_undecided_transaction",), must_load=(PYTEST,)),
+    Mutation(
+        "delete-records-under-an-undecided-transaction",
+        "DeleteRecords never moves the log start past an undecided transaction's first record",
+        (edit("src/roost/broker/replica/manager.py", "        bound = partition.last_stable_offset\n",
+              "        bound = partition.high_watermark  # MUTATION: Kafka's bound\n"),),
+        (TRANSACTIONS + "test_delete_records_never_cuts_under_an_undecided_transaction",), must_load=(BROKER,)),
     Mutation(
         "txn-next-transaction-not-waiting",
         "AddPartitionsToTxn right after EndTxn waits for the last transaction's markers and Complete* "

@@ -12,7 +12,8 @@ against one real `roost up` broker (ZooKeeper mode, with its keeper) shared by t
   transaction.timeout.ms and read_committed consumers move past it;
 - DescribeTransactions / ListTransactions, and `roost txn list|describe` over them;
 - hanging transactions found and aborted by `roost txn find-hanging|abort`;
-- the transaction series of /metrics, scraped.
+- the transaction series of /metrics, scraped;
+- DeleteRecords stops at an undecided transaction's first record.
 """
 
 from __future__ import annotations
@@ -489,3 +490,33 @@ def test_the_next_transaction_waits_for_the_last_ones_markers_instead_of_concurr
         assert codes == [0] * 10
     finally:
         client.close()
+
+
+def test_delete_records_never_cuts_under_an_undecided_transaction(node: RoostProcess) -> None:
+    """DeleteRecords stops at the last stable offset: cutting under an open transaction's first
+    record would leave read_committed consumers part of it once it commits. Past it the request
+    gets OFFSET_OUT_OF_RANGE (as past the high watermark) and "-1" means the LSO; once the
+    transaction ends, the same request goes through."""
+    name = topic(node, 1)
+    plain = Producer({"bootstrap.servers": node.address("kafka")})
+    for i in range(3):
+        plain.produce(name, b"plain-%d" % i, partition=0)
+    assert plain.flush(10) == 0
+    p = producer(node, f"delete-under-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(name, b"undecided", partition=0)  # offset 3: the first unstable offset
+    assert p.flush(10) == 0
+    plain.produce(name, b"after", partition=0)  # offset 4: high watermark 5
+    assert plain.flush(10) == 0
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+
+    def delete_to(offset: int) -> int:
+        return admin.delete_records([TopicPartition(name, 0, offset)])[TopicPartition(name, 0)].result(15).low_watermark
+
+    with pytest.raises(KafkaException, match="OFFSET_OUT_OF_RANGE"):
+        delete_to(5)
+    assert delete_to(-1) == 3  # as far as may go: the transaction's first record
+    p.commit_transaction(30)
+    assert read_all(node, name, "read_committed", partitions=1) == [b"undecided", b"after"]
+    assert delete_to(5) == 5

@@ -288,9 +288,10 @@ def test_rewritten_batches_keep_their_header_fields(logs: LogFactory, clock: Fak
     assert records[0].headers == [("h", b"x")] and records[0].timestamp == 5_000
 
 
-def test_transactional_and_control_batches_are_kept_and_pin_their_keys(
+def test_a_producers_last_transactional_batch_and_its_marker_stay_and_pin_their_keys(
     logs: LogFactory, clock: FakeClock
 ) -> None:
+    # (The rest of the transactional rules: tests/log/test_cleaner_transactions.py.)
     log = logs.open(segment_bytes=100_000)
     old = clock.now_ms
     appended = append_records(log, [(b"t", b"in a transaction", old)], producer_id=9, producer_epoch=0,

@@ -31,11 +31,23 @@ a run's base sequence is shifted by its distance from the original base offset, 
 keeps its sequence number. A rewrite that would not be smaller than the original batch is not
 done (the batch is kept whole), so a cleaned segment is never larger than its sources.
 
-Kept as they are, never rewritten: control batches, transactional batches (their records also
-never count as newer in the map: an aborted record must not hide a committed one), batches that
-fail their CRC or cannot be decoded (a codec library missing). The last batch of each idempotent
-producer keeps its last record, so the producer's last sequence survives a rebuild of the
-producer state from the batch headers (Kafka keeps that batch, emptied, for the same reason).
+Transactions (as Kafka's cleaner): a pass never reaches the first unstable offset (the first
+offset of a transaction not yet decided, or decided by a marker the high watermark does not yet
+cover), so every transactional batch it sees is decided, and the aborted-transaction index says
+which: a batch inside an aborted transaction's range (same producer, first offset .. marker) is
+aborted, any other committed. Aborted records never enter the map and are removed; committed
+ones are compacted like any record (a rewritten run stays transactional). A control batch (a
+COMMIT or ABORT marker) goes once no record of its transaction is left before it and the marker
+is older than `delete_retention_ms` (the time a consumer has to read past it); until then it
+stays, and its age counts like a kept tombstone's for the next pass's trigger. Offsets never
+move, so the index's entries stay valid (an entry whose records and marker are gone covers
+nothing).
+
+Kept as they are, never rewritten: batches that fail their CRC or cannot be decoded (a codec
+library missing). The last batch of each idempotent producer keeps its last record, so the
+producer's last sequence survives a rebuild of the producer state from the batch headers (Kafka
+keeps that batch, emptied, for the same reason); a transaction one of whose records stays keeps
+its marker, so such a rebuild never meets a transaction without its end.
 
 Tombstone safety: a tombstone may go only when no older record of its key survives (else that
 older value would come back to life). Older values may survive on purpose (kept whole batches,
@@ -67,6 +79,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from bisect import bisect_right
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -74,6 +87,7 @@ from roost.log.config import NEVER, LogConfig
 from roost.log.files import TEMP_SUFFIX, atomic_write, fsync_directory
 from roost.log.producer_state import ProducerStateManager
 from roost.log.segment import INT32_MAX, Segment
+from roost.log.transactions import AbortedIndex, AbortedTxn
 from roost.wire.kafka.records import (
     COMPRESSION_NONE,
     HEADER_SIZE,
@@ -104,6 +118,7 @@ class CleanableLog(Protocol):
     log_end_offset: int
     recovery_point: int
     producer_state: ProducerStateManager
+    aborted_index: AbortedIndex
     cleaner_checkpoint: CleanerCheckpoint
 
     def replace_segments(self, old: list[Segment], new: Segment | None) -> None: ...
@@ -141,6 +156,7 @@ class CleanStats:
     bytes_read: int = 0  # every byte read: the map's scan plus the rewritten segments
     records_removed: int = 0
     tombstones_removed: int = 0
+    markers_removed: int = 0  # control batches (their records count in records_removed too)
     batches_rewritten: int = 0
     duration_s: float = 0.0
 
@@ -281,6 +297,31 @@ def decode_dense_batch(header: BatchHeader, raw: memoryview) -> list[Record] | N
     return records
 
 
+class AbortedRanges:
+    """Which transactional batches are aborted: those inside an aborted transaction's range (its
+    producer, first offset .. marker offset) of the aborted-transaction index. Below a pass's
+    limit every other transactional batch is committed (the module docstring)."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._firsts: dict[int, list[int]] = {}
+        self._lasts: dict[int, list[int]] = {}
+        for entry in aborted:  # in increasing marker offset: a producer's ranges never overlap
+            self._firsts.setdefault(entry.producer_id, []).append(entry.first_offset)
+            self._lasts.setdefault(entry.producer_id, []).append(entry.last_offset)
+
+    def holds(self, header: BatchHeader) -> bool:
+        """Whether the (transactional, non-control) batch lies in an aborted transaction."""
+        firsts = self._firsts.get(header.producer_id)
+        if not firsts:
+            return False
+        slot = bisect_right(firsts, header.base_offset) - 1
+        return slot >= 0 and header.last_offset < self._lasts[header.producer_id][slot]
+
+
+def is_aborted(header: BatchHeader, aborted: AbortedRanges) -> bool:
+    return header.is_transactional and not header.is_control and aborted.holds(header)
+
+
 class OffsetMap:
     """Key -> offset of its latest record, built over the log range [start, end)."""
 
@@ -306,7 +347,7 @@ class OffsetMap:
 
     def add(self, header: BatchHeader, records: list[RecordSummary] | None) -> None:
         """Account a batch that ends the range covered so far (records None: not mapped, as
-        control, transactional and unreadable batches are not)."""
+        control, aborted and unreadable batches are not)."""
         assert header.last_offset >= self.end, "batches must be added in offset order"
         for record in records or ():
             if record.key is not None and record.offset >= self.start:
@@ -340,17 +381,22 @@ class RecordFilter:
         tombstone_horizon_ms: int,
         producer_last_offsets: dict[int, int],
         max_kept_keys: int,
+        aborted: AbortedRanges | None = None,
     ) -> None:
         self.offset_map = offset_map
-        self.tombstone_horizon_ms = tombstone_horizon_ms  # tombstones older than this may go
+        self.tombstone_horizon_ms = tombstone_horizon_ms  # tombstones (and markers) older may go
         self.producer_last_offsets = producer_last_offsets
         self.max_kept_keys = max_kept_keys
+        self.aborted = aborted if aborted is not None else AbortedRanges([])
         # hash(key) of every keyed record kept so far in this pass, from the start of the log.
         self.kept_key_hashes: set[int] = set()
         self.tombstone_drops_allowed = True
         self.oldest_kept_tombstone_ms = NEVER
         self.unreadable_batches = 0
+        self.markers_removed = 0
         self.last_offset = -1
+        # Producers with a record of their current transaction kept since their last marker.
+        self._txn_kept: set[int] = set()
 
     def _remember_kept(self, records: Iterable[RecordSummary]) -> None:
         if not self.tombstone_drops_allowed:
@@ -372,35 +418,50 @@ class RecordFilter:
         assert header.base_offset > self.last_offset, "batches must come in offset order"
         self.last_offset = header.last_offset
         if header.is_control:
+            return self._marker_verdict(header, fallback_timestamp_ms)
+        verdict = self._data_verdict(header, raw, fallback_timestamp_ms)
+        if header.is_transactional and (verdict.keep or verdict.batches):
+            self._txn_kept.add(header.producer_id)
+        return verdict
+
+    def _marker_verdict(self, header: BatchHeader, fallback_timestamp_ms: int) -> BatchVerdict:
+        """A control batch ends its producer's transaction: it goes once none of that
+        transaction's records is left and it is older than the horizon."""
+        if header.producer_id in self._txn_kept:
+            self._txn_kept.discard(header.producer_id)
             return KEEP
+        timestamp = header.max_timestamp if header.max_timestamp != NO_TIMESTAMP else fallback_timestamp_ms
+        if timestamp < self.tombstone_horizon_ms:
+            self.markers_removed += 1
+            return BatchVerdict(keep=False, removed=header.records_count)
+        self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, timestamp)
+        return KEEP
+
+    def _data_verdict(self, header: BatchHeader, raw: memoryview, fallback_timestamp_ms: int) -> BatchVerdict:
         records = summarize_batch(header, raw)
         if records is None:
             self.unreadable_batches += 1
             self.tombstone_drops_allowed = False  # its keys are unknown: it may hold older values
             return KEEP
-        if header.is_transactional:
-            self._remember_kept(records)
-            return KEEP
+        aborted = is_aborted(header, self.aborted)
 
-        keep = [True] * len(records)
-        superseded = [False] * len(records)
+        keep = [not aborted] * len(records)
+        expired = [False] * len(records)  # the records that go as expired tombstones
         candidate_oldest = NEVER
-        tombstones_dropped = 0
         kept_hashes = self.kept_key_hashes
         for slot, record in enumerate(records):
-            if record.key is None:
+            if aborted or record.key is None:
                 continue
             key_hash = hash(record.key)
             latest = self.offset_map.latest(record.key)
             if latest is not None and latest > record.offset:
-                keep[slot] = False
-                superseded[slot] = True
+                keep[slot] = False  # superseded by a newer record of its key
                 continue
             if record.is_tombstone and self.tombstone_drops_allowed and key_hash not in kept_hashes:
                 timestamp = record.timestamp if record.timestamp != NO_TIMESTAMP else fallback_timestamp_ms
                 if timestamp < self.tombstone_horizon_ms:
                     keep[slot] = False
-                    tombstones_dropped += 1
+                    expired[slot] = True
                     continue
                 candidate_oldest = min(candidate_oldest, timestamp)
             # Kept: from here on (later in this batch too) a tombstone of this key must stay.
@@ -408,9 +469,9 @@ class RecordFilter:
 
         if not keep[-1] and self._is_producer_last_batch(header):
             keep[-1] = True
+            expired[-1] = False
             self._remember_kept(records[-1:])
-            if not superseded[-1]:
-                tombstones_dropped -= 1
+        tombstones_dropped = expired.count(True)
         if all(keep):
             self._check_kept_bound()
             self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, candidate_oldest)
@@ -471,6 +532,7 @@ def _encode_run(original: BatchHeader, run: list[Record]) -> bytes:
         compression=original.compression,
         partition_leader_epoch=original.partition_leader_epoch,
         timestamp_type=original.timestamp_type,
+        is_transactional=original.is_transactional,
     )
 
 
@@ -480,7 +542,7 @@ def _encode_run(original: BatchHeader, run: list[Record]) -> bytes:
 
 @dataclass
 class _Plan:
-    limit: int  # offsets at or above are neither mapped nor cleaned (the high watermark)
+    limit: int  # offsets at or above are neither mapped nor cleaned (high watermark, first unstable)
     cleanable: list[Segment]
     clean_point: int
     dirty_ratio: float
@@ -492,6 +554,10 @@ def _plan(
 ) -> _Plan:
     checkpoint = log.cleaner_checkpoint
     limit = log.log_end_offset if hw is None else min(hw, log.log_end_offset)
+    # Never past an undecided transaction: whether its records stay is not known yet.
+    unstable = log.producer_state.first_unstable_offset(limit)
+    if unstable is not None:
+        limit = min(limit, unstable)
     cleanable = [
         s for s, after in zip(log.segments, log.segments[1:], strict=False) if after.base_offset <= limit
     ]
@@ -505,7 +571,10 @@ def _plan(
     ratio = dirty / total if total else 0.0
     plan = _Plan(limit, cleanable, clean_point, ratio, "")
     if not total:
-        plan.reason = "nothing cleanable (no data below the active segment and the high watermark)"
+        plan.reason = (
+            "nothing cleanable (no data below the active segment, the high watermark and the first "
+            "unstable offset)"
+        )
     elif dirty and ratio >= min_ratio:
         plan.reason = f"dirty ratio {ratio:.2f} >= {min_ratio}"
     elif (
@@ -538,7 +607,8 @@ def clean_log(
     if not plan.cleanable:
         return stats
 
-    offset_map = _build_offset_map(log, plan, max_keys, stats)
+    aborted = AbortedRanges(log.aborted_index.collect(log.log_start_offset, plan.limit))
+    offset_map = _build_offset_map(log, plan, max_keys, aborted, stats)
     stats.map_end, stats.map_full, stats.keys = offset_map.end, offset_map.full, len(offset_map)
     # Rewrite every cleanable segment the map reaches; records past the map's end are kept.
     targets = [s for s in plan.cleanable if s.base_offset < offset_map.end]
@@ -551,14 +621,19 @@ def clean_log(
     for segment in log.segments:
         if segment.size and segment.next_offset > log.recovery_point and segment.base_offset < offset_map.end:
             os.fsync(segment.log_fd)
+    # Likewise the index entries that make records aborted (recovery would put them back from
+    # the markers, but only while the records before a marker are still there).
+    log.aborted_index.sync()
 
     record_filter = RecordFilter(
         offset_map,
         tombstone_horizon_ms=now_ms - delete_retention_ms,
+        # The last data batch (markers carry no sequence): what a rebuild takes the sequence from.
         producer_last_offsets={
-            pid: entry.last_offset for pid, entry in log.producer_state.producers.items() if entry.batches
+            pid: entry.batches[-1].last_offset for pid, entry in log.producer_state.producers.items() if entry.batches
         },
         max_kept_keys=max_keys,
+        aborted=aborted,
     )
     stats.segments_before = len(targets)
     stats.bytes_before = sum(s.size for s in targets)
@@ -572,6 +647,7 @@ def clean_log(
     write_cleaner_checkpoint(log.directory, checkpoint)
     log.cleaner_checkpoint = checkpoint
     stats.cleaned = True
+    stats.markers_removed = record_filter.markers_removed
     stats.clean_point = new_clean_point
     stats.duration_s = time.monotonic() - started
     if record_filter.unreadable_batches:
@@ -600,7 +676,9 @@ def clean_log(
     return stats
 
 
-def _build_offset_map(log: CleanableLog, plan: _Plan, max_keys: int, stats: CleanStats) -> OffsetMap:
+def _build_offset_map(
+    log: CleanableLog, plan: _Plan, max_keys: int, aborted: AbortedRanges, stats: CleanStats
+) -> OffsetMap:
     """Scan from the clean point up to the limit (the active segment too), key by key."""
     offset_map = OffsetMap(plan.clean_point, max_keys)
     for segment in log.segments:
@@ -616,7 +694,7 @@ def _build_offset_map(log: CleanableLog, plan: _Plan, max_keys: int, stats: Clea
                 offset_map.full = True
                 return offset_map
             stats.bytes_read += header.size
-            mapped = not header.is_control and not header.is_transactional
+            mapped = not header.is_control and not is_aborted(header, aborted)
             offset_map.add(header, summarize_batch(header, raw) if mapped else None)
     return offset_map
 

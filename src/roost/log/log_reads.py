@@ -46,7 +46,7 @@ class LogReads(PartitionLogState):
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO: the first offset of the earliest undecided transaction (or decided one whose
         marker `high_watermark` does not cover), else the high watermark; never below the log
-        start (Kafka's rule: DeleteRecords may cut under an open transaction)."""
+        start (a follower's start follows its leader's, which never passes it)."""
         return max(self.producer_state.last_stable_offset(high_watermark), self.log_start_offset)
 
     def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:

@@ -27,7 +27,8 @@ class LogRetention(PartitionLogState):
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start up to `offset` (persisted) and delete the segments
-        wholly below it. Returns the new log start offset."""
+        wholly below it. Returns the new log start offset. The leader bounds `offset` by its last
+        stable offset (ReplicaManager.delete_records); a follower follows the leader's start."""
         self._check_open()
         if offset > self.log_end_offset:
             raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
@@ -54,17 +55,19 @@ class LogRetention(PartitionLogState):
 
     def apply_retention(self, high_watermark: int | None = None) -> int:
         """Delete the oldest segments that retention_ms or retention_bytes no longer keeps; the
-        active segment always stays, and with `high_watermark` only segments wholly below it go.
-        Returns how many segments were deleted."""
+        active segment always stays, and with `high_watermark` only segments wholly below it go;
+        none that holds a record of an undecided transaction goes (its first records would be
+        gone when it commits: read_committed consumers would see part of it). Returns how many
+        segments were deleted."""
         self._check_open()
         now = self.clock_ms()
-        candidates = self.segments[:-1]
-        if high_watermark is not None:
-            candidates = [
-                s
-                for s, after in zip(candidates, self.segments[1:], strict=False)
-                if after.base_offset <= high_watermark
-            ]
+        bound = self.log_end_offset if high_watermark is None else high_watermark
+        unstable = self.producer_state.first_unstable_offset(bound)
+        if unstable is not None:
+            bound = min(bound, unstable)
+        candidates = [
+            s for s, after in zip(self.segments[:-1], self.segments[1:], strict=False) if after.base_offset <= bound
+        ]
         doomed: list[Segment] = []
         reasons: list[str] = []
         if self.config.retention_ms >= 0:

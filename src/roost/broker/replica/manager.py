@@ -511,10 +511,18 @@ class ReplicaManager:
 
     # offsets ----------------------------------------------------------------------------------
     def delete_records(self, partition: Partition, offset: int) -> tuple[ErrorCode, int]:
-        """DeleteRecords: move the log start up to `offset` (-1: the high watermark)."""
+        """DeleteRecords: move the log start up to `offset` (-1: as far as may go). Kafka's
+        bound is the high watermark; Roost's is the last stable offset, which is the high
+        watermark unless a transaction is undecided: cutting under its first record would leave
+        part of it to read_committed consumers once it commits. Past it: OFFSET_OUT_OF_RANGE, as
+        past the high watermark (the request can be made again once the transaction ends)."""
+        bound = partition.last_stable_offset
         if offset == -1:
-            offset = partition.high_watermark
-        if offset < 0 or offset > partition.high_watermark:
+            offset = bound
+        if offset < 0 or offset > bound:
+            if 0 <= offset <= partition.high_watermark:
+                log.info("DeleteRecords to %d in %s refused: an undecided transaction starts at %d",
+                         offset, partition.log.directory.name, bound)
             return ErrorCode.OFFSET_OUT_OF_RANGE, -1
         return ErrorCode.NONE, partition.log.delete_records_before(offset)
 
