@@ -123,6 +123,8 @@ def test_an_aborted_record_never_hides_a_committed_one(logs: LogFactory, clock: 
     a, b = Producer(log, clock, pid=1), Producer(log, clock, pid=2)
     b.send((b"k", b"committed"))
     b.end(commit=True)
+    b.send((b"b-last", b"x"))  # pid 2's last batch: the record above has no reason to stay but its own
+    b.end(commit=True)
     a.send((b"k", b"aborted"))  # newer, but aborted: it must not count as the key's latest value
     a.end(commit=False)
     a.send((b"other", b"x"))
@@ -165,11 +167,13 @@ def test_a_transaction_decided_past_the_high_watermark_is_not_cleaned(
     a = Producer(log, clock, pid=3)
     a.send((b"k", b"aborted"))
     plain(log, clock, b"k", b"plain")
+    roll(log, clock)  # the transaction's records in a segment wholly below the high watermark
     marker = a.end(commit=False)
     a.send((b"z", b"z"))  # pid 3's last batch (kept for its sequence) comes after
     a.end(commit=True)
     roll(log, clock)
-    # The marker is not replicated yet (high watermark at it): its transaction is still unstable.
+    # The marker is not replicated yet (high watermark at it): the transaction is still unstable
+    # (a truncation may take its marker away), so its segment is not cleaned.
     log.clean(clock.now_ms, min_cleanable_ratio=0.0, high_watermark=marker)
     assert [r.value for r in log_records(log)][:2] == [b"aborted", b"plain"]
     log.clean(clock.now_ms, min_cleanable_ratio=0.0, high_watermark=log.log_end_offset)
