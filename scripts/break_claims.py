@@ -149,6 +149,7 @@ TXN_CORE = "tests/broker/test_txn_core.py::"
 TRANSACTIONS = "tests/broker/test_transactions.py::"
 TXN_SERVICE = "tests/broker/test_txn_service.py::"
 CLEANER_TXN = "tests/log/test_cleaner_transactions.py::"
+CLEANER_TXN_RANDOM = CLEANER_TXN + "test_random_histories_keep_the_read_committed_view"
 
 # The fault-injection harness (roost.testing.faults): real processes in network namespaces under
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
@@ -662,13 +663,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/log/cleaner.py", "    if unstable is not None:\n        limit = min(limit, unstable)\n",
               "    if False:  # MUTATION: past undecided transactions\n        limit = min(limit, unstable)\n"),),
         (CLEANER_TXN + "test_no_pass_reaches_an_undecided_transaction",
-         CLEANER_TXN + "test_a_transaction_decided_past_the_high_watermark_is_not_cleaned"), must_load=(PYTEST,)),
+         CLEANER_TXN + "test_a_transaction_decided_past_the_high_watermark_is_not_cleaned", CLEANER_TXN_RANDOM),
+        must_load=(PYTEST,)),
     Mutation(
         "cleaner-maps-aborted-records",
         "an aborted record never counts as a key's newer value (it would hide the committed one)",
         (edit("src/roost/log/cleaner.py", "            mapped = not header.is_control and not is_aborted(header, aborted)",
               "            mapped = not header.is_control  # MUTATION: aborted records mapped"),),
-        (CLEANER_TXN + "test_an_aborted_record_never_hides_a_committed_one",), must_load=(PYTEST,)),
+        (CLEANER_TXN + "test_an_aborted_record_never_hides_a_committed_one", CLEANER_TXN_RANDOM), must_load=(PYTEST,)),
     Mutation(
         "cleaner-keeps-aborted-records",
         "the cleaner removes the records of aborted transactions",
@@ -683,7 +685,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/log/cleaner.py", "        if header.producer_id in self._txn_kept:\n",
               "        if False:  # MUTATION: markers go whatever is left of their transaction\n"),),
         (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
-         CLEANER_TXN + "test_record_filter_core_on_transactions"), must_load=(PYTEST,)),
+         CLEANER_TXN + "test_record_filter_core_on_transactions", CLEANER_TXN_RANDOM), must_load=(PYTEST,)),
     Mutation(
         "retention-deletes-under-an-undecided-transaction",
         "retention deletes no segment holding a record of an undecided transaction",

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from roost.log import PartitionLog
 from roost.log.cleaner import AbortedRanges, OffsetMap, RecordFilter
+from roost.log.producer_state import OK
 from roost.log.transactions import AbortedTxn, build_marker
 from roost.wire.kafka.records import build_batch, parse_header
 from tests.log.compaction_checks import log_batches_with_headers, log_records
@@ -238,3 +243,87 @@ def test_retention_keeps_segments_with_an_undecided_transaction(logs: LogFactory
     roll(log, clock)
     log.apply_retention(high_watermark=log.log_end_offset)
     assert log.log_start_offset > first_open
+
+
+# ---- random histories: three transactional producers and plain writes, cleans and rebuilds
+
+
+@dataclass
+class Written:
+    offset: int
+    key: bytes
+    value: bytes
+    pid: int | None  # None: a plain record
+    outcome: str = "open"  # for transactional records: open, commit or abort
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("send"), st.integers(1, 3), st.sampled_from([b"a", b"b", b"c", b"d"])),
+        st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("plain"), st.just(0), st.sampled_from([b"a", b"b", b"c", b"d"])),
+        st.tuples(st.just("roll"), st.just(0), st.just(0)),
+        st.tuples(st.just("clean"), st.integers(0, 2), st.just(0)),
+        st.tuples(st.just("rebuild"), st.just(0), st.just(0)),
+    ),
+    min_size=5,
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=OPS)
+def test_random_histories_keep_the_read_committed_view(tmp_path_factory: pytest.TempPathFactory, ops: list) -> None:
+    """Whatever the history, after every pass and every rebuild of the producer state from the
+    cleaned segments alone: read_committed below the LSO sees, for every key, the latest plain or
+    committed value; the LSO is where the earliest open transaction starts; every producer's next
+    sequence is accepted."""
+    clock = FakeClock()
+    factory = LogFactory(tmp_path_factory.mktemp("txn-clean"), clock)
+    log = factory.open(segment_bytes=250)
+    producers = {pid: Producer(log, clock, pid) for pid in (1, 2, 3)}
+    written: list[Written] = []
+    try:
+        for op, who, arg in ops:
+            clock.advance(1_000)
+            if op == "send":
+                value = b"%d-%d" % (who, len(written))
+                written.append(Written(producers[who].send((arg, value)), arg, value, who))
+            elif op == "end":
+                producers[who].end(commit=arg)
+                for w in written:
+                    if w.pid == who and w.outcome == "open":
+                        w.outcome = "commit" if arg else "abort"
+            elif op == "plain":
+                written.append(Written(plain(log, clock, arg, b"p-%d" % len(written)), arg, b"p-%d" % len(written), None))
+            elif op == "roll" and log.segments[-1].size:
+                roll(log, clock)
+            elif op == "clean":
+                clock.advance(who * DAY)
+                log.clean(clock.now_ms, min_cleanable_ratio=0.0, delete_retention_ms=DAY)
+            elif op == "rebuild":
+                log.close()
+                for snapshot in log.directory.glob("*.snapshot"):
+                    snapshot.unlink()
+                log = factory.open(segment_bytes=250)
+                for producer in producers.values():
+                    producer.log = log
+            check_view(log, written, producers)
+    finally:
+        log.close()
+
+
+def check_view(log: PartitionLog, written: list[Written], producers: dict[int, Producer]) -> None:
+    open_firsts = [w.offset for w in written if w.outcome == "open" and w.pid is not None]
+    lso = log.last_stable_offset(log.log_end_offset)
+    assert lso == min(open_firsts, default=log.log_end_offset)
+    expected: dict[bytes, bytes] = {}
+    for w in written:
+        if w.offset < lso and (w.pid is None or w.outcome == "commit"):
+            expected[w.key] = w.value
+    assert latest_per_key([(o, k, v) for o, k, v in read_committed(log) if o < lso]) == expected
+    for producer in producers.values():
+        if producer.sequence:
+            following = build_batch([(b"x", b"y")], timestamp_ms=1, producer_id=producer.pid, producer_epoch=0,
+                                    base_sequence=producer.sequence, is_transactional=True)  # fmt: skip
+            assert log.producer_state.check(parse_header(following)) is OK
