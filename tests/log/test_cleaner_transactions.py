@@ -192,10 +192,10 @@ def test_record_filter_core_on_transactions() -> None:
     offset_map = OffsetMap(0, 100)
     batches = [
         build_batch([(b"a", b"x"), (b"b", b"y")], timestamp_ms=10, producer_id=1, producer_epoch=0,
-                    base_sequence=0, is_transactional=True),  # fmt: skip
+                    base_sequence=0, is_transactional=True),
         build_marker(1, 0, commit=False, coordinator_epoch=0, timestamp_ms=10),
         build_batch([(b"c", b"z")], timestamp_ms=10, producer_id=2, producer_epoch=0, base_sequence=0,
-                    is_transactional=True),  # fmt: skip
+                    is_transactional=True),
         build_marker(2, 0, commit=True, coordinator_epoch=0, timestamp_ms=10),
         build_marker(3, 0, commit=True, coordinator_epoch=0, timestamp_ms=50),
     ]

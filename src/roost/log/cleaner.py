@@ -77,9 +77,9 @@ import logging
 import os
 import re
 import time
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from bisect import bisect_right
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
