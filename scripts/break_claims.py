@@ -687,6 +687,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
          CLEANER_TXN + "test_record_filter_core_on_transactions", CLEANER_TXN_RANDOM), must_load=(PYTEST,)),
     Mutation(
+        "cleaner-removes-an-abort-marker-before-its-entry",
+        "an ABORT marker goes only after its aborted-transaction index entry (an entry without its "
+        "marker makes read_committed consumers skip the producer's later committed records)",
+        (edit("src/roost/log/cleaner.py", "        if header.base_offset in self.indexed_aborts:\n",
+              "        if False:  # MUTATION: the marker goes while its entry stays\n"),),
+        (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
+         CLEANER_TXN_RANDOM, TRANSACTIONS + "test_the_cleaner_removes_aborted_records_and_compacts_committed_ones"),
+        must_load=(PYTEST, BROKER)),
+    Mutation(
         "retention-deletes-under-an-undecided-transaction",
         "retention deletes no segment holding a record of an undecided transaction",
         (edit("src/roost/log/log_retention.py", "        if unstable is not None:\n            bound = min(bound, unstable)\n",

@@ -13,7 +13,8 @@ against one real `roost up` broker (ZooKeeper mode, with its keeper) shared by t
 - DescribeTransactions / ListTransactions, and `roost txn list|describe` over them;
 - hanging transactions found and aborted by `roost txn find-hanging|abort`;
 - the transaction series of /metrics, scraped;
-- DeleteRecords stops at an undecided transaction's first record.
+- DeleteRecords stops at an undecided transaction's first record;
+- the cleaner of a compacted topic removes aborted records and compacts committed ones.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoostProcess]:
     directory = tmp_path_factory.mktemp("txn-broker")
     proc = start_roost(["up", "--data-dir", str(directory), "--kafka-port", "0", "--metrics-port", "0", *FAST_GROUPS,
                         "--transaction.state.log.num.partitions", TXN_PARTITIONS,
-                        "--transaction.abort.timed.out.transaction.cleanup.interval.ms", "300"],
+                        "--transaction.abort.timed.out.transaction.cleanup.interval.ms", "300",
+                        "--log.cleaner.backoff.ms", "200"],
                        expect=("kafka", "keeper", "metrics"))
     yield proc
     proc.stop()
@@ -520,3 +522,34 @@ def test_delete_records_never_cuts_under_an_undecided_transaction(node: RoostPro
     p.commit_transaction(30)
     assert read_all(node, name, "read_committed", partitions=1) == [b"undecided", b"after"]
     assert delete_to(5) == 5
+
+
+def test_the_cleaner_removes_aborted_records_and_compacts_committed_ones(node: RoostProcess) -> None:
+    """A compacted topic written by a real transactional producer: once the broker's cleaner has
+    run, the aborted record is gone from the log (read_uncommitted no longer sees it), the
+    committed value a later transaction replaced is gone too, and read_committed sees the latest
+    committed value of every key."""
+    name = f"txn-compacted-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": node.address("kafka")})
+    admin.create_topics([NewTopic(name, 1, 1, config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "0"})])[name].result(15)
+    p = producer(node, f"compacted-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    for records, commit in (([(b"k1", b"v1"), (b"k2", b"v1")], True), ([(b"k1", b"aborted")], False),
+                            ([(b"k1", b"v2"), (b"k3", b"v1")], True)):
+        p.begin_transaction()
+        for key, record_value in records:
+            p.produce(name, record_value, key=key, partition=0)
+        assert p.flush(10) == 0
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    assert sorted(read_all(node, name, "read_uncommitted", partitions=1)) == [b"aborted", b"v1", b"v1", b"v1", b"v2"]
+
+    deadline = time.monotonic() + 20  # segment.ms rolls the segment, the cleaner looks every 200 ms
+    while sorted(read_all(node, name, "read_uncommitted", partitions=1)) != [b"v1", b"v1", b"v2"]:
+        assert time.monotonic() < deadline, "the cleaner did not remove the aborted and replaced records"
+        time.sleep(0.3)
+    assert sorted(read_all(node, name, "read_committed", partitions=1)) == [b"v1", b"v1", b"v2"]

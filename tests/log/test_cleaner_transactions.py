@@ -20,6 +20,7 @@ from tests.log.compaction_checks import log_batches_with_headers, log_records
 from tests.log.conftest import FakeClock, LogFactory
 
 DAY = 86_400_000
+ABORT_KEY = b"\x00\x00\x00\x00"  # a control record's key: version 0, type 0 (ABORT)
 CONFIG = {"segment_bytes": 100_000}
 
 
@@ -50,11 +51,23 @@ def plain(log: PartitionLog, clock: FakeClock, key: bytes, value: bytes | None) 
 
 
 def read_committed(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of what a read_committed consumer delivers, from the log start."""
-    aborted = AbortedRanges(log.aborted_transactions(log.log_start_offset, log.log_end_offset))
+    """(offset, key, value) of what a read_committed consumer delivers reading from the log start,
+    as Kafka's consumer decides it: the fetch's aborted transactions (producer id, first offset)
+    put their producer on an "aborted" list once a batch reaches that first offset, every
+    transactional batch of a listed producer is skipped, and its ABORT marker takes it off."""
+    pending = sorted(log.aborted_transactions(log.log_start_offset, log.log_end_offset),
+                     key=lambda entry: entry.first_offset)  # fmt: skip
+    aborted_producers: set[int] = set()
     found = []
     for _base, header, records in log_batches_with_headers(log):
-        if header.is_control or (header.is_transactional and aborted.holds(header)):
+        if header.producer_id >= 0:
+            while pending and pending[0].first_offset <= header.last_offset:
+                aborted_producers.add(pending.pop(0).producer_id)
+        if header.is_control:
+            if records and records[0].key == ABORT_KEY:
+                aborted_producers.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in aborted_producers:
             continue
         found += [(r.offset, r.key, r.value) for r in records if r.offset >= log.log_start_offset]
     return found
@@ -102,6 +115,8 @@ def test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retent
     assert kept[4] == b"b-committed-new" and kept[8] == b"a-committed"
     assert latest_per_key(read_committed(log)) == visible_before
     assert [offset for offset, _pid in markers(log)] == [abort_marker, commit_b, commit_a, commit_b_last], "young"
+    # The emptied aborted transaction's index entry went; its marker goes in a later pass.
+    assert log.aborted_transactions(0, log.log_end_offset) == []
     assert all(h.is_transactional for _b, h, _r in log_batches_with_headers(log) if h.producer_id in (1, 2))
 
     # A day later the abort marker (nothing of its transaction left) goes; the commit markers of
@@ -208,10 +223,22 @@ def test_record_filter_core_on_transactions() -> None:
         placed.append((parse_header(data), data))
         offset += count
     record_filter = RecordFilter(offset_map, tombstone_horizon_ms=20, producer_last_offsets={},
-                                 max_kept_keys=100, aborted=aborted)  # fmt: skip
+                                 max_kept_keys=100, aborted=aborted, indexed_aborts=frozenset({2}))  # fmt: skip
     verdicts = [record_filter.filter(h, memoryview(d), 0) for h, d in placed]
-    assert [v.keep for v in verdicts] == [False, False, True, True, True]
+    assert [v.keep for v in verdicts] == [False, True, True, True, True]
     assert verdicts[0].batches == [] and verdicts[0].removed == 2
+    # The ABORT marker is in the index: it stays this pass; its entry goes after the swaps.
+    assert record_filter.emptied_aborts == [2] and record_filter.markers_removed == 0
+    assert record_filter.oldest_kept_tombstone_ms == 10
+
+
+def test_a_marker_without_an_index_entry_goes_when_old_and_empty() -> None:
+    record_filter = RecordFilter(OffsetMap(0, 100), tombstone_horizon_ms=20, producer_last_offsets={},
+                                 max_kept_keys=100)  # fmt: skip
+    old, young = (parse_header(build_marker(pid, 0, commit=True, coordinator_epoch=0, timestamp_ms=ts))
+                  for pid, ts in ((2, 10), (3, 50)))  # fmt: skip
+    assert not record_filter._marker_verdict(old, 0).keep
+    assert record_filter._marker_verdict(young, 0).keep
     assert record_filter.markers_removed == 1
     assert record_filter.oldest_kept_tombstone_ms == 50  # pid 3's empty marker, too young yet
 

@@ -39,9 +39,13 @@ aborted, any other committed. Aborted records never enter the map and are remove
 ones are compacted like any record (a rewritten run stays transactional). A control batch (a
 COMMIT or ABORT marker) goes once no record of its transaction is left before it and the marker
 is older than `delete_retention_ms` (the time a consumer has to read past it); until then it
-stays, and its age counts like a kept tombstone's for the next pass's trigger. Offsets never
-move, so the index's entries stay valid (an entry whose records and marker are gone covers
-nothing).
+stays, and its age counts like a kept tombstone's for the next pass's trigger. An ABORT marker
+goes one pass after its index entry: a pass that leaves an aborted transaction without records
+drops its entry once its swaps are durable, and only a later pass removes the marker. The order
+matters to read_committed consumers: given an entry, a consumer counts every later batch of the
+producer as aborted until it meets an ABORT marker, so an entry must never outlive its marker
+(Kafka's cleaner likewise rebuilds each cleaned segment's index). Offsets never move, so the
+other entries stay valid.
 
 Kept as they are, never rewritten: batches that fail their CRC or cannot be decoded (a codec
 library missing). The last batch of each idempotent producer keeps its last record, so the
@@ -382,6 +386,7 @@ class RecordFilter:
         producer_last_offsets: dict[int, int],
         max_kept_keys: int,
         aborted: AbortedRanges | None = None,
+        indexed_aborts: frozenset[int] = frozenset(),
     ) -> None:
         self.offset_map = offset_map
         self.tombstone_horizon_ms = tombstone_horizon_ms  # tombstones (and markers) older may go
@@ -397,6 +402,10 @@ class RecordFilter:
         self.last_offset = -1
         # Producers with a record of their current transaction kept since their last marker.
         self._txn_kept: set[int] = set()
+        # ABORT markers with an entry in the aborted-transaction index, and those of them whose
+        # transaction this pass leaves without a record (their entries go after the swaps).
+        self.indexed_aborts = indexed_aborts
+        self.emptied_aborts: list[int] = []
 
     def _remember_kept(self, records: Iterable[RecordSummary]) -> None:
         if not self.tombstone_drops_allowed:
@@ -431,6 +440,14 @@ class RecordFilter:
             self._txn_kept.discard(header.producer_id)
             return KEEP
         timestamp = header.max_timestamp if header.max_timestamp != NO_TIMESTAMP else fallback_timestamp_ms
+        if header.base_offset in self.indexed_aborts:
+            # Its index entry goes first (after this pass's swaps), the marker in a later pass: a
+            # read_committed consumer given an entry without its marker takes every later batch
+            # of the producer for aborted (it waits for an ABORT marker), while a marker without
+            # its entry, or an entry whose records are gone but marker stays, misleads nobody.
+            self.emptied_aborts.append(header.base_offset)
+            self.oldest_kept_tombstone_ms = min(self.oldest_kept_tombstone_ms, timestamp)
+            return KEEP
         if timestamp < self.tombstone_horizon_ms:
             self.markers_removed += 1
             return BatchVerdict(keep=False, removed=header.records_count)
@@ -634,6 +651,7 @@ def clean_log(
         },
         max_kept_keys=max_keys,
         aborted=aborted,
+        indexed_aborts=frozenset(entry.last_offset for entry in log.aborted_index.entries),
     )
     stats.segments_before = len(targets)
     stats.bytes_before = sum(s.size for s in targets)
@@ -641,6 +659,10 @@ def clean_log(
         after = _clean_group(log, group, record_filter, now_ms, stats)
         stats.segments_after += len(after)
         stats.bytes_after += sum(s.size for s in after)
+
+    # The emptied aborted transactions' entries go only now that their records are durably gone
+    # (a crash before this leaves entries whose records are gone: harmless, the next pass drops them).
+    log.aborted_index.drop(record_filter.emptied_aborts)
 
     oldest = record_filter.oldest_kept_tombstone_ms if record_filter.tombstone_drops_allowed else NEVER
     checkpoint = CleanerCheckpoint(new_clean_point, oldest)

@@ -11,7 +11,7 @@ increasing marker offset, as Kafka's `.txnindex` entries (34 bytes: int16 versio
 producer id, int64 first offset, int64 last offset = the marker's, int64 last stable offset right
 after the marker). Kafka keeps one such file per segment; Roost keeps one per partition,
 `aborted-transactions.txnindex`, with the same entry layout, because offsets never change in a
-log (compaction keeps transactional and control batches), so one file cut at the log end on
+log (compaction removes records but moves none), so one file cut at the log end on
 truncation and trimmed below the log start serves every segment. Durability: the file is appended
 without an fsync and fsynced before each producer-state snapshot is written; recovery replays the
 batches after the snapshot, and the markers it meets put back any entry a crash lost; entries at
@@ -155,6 +155,16 @@ class AbortedIndex:
         cut = bisect_left(self._lasts, log_start_offset)
         if cut:
             del self.entries[:cut], self._lasts[:cut]
+            self._rewrite()
+
+    def drop(self, marker_offsets: list[int]) -> None:
+        """Forget the aborted transactions whose markers are at `marker_offsets` (the cleaner left
+        them without records); the file is rewritten durably."""
+        doomed = set(marker_offsets)
+        kept = [entry for entry in self.entries if entry.last_offset not in doomed]
+        if len(kept) != len(self.entries):
+            self.entries = kept
+            self._lasts = [entry.last_offset for entry in kept]
             self._rewrite()
 
     def collect(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
