@@ -29,11 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))  # tests.support's wire client
 
 from broker_bench import running_broker as lone_broker
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from process_cpu import cpu_seconds
+from tests.support.kafka_wire import WireClient
 
 PAYLOAD = b"x" * 100
 
@@ -86,6 +88,65 @@ def produce(bootstrap: str, topic: str, records: int, per_txn: int | None) -> fl
     return records / (time.perf_counter() - started)
 
 
+def transaction_floor(pid: int, bootstrap: str, topic: str,
+                      seconds: float = 3.0) -> tuple[list[float], float, float]:
+    """Back-to-back transactions of one record per partition (two records): what a transaction
+    costs beyond its records. Returns each transaction's seconds, and the broker's and this
+    process's (the client's) CPU seconds per transaction."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "transactional.id": f"floor-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    for _ in range(50):  # warm up: connections, the coordinator, the producer's state
+        producer.begin_transaction()
+        producer.produce(topic, PAYLOAD, partition=0)
+        producer.produce(topic, PAYLOAD, partition=1)
+        producer.commit_transaction(30)
+    times: list[float] = []
+    before, client_before = cpu_seconds(pid), cpu_seconds(os.getpid())
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds and len(times) < 100_000:
+        began = time.perf_counter()
+        producer.begin_transaction()
+        producer.produce(topic, PAYLOAD, partition=0)
+        producer.produce(topic, PAYLOAD, partition=1)
+        producer.commit_transaction(30)
+        times.append(time.perf_counter() - began)
+    count = len(times)
+    return times, (cpu_seconds(pid) - before) / count, (cpu_seconds(os.getpid()) - client_before) / count
+
+
+def request_round_trip(bootstrap: str, count: int = 2000) -> list[float]:
+    """Seconds per ApiVersions round trip (a request the broker does nothing for), from a plain
+    blocking socket client: the floor under every request of the transaction's chain."""
+    client = WireClient(bootstrap)
+    body = {"client_software_name": "bench", "client_software_version": "1"}
+    try:
+        for _ in range(200):
+            client.request(18, 3, body)
+        times = []
+        for _ in range(count):
+            began = time.perf_counter()
+            client.request(18, 3, body)
+            times.append(time.perf_counter() - began)
+    finally:
+        client.close()
+    return times
+
+
+def print_floor(pid: int, bootstrap: str, idempotent_rate: float, per_txn: int) -> None:
+    """Why the produce target is or is not within reach: a transaction of `per_txn` records may
+    cost at most (1/0.7 - 1) times its records' idempotent time on top of them."""
+    round_trips = request_round_trip(bootstrap)
+    times, broker_cpu, client_cpu = transaction_floor(pid, bootstrap, new_topic(bootstrap))
+    budget = (1 / 0.7 - 1) * per_txn / idempotent_rate
+    median = statistics.median(times)
+    print(f"floor: ApiVersions round trip median {statistics.median(round_trips) * 1e6:.0f} µs; a transaction of "
+          f"2 records: median {median * 1e3:.2f} ms, best {min(times) * 1e3:.2f} ms ({len(times)} back to back); "
+          f"CPU per transaction: broker {broker_cpu * 1e3:.2f} ms, client {client_cpu * 1e3:.2f} ms")
+    print(f"floor: at {idempotent_rate:,.0f} records/s idempotent, 70 % leaves a transaction of {per_txn} records "
+          f"{budget * 1e3:.2f} ms beyond its records; outside the (single-threaded) broker's busy time a "
+          f"transaction takes at least {(median - broker_cpu) * 1e3:.2f} ms (median less broker CPU)")
+
+
 def consume(bootstrap: str, topic: str, expected: int, isolation: str) -> float:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
                          "isolation.level": isolation, "enable.auto.commit": False, "fetch.wait.max.ms": 10})
@@ -108,6 +169,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--per-txn", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-floor", action="store_true", help="skip the per-transaction floor figures")
     args = parser.parse_args()
     print(f"# {platform.node()} {platform.machine()}, {os.cpu_count()} cores (shared: figures are noisy); "
           f"python {platform.python_version()}; {args.records} records of {len(PAYLOAD)} B, 2 partitions")
@@ -130,6 +192,8 @@ def main() -> None:
                         before = cpu_seconds(pid)
                         results[isolation].append(consume(bootstrap, topic, args.records + 2, isolation))
                         cpu[isolation].append(cpu_seconds(pid) - before)
+        if not args.no_floor:
+            print_floor(pid, bootstrap, statistics.median(results["idempotent"]), args.per_txn)
     for kind, rates in results.items():
         print(f"{kind:>17}: {statistics.median(rates):>9,.0f} records/s (median of {len(rates)}: "
               f"{', '.join(f'{r:,.0f}' for r in rates)}); broker CPU {statistics.median(cpu[kind]):.2f} s per run")

@@ -261,6 +261,7 @@ class Broker:
             self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
         txn_ctx = txn.TxnContext(self.txns, self.groups, self.replicas,
                                  lambda topic, index: self.metadata.partition(topic, index) is not None)
+        self.txns.broker_id, self.txns.local_markers = self.broker_id, partial(txn.write_txn_markers, txn_ctx)
         routes: dict[ApiKey, Handler] = {
             ApiKey.PRODUCE: produce.handle,
             ApiKey.FETCH: fetch.handle,

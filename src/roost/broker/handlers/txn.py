@@ -164,12 +164,19 @@ def handle_txn_offset_commit(ctx: TxnContext, request: Request) -> Any:
 
 
 async def handle_write_txn_markers(ctx: TxnContext, request: Request) -> dict[str, Any]:
+    """WriteTxnMarkers from another broker's coordinator (this broker's own coordinator calls
+    `write_txn_markers` directly: TxnService.local_markers)."""
+    return await write_txn_markers(ctx, request.body)
+
+
+async def write_txn_markers(ctx: TxnContext, body: dict[str, Any]) -> dict[str, Any]:
     """Append each marker to each named partition this broker leads, through the append door
     (acks=-1), after the producer state's check: a marker of an older producer epoch is
     INVALID_PRODUCER_EPOCH, one from an older coordinator epoch TRANSACTION_COORDINATOR_FENCED. A
-    marker on an offsets partition then settles that producer's transactional offsets."""
+    marker on an offsets partition then settles that producer's transactional offsets. `body`
+    and the answer are WriteTxnMarkers' request and response bodies."""
     results = []
-    for marker in request.body["markers"]:
+    for marker in body["markers"]:
         pid, epoch, commit = marker["producer_id"], marker["producer_epoch"], marker["transaction_result"]
         coordinator_epoch = marker["coordinator_epoch"]
         answers: list[tuple[str, int, Any]] = []

@@ -156,6 +156,12 @@ class TxnService:
         self._started = False
         # Called when FindCoordinator finds no `__transaction_state` (must not block).
         self.on_topic_missing: Callable[[], None] = lambda: None
+        # This broker's id and its own WriteTxnMarkers (body -> answer), set by the broker: the
+        # markers for partitions it leads itself skip the loopback round trip and two request
+        # codecs, which lie on the path of the producer's next transaction (its
+        # AddPartitionsToTxn waits for them).
+        self.broker_id = -1
+        self.local_markers: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
         replicas.leadership_listeners.append(self.leadership_changed)
 
     # lifecycle --------------------------------------------------------------------------------
@@ -492,9 +498,12 @@ class TxnService:
                              "topics": [{"name": t, "partition_indexes": ix} for t, ix in topics.items()],
                              "coordinator_epoch": coordinator_epoch}]}
         try:
-            peer = self._peers.get(endpoint.node_id, endpoint.host, endpoint.port)
-            answer = await peer.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
-                                        MARKER_REQUEST_TIMEOUT_S)
+            if leader == self.broker_id and self.local_markers is not None:
+                answer = await asyncio.wait_for(self.local_markers(body), MARKER_REQUEST_TIMEOUT_S)
+            else:
+                peer = self._peers.get(endpoint.node_id, endpoint.host, endpoint.port)
+                answer = await peer.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body,
+                                            MARKER_REQUEST_TIMEOUT_S)
         except (PeerError, KafkaCodecError, OSError, TimeoutError) as error:
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, error)
             return {p: ErrorCode.NOT_LEADER_OR_FOLLOWER for p in partitions}
