@@ -88,6 +88,50 @@ def produce(bootstrap: str, topic: str, records: int, per_txn: int | None) -> fl
     return records / (time.perf_counter() - started)
 
 
+def produce_aiokafka(bootstrap: str, topic: str, records: int, per_txn: int | None) -> float:
+    """As `produce`, with aiokafka (pure Python): records per second, idempotent or transactional."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> float:
+        settings: dict = {"bootstrap_servers": bootstrap, "linger_ms": 5, "enable_idempotence": True}
+        if per_txn is not None:
+            settings["transactional_id"] = f"bench-aio-{uuid.uuid4().hex[:6]}"
+        producer = AIOKafkaProducer(**settings)
+        await producer.start()
+        try:
+            async def send(count: int, first: int) -> list[asyncio.Future]:
+                return [await producer.send(topic, PAYLOAD, partition=(first + i) % 2) for i in range(count)]
+
+            # Warm up out of the clock, as `produce`. Deliveries are awaited after a commit, which
+            # itself flushes (awaiting them inside the transaction would add linger.ms to each).
+            if per_txn is not None:
+                async with producer.transaction():
+                    warm_up = await send(2, 0)
+            else:
+                warm_up = await send(2, 0)
+            await asyncio.gather(*warm_up)
+            started = time.perf_counter()
+            sent = 0
+            pending: list[asyncio.Future] = []  # idempotent: a stream, awaited at its end
+            while sent < records:
+                chunk = min(per_txn or 1000, records - sent)
+                if per_txn is not None:
+                    async with producer.transaction():
+                        deliveries = await send(chunk, sent)
+                    await asyncio.gather(*deliveries)
+                else:
+                    pending += await send(chunk, sent)
+                sent += chunk
+            await asyncio.gather(*pending)
+            return records / (time.perf_counter() - started)
+        finally:
+            await producer.stop()
+
+    return asyncio.run(run())
+
+
 def transaction_floor(pid: int, bootstrap: str, topic: str,
                       seconds: float = 3.0) -> tuple[list[float], float, float]:
     """Back-to-back transactions of one record per partition (two records): what a transaction
@@ -170,6 +214,8 @@ def main() -> None:
     parser.add_argument("--per-txn", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-floor", action="store_true", help="skip the per-transaction floor figures")
+    parser.add_argument("--aiokafka-records", type=int, default=20_000,
+                        help="records per aiokafka produce run (0: no aiokafka runs)")
     args = parser.parse_args()
     print(f"# {platform.node()} {platform.machine()}, {os.cpu_count()} cores (shared: figures are noisy); "
           f"python {platform.python_version()}; {args.records} records of {len(PAYLOAD)} B, 2 partitions")
@@ -194,6 +240,18 @@ def main() -> None:
                         cpu[isolation].append(cpu_seconds(pid) - before)
         if not args.no_floor:
             print_floor(pid, bootstrap, statistics.median(results["idempotent"]), args.per_txn)
+        aio: dict[str, list[float]] = {"idempotent": [], "transactional": []}
+        for round_ in range(args.rounds if args.aiokafka_records else 0):
+            for kind in (["idempotent", "transactional"] if round_ % 2 == 0 else ["transactional", "idempotent"]):
+                aio[kind].append(produce_aiokafka(bootstrap, new_topic(bootstrap), args.aiokafka_records,
+                                                  args.per_txn if kind == "transactional" else None))
+        if args.aiokafka_records:
+            for kind, rates in aio.items():
+                print(f"aiokafka {kind:>13}: {statistics.median(rates):>9,.0f} records/s (median of {len(rates)}: "
+                      f"{', '.join(f'{r:,.0f}' for r in rates)}; {args.aiokafka_records} records per run)")
+            print(f"aiokafka transactional / idempotent produce ({args.per_txn} records per transaction): "
+                  f"{statistics.median(aio['transactional']) / statistics.median(aio['idempotent']):.0%} "
+                  f"(target >= 70 %)")
     for kind, rates in results.items():
         print(f"{kind:>17}: {statistics.median(rates):>9,.0f} records/s (median of {len(rates)}: "
               f"{', '.join(f'{r:,.0f}' for r in rates)}); broker CPU {statistics.median(cpu[kind]):.2f} s per run")
