@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from roost.broker.group import service as service_module
+from roost.broker import coordinator_load
 from roost.broker.group.offsets import CommittedOffset, offset_batch
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache, PartitionInfo
@@ -113,7 +113,7 @@ def main() -> None:
         size = sum(f.stat().st_size for f in Path(data).rglob("*.log"))
         print(f"log size: {size / 1e6:.1f} MB")
         for chunk in args.chunks:
-            service_module.LOAD_CHUNK_BYTES = chunk
+            coordinator_load.LOAD_CHUNK_BYTES = chunk
             figures = asyncio.run(load(Path(data)))
             print(f"chunk {chunk // 1024:>5} KiB: loaded {figures['offsets']:,} offsets in {figures['wall_s']:.2f} s "
                   f"({args.records / figures['wall_s']:,.0f} records/s, CPU {figures['cpu_s']:.2f} s); "

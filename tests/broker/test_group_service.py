@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from roost.broker.group import service as service_module
+from roost.broker import coordinator_load
 from roost.broker.group.coordinator import GroupState
 from roost.broker.group.offsets import CommittedOffset, offset_batch, offsets_partition_for
 from roost.broker.group.service import GroupService, commit_error, offsets_topic_configs
@@ -143,7 +143,7 @@ def test_election_loads_only_the_partitions_it_leads_last_record_winning(tmp_pat
 
 def test_groups_answer_load_in_progress_until_the_whole_partition_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service_module, "LOAD_CHUNK_BYTES", 256)  # many chunks from a small log
+    monkeypatch.setattr(coordinator_load, "LOAD_CHUNK_BYTES", 256)  # many chunks from a small log
     group = group_in(2)
 
     async def scenario(node: Node) -> None:
@@ -410,7 +410,7 @@ def test_find_coordinator_without_a_leader_or_topic_is_not_available(tmp_path: P
 
 def test_list_groups_shows_only_loaded_groups_and_says_when_loading(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(service_module, "LOAD_CHUNK_BYTES", 256)
+    monkeypatch.setattr(coordinator_load, "LOAD_CHUNK_BYTES", 256)
     ready, slow, elsewhere = group_in(0), group_in(2), group_in(1)
 
     async def scenario(node: Node) -> None:

@@ -29,9 +29,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from roost.broker.coordinator_load import LoadState, coordinator_status, log_chunks
 from roost.broker.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicMeta
 from roost.broker.group.consumer_records import GroupRecords, delta, snapshot
 from roost.broker.group.coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator, GroupLimits, GroupState
@@ -55,10 +55,6 @@ from roost.wire.kafka.records import build_batch
 log = logging.getLogger("roost.broker.group")
 
 TICK_SECONDS = 0.1
-# Bytes read per step when loading a partition's offsets; the loop runs other work between steps.
-# bench/group_load_bench.py: 16 KiB steps (about 250 commit records) held the loop at most 3 ms
-# of CPU, bigger ones 12-140 ms, and the whole load costs about the same CPU (5 % more than 64 KiB).
-LOAD_CHUNK_BYTES = 16 * 1024
 
 # Kafka's mapping of a commit's log error to the coordinator's answer (GroupMetadataManager).
 _COMMIT_ERRORS = {
@@ -89,12 +85,6 @@ def offsets_topic_configs(config: BrokerConfig) -> dict[str, Any]:
         "segment.bytes": config["offsets.topic.segment.bytes"],
         "retention.ms": -1,
     }
-
-
-class LoadState(Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
-    FAILED = "failed"  # the log could not be read: its groups answer NOT_COORDINATOR
 
 
 @dataclass(eq=False)
@@ -221,20 +211,11 @@ class GroupService:
         partition = owned.partition
         where = f"{OFFSETS_TOPIC}-{owned.partition.index}"
         started = time.monotonic()
-        position = partition.log_start_offset
         records = 0
         consumer_groups = GroupRecords()
         try:
-            while position < partition.log_end_offset:
-                position = max(position, partition.log_start_offset)  # DeleteRecords meanwhile
-                chunk = partition.read_to_log_end(position, LOAD_CHUNK_BYTES)
-                if not chunk.buffers:
-                    break
-                records += owned.store.replay(b"".join(bytes(b) for b in chunk.buffers), where,
-                                              consumer_groups.apply)
-                assert chunk.next_offset > position, "reads make progress"
-                position = chunk.next_offset
-                await asyncio.sleep(0)  # let requests and replication run between chunks
+            async for chunk in log_chunks(partition):
+                records += owned.store.replay(chunk, where, consumer_groups.apply)
         except (OSError, OffsetOutOfRange):
             log.exception("loading the groups of %s failed; answering NOT_COORDINATOR for them", where)
             owned.state = LoadState.FAILED
@@ -269,12 +250,7 @@ class GroupService:
 
     def status(self, group_id: str) -> ErrorCode:
         """NONE when this broker coordinates the group now; else what its requests answer."""
-        owned = self._owned.get(self.partition_for(group_id))
-        if owned is None or owned.state == LoadState.FAILED or not owned.partition.is_leader:
-            return ErrorCode.NOT_COORDINATOR
-        if owned.state == LoadState.LOADING:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        return coordinator_status(self._owned.get(self.partition_for(group_id)))
 
     def offsets(self, group_id: str) -> OffsetStore:
         """The store holding the group's offsets; only for a group whose `status` is NONE."""

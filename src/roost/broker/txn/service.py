@@ -33,10 +33,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-from roost.broker.group.service import LOAD_CHUNK_BYTES
+from roost.broker.coordinator_load import LoadState, coordinator_status, log_chunks
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.peer import PeerError, PeerPool
@@ -101,12 +100,6 @@ def transaction_state_configs(config: BrokerConfig) -> dict[str, Any]:
     """The topic configs `__transaction_state` is created with (compacted, kept forever)."""
     return {"cleanup.policy": "compact", "segment.bytes": config["transaction.state.log.segment.bytes"],
             "retention.ms": -1, "min.insync.replicas": config["transaction.state.log.min.isr"]}
-
-
-class LoadState(Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
-    FAILED = "failed"
 
 
 @dataclass(eq=False)
@@ -254,16 +247,11 @@ class TxnService:
     async def _load(self, owned: OwnedTxnPartition) -> None:
         partition = owned.partition
         where = f"{TRANSACTION_STATE_TOPIC}-{partition.index}"
-        position = partition.log_start_offset
         found: dict[str, Any] = {}
         started = time.monotonic()
         try:
-            while position < partition.log_end_offset:
-                position = max(position, partition.log_start_offset)
-                chunk = partition.read_to_log_end(position, LOAD_CHUNK_BYTES)
-                if not chunk.buffers:
-                    break
-                for record in iter_records(b"".join(bytes(b) for b in chunk.buffers), include_control=False):
+            async for chunk in log_chunks(partition):
+                for record in iter_records(chunk, include_control=False):
                     if record.key is None:
                         continue
                     try:
@@ -271,9 +259,6 @@ class TxnService:
                         found[transactional_id] = None if record.value is None else decode_value(record.value)
                     except TxnRecordError as error:
                         log.warning("skipping unreadable record at offset %d of %s: %s", record.offset, where, error)
-                assert chunk.next_offset > position, "reads make progress"
-                position = chunk.next_offset
-                await asyncio.sleep(0)
         except (OSError, OffsetOutOfRange):
             log.exception("loading %s failed; answering NOT_COORDINATOR for its transactional ids", where)
             owned.state = LoadState.FAILED
@@ -305,12 +290,7 @@ class TxnService:
         return self._metadata.coordinator_endpoint(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
 
     def status(self, transactional_id: str) -> ErrorCode:
-        owned = self._owned.get(self.partition_for(transactional_id))
-        if owned is None or owned.state == LoadState.FAILED or not owned.partition.is_leader:
-            return ErrorCode.NOT_COORDINATOR
-        if owned.state == LoadState.LOADING:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        return coordinator_status(self._owned.get(self.partition_for(transactional_id)))
 
     # requests ---------------------------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_id: int,
