@@ -42,7 +42,7 @@ def _batches() -> dict[str, bytes]:
 
 
 def _actions() -> dict[str, Action]:
-    from roost.log.cleaner import summarize_batch
+    from roost.log.cleaner_rules import summarize_batch
     from roost.wire.kafka.record_columns import RecordColumns, decode_records_into_py
     from roost.wire.kafka.records import HEADER_SIZE, decode_batch_records, parse_header
 

@@ -674,7 +674,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cleaner-keeps-aborted-records",
         "the cleaner removes the records of aborted transactions",
-        (edit("src/roost/log/cleaner.py", "        aborted = is_aborted(header, self.aborted)\n",
+        (edit("src/roost/log/cleaner_rules.py", "        aborted = is_aborted(header, self.aborted)\n",
               "        aborted = False  # MUTATION: aborted records treated as committed\n"),),
         (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
          CLEANER_TXN + "test_record_filter_core_on_transactions"), must_load=(PYTEST,)),
@@ -682,7 +682,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cleaner-drops-a-marker-with-records-left",
         "a marker stays while a record of its transaction is left (else that record's transaction "
         "never ends for a rebuild, and read_committed consumers stop at it)",
-        (edit("src/roost/log/cleaner.py", "        if header.producer_id in self._txn_kept:\n",
+        (edit("src/roost/log/cleaner_rules.py", "        if header.producer_id in self._txn_kept:\n",
               "        if False:  # MUTATION: markers go whatever is left of their transaction\n"),),
         (CLEANER_TXN + "test_aborted_records_go_committed_ones_are_compacted_markers_go_after_retention",
          CLEANER_TXN + "test_record_filter_core_on_transactions", CLEANER_TXN_RANDOM), must_load=(PYTEST,)),
@@ -690,7 +690,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cleaner-removes-an-abort-marker-before-its-entry",
         "an ABORT marker goes only after its aborted-transaction index entry (an entry without its "
         "marker makes read_committed consumers skip the producer's later committed records)",
-        (edit("src/roost/log/cleaner.py", "        if header.base_offset in self.indexed_aborts:\n",
+        (edit("src/roost/log/cleaner_rules.py", "        if header.base_offset in self.indexed_aborts:\n",
               "        if False:  # MUTATION: the marker goes while its entry stays\n"),),
         (CLEANER_TXN + "test_a_producer_writing_on_after_an_abort_stays_visible_across_passes",
          TRANSACTIONS + "test_the_cleaner_removes_aborted_records_and_compacts_committed_ones"),

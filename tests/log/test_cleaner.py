@@ -17,12 +17,9 @@ from roost.log.cleaner import (
     CLEANED_SUFFIX,
     CLEANER_CHECKPOINT_FILE,
     CleanerCheckpoint,
-    OffsetMap,
-    RecordFilter,
-    decode_dense_batch,
     read_cleaner_checkpoint,
-    summarize_batch,
 )
+from roost.log.cleaner_rules import OffsetMap, RecordFilter, decode_dense_batch, summarize_batch
 from roost.log.config import NEVER
 from roost.log.producer_state import OK
 from roost.log.segment import MAP_THRESHOLD

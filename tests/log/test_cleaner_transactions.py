@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roost.log import PartitionLog
-from roost.log.cleaner import AbortedRanges, OffsetMap, RecordFilter
+from roost.log.cleaner_rules import AbortedRanges, OffsetMap, RecordFilter
 from roost.log.producer_state import OK
 from roost.log.transactions import AbortedTxn, build_marker
 from roost.wire.kafka.records import build_batch, parse_header
