@@ -18,6 +18,7 @@ Prints one line per event (`committed <n>`, `aborted`, `fatal ...`) for the harn
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -57,9 +58,11 @@ def make_producer(args: argparse.Namespace) -> Producer:
 
 
 def make_consumer(args: argparse.Namespace) -> Consumer:
+    debug = {"debug": os.environ["TXN_APP_CONSUMER_DEBUG"]} if os.environ.get("TXN_APP_CONSUMER_DEBUG") else {}
     return Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group,
                      "isolation.level": "read_committed", "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                     **debug})
 
 
 def init_transactions(producer: Producer) -> None:
@@ -85,6 +88,16 @@ def consumed_offsets(records: list[Message]) -> list[TopicPartition]:
         where = (record.topic(), record.partition())
         after[where] = max(after.get(where, 0), record.offset() + 1)
     return [TopicPartition(topic, partition, offset) for (topic, partition), offset in after.items()]
+
+
+def describe(records: list[Message]) -> str:
+    """The input offsets a transaction consumed, per partition (first-last), for the story of a
+    failure."""
+    spans: dict[int, tuple[int, int]] = {}
+    for record in records:
+        first, last = spans.get(record.partition(), (record.offset(), record.offset()))
+        spans[record.partition()] = (min(first, record.offset()), max(last, record.offset()))
+    return " ".join(f"{p}:{first}-{last}" for p, (first, last) in sorted(spans.items()))
 
 
 def produce(producer: Producer, topic: str, value: bytes) -> None:
@@ -140,7 +153,7 @@ def run(args: argparse.Namespace, stopping: list[bool]) -> int:
                 transform(producer, consumer, args, records)
             except KafkaException as failure:
                 return on_failure(producer, failure.args[0])
-            say(f"committed {len(records)}")
+            say(f"committed {len(records)}: {describe(records)}")
         return 0
     finally:
         consumer.close()

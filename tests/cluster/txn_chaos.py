@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from roost.admin.target import Target
-from roost.admin.transactions import list_transactions
+from roost.admin.transactions import coordinator_of, list_transactions
 from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.txn.records import txn_partition_for
 from tests.support.cluster import LocalCluster
@@ -58,6 +58,7 @@ class TxnChaosReport:
     app_exits: dict[int, int] = field(default_factory=dict)  # exit status -> count (-9: killed by us)
     app_aborts: int = 0  # abort_transaction calls the application made itself
     lso_samples: int = 0
+    mid_transaction: int = 0  # rounds that struck while an output partition held undecided records
     seconds: float = 0.0
 
 
@@ -167,10 +168,14 @@ class Feeder(threading.Thread):
 
 
 # offsets --------------------------------------------------------------------------------------
-def end_offsets(bootstrap: str, topic: str, isolation: IsolationLevel) -> dict[int, int]:
+def offsets_admin(bootstrap: str) -> AdminClient:
+    """One client for many ListOffsets (librdkafka finds the leaders again as they move)."""
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def end_offsets(admin_client: AdminClient, topic: str, isolation: IsolationLevel) -> dict[int, int]:
     """The partitions' ends: the high watermark, or with READ_COMMITTED the LSO (ListOffsets
     LATEST under read_committed)."""
-    admin_client = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
     asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
     found = admin_client.list_offsets(asked, isolation_level=isolation, request_timeout=10)
     return {tp.partition: future.result(15).offset for tp, future in found.items()}
@@ -179,9 +184,10 @@ def end_offsets(bootstrap: str, topic: str, isolation: IsolationLevel) -> dict[i
 class LsoWatcher(threading.Thread):
     """Samples the output partitions' LSO; any that goes back is a failure."""
 
-    def __init__(self, bootstrap: Callable[[], str]) -> None:
+    def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
         self.bootstrap = bootstrap
+        self.admin = offsets_admin(bootstrap)
         self.stop = threading.Event()
         self.highest: dict[int, int] = {}
         self.regressions: list[str] = []
@@ -190,8 +196,9 @@ class LsoWatcher(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(0.3):
             try:
-                found = end_offsets(self.bootstrap(), OUTPUT, IsolationLevel.READ_COMMITTED)
+                found = end_offsets(self.admin, OUTPUT, IsolationLevel.READ_COMMITTED)
             except KafkaException:
+                self.admin = offsets_admin(self.bootstrap)  # a stale leader epoch: see wait_for_open_transaction
                 continue  # a leader is moving: sample again later
             self.check(found)
 
@@ -219,7 +226,7 @@ def committed_offsets(bootstrap: str) -> dict[int, int]:
 def all_consumed(bootstrap: str) -> bool:
     """The group's committed offsets (made visible by transaction commits) reached the input's end."""
     try:
-        ends = end_offsets(bootstrap, INPUT, IsolationLevel.READ_UNCOMMITTED)
+        ends = end_offsets(offsets_admin(bootstrap), INPUT, IsolationLevel.READ_UNCOMMITTED)
         return committed_offsets(bootstrap) == ends
     except KafkaException:
         return False
@@ -268,36 +275,54 @@ def check_output(bootstrap: str, records: int, report: TxnChaosReport) -> None:
         f"{len(twice)} twice (e.g. {twice[:5]}), {len(strange)} unexpected (e.g. {strange[:5]})")
 
 
-def check_no_open_transaction(bootstrap: str) -> None:
-    """No transaction is Ongoing at any coordinator, and every output partition's LSO is its
-    high watermark (nothing undecided left in the log)."""
-    ongoing = list_transactions(Target(bootstrap), ["Ongoing", "PrepareCommit", "PrepareAbort"])
-    assert not ongoing, f"transactions still open: {ongoing}"
-    lso = end_offsets(bootstrap, OUTPUT, IsolationLevel.READ_COMMITTED)
-    high = end_offsets(bootstrap, OUTPUT, IsolationLevel.READ_UNCOMMITTED)
-    assert lso == high, f"output LSO {lso} behind the high watermark {high}: a transaction stays open"
+def open_transactions(bootstrap: str) -> str:
+    """What is still undecided: transactions a coordinator lists as not finished, and output
+    partitions whose LSO is behind the high watermark; empty when nothing is."""
+    unfinished = list_transactions(Target(bootstrap), ["Ongoing", "PrepareCommit", "PrepareAbort"])
+    admin_client = offsets_admin(bootstrap)
+    lso = end_offsets(admin_client, OUTPUT, IsolationLevel.READ_COMMITTED)
+    high = end_offsets(admin_client, OUTPUT, IsolationLevel.READ_UNCOMMITTED)
+    behind = {p: (lso[p], high[p]) for p in lso if lso[p] != high[p]}
+    return (f"unfinished {unfinished} " if unfinished else "") + (f"LSO behind HW {behind}" if behind else "")
+
+
+def check_no_open_transaction(bootstrap: str, timeout: float = 30.0) -> None:
+    """Nothing undecided stays: a commit's last markers and its Complete state may take a moment
+    after the offsets became visible, and an orphan is aborted after transaction.timeout.ms (10 s)
+    plus the coordinator's check interval (10 s); past that, a transaction stays open for ever."""
+    deadline = time.monotonic() + timeout
+    while (left := open_transactions(bootstrap)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"a transaction stays open after {timeout} s: {left}"
 
 
 # faults ---------------------------------------------------------------------------------------
-def coordinator(cluster: LocalCluster) -> int:
-    partition = txn_partition_for(TRANSACTIONAL_ID, TXN_STATE_PARTITIONS)
-    return cluster.partitions(TRANSACTION_STATE_TOPIC)[partition][0]
+def open_transaction(admin_client: AdminClient) -> bool:
+    """Whether an output partition holds undecided records right now: its LSO is below a high
+    watermark read just before (so below the current one too). Seeing it also shows that
+    ListOffsets under read_committed answers the LSO, not the high watermark."""
+    high = end_offsets(admin_client, OUTPUT, IsolationLevel.READ_UNCOMMITTED)
+    lso = end_offsets(admin_client, OUTPUT, IsolationLevel.READ_COMMITTED)
+    return any(lso[p] < high[p] for p in lso)
 
 
-def output_leader(cluster: LocalCluster, rng: random.Random) -> int:
-    return cluster.partitions(OUTPUT)[rng.randrange(PARTITIONS)][0]
-
-
-def wait_for_transactions(cluster: LocalCluster, timeout: float = 30.0) -> bool:
-    """Until the output grows (the application is writing a transaction); False if it did not."""
-    try:
-        before = sum(end_offsets(cluster.running_bootstrap(), OUTPUT, IsolationLevel.READ_UNCOMMITTED).values())
-        wait_for(lambda: sum(end_offsets(cluster.running_bootstrap(), OUTPUT,
-                                         IsolationLevel.READ_UNCOMMITTED).values()) > before,
-                 timeout, interval=0.1, what="the application writing")
-        return True
-    except (AssertionError, KafkaException):
-        return False
+def wait_for_open_transaction(bootstrap: str, timeout: float = 30.0) -> str:
+    """Until a transaction is in flight: "" then, else why none was seen in `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    errors: list[str] = []
+    admin_client = offsets_admin(bootstrap)
+    while time.monotonic() < deadline:
+        try:
+            if open_transaction(admin_client):
+                return ""
+        except KafkaException as error:
+            errors.append(str(error.args[0]))
+            # librdkafka's admin client keeps a stale leader epoch after an ISR change (every
+            # ListOffsets then fails FENCED_LEADER_EPOCH): a new client learns the current one.
+            admin_client = offsets_admin(bootstrap)
+        time.sleep(0.02)
+    return f"no transaction seen open in {timeout:.0f} s" + (f"; {len(errors)} errors, the last {errors[-1]}"
+                                                               if errors else "")
 
 
 def wait_healthy(cluster: LocalCluster) -> None:
@@ -306,17 +331,41 @@ def wait_healthy(cluster: LocalCluster) -> None:
         cluster.wait_for_isr(topic, full=True, timeout=120)
 
 
+def kill_broker(cluster: LocalCluster, topic: str, partition: int, what: str, rng: random.Random) -> str:
+    """kill -9 the leader of `topic`-`partition`; mostly it stays down until another broker leads
+    that partition (the failover path), sometimes it is back before its session ends."""
+    victim = cluster.partitions(topic)[partition][0]
+    if topic == TRANSACTION_STATE_TOPIC:
+        # The placement computed here must be the brokers' (a leader moving meanwhile settles).
+        def agreed() -> int:
+            named = coordinator_of(Target(cluster.running_bootstrap()), TRANSACTIONAL_ID)["node_id"]
+            return named if named == cluster.partitions(topic)[partition][0] else 0
+        victim = wait_for(agreed, 15, interval=0.2, what=f"FindCoordinator to name the leader of {topic}-{partition}")
+    cluster.kill(victim)
+    killed = time.monotonic()
+    # Its output goes with the process: kept for the story of a failure.
+    (cluster.root / f"broker-{victim}-killed-{time.strftime('%H%M%S')}.out").write_text(cluster.broker_output(victim))
+    if rng.random() < 0.25:
+        time.sleep(rng.uniform(0.3, 1.5))
+        how = "back before its session ended"
+    else:
+        wait_for(lambda: cluster.partitions(topic).get(partition, (-1,))[0] not in (-1, victim), 30,
+                 interval=0.1, what=f"a new leader of {topic}-{partition}")
+        how = f"{topic}-{partition} led by {cluster.partitions(topic)[partition][0]} after {time.monotonic() - killed:.1f} s"
+        time.sleep(rng.uniform(0.0, 2.0))
+    cluster.restart(victim)
+    return f"kill -9 broker {victim} ({what}), {how}, down {time.monotonic() - killed:.1f} s"
+
+
 def strike(cluster: LocalCluster, app: Application, fault: str, rng: random.Random) -> str:
     """Delivers the fault; returns what was done."""
     if fault == "application":
         app.kill9()
         return "kill -9 the application (a new one started)"
-    victim = coordinator(cluster) if fault == "coordinator" else output_leader(cluster, rng)
-    down = rng.uniform(0.5, 3.0)
-    cluster.kill(victim)
-    time.sleep(down)
-    cluster.restart(victim)
-    return f"kill -9 broker {victim} ({fault}), down {down:.1f} s"
+    if fault == "coordinator":
+        return kill_broker(cluster, TRANSACTION_STATE_TOPIC, txn_partition_for(TRANSACTIONAL_ID, TXN_STATE_PARTITIONS),
+                           "the transaction coordinator", rng)
+    return kill_broker(cluster, OUTPUT, rng.randrange(PARTITIONS), "an output leader", rng)
 
 
 def fault_plan(rounds: int, rng: random.Random) -> list[str]:
@@ -345,7 +394,7 @@ def run_txn_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[
     fill_input(cluster.bootstrap, 0, records)
     app = Application(cluster.bootstrap, cluster.root, report, idle_s=30.0)
     feeder = Feeder(cluster.bootstrap, records, rate)
-    watcher = LsoWatcher(cluster.running_bootstrap)
+    watcher = LsoWatcher(cluster.bootstrap)
     try:
         app.start()
         watcher.start()
@@ -354,9 +403,10 @@ def run_txn_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[
             if time.monotonic() > ends_at:
                 say(f"deadline reached after {round_index} rounds")
                 break
-            writing = wait_for_transactions(cluster)
+            not_seen = wait_for_open_transaction(cluster.bootstrap)
+            report.mid_transaction += not not_seen
             line = f"round {round_index + 1}: {strike(cluster, app, fault, rng)}"
-            line += "" if writing else " (the application was not writing)"
+            line += f" ({not_seen})" if not_seen else ""
             say(line)
             report.rounds.append(line)
             wait_healthy(cluster)
