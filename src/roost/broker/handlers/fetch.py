@@ -159,6 +159,11 @@ class _FetchPlan:
                 errored = True
                 self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
                 continue
+            if self._fenced_while_parked(partition, wanted):
+                out.append(self._error(name, index, ErrorCode.FENCED_LEADER_EPOCH))
+                errored = True
+                self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
+                continue
             diverging = self.diverging.get(position)
             if diverging is not None:
                 entry = _partition_result(index, ErrorCode.NONE, partition)
@@ -194,6 +199,18 @@ class _FetchPlan:
                 for e in (self.metadata.client_endpoint(b, self.listener) for b in sorted(self.hinted))
                 if e is not None]
         return response, total, errored
+
+    def _fenced_while_parked(self, partition: Partition, wanted: dict[str, Any]) -> bool:
+        """A consumer's fetch whose leader epoch the partition left while the fetch waited here
+        (an ISR shrink bumps the epoch and the leader stays). Kafka's DelayedFetch answers it
+        FENCED_LEADER_EPOCH; records of the new epoch would reach a consumer that has not yet
+        validated its position against that epoch, and librdkafka, whose validation then finds
+        its fetch position past the old epoch's end, takes it for a truncation and seeks back
+        there, dropping the records it had fetched but not yet handed to the application: those
+        are never read (seen in the transaction chaos loop, issue 20). Followers are left as
+        they were: their truncation goes by DivergingEpoch, checked when the fetch came."""
+        epoch = wanted.get("current_leader_epoch", NO_EPOCH)
+        return not self.follower and epoch != NO_EPOCH and epoch < partition.leader_epoch
 
     def _error(self, name: str, index: int, code: ErrorCode) -> dict[str, Any]:
         entry = _partition_result(index, code)
