@@ -1,7 +1,8 @@
-"""A brief transaction chaos run in CI (scripts/txn_chaos.py runs it long): a consume-transform-produce
-application works through kill -9 of its transaction coordinator's broker, of an output partition's
-leader and of itself, one each; its read_committed output holds every input record exactly once, no
-transaction stays open, and no output partition's LSO ever goes back."""
+"""A brief transaction chaos run in CI (scripts/txn_chaos.py runs it long; issue 20): a
+consume-transform-produce application works through kill -9 of its transaction coordinator's
+broker, of an output partition's leader and of itself, one each, in the middle of transactions;
+its read_committed output holds every input record exactly once, no transaction stays open, and no
+output partition's LSO ever goes back (run_txn_chaos asserts those). About 25 s."""
 
 from __future__ import annotations
 
@@ -22,5 +23,8 @@ def test_txn_chaos_brief(tmp_path: Path) -> None:
     finally:
         cluster.close()
     print(report)
-    assert len(report.rounds) == min(ROUNDS, len(FAULTS)) or len(report.rounds) == ROUNDS, report.rounds
+    assert len(report.rounds) == ROUNDS, "the deadline cut the rounds short"
+    if len(FAULTS) <= ROUNDS:  # the first rounds deliver each kind of fault once
+        assert set(report.faults) == set(FAULTS), report.rounds
+    assert report.mid_transaction >= 1, "no fault struck while a transaction was open"
     assert report.committed_output == report.records > 0

@@ -51,6 +51,7 @@ READ_COMMITTED_END = -191  # librdkafka's _PARTITION_EOF
 @dataclass
 class TxnChaosReport:
     rounds: list[str] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)  # each round's kind, one of FAULTS
     records: int = 0  # input records, each expected once in the committed output
     committed_output: int = 0
     aborted_output: int = 0  # records in the log that read_committed skips (aborted transactions)
@@ -118,7 +119,8 @@ class Application:
             if self.process is not None:
                 self._reap(stop_process(self.process, signal.SIGTERM, timeout=30))
         self.stop.set()
-        self.watcher.join(10)
+        if self.watcher.is_alive():
+            self.watcher.join(10)
 
     def aborts(self) -> int:
         return sum((self.logs / f"app-{n}.log").read_text(errors="replace").count(" aborted\n")
@@ -169,7 +171,7 @@ class Feeder(threading.Thread):
 
 # offsets --------------------------------------------------------------------------------------
 def offsets_admin(bootstrap: str) -> AdminClient:
-    """One client for many ListOffsets (librdkafka finds the leaders again as they move)."""
+    """A client for ListOffsets; replaced after an error (see wait_for_open_transaction)."""
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
 
 
@@ -409,6 +411,7 @@ def run_txn_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[
             line += f" ({not_seen})" if not_seen else ""
             say(line)
             report.rounds.append(line)
+            report.faults.append(fault)
             wait_healthy(cluster)
             time.sleep(rng.uniform(0.2, 1.5))
         feeder.stop.set()
