@@ -11,12 +11,14 @@ transaction may stay open, and no output partition's LSO may ever have gone back
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.cluster.txn_chaos import CLUSTER_SETTINGS, TxnChaosReport, run_txn_chaos
@@ -31,6 +33,14 @@ def summary(report: TxnChaosReport, seconds: float) -> str:
             f"{report.lso_samples} LSO samples never went back; {seconds:.0f} s")
 
 
+def run_this_checkout() -> None:
+    """The brokers (and the application) run this checkout's code, not whichever roost the
+    environment has installed (a worktree's change is what a run must test)."""
+    repo = Path(__file__).resolve().parent.parent
+    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "src"), str(repo), *inherited])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=30)
@@ -40,6 +50,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=100, help="input records per second added during the rounds")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's directory (logs) after the run")
     args = parser.parse_args()
+    run_this_checkout()
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="roost-txn-chaos-"))
     print(f"seed {args.seed}; logs under {root}", flush=True)
