@@ -151,22 +151,38 @@ def fill_input(bootstrap: str, first: int, count: int) -> None:
 
 class Feeder(threading.Thread):
     """Adds input records at `rate` per second while the rounds run, so that the application is
-    in the middle of a transaction whenever a fault strikes."""
+    in the middle of a transaction whenever a fault strikes; and on demand a burst, so that its
+    consumer holds records fetched but not yet handed to it (the fetch path's failovers must not
+    skip them)."""
 
     def __init__(self, bootstrap: str, first: int, rate: int) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.next, self.rate = bootstrap, first, rate
         self.stop = threading.Event()
         self.failure: BaseException | None = None
+        self.lock = threading.Lock()
+        self.extra = 0  # a burst asked for, written with the next batch
+        self.written = threading.Condition(self.lock)
 
     def run(self) -> None:
         try:
             while not self.stop.wait(0.5):
-                count = max(1, self.rate // 2)
+                with self.lock:
+                    count, self.extra = max(1, self.rate // 2) + self.extra, 0
                 fill_input(self.bootstrap, self.next, count)
-                self.next += count
+                with self.lock:
+                    self.next += count
+                    self.written.notify_all()
         except BaseException as failure:  # reported by the harness, which checks it
             self.failure = failure
+
+    def burst(self, count: int, timeout: float = 60.0) -> None:
+        """`count` more records with the next batch; returns once they are written (or after
+        `timeout`: the harness checks the feeder's failure at the end)."""
+        with self.lock:
+            self.extra += count
+            target = self.next + count
+            self.written.wait_for(lambda: self.next >= target or self.failure is not None, timeout)
 
 
 # offsets --------------------------------------------------------------------------------------
@@ -387,7 +403,8 @@ def create_topics(cluster: LocalCluster) -> None:
 
 def run_txn_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[str], None] = lambda line: None,
                   deadline_s: float = 600.0, records: int = 500, rate: int = 200) -> TxnChaosReport:
-    """`records` input records first, then `rate` per second while the rounds run."""
+    """`records` input records first, then `rate` per second while the rounds run, and a burst of
+    `records` more before half the rounds' faults (at random)."""
     rng = random.Random(seed)
     started = time.monotonic()
     ends_at = started + deadline_s
@@ -405,9 +422,13 @@ def run_txn_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[
             if time.monotonic() > ends_at:
                 say(f"deadline reached after {round_index} rounds")
                 break
+            backlog = rng.random() < 0.5
+            if backlog:
+                feeder.burst(records)
             not_seen = wait_for_open_transaction(cluster.bootstrap)
             report.mid_transaction += not not_seen
             line = f"round {round_index + 1}: {strike(cluster, app, fault, rng)}"
+            line += f" after a burst of {records} records" if backlog else ""
             line += f" ({not_seen})" if not_seen else ""
             say(line)
             report.rounds.append(line)
