@@ -708,6 +708,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "        bound = partition.high_watermark  # MUTATION: Kafka's bound\n"),),
         (TRANSACTIONS + "test_delete_records_never_cuts_under_an_undecided_transaction",), must_load=(BROKER,)),
     Mutation(
+        "fetch-parked-answers-a-newer-epoch",
+        "a consumer's fetch parked while its partition's leader epoch moves on is answered "
+        "FENCED_LEADER_EPOCH, not with the new epoch's records (librdkafka then dropped records)",
+        (edit("src/roost/broker/handlers/fetch.py",
+              "        return not self.follower and epoch != NO_EPOCH and epoch < partition.leader_epoch",
+              "        return False  # MUTATION: the parked fetch's epoch not checked again"),),
+        ("tests/broker/test_fenced_parked_fetch.py::"
+         "test_a_parked_consumer_fetch_is_fenced_when_the_leader_epoch_moves_on",), must_load=(PYTEST,)),
+    Mutation(
         "txn-next-transaction-not-waiting",
         "AddPartitionsToTxn right after EndTxn waits for the last transaction's markers and Complete* "
         "record instead of answering CONCURRENT_TRANSACTIONS",
