@@ -1,4 +1,6 @@
-"""Log compaction (Kafka's cleanup.policy=compact) for one partition log.
+"""Log compaction (Kafka's cleanup.policy=compact) for one partition log: the pass, its reads,
+writes and swaps. What it keeps of each batch is decided by the pure rules of
+`roost.log.cleaner_rules` (the offset map, the aborted ranges, the record filter).
 
 A pass (`clean_log`, called through `PartitionLog.clean`):
 
