@@ -670,7 +670,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an aborted record never counts as a key's newer value (it would hide the committed one)",
         (edit("src/roost/log/cleaner.py", "            mapped = not header.is_control and not is_aborted(header, aborted)",
               "            mapped = not header.is_control  # MUTATION: aborted records mapped"),),
-        (CLEANER_TXN + "test_an_aborted_record_never_hides_a_committed_one",), must_load=(PYTEST,)),
+        (CLEANER_TXN + "test_an_aborted_record_never_hides_a_committed_one", CLEANER_TXN_RANDOM), must_load=(PYTEST,)),
     Mutation(
         "cleaner-keeps-aborted-records",
         "the cleaner removes the records of aborted transactions",
@@ -692,7 +692,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "marker makes read_committed consumers skip the producer's later committed records)",
         (edit("src/roost/log/cleaner_rules.py", "        if header.base_offset in self.indexed_aborts:\n",
               "        if False:  # MUTATION: the marker goes while its entry stays\n"),),
-        (CLEANER_TXN + "test_a_producer_writing_on_after_an_abort_stays_visible_across_passes",
+        (CLEANER_TXN + "test_a_producer_writing_on_after_an_abort_stays_visible_across_passes", CLEANER_TXN_RANDOM,
          TRANSACTIONS + "test_the_cleaner_removes_aborted_records_and_compacts_committed_ones"),
         must_load=(PYTEST, BROKER)),
     Mutation(
