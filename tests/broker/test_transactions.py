@@ -32,6 +32,7 @@ from tests.broker.conftest import FAST_GROUPS
 from tests.cli.kafka_cli import run_cli, run_json
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
+from tests.support.reading import read_to_end
 from tests.support.scrape import Samples, scrape, value
 
 TXN_PARTITIONS = "3"  # __transaction_state: small, created on the first transactional lookup
@@ -71,30 +72,7 @@ def read_all(node: RoostProcess, name: str, isolation: str, partitions: int = 2,
              until: Callable[[list[bytes]], bool] | None = None, timeout: float = 15.0) -> list[bytes]:
     """Every record of `name` visible with `isolation`, read to the end of each partition (for
     read_committed the end is the last stable offset)."""
-    consumer = Consumer({"bootstrap.servers": node.address("kafka"), "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": isolation, "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(message.partition())
-                    if len(at_end) == partitions and (until is None or until(values)):
-                        break
-                    continue
-                raise KafkaException(message.error())
-            values.append(message.value())
-            at_end.discard(message.partition())
-    finally:
-        consumer.close()
-    return values
+    return read_to_end(node.address("kafka"), name, partitions, isolation, until=until, timeout=timeout)
 
 
 def test_committed_transaction_is_seen_whole_by_read_committed(node: RoostProcess) -> None:

@@ -7,44 +7,23 @@ transaction's data partitions is killed before the commit: the markers wait for 
 
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
+from tests.support.reading import read_to_end
 
 TOPIC = "txf-orders"
 
 
 def read_committed(bootstrap: str, expected: int, timeout: float = 30.0) -> list[bytes]:
     """The topic's committed records, read until `expected` came and then to the end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"txf-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and not (len(values) >= expected and len(at_end) == 2):
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == -191:  # _PARTITION_EOF
-                    at_end.add(message.partition())
-                    continue
-                raise KafkaException(message.error())
-            values.append(message.value())
-            at_end.discard(message.partition())
-    finally:
-        consumer.close()
-    return values
+    return read_to_end(bootstrap, TOPIC, 2, "read_committed", until=lambda values: len(values) >= expected,
+                       timeout=timeout)
 
 
 def test_a_transaction_commits_across_a_kill_of_its_coordinator(tmp_path: Path) -> None:

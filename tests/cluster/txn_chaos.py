@@ -35,6 +35,7 @@ from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.txn.records import txn_partition_for
 from tests.support.cluster import LocalCluster
 from tests.support.procs import stop_process, wait_for
+from tests.support.reading import read_to_end
 
 INPUT, OUTPUT = "txn-chaos-in", "txn-chaos-out"
 GROUP, TRANSACTIONAL_ID = "txn-chaos-group", "txn-chaos-app"
@@ -45,7 +46,6 @@ TXN_STATE_PARTITIONS = 3
 CLUSTER_SETTINGS = {"transaction.state.log.num.partitions": TXN_STATE_PARTITIONS}
 FAULTS = ("coordinator", "output leader", "application")
 REPO = Path(__file__).resolve().parents[2]
-READ_COMMITTED_END = -191  # librdkafka's _PARTITION_EOF
 
 
 @dataclass
@@ -254,27 +254,7 @@ def all_consumed(bootstrap: str) -> bool:
 def read_all(bootstrap: str, topic: str, isolation: str, timeout: float = 60.0) -> list[bytes]:
     """Every value of `topic` from offset 0 up to each partition's end (for read_committed its
     LSO), as a consumer with `isolation` sees it."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"txn-chaos-reader-{isolation}",
-                         "isolation.level": isolation, "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    values: list[bytes] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, f"{topic} not read to its end in {timeout} s"
-            for message in consumer.consume(1000, 0.5):
-                if message.error():
-                    if message.error().code() == READ_COMMITTED_END:
-                        at_end.add(message.partition())
-                        continue
-                    raise KafkaException(message.error())
-                values.append(message.value())
-                at_end.discard(message.partition())
-    finally:
-        consumer.close()
-    return values
+    return read_to_end(bootstrap, topic, PARTITIONS, isolation, timeout=timeout, must_reach_end=True)
 
 
 def check_output(bootstrap: str, records: int, report: TxnChaosReport) -> None:
