@@ -660,8 +660,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cleaner-passes-an-undecided-transaction",
         "a cleaner pass never reaches the first unstable offset (an undecided transaction's records "
         "and the records after it are neither mapped nor cleaned)",
-        (edit("src/roost/log/cleaner.py", "    if unstable is not None:\n        limit = min(limit, unstable)\n",
-              "    if False:  # MUTATION: past undecided transactions\n        limit = min(limit, unstable)\n"),),
+        (edit("src/roost/log/cleaner.py", "    limit = log.producer_state.last_stable_offset(limit)\n",
+              "    pass  # MUTATION: past undecided transactions\n"),),
         (CLEANER_TXN + "test_no_pass_reaches_an_undecided_transaction",
          CLEANER_TXN + "test_a_transaction_decided_past_the_high_watermark_is_not_cleaned", CLEANER_TXN_RANDOM),
         must_load=(PYTEST,)),
@@ -698,8 +698,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "retention-deletes-under-an-undecided-transaction",
         "retention deletes no segment holding a record of an undecided transaction",
-        (edit("src/roost/log/log_retention.py", "        if unstable is not None:\n            bound = min(bound, unstable)\n",
-              "        if False:  # MUTATION: retention ignores open transactions\n            bound = min(bound, unstable)\n"),),
+        (edit("src/roost/log/log_retention.py", "        bound = self.producer_state.last_stable_offset(\n",
+              "        bound = (lambda offset: offset)(  # MUTATION: retention ignores open transactions\n"),),
         (CLEANER_TXN + "test_retention_keeps_segments_with_an_undecided_transaction",), must_load=(PYTEST,)),
     Mutation(
         "delete-records-under-an-undecided-transaction",

@@ -215,9 +215,7 @@ def _plan(
     checkpoint = log.cleaner_checkpoint
     limit = log.log_end_offset if hw is None else min(hw, log.log_end_offset)
     # Never past an undecided transaction: whether its records stay is not known yet.
-    unstable = log.producer_state.first_unstable_offset(limit)
-    if unstable is not None:
-        limit = min(limit, unstable)
+    limit = log.producer_state.last_stable_offset(limit)
     cleanable = [
         s for s, after in zip(log.segments, log.segments[1:], strict=False) if after.base_offset <= limit
     ]

@@ -61,10 +61,8 @@ class LogRetention(PartitionLogState):
         segments were deleted."""
         self._check_open()
         now = self.clock_ms()
-        bound = self.log_end_offset if high_watermark is None else high_watermark
-        unstable = self.producer_state.first_unstable_offset(bound)
-        if unstable is not None:
-            bound = min(bound, unstable)
+        bound = self.producer_state.last_stable_offset(
+            self.log_end_offset if high_watermark is None else high_watermark)
         candidates = [
             s for s, after in zip(self.segments[:-1], self.segments[1:], strict=False) if after.base_offset <= bound
         ]
