@@ -690,7 +690,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cleaner-removes-an-abort-marker-before-its-entry",
         "an ABORT marker goes only after its aborted-transaction index entry (an entry without its "
         "marker makes read_committed consumers skip the producer's later committed records)",
-        (edit("src/roost/log/cleaner_rules.py", "        if header.base_offset in self.indexed_aborts:\n",
+        (edit("src/roost/log/cleaner_rules.py", "        if header.base_offset in self.aborted.marker_offsets:\n",
               "        if False:  # MUTATION: the marker goes while its entry stays\n"),),
         (CLEANER_TXN + "test_a_producer_writing_on_after_an_abort_stays_visible_across_passes", CLEANER_TXN_RANDOM,
          TRANSACTIONS + "test_the_cleaner_removes_aborted_records_and_compacts_committed_ones"),

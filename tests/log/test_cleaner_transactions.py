@@ -224,8 +224,8 @@ def test_a_transaction_decided_past_the_high_watermark_is_not_cleaned(
 
 
 def test_record_filter_core_on_transactions() -> None:
-    """The filter alone: an aborted batch goes, a marker with records of its transaction kept
-    stays, one without them goes once old, and its age otherwise counts for the next trigger."""
+    """The filter alone: an aborted batch goes; its ABORT marker, which has an index entry, stays
+    this pass (its entry goes first); a marker whose transaction kept records stays."""
     aborted = AbortedRanges([AbortedTxn(1, 0, 2, 3)])
     offset_map = OffsetMap(0, 100)
     batches = [
@@ -246,7 +246,7 @@ def test_record_filter_core_on_transactions() -> None:
         placed.append((parse_header(data), data))
         offset += count
     record_filter = RecordFilter(offset_map, tombstone_horizon_ms=20, producer_last_offsets={},
-                                 max_kept_keys=100, aborted=aborted, indexed_aborts=frozenset({2}))  # fmt: skip
+                                 max_kept_keys=100, aborted=aborted)  # fmt: skip
     verdicts = [record_filter.filter(h, memoryview(d), 0) for h, d in placed]
     assert [v.keep for v in verdicts] == [False, True, True, True, True]
     assert verdicts[0].batches == [] and verdicts[0].removed == 2
@@ -258,10 +258,10 @@ def test_record_filter_core_on_transactions() -> None:
 def test_a_marker_without_an_index_entry_goes_when_old_and_empty() -> None:
     record_filter = RecordFilter(OffsetMap(0, 100), tombstone_horizon_ms=20, producer_last_offsets={},
                                  max_kept_keys=100)  # fmt: skip
-    old, young = (parse_header(build_marker(pid, 0, commit=True, coordinator_epoch=0, timestamp_ms=ts))
-                  for pid, ts in ((2, 10), (3, 50)))  # fmt: skip
-    assert not record_filter._marker_verdict(old, 0).keep
-    assert record_filter._marker_verdict(young, 0).keep
+    old, young = (build_batch_at(build_marker(pid, 0, commit=True, coordinator_epoch=0, timestamp_ms=ts), offset)
+                  for offset, pid, ts in ((0, 2, 10), (1, 3, 50)))  # fmt: skip
+    assert not record_filter.filter(parse_header(old), memoryview(old), 0).keep
+    assert record_filter.filter(parse_header(young), memoryview(young), 0).keep
     assert record_filter.markers_removed == 1
     assert record_filter.oldest_kept_tombstone_ms == 50  # pid 3's empty marker, too young yet
 

@@ -292,7 +292,6 @@ def clean_log(
         },
         max_kept_keys=max_keys,
         aborted=aborted,
-        indexed_aborts=frozenset(entry.last_offset for entry in log.aborted_index.entries),
     )
     stats.segments_before = len(targets)
     stats.bytes_before = sum(s.size for s in targets)

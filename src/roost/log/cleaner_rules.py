@@ -128,6 +128,7 @@ class AbortedRanges:
         for entry in aborted:  # in increasing marker offset: a producer's ranges never overlap
             self._firsts.setdefault(entry.producer_id, []).append(entry.first_offset)
             self._lasts.setdefault(entry.producer_id, []).append(entry.last_offset)
+        self.marker_offsets = frozenset(entry.last_offset for entry in aborted)  # their ABORT markers
 
     def holds(self, header: BatchHeader) -> bool:
         """Whether the (transactional, non-control) batch lies in an aborted transaction."""
@@ -202,7 +203,6 @@ class RecordFilter:
         producer_last_offsets: dict[int, int],
         max_kept_keys: int,
         aborted: AbortedRanges | None = None,
-        indexed_aborts: frozenset[int] = frozenset(),
     ) -> None:
         self.offset_map = offset_map
         self.tombstone_horizon_ms = tombstone_horizon_ms  # tombstones (and markers) older may go
@@ -218,9 +218,8 @@ class RecordFilter:
         self.last_offset = -1
         # Producers with a record of their current transaction kept since their last marker.
         self._txn_kept: set[int] = set()
-        # ABORT markers with an entry in the aborted-transaction index, and those of them whose
-        # transaction this pass leaves without a record (their entries go after the swaps).
-        self.indexed_aborts = indexed_aborts
+        # ABORT markers with an index entry (in `aborted`) whose transaction this pass leaves
+        # without a record: their entries go after the swaps.
         self.emptied_aborts: list[int] = []
 
     def _remember_kept(self, records: Iterable[RecordSummary]) -> None:
@@ -256,7 +255,7 @@ class RecordFilter:
             self._txn_kept.discard(header.producer_id)
             return KEEP
         timestamp = header.max_timestamp if header.max_timestamp != NO_TIMESTAMP else fallback_timestamp_ms
-        if header.base_offset in self.indexed_aborts:
+        if header.base_offset in self.aborted.marker_offsets:
             # Its index entry goes first (after this pass's swaps), the marker in a later pass: a
             # read_committed consumer given an entry without its marker takes every later batch
             # of the producer for aborted (it waits for an ABORT marker), while a marker without
