@@ -154,13 +154,9 @@ class _FetchPlan:
                 if name in self.metadata:  # a known topic only: a typo must not become a series
                     self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
                 continue
-            if partition.closed or not partition.is_leader:
-                out.append(self._error(name, index, ErrorCode.NOT_LEADER_OR_FOLLOWER))
-                errored = True
-                self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
-                continue
-            if self._fenced_while_parked(partition, wanted):
-                out.append(self._error(name, index, ErrorCode.FENCED_LEADER_EPOCH))
+            refused = self._refusal(partition, wanted)
+            if refused is not None:
+                out.append(self._error(name, index, refused))
                 errored = True
                 self.failed_by_topic[name] = self.failed_by_topic.get(name, 0) + 1
                 continue
@@ -199,6 +195,14 @@ class _FetchPlan:
                 for e in (self.metadata.client_endpoint(b, self.listener) for b in sorted(self.hinted))
                 if e is not None]
         return response, total, errored
+
+    def _refusal(self, partition: Partition, wanted: dict[str, Any]) -> ErrorCode | None:
+        """Why a partition the fetch found is not read now (it may have waited parked), if it is not."""
+        if partition.closed or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self._fenced_while_parked(partition, wanted):
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return None
 
     def _fenced_while_parked(self, partition: Partition, wanted: dict[str, Any]) -> bool:
         """A consumer's fetch whose leader epoch the partition left while the fetch waited here
