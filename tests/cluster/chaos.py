@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.clients import Acks, ConfluentProducer, GroupMember, n_of
-from tests.cluster.verify import check_log, read_log, stored_batches
+from tests.cluster.verify import NeverBack, check_log, read_log, stored_batches
 from tests.support.cluster import LocalCluster
 from tests.support.workload import messages
 
@@ -45,9 +45,7 @@ class OffsetWatcher(threading.Thread):
     def __init__(self, bootstrap: Callable[[], str], stop: threading.Event) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.stop = bootstrap, stop
-        self.highest: dict[int, int] = {}
-        self.regressions: list[str] = []
-        self.samples = 0
+        self.seen = NeverBack("committed offset")
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
@@ -61,13 +59,8 @@ class OffsetWatcher(threading.Thread):
             except Exception:
                 continue  # the coordinator is moving: sample again later
             for tp in found:
-                if tp.error is not None or tp.offset < 0:
-                    continue
-                before = self.highest.get(tp.partition, -1)
-                if tp.offset < before:
-                    self.regressions.append(f"partition {tp.partition}: committed offset {before} -> {tp.offset}")
-                self.highest[tp.partition] = max(before, tp.offset)
-                self.samples += 1
+                if tp.error is None and tp.offset >= 0:
+                    self.seen.see(tp.partition, tp.offset)
 
 
 def run_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[str], None] = lambda line: None,
@@ -145,7 +138,7 @@ def run_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[str]
     assert not missing, f"the group never received {len(missing)} acknowledged messages, e.g. {sorted(missing)[:10]}"
     for member in members:
         assert not member.errors, member.errors
-    assert not watcher.regressions, watcher.regressions
-    report.offsets_checked = watcher.samples
+    assert not watcher.seen.regressions, watcher.seen.regressions
+    report.offsets_checked = watcher.seen.samples
     check_log(read_log(cluster, TOPIC, PARTITIONS), acked, stored_batches(cluster, TOPIC))
     return report

@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -65,19 +66,25 @@ def make_consumer(args: argparse.Namespace) -> Consumer:
                      **debug})
 
 
-def init_transactions(producer: Producer) -> None:
-    """Fences the previous instance (its open transaction is aborted); the coordinator may be
-    moving or still finishing that abort, which is retriable."""
-    for attempt in range(INIT_ATTEMPTS):
+def retrying(what: str, call: Callable[[], None], attempts: int, pause_s: float) -> None:
+    """`call`, again after a retriable failure (at most `attempts` times); any other failure, or
+    the last, is raised."""
+    for attempt in range(attempts):
         try:
-            producer.init_transactions(30)
+            call()
             return
         except KafkaException as failure:
             error: KafkaError = failure.args[0]
-            if not error.retriable() or attempt + 1 == INIT_ATTEMPTS:
+            if not error.retriable() or attempt + 1 == attempts:
                 raise
-            say(f"init_transactions retriable: {error}")
-            time.sleep(0.5)
+            say(f"{what} retriable: {error}")
+            time.sleep(pause_s)
+
+
+def init_transactions(producer: Producer) -> None:
+    """Fences the previous instance (its open transaction is aborted); the coordinator may be
+    moving or still finishing that abort, which is retriable."""
+    retrying("init_transactions", lambda: producer.init_transactions(30), INIT_ATTEMPTS, 0.5)
 
 
 def consumed_offsets(records: list[Message]) -> list[TopicPartition]:
@@ -111,15 +118,7 @@ def produce(producer: Producer, topic: str, value: bytes) -> None:
 
 
 def commit(producer: Producer) -> None:
-    for attempt in range(COMMIT_ATTEMPTS):
-        try:
-            producer.commit_transaction(30)
-            return
-        except KafkaException as failure:
-            error: KafkaError = failure.args[0]
-            if not error.retriable() or attempt + 1 == COMMIT_ATTEMPTS:
-                raise
-            say(f"commit retriable: {error}")
+    retrying("commit", lambda: producer.commit_transaction(30), COMMIT_ATTEMPTS, 0.0)
 
 
 def transform(producer: Producer, consumer: Consumer, args: argparse.Namespace, records: list[Message]) -> None:

@@ -33,6 +33,7 @@ from roost.admin.target import Target
 from roost.admin.transactions import coordinator_of, list_transactions
 from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.txn.records import txn_partition_for
+from tests.cluster.verify import NeverBack
 from tests.support.cluster import LocalCluster
 from tests.support.procs import stop_process, wait_for
 from tests.support.reading import read_to_end
@@ -207,9 +208,7 @@ class LsoWatcher(threading.Thread):
         self.bootstrap = bootstrap
         self.admin = offsets_admin(bootstrap)
         self.stop = threading.Event()
-        self.highest: dict[int, int] = {}
-        self.regressions: list[str] = []
-        self.samples = 0
+        self.seen = NeverBack(f"LSO of {OUTPUT}")
 
     def run(self) -> None:
         while not self.stop.wait(0.3):
@@ -218,17 +217,9 @@ class LsoWatcher(threading.Thread):
             except KafkaException:
                 self.admin = offsets_admin(self.bootstrap)  # a stale leader epoch: see wait_for_open_transaction
                 continue  # a leader is moving: sample again later
-            self.check(found)
-
-    def check(self, found: dict[int, int]) -> None:
-        for partition, lso in found.items():
-            if lso < 0:
-                continue
-            before = self.highest.get(partition, -1)
-            if lso < before:
-                self.regressions.append(f"{OUTPUT}-{partition}: LSO {before} -> {lso} at {time.strftime('%H:%M:%S')}")
-            self.highest[partition] = max(before, lso)
-            self.samples += 1
+            for partition, lso in found.items():
+                if lso >= 0:
+                    self.seen.see(partition, lso)
 
 
 def committed_offsets(bootstrap: str) -> dict[int, int]:
@@ -428,9 +419,9 @@ def run_txn_chaos(cluster: LocalCluster, rounds: int, seed: int, say: Callable[[
         watcher.stop.set()
         watcher.join(30)
     report.app_aborts = app.aborts()
-    report.lso_samples = watcher.samples
+    report.lso_samples = watcher.seen.samples
     check_no_open_transaction(cluster.running_bootstrap())
     check_output(cluster.running_bootstrap(), report.records, report)
-    assert not watcher.regressions, f"the LSO went back: {watcher.regressions}"
+    assert not watcher.seen.regressions, f"the LSO went back: {watcher.seen.regressions}"
     report.seconds = time.monotonic() - started
     return report

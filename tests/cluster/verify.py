@@ -1,4 +1,5 @@
-"""Reading a whole topic back and checking it against what the producer was told."""
+"""Reading a whole topic back and checking it against what the producer was told, and watching
+per-partition figures that must never go back."""
 
 from __future__ import annotations
 
@@ -70,3 +71,22 @@ def check_log(records: list[Received], acked: set[int],
         last[record.key] = (record.partition, n)
     lost = acked - seen.keys()
     assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {sorted(lost)[:10]}"
+
+
+class NeverBack:
+    """The highest `what` (a committed offset, an LSO) seen per partition; a sample below it is a
+    regression, kept for the test to report."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.highest: dict[int, int] = {}
+        self.regressions: list[str] = []
+        self.samples = 0
+
+    def see(self, partition: int, value: int) -> None:
+        before = self.highest.get(partition, -1)
+        if value < before:
+            self.regressions.append(f"partition {partition}: {self.what} {before} -> {value} "
+                                    f"at {time.strftime('%H:%M:%S')}")
+        self.highest[partition] = max(before, value)
+        self.samples += 1
