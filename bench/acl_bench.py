@@ -40,8 +40,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from broker_bench import running_broker as lone_broker
 from process_cpu import cpu_seconds
 
+from roost.broker.handlers.api_rules import guard
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
-from roost.broker.request import Request
+from roost.broker.net.request import Request
 from roost.broker.security import acl_znodes
 from roost.broker.security.acl import (
     AccessControlEntry,
@@ -51,7 +52,6 @@ from roost.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from roost.broker.security.api_rules import guard
 from roost.broker.security.authorizer import Authorizer
 from roost.principal import ANONYMOUS
 from roost.wire.kafka import ApiKey, RequestHeader, decode_response, encode_request

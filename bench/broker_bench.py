@@ -33,9 +33,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from paced_latency import Hooks, paced_latencies
 from process_cpu import cpu_seconds
 
 from roost.wire.kafka import RequestHeader, decode_response, encode_request
@@ -70,7 +72,7 @@ def running_broker(*flags: str, source: str | None = None, data_dir: Path | None
         data = str(data_dir) if data_dir is not None else stack.enter_context(
             tempfile.TemporaryDirectory(prefix="roost-bench-"))
         popen = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console",
+            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", data, "--kafka-port", "0", "--no-console", "--no-schema-registry",
              "--log-level", "WARNING", "--no-keeper", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         assert popen.stdout is not None
@@ -411,60 +413,25 @@ def print_latency(label: str, runs: list[LatencyRun]) -> None:
 
 
 def latency_run(broker: Broker, rate: int, seconds: float) -> LatencyRun:
-    # Producer and consumer share this process: hand the GIL over quickly (the default 5 ms
-    # switch interval would show up in the tail as if it were the broker's).
-    sys.setswitchinterval(0.0002)
     create_topic(broker.bootstrap, "latency", 1)
-    latencies: list[float] = []
     consumer_requests, producer_requests = RequestTally(), RequestTally()
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat",
-                         "auto.offset.reset": "latest", "fetch.wait.max.ms": 500,
-                         "fetch.error.backoff.ms": 10, **consumer_requests.config()})
-    consumer.assign([TopicPartition("latency", 0, 0)])
-    stop = threading.Event()
-    expected = int(rate * seconds)
+    counters: dict[str, Any] = {}
 
-    def consume() -> None:
-        deadline = time.monotonic() + seconds + 30
-        while not stop.is_set() and time.monotonic() < deadline:
-            # poll() hands over each message as it arrives; consume(n, t) would wait to fill n.
-            msg = consumer.poll(0.1)
-            if msg is not None and not msg.error() and len(latencies) < expected:
-                latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
+    def started(producer: Producer) -> None:
+        producer.poll(0.2)  # fresh statistics before the clock starts
+        counters.update(syscalls=SyscallCount(broker.popen.pid), cpu0=broker.cpu_seconds(),
+                        requests0=consumer_requests.sent + producer_requests.sent)
 
-    thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all",
-                         **producer_requests.config()})
-    producer.list_topics("latency", timeout=30)
-    time.sleep(1.0)  # let the consumer's first fetch be waiting
-    producer.poll(0.2)  # fresh statistics before the clock starts
-    syscalls = SyscallCount(broker.popen.pid)
-    cpu0 = broker.cpu_seconds()
-    requests0 = consumer_requests.sent + producer_requests.sent
-    interval = 1.0 / rate
-    start = time.perf_counter()
-    for n in range(expected):
-        delay = start + n * interval - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        stamp = f"{time.time_ns() / 1e6:<20.6f}".encode()
-        producer.produce("latency", stamp + b"x" * 80)
-        producer.poll(0)
-    producer.flush(30)
-    deadline = time.monotonic() + 30
-    while len(latencies) < expected and time.monotonic() < deadline:
-        time.sleep(0.01)
-    broker_cpu = broker.cpu_seconds() - cpu0
-    counted = syscalls.stop()
-    producer.poll(0.25)  # statistics are at most 100 ms old: the consumer thread polls on
-    time.sleep(0.25)
-    requests = consumer_requests.sent + producer_requests.sent - requests0
-    stop.set()
-    thread.join(30)
-    consumer.close()
-    latencies.sort()
-    return LatencyRun(latencies, broker_cpu, requests, counted)
+    def ended(producer: Producer) -> None:
+        counters.update(cpu=broker.cpu_seconds() - counters["cpu0"], syscalls=counters["syscalls"].stop())
+        producer.poll(0.25)  # statistics are at most 100 ms old: the consumer thread polls on
+        time.sleep(0.25)
+        counters["requests"] = consumer_requests.sent + producer_requests.sent - counters["requests0"]
+
+    latencies = paced_latencies(broker.bootstrap, "latency", rate, seconds, hooks=Hooks(started, ended),
+                                producer_config=producer_requests.config(),
+                                consumer_config=consumer_requests.config())
+    return LatencyRun(latencies, counters["cpu"], counters["requests"], counters["syscalls"])
 
 
 def bench_fan_in(producers: int, rate_each: int, seconds: float) -> None:

@@ -30,13 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from paced_latency import Hooks, paced_latencies
 from process_cpu import cpu_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 from client_streams import STREAMS, Plan, Stream
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
@@ -93,37 +94,11 @@ def pct(values: list[float], p: float) -> float:
 def latency_run(cluster: LocalCluster, topic: str, acks: str, rate: int, seconds: float) -> str:
     """End-to-end latency of 100 B messages sent one at a time (linger 0) at `rate` per second,
     producer and consumer in this process."""
-    sys.setswitchinterval(0.0002)
-    latencies: list[float] = []
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"lat-{topic}",
-                         "fetch.wait.max.ms": 500, "fetch.error.backoff.ms": 10})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    expected = int(rate * seconds)
-
-    def consume() -> None:
-        deadline = time.monotonic() + seconds + 30
-        while len(latencies) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.1)
-            if msg is not None and not msg.error():
-                latencies.append(time.time_ns() / 1e6 - float(msg.value()[:20].decode()))
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "acks": acks})
-    producer.list_topics(topic, timeout=30)
-    time.sleep(1.0)
-    cpu0 = brokers_cpu(cluster)
-    start = time.perf_counter()
-    for n in range(expected):
-        delay = start + n / rate - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        producer.produce(topic, f"{time.time_ns() / 1e6:<20.6f}".encode() + b"x" * 80)
-        producer.poll(0)
-    producer.flush(30)
-    reader.join(seconds + 40)
-    consumer.close()
-    cpu = brokers_cpu(cluster) - cpu0
+    readings: list[float] = []
+    hooks = Hooks(started=lambda _: readings.append(brokers_cpu(cluster)),
+                  ended=lambda _: readings.append(brokers_cpu(cluster)))
+    latencies = paced_latencies(cluster.bootstrap, topic, rate, seconds, acks=acks, hooks=hooks)
+    cpu = readings[-1] - readings[0]
     if not latencies:
         return "no message came back"
     return (f"n={len(latencies)}  p50 {pct(latencies, 50):6.2f} ms  p99 {pct(latencies, 99):6.2f} ms  "

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from roost.broker import coordinator_load
+from roost.broker.coordinators import load as coordinator_load
 from roost.broker.group.offsets import CommittedOffset, offset_batch
 from roost.broker.group.service import GroupService, offsets_topic_configs
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache, PartitionInfo

@@ -19,10 +19,11 @@ from pathlib import Path
 from roost.broker.replica.log_move import LogMove
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.state import PartitionState
+from roost.clock import now_ms
 from roost.config import BrokerConfig
 from roost.log import PartitionLog
 from roost.storage.directories import LogDirs
-from roost.storage.log_manager import log_config_from_topic, now_ms
+from roost.storage.log_manager import log_config_from_topic
 from roost.wire.kafka.records import build_batch
 
 RECORD_BYTES = 1000

@@ -42,7 +42,7 @@ import broker_bench  # a sibling module: the broker process and perf stat helper
 from process_cpu import user_system_seconds
 
 from roost.broker.broker import Broker
-from roost.broker.request import Deferred, Request
+from roost.broker.net.request import Deferred, Request
 from roost.config import BROKER_SETTINGS, BrokerConfig
 from roost.wire.kafka import (
     ApiKey,
@@ -72,6 +72,16 @@ def fetch_frame(topic_id: Any, offset: int) -> bytearray:
                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
                  "log_start_offset": -1, "partition_max_bytes": 1048576}]}]}
     return request_frame(ApiKey.FETCH, 16, body)
+
+
+def fetch_frame_by_name(offset: int) -> bytearray:
+    """Fetch v12 (topics by name: a socket client need not learn the topic id first)."""
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": TOPIC, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1048576}]}]}
+    return request_frame(ApiKey.FETCH, 12, body)
 
 
 def request_frame(key: int, version: int, body: dict[str, Any]) -> bytearray:
@@ -160,8 +170,9 @@ def stage_costs(broker: Broker, requests: int) -> dict[str, float]:
 
 
 def over_socket(requests: int, source: str | None = None) -> dict[str, float]:
-    """Unpipelined produce requests to a broker process (of this tree, or of the checkout `source`):
-    its CPU and system calls per request."""
+    """Unpipelined produce requests to a broker process (of this tree, or of the checkout `source`),
+    then as many fetches of the partition's last record (a caught-up consumer's, answered at
+    once): its CPU and system calls per request."""
     with broker_bench.running_broker(source=source) as broker:
         broker_bench.create_topic(broker.bootstrap, TOPIC, 1)
         host, port = broker.bootstrap.rsplit(":", 1)
@@ -170,7 +181,7 @@ def over_socket(requests: int, source: str | None = None) -> dict[str, float]:
             frame = produce_frame()
             message = struct.pack(">i", len(frame)) + bytes(frame)
 
-            def round_trip() -> None:
+            def round_trip(message: bytes = message) -> None:
                 sock.sendall(message)
                 buffered = b""
                 while len(buffered) < 4:
@@ -189,9 +200,22 @@ def over_socket(requests: int, source: str | None = None) -> dict[str, float]:
             wall = time.perf_counter() - started
             user1, system1 = user_system_seconds(broker.popen.pid)
             counted = syscalls.stop()
+            fetch = fetch_frame_by_name(500 + requests - 1)  # the last record produced
+            fetch_message = struct.pack(">i", len(fetch)) + bytes(fetch)
+            for _ in range(500):
+                round_trip(fetch_message)
+            fetch_user0, fetch_system0 = user_system_seconds(broker.popen.pid)
+            started = time.perf_counter()
+            for _ in range(requests):
+                round_trip(fetch_message)
+            fetch_wall = time.perf_counter() - started
+            fetch_user1, fetch_system1 = user_system_seconds(broker.popen.pid)
     return {"user": (user1 - user0) / requests * 1e6, "system": (system1 - system0) / requests * 1e6,
             "syscalls": counted / requests if counted is not None else float("nan"),
-            "round trip": wall / requests * 1e6}
+            "round trip": wall / requests * 1e6,
+            "fetch user": (fetch_user1 - fetch_user0) / requests * 1e6,
+            "fetch system": (fetch_system1 - fetch_system0) / requests * 1e6,
+            "fetch round trip": fetch_wall / requests * 1e6}
 
 
 def main() -> None:
@@ -223,6 +247,11 @@ def main() -> None:
         print(f"  [{label}] user {user:.1f} µs + system {system:.1f} µs = {user + system:.1f} µs per request, "
               f"{statistics.median(figures['syscalls']):.1f} system calls per request, "
               f"round trip {statistics.median(figures['round trip']):.0f} µs")
+    print("\n== Fetch v12 of the last record over a socket, one request at a time (the broker's CPU per request) ==")
+    for label, figures in sockets.items():
+        user, system = statistics.median(figures["fetch user"]), statistics.median(figures["fetch system"])
+        print(f"  [{label}] user {user:.1f} µs + system {system:.1f} µs = {user + system:.1f} µs per request, "
+              f"round trip {statistics.median(figures['fetch round trip']):.0f} µs")
     user = statistics.median(sockets["this tree"]["user"])
     route = statistics.median(stages["produce: whole route"])
     print(f"  [this tree] connection and event loop (user CPU beyond the in-process route): {user - route:.1f} µs")

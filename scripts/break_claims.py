@@ -134,12 +134,24 @@ BROKER = "-m roost.cli.main"
 PYTEST = "-m pytest"  # the test process itself
 SPARK_WORKER = "pyspark"
 APPEND_DOOR = "tests/broker/test_append_door.py::"
+LINK_APPEND = "tests/link/test_mirror_append.py::"
+LINK_CORE = "tests/link/test_core.py::"
+LINK_CLUSTER = "tests/link/test_link_cluster.py::"
 CONSOLE_SECURITY = "tests/console/test_console_security.py::"
 CONSUMER_CORE = "tests/broker/test_consumer_group_core.py::"
+MIGRATION_CORE = "tests/broker/test_group_migration_core.py::"
+SHARE_E2E = "tests/share/test_share_consumer_e2e.py::"
+SHARE_WIRE = "tests/share/test_share_group_wire.py::"
+SHARE_ADMIN = "tests/share/test_share_group_admin.py::"
 FSYNC_BEFORE_ACK = ("tests/broker/test_fsync_before_ack.py::"
                     "test_broker_setting_fsyncs_every_produce_and_offset_commit_before_answering",
                     "tests/broker/test_fsync_before_ack.py::"
                     "test_topic_setting_fsyncs_before_answering_and_the_check_sees_when_it_is_off")
+CORRUPTION = "tests/log/test_corruption.py::"
+REPAIR_PLAN = "tests/broker/test_replica_repair_plan.py::"
+REPAIR_CLUSTER = "tests/cluster/test_replica_repair.py::"
+FULL_DISK = "tests/broker/test_full_disk.py::"
+FAILING_FSYNC = "tests/broker/test_failing_fsync.py::"
 FOLLOWER_FSYNC = ("tests/cluster/test_follower_fsync.py::test_a_follower_fsyncs_before_its_next_fetch_tells_the_leader",)
 RAFT_STRACE = ("tests/raft/test_fsync_order.py::"
                "test_acknowledged_only_after_durable_on_the_proposer_a_majority_and_each_acking_follower")
@@ -155,18 +167,262 @@ CLEANER_TXN_RANDOM = CLEANER_TXN + "test_random_histories_keep_the_read_committe
 # kill -9, pauses, partitions and power cuts, the history checked (issue 23).
 FAULT_RUN = "tests/faults/test_fault_run.py::"
 KEEPER_FAULT_RUN = (FAULT_RUN + "test_a_keeper_ensemble_under_every_fault_stays_linearizable",)
+ABUSE = "tests/hostile/test_abusive_clients.py::"
+KEEPER_ABUSE = "tests/hostile/test_abusive_keeper_clients.py::"
 BROKER_FAULT_RUN = (FAULT_RUN + "test_a_broker_cluster_under_every_fault_loses_duplicates_and_reorders_nothing",)
+SHARE_FAULT_RUN = ("tests/faults/test_share_fault_run.py::"
+                   "test_share_acknowledgements_survive_kills_of_the_data_leader_and_the_share_coordinator",)
+SHARE_SIM = ("tests/sim/test_share_sim.py::test_share_partitions_through_leader_and_coordinator_moves",)
 
 REPLICATION_CORE = "tests/broker/test_replication_core.py::"
+FUZZ_CORPUS = "tests/fuzz/test_fuzz.py::"
+BALANCE = "tests/broker/balance/test_planner.py::"
+BALANCE_EXECUTOR = "tests/broker/balance/test_executor.py::"
+BALANCE_CLUSTER = "tests/broker/balance/test_balance_cluster.py::"
+BALANCE_AUTO = "tests/broker/balance/test_autocore.py::"
+BALANCE_AUTO_CLUSTER = "tests/broker/balance/test_auto_cluster.py::"
+SHARE_PARTITION = "tests/broker/test_share_partition.py::"
+SHARE_PROPERTIES = ("tests/broker/test_share_partition_properties.py::"
+                    "test_random_histories_keep_the_share_partition_promises")
+SHARE_COORDINATOR = "tests/cluster/test_share_coordinator.py::"
+QUOTAS = "tests/quotas/test_client_quotas.py::"
 SIM_FOUND = "tests/sim/test_replication_sim.py::test_a_seed_that_found_a_bug_passes_on_the_real_code"
 
 
+# The schema registry (issue 34): its compatibility rules and ids unique across writers.
+AVRO_RULES = "tests/registry/test_compat_avro.py::"
+JSON_RULES = "tests/registry/test_compat_json.py::"
+PROTO_RULES = "tests/registry/test_compat_protobuf.py::"
+REGISTRY_API = "tests/registry/test_registry_api.py::"
+REGISTRY_STORE = "tests/registry/test_store.py::"
+REGISTRY_CLUSTER = "tests/registry/test_registry_cluster.py::"
+WRITE_BUDGET = "tests/registry/test_write_budget.py::"
 MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "topic-compression-type-ignored",
+        "a topic's compression.type is the codec its batches are stored in (Kafka recompresses on append)",
+        (edit("src/roost/broker/replica/recompression.py",
+              "    if codec is None or all(header.compression == codec for _, header in batches):\n",
+              "    if True:  # MUTATION: batches are stored as the producer sent them\n"),),
+        ("tests/broker/test_topic_compression.py::test_batches_are_stored_in_the_topics_codec_and_read_back_intact"
+         "[gzip-lz4-gzip]",
+         "tests/broker/test_topic_compression.py::test_the_topics_level_is_used"),
+        must_load=(BROKER,)),
+    Mutation(
+        "timestamp-bounds-ignored",
+        "a CreateTime record outside message.timestamp.before/after.max.ms is refused and never appended",
+        (edit("src/roost/broker/replica/timestamps.py",
+              "    check_bounds = create_time_topic and not bounds.unbounded\n",
+              "    check_bounds = False  # MUTATION: every timestamp taken\n"),),
+        ("tests/broker/test_record_timestamps.py::test_records_outside_the_topics_bounds_are_refused_and_not_stored",
+         "tests/referees/test_kafka_differential_data.py::test_produced_timestamps_are_bounded_as_kafka_bounds_them"),
+        must_load=(BROKER,)),
+    Mutation(
+        "min-compaction-lag-ignored",
+        "a compacted record younger than min.compaction.lag.ms is not compacted away",
+        (edit("src/roost/log/cleaner.py",
+              "        if after.base_offset > limit or young:\n",
+              "        if after.base_offset > limit:  # MUTATION: the lag ignored\n"),),
+        ("tests/log/test_cleaner.py::test_min_compaction_lag_keeps_young_segments_uncleaned",
+         "tests/broker/test_compaction.py::test_min_compaction_lag_keeps_recent_records_as_written"),
+        must_load=(BROKER,)),
+    Mutation(
+        "registry-avro-missing-default-accepted",
+        "a new Avro reader field needs a default to read old data (BACKWARD refuses one without)",
+        (edit("src/roost/registry/compat_avro.py", "                if \"default\" not in r_field:\n",
+              "                if False:  # MUTATION: a missing default is accepted\n"),),
+        (AVRO_RULES + "test_rule[field added without a default: new cannot read old]",
+         AVRO_RULES + "test_levels[BACKWARD-2-refused]", AVRO_RULES + "test_the_answer_names_where",
+         REGISTRY_API + "test_compatibility_endpoint")),
+    Mutation(
+        "registry-avro-demotion-accepted",
+        "Avro promotes only int->long->float->double and string<->bytes, never back",
+        (edit("src/roost/registry/compat_avro.py",
+              "            if w_type in PROMOTIONS and r_type in PROMOTIONS[w_type]:\n",
+              "            if w_type in PROMOTIONS or r_type in PROMOTIONS:  # MUTATION: any numeric change\n"),),
+        (AVRO_RULES + "test_rule[no demotion long to int]", AVRO_RULES + "test_rule[no demotion double to float]",
+         AVRO_RULES + "test_rule[no int read as string]", AVRO_RULES + "test_levels[BACKWARD_TRANSITIVE-10-refused]")),
+    Mutation(
+        "registry-transitive-checks-only-the-latest",
+        "the _TRANSITIVE levels check every earlier version, not only the latest",
+        (edit("src/roost/registry/compatibility.py",
+              "    against = earlier if level.endswith(\"_TRANSITIVE\") else earlier[-1:]\n",
+              "    against = earlier[-1:]  # MUTATION: transitive like the plain level\n"),),
+        (AVRO_RULES + "test_levels[BACKWARD_TRANSITIVE-10-refused]", AVRO_RULES + "test_levels[FORWARD_TRANSITIVE-12-refused]",
+         AVRO_RULES + "test_levels[FULL_TRANSITIVE-14-refused]")),
+    Mutation(
+        "registry-full-skips-forward",
+        "FULL checks both directions: the old schema must also read the new one's data",
+        (edit("src/roost/registry/compatibility.py",
+              "    forward = level.startswith((\"FORWARD\", \"FULL\"))\n",
+              "    forward = level.startswith(\"FORWARD\")  # MUTATION: FULL is only BACKWARD\n"),),
+        (AVRO_RULES + "test_levels[FULL-8-refused]", AVRO_RULES + "test_levels[FULL_TRANSITIVE-14-refused]",
+         JSON_RULES + "test_backward_and_forward_swap_roles")),
+    Mutation(
+        "registry-json-open-model-accepts-typed-property",
+        "JSON Schema (STRICT): a typed property added to an open content model is incompatible",
+        (edit("src/roost/registry/compat_json.py",
+              "                if after[name] not in ({}, True):\n",
+              "                if False:  # MUTATION: any property may be added to an open model\n"),),
+        (JSON_RULES + "test_rule[typed property added to an open model]",)),
+    Mutation(
+        "registry-protobuf-scalar-groups-ignored",
+        "Protobuf: a scalar may change only within its wire-compatible group",
+        (edit("src/roost/registry/compat_protobuf.py",
+              "            if update.type not in _group(original.type):\n",
+              "            if False:  # MUTATION: any scalar reads any other\n"),),
+        (PROTO_RULES + "test_scalar_groups_both_ways[5-17-False]", PROTO_RULES + "test_scalar_groups_both_ways[5-7-False]",
+         PROTO_RULES + "test_scalar_groups_both_ways[2-1-False]", PROTO_RULES + "test_scalar_groups_both_ways[9-5-False]",
+         PROTO_RULES + "test_scalar_groups_both_ways[7-6-False]")),
+    Mutation(
+        "registry-id-rebound-across-writers",
+        "a schema id stays bound to one schema across writers and failovers: the replay refuses a record "
+        "that rebinds it, so a writer with a stale view retries with a fresh id",
+        (edit("src/roost/registry/store.py",
+              "        if bound is not None and not _same_schema(bound, record):\n",
+              "        if False:  # MUTATION: an id may be rebound\n"),),
+        (REGISTRY_STORE + "test_a_writer_with_a_stale_view_does_not_reuse_an_id",
+         REGISTRY_STORE + "test_an_id_rebound_to_another_schema_is_refused_on_replay")),
+    Mutation(
+        "registry-watermark-leader-not-refreshed",
+        "after kill -9 of the broker holding the registry's writer and the _schemas leader, registrations "
+        "resume within the write budget: the watermark client relearns the partition's leader",
+        (edit("src/roost/registry/kafka_log.py",
+              "                    self.watermarks.list_topics(self.topic, timeout=max(0.5, min(WATERMARK_TIMEOUT_S, left)))\n",
+              "                    pass  # MUTATION: the dead leader stays in this client's metadata\n"),),
+        (REGISTRY_CLUSTER + "test_kill_9_of_the_writers_broker_loses_no_registered_schema_and_keeps_ids_unique",),
+        must_load=(BROKER,)),
+    Mutation(
+        "registry-store-failure-bare-500",
+        "a store client's failure answers Confluent's 50001 as JSON, not aiohttp's bare 500 text",
+        (edit("src/roost/registry/api.py",
+              "        except Exception as error:  # a store client's failure (a KafkaException): Confluent's code, not a bare 500\n",
+              "        except ZeroDivisionError as error:  # MUTATION: other failures escape to aiohttp\n"),),
+        (WRITE_BUDGET + "test_a_store_failure_answers_50001_as_json_and_the_server_keeps_serving",)),
+    Mutation(
+        "registry-forward-gives-up-on-a-dead-writer",
+        "a write forwarded to a writer that refuses connections waits, within its budget, for the next writer",
+        (edit("src/roost/registry/api.py",
+              "                if loop.time() + ELECTION_POLL_S >= deadline:\n",
+              "                if True:  # MUTATION: the first refused connection ends the write\n"),),
+        (WRITE_BUDGET + "test_a_forward_to_a_writer_that_refuses_connections_waits_for_the_next_writer",)),
+    Mutation(
+        "registry-forwarded-budget-ignored",
+        "a forwarded write keeps the forwarder's budget: the writer answers 50002 when it runs out",
+        (edit("src/roost/registry/api.py",
+              "                budget = min(budget, max(0.0, int(given) / 1000))\n",
+              "                budget = budget  # MUTATION: a budget of its own\n"),),
+        (WRITE_BUDGET + "test_a_stalled_store_answers_50002_within_the_budget_a_forwarder_passed_on",)),
+    Mutation(
+        "registry-stop-without-deadline",
+        "the registry's Kafka side stops within its deadline even when a client's close hangs",
+        (edit("src/roost/registry/kafka_log.py",
+              "        await asyncio.to_thread(closing.join, deadline_s)\n",
+              "        await asyncio.to_thread(closing.join)  # MUTATION: waits for whatever hangs\n"),),
+        (WRITE_BUDGET + "test_the_kafka_side_stop_gives_up_at_its_deadline",)),
     Mutation(
         "broker-fsync-skipped",
         "the broker fsyncs before acknowledging (log.flush.interval.messages=1, topic flush.messages=1)",
         (edit("src/roost/storage/flusher.py", "        os.fsync(fd)\n", "        pass  # MUTATION: no fsync\n"),),
         FSYNC_BEFORE_ACK, must_load=(BROKER,)),
+    Mutation(
+        "broker-failed-fsync-ignored",
+        "after a failed fsync the log directory goes offline and nothing more is acknowledged from it "
+        "(issue 35): here the group committer counts a failed fsync as done",
+        (edit("src/roost/storage/flusher.py",
+              """\
+                except OSError as failure:
+                    error = failure
+""",
+              """\
+                except OSError:
+                    pass  # MUTATION: a failed fsync counts as done
+"""),),
+        (FAILING_FSYNC + "test_after_a_failed_fsync_nothing_more_is_acknowledged_and_nothing_acknowledged_is_lost",),
+        must_load=(BROKER,)),
+    Mutation(
+        "keeper-failed-fsync-ignored",
+        "after a failed fsync of its Raft log the keeper stops taking writes and acknowledges none "
+        "(issue 35): here the failed fdatasync is swallowed",
+        (edit("src/roost/raft/storage.py", "            os.fdatasync(self._fd)\n",
+              "            try:\n                os.fdatasync(self._fd)\n            except OSError:\n"
+              "                pass  # MUTATION: a failed fsync counts as done\n"),),
+        ("tests/keeper/test_failing_fsync.py::"
+         "test_after_a_failed_fsync_the_keeper_acknowledges_no_write_and_loses_none",),
+        must_load=(BROKER,)),
+    Mutation(
+        "full-disk-directory-stays-online",
+        "an append that fails with ENOSPC takes its log directory offline, as any I/O error does (issue 35): "
+        "here a full disk is not counted as a failure (each append is refused, the directory stays online)",
+        (edit("src/roost/storage/directories.py",
+              "        if not log_dir.online:\n            return\n        log_dir.error =",
+              "        if not log_dir.online or getattr(error, \"errno\", None) == 28:  # MUTATION: ENOSPC\n"
+              "            return\n        log_dir.error ="),),
+        (FULL_DISK + "test_a_full_log_directory_goes_offline_loses_nothing_and_serves_again_after_space_and_a_restart",),
+        must_load=(BROKER,)),
+    Mutation(
+        "free-space-warning-silent",
+        "/metrics flags a log directory or keeper data directory before its disk is full (issue 35)",
+        (edit("src/roost/metrics/disk_space.py", "    return total > 0 and free < total * warn_ratio\n",
+              "    return False  # MUTATION: never low\n"),),
+        (FULL_DISK + "test_a_full_log_directory_goes_offline_loses_nothing_and_serves_again_after_space_and_a_restart",
+         "tests/keeper/test_full_disk.py::"
+         "test_a_full_disk_stops_the_keepers_writes_not_its_reads_and_nothing_acknowledged_is_lost"),
+        must_load=(BROKER,)),
+    Mutation(
+        "read-crc-unchecked",
+        "a batch read back from disk is served only if its header and CRC-32C check (issue 35): here "
+        "stored batches are served unchecked",
+        (edit("src/roost/log/log_reads.py", "        good, next_good, damage = checked_prefix(data)\n",
+              "        good, next_good, damage = len(data), next_offset, None  # MUTATION: no CRC check\n"),),
+        (CORRUPTION + "test_a_damaged_segment_never_serves_a_changed_byte[middle-batch-flip-after-clean-shutdown]",
+         CORRUPTION + "test_a_damaged_segment_never_serves_a_changed_byte[first-batch-flip-after-clean-shutdown]",
+         "tests/broker/test_corrupt_segment.py::"
+         "test_a_flipped_bit_in_a_segment_is_never_served_and_stops_its_partition"),
+        must_load=(BROKER,)),
+    Mutation(
+        "repair-truncates-sole-copy",
+        "a damaged replica that may hold the only copy of its records (RF 1, the only in-sync replica, damage "
+        "at or above the high watermark) is refused, nothing cut (issue 35): here it cuts its log anyway",
+        (edit("src/roost/broker/replica/repair.py", "        return Plan(Verdict.REFUSE, refused)\n",
+              "        return Plan(Verdict.TRUNCATE, refused, damage.offset)  # MUTATION: cut the sole copy\n"),),
+        (REPAIR_PLAN + "test_replication_factor_one_is_refused_whatever_the_state",
+         REPAIR_PLAN + "test_the_only_in_sync_replica_of_three_is_refused",
+         REPAIR_PLAN + "test_damage_at_or_above_the_high_watermark_is_refused",
+         REPAIR_CLUSTER + "test_a_damaged_sole_replica_is_refused_naming_file_and_offset_and_nothing_is_cut"),
+        must_load=(BROKER,)),
+    Mutation(
+        "repair-while-in-isr",
+        "a damaged replica cuts its log only once it is out of the ISR (issue 35): here it cuts while still "
+        "counted in-sync, so it could be elected, or count for acks=all, lacking the records it cut",
+        (edit("src/roost/broker/replica/repair.py", "    if broker_id in frozenset(isr):\n",
+              "    if False:  # MUTATION: cut while still in the ISR\n"),),
+        (REPAIR_PLAN + "test_it_waits_while_it_is_still_counted_in_the_isr",)),
+    Mutation(
+        "damaged-replica-kept-in-isr",
+        "a replica found damaged leaves the ISR before it cuts and refetches, and rejoins only as a follower "
+        "that reached the leader's high watermark (issue 35): here the controller keeps it in the ISR when it "
+        "moves the leadership away or the replica offline (the replica's own check then refuses to cut: it never "
+        "repairs)",
+        (edit("src/roost/broker/controller/core.py",
+              "            new_isr = tuple(b for b in current.isr if self._serves(tp, b)) or (leader,)\n",
+              "            new_isr = tuple(current.isr)  # MUTATION: the offline replica stays in the ISR\n"),
+         edit("src/roost/broker/controller/core.py",
+              "            if broker in self.states[tp].state.isr:\n                self._remove_from_isr(tp, broker)\n",
+              "            if False:  # MUTATION: nor is it taken out as a follower\n"
+              "                self._remove_from_isr(tp, broker)\n")),
+        (REPAIR_CLUSTER + "test_a_damaged_replica_is_never_served_cuts_its_log_and_refetches_from_the_new_leader",),
+        must_load=(BROKER,)),
+    Mutation(
+        "damaged-leader-epochs-not-rebuilt",
+        "a damaged leader-epoch checkpoint is rebuilt from the batches at start-up (issue 35): here only a "
+        "missing one is, a damaged one leaves the cache empty",
+        (edit("src/roost/log/log_loading.py",
+              "        if self.log_end_offset == self.log_start_offset or LeaderEpochCache.readable(self.directory):\n",
+              "        if self.log_end_offset == self.log_start_offset or (self.directory / \"leader-epoch-checkpoint\")"
+              ".exists():  # MUTATION\n"),),
+        tuple(CORRUPTION + f"test_a_damaged_derived_file_is_rebuilt_and_every_batch_is_served[leader-epochs-{how}-{crash}]"
+              for crash in ("after-clean-shutdown", "after-crash") for how in ("flip", "zero", "truncate"))),
     Mutation(
         "broker-acks-before-fsync",
         "the acknowledgement waits for the fsync: here the group committer releases the waiting "
@@ -207,7 +463,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "follower-fetches-before-fsync",
         "the follower waits for those fsyncs before fetching again (here it starts them and fetches on)",
-        (edit("src/roost/broker/replica/effects.py",
+        (edit("src/roost/broker/activity/effects.py",
               "            outcomes = await asyncio.gather(*(self._committer.request(plog) for plog in effect.logs),\n"
               "                                            return_exceptions=True)\n",
               "            outcomes = [None for _ in [self._committer.request(plog) for plog in effect.logs]]"
@@ -346,9 +602,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "peer-keeps-a-connection-closed-as-it-opened",
         "a broker's connection to a peer that closed as it opened is replaced by the next request "
         "(kept, it failed every later request: a controller never reached a healed broker again)",
-        (edit("src/roost/broker/peer.py", "        if protocol.lost:\n            # Accepted",
+        (edit("src/roost/broker/net/peer.py", "        if protocol.lost:\n            # Accepted",
               "        if False:  # MUTATION: adopt it anyway\n            # Accepted"),
-         edit("src/roost/broker/peer.py", "            if protocol is self._protocol:\n                self._broken(",
+         edit("src/roost/broker/net/peer.py", "            if protocol is self._protocol:\n                self._broken(",
               "            if False:  # MUTATION: keep it\n                self._broken(")),
         ("tests/broker/test_peer.py::test_a_connection_closed_as_it_opened_is_not_kept",),
         must_load=(PYTEST,)),
@@ -413,7 +669,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "queued-max-requests-ignored",
         "queued.max.requests: a connection with that many requests in flight is not read further",
-        (edit("src/roost/broker/connection.py",
+        (edit("src/roost/broker/net/connection.py",
               "should_pause = self._writing_paused or len(self._slots) >= self._limits.max_inflight_requests",
               "should_pause = self._writing_paused  # MUTATION: in-flight requests not counted"),),
         ("tests/broker/test_connection_limits.py::test_queued_max_requests_pauses_reading",),
@@ -421,7 +677,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "buffered-bytes-ignored",
         "connection.max.buffered.bytes: a connection whose answers pile up unsent is not read further",
-        (edit("src/roost/broker/connection.py",
+        (edit("src/roost/broker/net/connection.py",
               "should_pause = self._writing_paused or len(self._slots) >= self._limits.max_inflight_requests",
               "should_pause = len(self._slots) >= self._limits.max_inflight_requests  # MUTATION"),),
         ("tests/broker/test_connection_limits.py::test_connection_max_buffered_bytes_pauses_reading",),
@@ -429,20 +685,120 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "paused-connection-handles-read-frames",
         "a paused connection does not handle frames already read in the same read (f19da45)",
-        (edit("src/roost/broker/connection.py",
+        (edit("src/roost/broker/net/connection.py",
               "while waiting and not self._closed and not self._reading_paused:",
               "while waiting and not self._closed:  # MUTATION: pause ignored for frames already read"),),
         ("tests/broker/test_connection_limits.py",), must_load=(BROKER,)),
+    # Abusive clients (docs/hostile-input.md, "Abusive clients").
+    Mutation(
+        "idle-timeout-ignored",
+        "connections.max.idle.ms: a connection on which nothing moved for that long is closed "
+        "(idle ones, and ones whose answers the client never takes)",
+        (edit("src/roost/broker/net/deadlines.py", "    if limits.idle_s <= 0 or clock.waiting_on_broker:\n",
+              "    if True:  # MUTATION: never idle\n"),),
+        (ABUSE + "test_thousands_of_idle_connections_cost_little_and_are_closed_after_the_idle_timeout",
+         ABUSE + "test_a_client_that_never_reads_costs_bounded_memory_and_is_closed_when_idle"),
+        must_load=(BROKER,)),
+    Mutation(
+        "idle-timeout-counts-the-brokers-waits",
+        "a connection waiting on the broker (a long-poll fetch) is not idle, however long the wait",
+        (edit("src/roost/broker/net/deadlines.py", "    if limits.idle_s <= 0 or clock.waiting_on_broker:\n",
+              "    if limits.idle_s <= 0:  # MUTATION: a wait on the broker counts as idling\n"),),
+        (ABUSE + "test_a_connection_in_use_or_waiting_on_the_broker_is_not_idle",),
+        must_load=(BROKER,)),
+    Mutation(
+        "receive-timeout-ignored",
+        "request.receive.timeout.ms: a request still incomplete that long after its first byte closes "
+        "the connection (slow-loris)",
+        (edit("src/roost/broker/net/deadlines.py",
+              "    if limits.receive_s <= 0 or clock.frame_started is None:\n",
+              "    if True:  # MUTATION: a partial request may take forever\n"),),
+        (ABUSE + "test_slow_loris_senders_are_cut_off_and_others_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "receive-timeout-without-size-allowance",
+        "request.receive.min.bytes.per.second: a large request arriving steadily gets time for its size",
+        (edit("src/roost/broker/net/deadlines.py",
+              "    return clock.frame_started + limits.receive_s + allowance\n",
+              "    return clock.frame_started + limits.receive_s  # MUTATION: no allowance\n"),),
+        (ABUSE + "test_slow_loris_senders_are_cut_off_and_others_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "expired-connection-closed-with-a-fin",
+        "a connection a deadline ends is reset, so a client that never reads learns of it and the "
+        "unsent answers are dropped",
+        (edit("src/roost/broker/net/connection.py",
+              "                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)\n",
+              "                    pass  # MUTATION: a FIN queued behind the unsent answers\n"),),
+        (ABUSE + "test_a_client_that_never_reads_costs_bounded_memory_and_is_closed_when_idle",),
+        must_load=(BROKER,)),
+    Mutation(
+        "max-connections-per-ip-ignored",
+        "max.connections.per.ip (and its overrides): past the cap an address's new connections are refused",
+        (edit("src/roost/broker/quotas/connections.py", "        if self.open[ip] >= limit:\n",
+              "        if False:  # MUTATION: no per-address cap\n"),),
+        (ABUSE + "test_one_address_over_its_connection_cap_does_not_starve_another",
+         "tests/quotas/test_client_quotas.py::test_connections_per_address_are_limited_and_logged_once"),
+        must_load=(BROKER,)),
+    Mutation(
+        "queued-max-request-bytes-ignored",
+        "queued.max.request.bytes: requests being received hold no more than that, broker-wide; the rest wait unread",
+        (edit("src/roost/broker/net/request_memory.py", "        if self.used >= self.limit:\n",
+              "        if False:  # MUTATION: no budget\n"),),
+        (ABUSE + "test_partial_requests_hold_no_more_than_queued_max_request_bytes",),
+        must_load=(BROKER,)),
+    Mutation(
+        "memory-wait-counts-against-the-receive-deadline",
+        "a request waiting for room under queued.max.request.bytes is not cut off by its receive deadline",
+        (edit("src/roost/broker/net/connection.py",
+              "        self._held_frame_started, self._clock.frame_started = self._clock.frame_started, None\n",
+              "        self._held_frame_started = None  # MUTATION: the deadline runs on while waiting\n"),),
+        (ABUSE + "test_partial_requests_hold_no_more_than_queued_max_request_bytes",),
+        must_load=(BROKER,)),
+    Mutation(
+        "keeper-sessionless-connections-kept",
+        "zookeeper.nio.sessionlessCnxnTimeout: a keeper connection that asks for no session is closed",
+        (edit("src/roost/keeper/server.py",
+              "        if client is None or client.closed or client.connect is not None:\n",
+              "        if True:  # MUTATION: kept however long\n"),),
+        (KEEPER_ABUSE + "test_connections_without_a_session_are_closed",),
+        must_load=(BROKER,)),
+    Mutation(
+        "keeper-refusals-logged-each",
+        "the keeper logs a flood of connections refused over maxClientCnxns once a minute per address",
+        (edit("src/roost/keeper/server.py",
+              "        if last is not None and now - last < REFUSAL_LOG_EVERY_S:\n",
+              "        if False:  # MUTATION: a line per refused connection\n"),),
+        (KEEPER_ABUSE + "test_one_address_over_max_client_cnxns_does_not_starve_another",),
+        must_load=(BROKER,)),
     Mutation(
         "offsets-never-expire",
         "offsets.retention.minutes: an empty group's committed offsets expire",
-        (edit("src/roost/broker/group/service.py", "            self.expire_offsets(now_ms())\n",
+        (edit("src/roost/broker/group/service.py", "            self.expire_offsets(self.clock_ms())\n",
               "            pass  # MUTATION: the expiry check never runs\n"),),
         ("tests/broker/test_offsets_retention.py",), must_load=("-m tests.support.shifted_clock",)),
     Mutation(
+        "standalone-commit-needs-empty-member-id",
+        "a consumer that never joined (generation -1) commits to an empty or new group whatever "
+        "member id it sends, and the next consumer finds the offsets (issue 29)",
+        (edit("src/roost/broker/group/classic_protocol.py",
+              "        if generation < 0 and (group is None or group.is_empty()):\n",
+              "        if generation < 0 and not member_id and (group is None or group.is_empty()):  # MUTATION\n"),),
+        ("tests/broker/test_standalone_commits.py::test_a_generation_minus_one_commit_with_a_member_id_on_a_new_group",
+         "tests/broker/test_standalone_commits.py::test_manual_assign_commits_are_found_by_the_next_consumer[consumer]"),
+        must_load=(BROKER,)),
+    Mutation(
+        "standalone-commit-overwrites-live-group",
+        "a commit with generation -1 is refused while the group has members (issue 29)",
+        (edit("src/roost/broker/group/classic_protocol.py",
+              "        if generation < 0 and (group is None or group.is_empty()):\n",
+              "        if generation < 0:  # MUTATION: a live group's offsets open to anyone\n"),),
+        ("tests/broker/test_standalone_commits.py::test_a_standalone_commit_to_a_live_group_is_refused",),
+        must_load=(BROKER,)),
+    Mutation(
         "group-max-size-ignored",
         "group.max.size: a consumer beyond it gets GROUP_MAX_SIZE_REACHED",
-        (edit("src/roost/broker/group/coordinator.py",
+        (edit("src/roost/broker/group/classic_protocol.py",
               "        if len(group.members) + len(group.pending) >= self.limits.max_size:\n",
               "        if False:  # MUTATION: group.max.size not enforced\n"),),
         ("tests/broker/test_membership.py::test_a_member_past_group_max_size_is_refused",),
@@ -450,7 +806,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "served-versions-not-counted",
         "at shutdown the broker logs which API versions it served, and how often",
-        (edit("src/roost/broker/dispatcher.py", "        self.request_counts[(key, version)] += 1\n",
+        (edit("src/roost/broker/net/dispatcher.py", "        self.request_counts[(key, version)] += 1\n",
               "        pass  # MUTATION: requests not counted\n"),),
         ("tests/broker/test_served_versions.py",), must_load=(BROKER,)),
     Mutation(
@@ -458,22 +814,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "max.connections: past it a connection is refused, and a closed one frees its place (the "
         "test's retry must end in its assertion, issue 12 item 3)",
         (edit("src/roost/broker/broker.py",
-              "KafkaConnection(self._dispatcher, self._limits, self._connections.discard, security)",
+              "KafkaConnection(self._dispatcher, self._limits, self._connection_closed, security)",
               "KafkaConnection(self._dispatcher, self._limits, lambda _closed: None, security)  # MUTATION"),),
         ("tests/broker/test_config_cli.py::test_connection_cap",), must_load=(BROKER,)),
     Mutation(
         "fetch-never-waits",
         "a fetch without enough data waits (MaxWaitMs) and an append wakes it; shown without a sleep "
         "(issue 12 item 2)",
-        (edit("src/roost/broker/handlers/fetch.py",
-              '        if found >= body["min_bytes"] or errored or max_wait_ms <= 0 or not plan.partitions():\n',
+        (edit("src/roost/broker/replica/manager.py",
+              "        if found >= params.min_bytes or errored or params.max_wait_s <= 0 or not plan.partitions():\n",
               "        if True:  # MUTATION: never park a fetch\n"),),
         ("tests/broker/test_fetch_limits.py::test_waiting_fetch_is_woken_by_an_append",
          "tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data"), must_load=(BROKER,)),
     Mutation(
         "fetch-min-bytes-ignored",
         "a parked fetch is answered only once MinBytes are there",
-        (edit("src/roost/broker/handlers/fetch.py",
+        (edit("src/roost/broker/replica/purgatory.py",
               "if found >= self._min_bytes or errored or self._waits.time() >= self._deadline:",
               "if found > 0 or errored or self._waits.time() >= self._deadline:  # MUTATION"),),
         ("tests/broker/test_fetch_limits.py::test_min_bytes_waits_for_enough_data",), must_load=(BROKER,)),
@@ -531,7 +887,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "acl-refusal-ignored",
         "a refused request is answered with Kafka's error and never reaches its handler (here the "
         "rules' refusals are dropped and every request is served)",
-        (edit("src/roost/broker/security/api_rules.py",
+        (edit("src/roost/broker/handlers/api_rules.py",
               "        if type(outcome) is dict or outcome is NO_RESPONSE:\n            return outcome\n",
               "        if type(outcome) is dict or outcome is NO_RESPONSE:\n"
               "            return handler(request)  # MUTATION: refusal ignored\n"),),
@@ -604,7 +960,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "aborted-index-not-rebuilt-after-crash",
         "recovery's replay puts back aborted-index entries a crash lost",
         (edit("src/roost/log/log_loading.py",
-              "                    self._track(state, header, lambda p=pos, h=header, s=segment: s.read(p, h.size))\n",
+              "                    self._track(state, header, functools.partial(segment.read, pos, header.size))\n",
               "                    state.update(header, header.base_offset)  # MUTATION: markers not read\n"),),
         ("tests/log/test_transactions_log.py::test_crash_losing_index_entries_rebuilds_them_from_the_log",),
         must_load=(PYTEST,)),
@@ -711,7 +1067,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fetch-parked-answers-a-newer-epoch",
         "a consumer's fetch parked while its partition's leader epoch moves on is answered "
         "FENCED_LEADER_EPOCH, not with the new epoch's records (librdkafka then dropped records)",
-        (edit("src/roost/broker/handlers/fetch.py",
+        (edit("src/roost/broker/replica/fetch.py",
               "        return not self.follower and epoch != NO_EPOCH and epoch < partition.leader_epoch",
               "        return False  # MUTATION: the parked fetch's epoch not checked again"),),
         ("tests/broker/test_fenced_parked_fetch.py::"
@@ -909,7 +1265,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "kip848-revocation-not-awaited",
         "a KIP-848 partition moves to another member only after its previous owner acknowledged the "
         "revocation in a heartbeat (never held by two members at once)",
-        (edit("src/roost/broker/group/consumer_group.py",
+        (edit("src/roost/broker/group/consumer_protocol.py",
               "            if owned is None or owned & member.revoking:\n                return  # still owns",
               "            if False:  # MUTATION: the revocation counts as done once it is asked\n"
               "                return  # still owns"),),
@@ -928,11 +1284,526 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "kip848-owned-partition-granted",
         "a KIP-848 member is given a partition of its target only once no other member holds it",
-        (edit("src/roost/broker/group/consumer_group.py",
+        (edit("src/roost/broker/group/consumer_protocol.py",
               "        free = frozenset(tp for tp in wanted if group.owners.get(tp, member.member_id) == member.member_id)\n",
               "        free = wanted  # MUTATION: partitions still held elsewhere are granted too\n"),),
         (CONSUMER_CORE + "test_a_partition_moves_only_after_its_owner_acknowledged_the_revocation",
          CONSUMER_CORE + "test_random_joins_leaves_and_heartbeats_never_share_a_partition")),
+    # Online migration between the classic and the consumer protocol (KIP-848).
+    Mutation(
+        "migration-classic-partitions-forgotten",
+        "a live classic group converted to a consumer group keeps its members' partitions theirs: a "
+        "consumer-protocol member joining gets none that a classic member still holds",
+        (edit("src/roost/broker/group/migration.py",
+              "            held = read_assignment(classic.assignment, topics)\n",
+              "            held = read_assignment(b\"\", topics)  # MUTATION: what they hold is forgotten\n"),),
+        (MIGRATION_CORE + "test_a_consumer_protocol_member_joins_a_converted_group_and_nobody_shares_a_partition",
+         MIGRATION_CORE + "test_the_classic_members_keep_their_subscriptions_and_assignments",
+         "tests/broker/test_group_migration.py::"
+         "test_a_live_classic_group_upgrades_is_stored_and_downgrades"),
+        must_load=(BROKER,)),
+    # Issue 31, share groups (KIP-932): the share-partition core and the share coordinator.
+    Mutation(
+        "share-ack-applied-before-durable",
+        "a share acknowledgement takes effect (and may be answered) only once its state write is durable",
+        (edit("src/roost/broker/share/partition.py",
+              "        for first, last, _state, _count in targets:\n            self._mark_pending(first, last, change)\n",
+              "        for first, last, _state, _count in targets:\n            self._mark_pending(first, last, change)\n"
+              "        self.complete(change)  # MUTATION: applied before the write is durable\n"),),
+        (SHARE_PARTITION + "test_accept_moves_the_start_offset_and_nothing_comes_back",
+         SHARE_PARTITION + "test_a_pending_ack_is_not_expired_and_a_failed_write_rolls_back")),
+    Mutation(
+        "share-start-offset-passes-a-pending-ack",
+        "a share state write never carries a start offset past records whose acknowledgement may still fail",
+        (edit("src/roost/broker/share/partition.py",
+              "                yield offset, last, run.state\n",
+              "                yield offset, last, run.state if run.pending is None else next(  # MUTATION: other\n"
+              "                    s for f, l, s, _c in run.pending.targets if f <= offset <= l)  # pending acks done\n"),),
+        (SHARE_PARTITION + "test_a_failed_acknowledgement_is_not_passed_by_a_later_write_s_start_offset",)),
+    Mutation(
+        "share-state-write-answered-before-replicated",
+        "the share coordinator answers a state write only once its record is on min.insync.replicas",
+        (edit("src/roost/broker/share/coordinator.py",
+              "        if appending.done is not None:\n            await asyncio.shield(appending.done)\n",
+              "        pass  # MUTATION: answered without waiting for the replicas\n"),),
+        (SHARE_COORDINATOR + "test_a_write_is_not_answered_before_its_record_is_on_the_in_sync_replicas",),
+        must_load=("broker",)),
+    Mutation(
+        "share-lock-never-expires",
+        "an acquired record whose lock expires becomes available to every member again",
+        (edit("src/roost/broker/share/partition.py",
+              "        while self._locks and self._locks[0][0] <= now:\n",
+              "        while False:  # MUTATION: locks never expire\n"),),
+        (SHARE_PARTITION + "test_lock_expiry_redelivers_with_count_two_to_anyone",
+         SHARE_PARTITION + "test_expiry_at_the_limit_archives", SHARE_PROPERTIES)),
+    Mutation(
+        "share-delivery-count-not-incremented",
+        "a share record's delivery count grows by one at each acquisition (the first delivery is 1)",
+        (edit("src/roost/broker/share/partition.py",
+              "        run.delivery_count += 1\n",
+              "        run.delivery_count += 0  # MUTATION: deliveries are not counted\n"),),
+        (SHARE_PARTITION + "test_first_delivery_counts_one_and_whole_batches_are_acquired",
+         SHARE_PARTITION + "test_release_every_time_archives_at_the_delivery_limit", *SHARE_SIM)),
+    Mutation(
+        "share-record-acquired-twice",
+        "a share record is acquired by one member at a time",
+        (edit("src/roost/broker/share/partition.py",
+              "        return run.state == RecordState.AVAILABLE and run.pending is None\n",
+              "        return run.state in (RecordState.AVAILABLE, RecordState.ACQUIRED) and run.pending is None"
+              "  # MUTATION\n"),
+         edit("src/roost/broker/share/partition.py",
+              "        assert run.state == RecordState.AVAILABLE and run.pending is None\n",
+              "        assert run.pending is None  # MUTATION: an acquired record may be taken again\n")),
+        (SHARE_PARTITION + "test_an_acquired_record_is_not_acquired_again_until_released", SHARE_PROPERTIES,
+         *SHARE_SIM)),
+    Mutation(
+        "share-read-committed-past-lso",
+        "a read_committed share group acquires nothing past the last stable offset",
+        (edit("src/roost/broker/share/partition.py",
+              "            limit = min(limit, last_stable_offset)\n",
+              "            limit = limit  # MUTATION: read_committed reads to the high watermark\n"),),
+        (SHARE_PARTITION + "test_read_committed_stops_at_the_lso_and_archives_aborted_records",)),
+    # Issue 31, the share groups' offsets admin (AlterShareGroupOffsets and DeleteShareGroupOffsets).
+    Mutation(
+        "share-offsets-altered-with-members",
+        "a share group's offsets are altered or deleted only while it has no members (NON_EMPTY_GROUP)",
+        (edit("src/roost/broker/group/share_group.py",
+              "        if group.members:\n            return ErrorCode.NON_EMPTY_GROUP\n",
+              "        if False:  # MUTATION: members or not\n            return ErrorCode.NON_EMPTY_GROUP\n"),),
+        # (reset-offsets checks the group's state itself first, as kafka-share-groups.sh does)
+        (SHARE_ADMIN + "test_offsets_are_described_altered_and_deleted",), must_load=(BROKER,)),
+    Mutation(
+        "share-alter-leader-keeps-old-state",
+        "after AlterShareGroupOffsets a share-partition's leader delivers from the new start offset: it "
+        "drops the state it held (here neither the coordinator's broker nor a new share session makes it)",
+        (edit("src/roost/broker/handlers/share_offsets.py",
+              "        if done:\n            self.forget(group_id)\n",
+              "        if False:  # MUTATION: the leader keeps what it held\n            self.forget(group_id)\n"),
+         edit("src/roost/broker/share/leader.py",
+              "        if found == ErrorCode.INVALID_REQUEST or (not isinstance(found, ErrorCode) and found != part.state_epoch):\n",
+              "        if False:  # MUTATION: never reloaded\n")),
+        (SHARE_ADMIN + "test_offsets_are_described_altered_and_deleted",), must_load=(BROKER,)),
+    Mutation(
+        "share-alter-remote-leader-not-reloaded",
+        "a data partition's leader on another broker than the group coordinator reloads a share-partition "
+        "whose offsets were altered when a share session opens on it (here it serves the state it held)",
+        (edit("src/roost/broker/share/leader.py",
+              "        if found == ErrorCode.INVALID_REQUEST or (not isinstance(found, ErrorCode) and found != part.state_epoch):\n",
+              "        if False:  # MUTATION: never reloaded\n"),),
+        (SHARE_E2E + "test_altered_offsets_reach_a_leader_on_another_broker",), must_load=(BROKER,)),
+    # Issue 31, Roost's dead-letter topic for share groups.
+    Mutation(
+        "share-archived-before-dead-letter",
+        "a share record rejected or at the delivery limit is archived only once its copy is in the group's "
+        "dead-letter topic: here the state change goes on while the copy is written (and fails), so a "
+        "rejected record is archived with no dead letter",
+        (edit("src/roost/broker/share/leader.py",
+              "            code = await self._write_dead_letters(part, change, dead_letter_topic)\n",
+              "            self._spawn(self._write_dead_letters(part, change, dead_letter_topic))\n"
+              "            code = ErrorCode.NONE  # MUTATION: archived before the dead letter is written\n"),),
+        (SHARE_ADMIN + "test_rejected_and_exhausted_records_land_in_the_dead_letter_topic",), must_load=(BROKER,)),
+    # Issue 31, DeleteGroups of a share group.
+    Mutation(
+        "share-group-deleted-without-state",
+        "DeleteGroups of an empty share group deletes its share-partitions' state in the share coordinator "
+        "(DeleteShareGroupState) before the group: here the state stays, so a new group of the same name "
+        "starts from the old one's start offset and never sees the records the old group acknowledged",
+        (edit("src/roost/broker/handlers/share_offsets.py",
+              "        codes = await asyncio.gather(*(self.persister.delete(key) for key in keys))\n",
+              "        codes = [ErrorCode.NONE for _key in keys]  # MUTATION: the share state is kept\n"),),
+        (SHARE_ADMIN + "test_deleting_a_share_group_deletes_its_share_state",), must_load=(BROKER,)),
+    # Issue 31, share consumers with the authorizer on (Metadata by topic id).
+    Mutation(
+        "metadata-topic-id-checked-without-name",
+        "Metadata v12+ asking for a topic by id alone is authorized under the topic's name: here it is checked "
+        "under an empty name and refused, so a share consumer allowed to read its topic never learns its "
+        "assigned partitions and gets nothing",
+        (edit("src/roost/broker/handlers/api_rules.py",
+              "        if t.get(\"name\") or not t.get(\"topic_id\"):\n",
+              "        if True:  # MUTATION: a topic asked for by id is checked without its name\n"),),
+        ("tests/security/test_share_sasl.py::test_share_consumer_needs_read_on_group_and_topic",), must_load=(BROKER,)),
+    # Issue 31, share groups under kill -9 (tests/faults/test_share_fault_run.py, the share checker).
+    Mutation(
+        "share-fault-leader-loads-without-state",
+        "a new leader of a data partition rebuilds its share-partitions from the share coordinator's state: "
+        "here it keeps only the start offset, so records acknowledged above it come back",
+        (edit("src/roost/broker/share/leader.py",
+              "        part.core = SharePartition.load(start, batches, config)\n",
+              "        part.core = SharePartition.load(start, (), config)  # MUTATION: the batches are ignored\n"),),
+        SHARE_FAULT_RUN, must_load=(BROKER,), timeout_s=600),
+    Mutation(
+        "share-fault-load-skips-in-flight",
+        "offsets in a share-partition's persisted window with no terminal state are delivered again by a new "
+        "leader: here they are taken as archived, so records in flight at a leader move are never finished "
+        "(the simulation's; the real fault run's consumers acknowledge them to the new leader, which answers "
+        "NONE for offsets below its start, so its history cannot tell)",
+        (edit("src/roost/broker/share/partition.py",
+              "            part._runs = [_Run(start_offset, part.end_offset, RecordState.AVAILABLE, 0)]\n",
+              "            part._runs = [_Run(start_offset, part.end_offset, RecordState.ARCHIVED, 0)]  # MUTATION\n"),),
+        SHARE_SIM),
+    Mutation(
+        "share-start-only-write-missing",
+        "once overlapping acknowledgements complete, the share coordinator's start offset passes them",
+        (edit("src/roost/broker/share/partition.py",
+              "        self._check()\n        return self.start_change()\n",
+              "        self._check()\n        return None  # MUTATION: no start-only write\n"),),
+        ("tests/broker/test_share_partition_start.py::"
+         "test_overlapping_acknowledgements_end_with_the_start_past_them_all",)),
+    Mutation(
+        "share-failed-start-not-resent",
+        "a start offset whose write failed is carried again by the next write that reaches it",
+        (edit("src/roost/broker/share/partition.py",
+              "        if projected > self._written_start or (projected == self._written_start and self._start_unsure):\n",
+              "        if projected > self._written_start:  # MUTATION: a failed start is never sent again\n"),),
+        ("tests/broker/test_share_partition_start.py::test_a_start_whose_write_failed_is_sent_again_when_reached",)),
+    Mutation(
+        "share-load-start-not-written",
+        "a new leader whose load moved the start past terminal batches writes that start",
+        (edit("src/roost/broker/share/partition.py",
+              "        part._written_start = start_offset\n        part._advance_start()\n",
+              "        part._advance_start()\n        part._written_start = part.start_offset  # MUTATION: taken as written\n"),),
+        ("tests/broker/test_share_partition_start.py::"
+         "test_a_load_past_terminal_batches_owes_the_coordinator_its_start",)),
+    # Issue 35, fuzzing: every decoder raises only its module's one error type (tests/fuzz).
+    Mutation(
+        "kafka-decoder-leaks-struct-error",
+        "a Kafka request or response that is cut short raises KafkaCodecError, never struct.error or IndexError",
+        (edit("src/roost/wire/kafka/framing.py",
+              "_DECODE_FAILURES: Final = (struct.error, IndexError, ValueError, OverflowError)\n",
+              "_DECODE_FAILURES: Final = (ValueError,)  # MUTATION: struct.error and IndexError escape\n"),),
+        (FUZZ_CORPUS + "test_committed_corpus_decodes_or_raises_the_documented_error[kafka_request]",
+         FUZZ_CORPUS + "test_committed_corpus_decodes_or_raises_the_documented_error[kafka_response]")),
+    Mutation(
+        "codec-errors-leak",
+        "damaged gzip, snappy, lz4 or zstd data inside a record batch raises InvalidRecordBatch (CORRUPT_MESSAGE), "
+        "never the codec library's own exception",
+        (edit("src/roost/wire/kafka/records.py",
+              "    except Exception as error:  # every codec library has its own exception types\n",
+              "    except zlib.error as error:  # MUTATION: only gzip's errors are turned into InvalidRecordBatch\n"),),
+        (FUZZ_CORPUS + "test_committed_corpus_decodes_or_raises_the_documented_error[record_batch]",)),
+    Mutation(
+        "elr-lists-null",
+        "DescribeTopicPartitions sends empty eligible-leader lists, never null (the Java admin client reads "
+        "them without a null check); here they are null again",
+        (edit("src/roost/broker/handlers/describe.py",
+              '"eligible_leader_replicas": [], "last_known_elr": []}',
+              '"eligible_leader_replicas": None, "last_known_elr": None}  # MUTATION'),),
+        ("tests/broker/test_describe_apis.py::"
+         "test_paging_through_many_partitions_gives_each_once_as_metadata_tells_it",
+         "tests/jvm/test_java_clients.py::test_admin_client_topics_configs_and_groups"),
+        must_load=(BROKER,)),
+    Mutation(
+        "throttle-configs-refused",
+        "Kafka's replication-throttle topic configs are real (issue 33): a SET is taken and described, a DELETE "
+        "puts the default back; here they are refused as Roost once did",
+        (edit("src/roost/broker/admin/config_alterations.py",
+              "ABSENT_TOPIC_CONFIGS: Mapping[str, str] = {}\n",
+              "ABSENT_TOPIC_CONFIGS: Mapping[str, str] = {  # MUTATION: the throttles are refused again\n"
+              "    \"leader.replication.throttled.replicas\": \"no throttles\",\n"
+              "    \"follower.replication.throttled.replicas\": \"no throttles\"}\n"),),
+        ("tests/broker/test_alter_configs.py::test_replication_throttles_are_set_described_and_deleted",),
+        must_load=(BROKER,)),
+    # Issue 32, cluster links: mirrors keep the source's log; promotion, group sync, failback.
+    Mutation(
+        "link-batch-reencoded",
+        "a mirror appends the source's batches byte for byte at their own offsets: here the mirror's leader "
+        "renumbers them from its log end and stamps its own leader epoch, as a producer's append would",
+        (edit("src/roost/broker/replica/manager.py",
+              "            info = partition.log.append(records, batches, assign_offsets=False)\n",
+              "            info = partition.log.append(records, batches, leader_epoch=partition.leader_epoch)"
+              "  # MUTATION: re-encoded\n"),),
+        (LINK_APPEND + "test_link_batches_keep_bytes_offsets_and_epochs",
+         LINK_CLUSTER + "test_mirror_same_batches_offsets_groups_then_promote"), must_load=(BROKER,)),
+    Mutation(
+        "link-promoted-takes-mirror-writes",
+        "a promoted topic takes no more mirror writes: here the append door lets a link write to any topic",
+        (edit("src/roost/broker/replica/manager.py",
+              "        if not write_allowed(partition.mirror_link, WriteOrigin.LINK, link):\n",
+              "        if partition.mirror_link and not write_allowed(partition.mirror_link, WriteOrigin.LINK, link):"
+              "  # MUTATION\n"),),
+        (LINK_APPEND + "test_promoted_mirror_takes_clients_in_a_new_epoch_and_no_mirror_writes",)),
+    Mutation(
+        "link-group-offsets-backwards",
+        "group offsets synced to the destination never move backwards: here any different offset is committed",
+        (edit("src/roost/broker/link/core.py", "        if target > current:\n",
+              "        if target != current:  # MUTATION: backwards too\n"),),
+        (LINK_CORE + "test_group_sync_never_backwards_never_past_the_mirror",
+         LINK_CORE + "test_group_sync_keeps_a_later_destination_offset")),
+    Mutation(
+        "link-shell-skips-truncation",
+        "the old source, mirroring the promoted side after a failback, cuts its divergent suffix: here the "
+        "link's shell logs the truncation the core decides but does not make it",
+        (edit("src/roost/broker/link/service.py", "            replicas.truncate_mirror(partition, action.offset)\n",
+              "            pass  # MUTATION: the truncation is not made\n"),),
+        (LINK_CLUSTER + "test_mirror_same_batches_offsets_groups_then_promote",), must_load=(BROKER,)),
+    Mutation(
+        "link-failback-without-truncation",
+        "failback truncates the old source's divergent suffix (leader-epoch rules): here the mirror keeps "
+        "whatever it holds",
+        (edit("src/roost/broker/link/core.py",
+              "    end = truncation_offset(epochs, log_end_offset, log_end_offset, source_epoch, source_end_offset)\n",
+              "    end = log_end_offset  # MUTATION: never truncate\n"),),
+        (LINK_CORE + "test_failback_truncates_exactly_the_divergent_suffix",
+         LINK_CORE + "test_steps_validate_then_fetch_then_fenced_revalidates")),
+    Mutation(
+        "link-recreated-source-mixed",
+        "a source topic deleted and recreated (another topic id) stops its mirror: here the ids are never "
+        "compared, so the mirror truncates to the new topic's epochs and takes its records",
+        (edit("src/roost/broker/link/core.py",
+              "    return bool(recorded_topic_id) and seen_topic_id is not None and seen_topic_id != recorded_topic_id\n",
+              "    return False  # MUTATION: topic ids never compared\n"),),
+        (LINK_CORE + "test_a_recreated_source_topic_stops_the_mirror_before_any_truncation",
+         LINK_CLUSTER + "test_a_recreated_source_topic_stops_its_mirror"), must_load=(BROKER,)),
+    Mutation(
+        "link-failback-leaves-destination-writable",
+        "`roost link failback` ends with the original roles: the destination's topics are mirrors of the "
+        "old source again (read-only); here they stay writable and the link never mirrors them",
+        (edit("src/roost/cli/admin_commands/link.py",
+              '        _set_mirror_link(target, chosen, name, "making read-only here:")\n',
+              "        pass  # MUTATION: this side stays writable\n"),),
+        (LINK_CLUSTER + "test_mirror_same_batches_offsets_groups_then_promote",)),
+    Mutation(
+        "link-promotion-leaves-transactions-open",
+        "promotion aborts the source's transactions still open on the mirror (their markers never came): here "
+        "none is aborted, so read_committed consumers of the promoted topic stop at the first open one for ever",
+        (edit("src/roost/broker/link/core.py",
+              "    return sorted(open_transactions, key=lambda txn: (txn.first_offset, txn.producer_id))\n",
+              "    return []  # MUTATION: open transactions left open\n"),),
+        (LINK_APPEND + "test_promotion_aborts_the_source_transactions_left_open_on_the_mirror",
+         LINK_CLUSTER + "test_an_open_transaction_at_the_source_loss_is_aborted_by_failover"), must_load=(BROKER,)),
+    Mutation(
+        "link-mirror-keeps-empty-epochs",
+        "a topic that becomes a mirror (failback's old source) drops the leader epochs it began at its log end "
+        "and wrote nothing in (a restart's elections): here it keeps them, so the promoted side's batches append "
+        "unrecorded under a higher epoch number and the old source denies the promoted side's epoch",
+        (edit("src/roost/broker/replica/manager.py",
+              "                    self._became_mirror(partition)\n",
+              "                    pass  # MUTATION: empty epochs kept\n"),),
+        (LINK_APPEND + "test_a_partition_becoming_a_mirror_drops_the_epochs_it_wrote_nothing_in",
+         LINK_CLUSTER + "test_mirror_same_batches_offsets_groups_then_promote"), must_load=(BROKER,)),
+    Mutation(
+        "link-mirror-cut-below-leadership-start",
+        "a mirror's leader cut below where its leadership began knows its high watermark again: here the "
+        "leadership start stays above the log end, and ListOffsets answers OFFSET_NOT_AVAILABLE",
+        (edit("src/roost/broker/replica/state.py",
+              "        self.leader_epoch_start_offset = min(self.leader_epoch_start_offset, local_leo)\n",
+              "        pass  # MUTATION: the leadership start kept\n"),),
+        (LINK_APPEND + "test_a_mirror_cut_below_where_its_leadership_began_still_knows_its_high_watermark",)),
+    Mutation(
+        "link-promote-ignores-open-transactions",
+        "a planned `roost link promote` waits (within --timeout) for the source's transactions open on the mirror "
+        "to end: here it promotes at lag 0, aborting a transaction its producer commits a moment later",
+        (edit("src/roost/cli/admin_commands/link.py",
+              "                or _open_transactions(client, name, chosen)):\n",
+              "                or False):  # MUTATION: open transactions not waited for\n"),),
+        (LINK_CLUSTER + "test_a_planned_promotion_waits_for_the_source_transactions_to_end",)),
+    Mutation(
+        "link-acl-sync-unfiltered",
+        "ACL sync copies only the ACLs of the topics the link mirrors: here every topic's literal ACLs are copied",
+        (edit("src/roost/broker/link/acls.py",
+              "        if not should_mirror_topic(topics, acl.resource_name):\n",
+              "        if False:  # MUTATION: the link's topic filter ignored\n"),),
+        (LINK_CORE + "test_acl_sync_copies_literal_topic_acls_of_mirrored_topics_renamed_and_only_missing",
+         "tests/link/test_link_security.py::test_a_limited_link_principal_mirrors_and_one_without_read_is_refused"),
+        must_load=(BROKER,)),
+    Mutation(
+        "balance-rack-awareness-ignored",
+        "the balancer never places two replicas of a partition on one rack, and fails a plan that cannot avoid it",
+        (edit("src/roost/broker/balance/goals.py",
+              "        return all(model.duplicate_racks(model.partitions[before.key]) <= model.duplicate_racks(before)\n"
+              "                   for before in befores)\n",
+              "        return True  # MUTATION: racks ignored\n"),
+         edit("src/roost/broker/balance/goals.py", "        return float(model.rack_duplicates)\n",
+              "        return 0.0  # MUTATION: racks ignored\n")),
+        (BALANCE + "test_rack_awareness_is_kept_and_an_impossible_one_fails_the_plan",
+         BALANCE + "test_no_hard_goal_gets_worse_and_a_met_one_stays_met")),
+    Mutation(
+        "balance-dead-broker-not-healed",
+        "replicas on a broker dead past the self-healing time are re-created on living brokers (RF restored), "
+        "and a decommissioned broker is drained",
+        (edit("src/roost/broker/balance/goals.py",
+              "        return {b for b, info in model.brokers.items() if not info.alive or info.excluded}\n",
+              "        return set()  # MUTATION: no broker is ever gone\n"),),
+        (BALANCE + "test_a_dead_broker_past_the_healing_time_has_its_replicas_recreated_on_the_living",
+         BALANCE + "test_a_decommissioned_broker_is_drained_of_replicas_and_leadership")),
+    # Issue 33, the balancer's executor and Kafka's replication throttles, against real brokers.
+    Mutation(
+        "balance-throttle-not-applied",
+        "a throttled reassignment moves at most about leader/follower.replication.throttled.rate (KIP-73)",
+        (edit("src/roost/broker/replica/manager.py",
+              "        quota = self.leader_quota\n        if quota.limited and throttle_names(",
+              "        quota = self.leader_quota\n        if False and throttle_names(  # MUTATION: no leader throttle\n"
+              "            quota.limited,"),
+         edit("src/roost/broker/replica/fetcher.py",
+              "        return self.broker_id not in partition.state.isr and self._throttled(partition) \\\n",
+              "        return False and self.broker_id not in partition.state.isr and self._throttled(partition) \\\n")),
+        (BALANCE_CLUSTER + "test_the_replication_throttle_holds_a_move_to_its_rate",),
+        must_load=(BROKER,)),
+    Mutation(
+        "reassignment-removes-before-isr",
+        "a reassignment removes an old replica only once every target replica is in the ISR (never below min ISR)",
+        (edit("src/roost/broker/controller/core.py",
+              "        if all(b in self.states[tp].state.isr for b in target):\n"
+              "            log.info(\"reassignment of %s-%d: %s all in sync; completing\", *tp, target)\n",
+              "        if True:  # MUTATION: the old replicas go before the new ones are in sync\n"
+              "            log.info(\"reassignment of %s-%d: %s all in sync; completing\", *tp, target)\n"),),
+        (BALANCE_CLUSTER + "test_the_replication_throttle_holds_a_move_to_its_rate",),
+        must_load=(BROKER,)),
+    Mutation(
+        "balance-batch-limit-ignored",
+        "the executor keeps at most num.concurrent.partition.movements.per.broker moves in progress per broker",
+        (edit("src/roost/broker/balance/executor.py",
+              "            if any(counts.get(b, 0) >= self.moves_per_broker for b in task.brokers):\n",
+              "            if False:  # MUTATION: no per-broker bound\n"),),
+        (BALANCE_EXECUTOR + "test_the_per_broker_bound_holds_and_every_task_ends",
+         BALANCE_CLUSTER + "test_a_new_broker_takes_its_share_in_bounded_batches")),
+    Mutation(
+        "balance-throttle-not-removed",
+        "an execution removes every throttle it set, however it ends (done, or stopped by a dead broker)",
+        (edit("src/roost/broker/balance/execution.py",
+              "    failures: list[str] = []\n    if throttles.get(\"rate\") is None:\n",
+              "    failures: list[str] = []\n    if True:  # MUTATION: throttles left on\n"),),
+        (BALANCE_CLUSTER + "test_a_new_broker_takes_its_share_in_bounded_batches",)),
+    Mutation(
+        "balance-dead-broker-ignored",
+        "a broker dying under a move in progress stops the execution: moves cancelled, throttles removed, state says why",
+        (edit("src/roost/broker/balance/executor.py",
+              "            if dead:\n                self.stop(",
+              "            if False:  # MUTATION: a dead broker goes unnoticed\n                self.stop("),),
+        (BALANCE_EXECUTOR + "test_a_dead_broker_stops_the_execution_and_stop_cancels_what_is_in_progress",
+         BALANCE_CLUSTER + "test_a_broker_dying_mid_execution_stops_it_cleanly")),
+    Mutation(
+        "balance-auto-delay-ignored",
+        "balancer.mode=continuous moves nothing while a broker is down for less than "
+        "balancer.broker.unavailable.delay.ms, and heals it after",
+        (edit("src/roost/broker/balance/autocore.py",
+              "                   if facts.now_ms - since < settings.unavailable_delay_ms}\n",
+              "                   if False}  # MUTATION: heal at once\n"),),
+        (BALANCE_AUTO + "test_nothing_moves_while_a_broker_is_down_for_less_than_the_delay",
+         BALANCE_AUTO + "test_past_the_delay_continuous_heals_and_node_add_does_not",
+         BALANCE_AUTO_CLUSTER + "test_continuous_heals_a_dead_broker_after_the_delay_and_loses_nothing"),
+        must_load=(BROKER,)),
+    Mutation(
+        "balance-auto-any-broker-plans",
+        "only the active controller's balancer acts (no two brokers plan and execute at once)",
+        (edit("src/roost/broker/balance/autocore.py",
+              "    if not facts.in_charge:\n        return Decision(Kind.HOLD, \"not the active controller\")\n",
+              "    if False:  # MUTATION: every broker's balancer acts\n"
+              "        return Decision(Kind.HOLD, \"not the active controller\")\n"),),
+        (BALANCE_AUTO + "test_only_the_active_controller_acts_and_never_while_something_moves",)),
+    Mutation(
+        "balance-auto-plans-while-moving",
+        "the automatic balancer plans nothing while an execution or reassignment is in progress (a controller "
+        "taking over never moves alongside the moves of the one before)",
+        (edit("src/roost/broker/balance/autocore.py",
+              "    if facts.busy:\n        return Decision(Kind.HOLD, facts.busy)\n",
+              "    if False:  # MUTATION: busy or not\n        return Decision(Kind.HOLD, facts.busy)\n"),),
+        (BALANCE_AUTO + "test_only_the_active_controller_acts_and_never_while_something_moves",
+         BALANCE_AUTO_CLUSTER + "test_a_controller_taking_over_finishes_the_old_ones_moves_before_planning"),
+        must_load=(BROKER,)),
+    Mutation(
+        "balance-auto-takeover-keeps-throttles",
+        "a controller taking over an execution removes the throttles the old one set",
+        (edit("src/roost/broker/balance/auto.py",
+              "        failures = remove_throttles(ops, state.get(\"throttles\") or {})\n",
+              "        failures: list[str] = []  # MUTATION: the old throttles stay\n"),),
+        (BALANCE_AUTO_CLUSTER + "test_a_controller_taking_over_finishes_the_old_ones_moves_before_planning",),
+        must_load=(BROKER,)),
+    Mutation(
+        "balance-auto-stop-ignored",
+        "after `roost balance stop` the automatic balancer plans nothing for a while (it does not undo the stop)",
+        (edit("src/roost/broker/balance/auto.py", "            if age < STOP_HOLD_S:\n",
+              "            if False:  # MUTATION: the stop is forgotten at the next check\n"),),
+        (BALANCE_AUTO_CLUSTER + "test_roost_balance_stop_holds_the_automatic_balancer",),
+        must_load=(BROKER,)),
+    # Issue 35, client quotas: a tenant over its produce quota is told to slow down and held near its rate.
+    Mutation(
+        "produce-bytes-not-charged",
+        "a Produce request's size counts against the client's producer_byte_rate (here nothing is charged)",
+        (edit("src/roost/broker/quotas/throttle.py",
+              "            throttle = max(throttle, self.quotas.produce.record(user, client, request_bytes, now))\n",
+              "            pass  # MUTATION: produce bytes are never charged\n"),),
+        (QUOTAS + "test_a_tenant_over_its_produce_quota_is_throttled_near_its_rate_and_another_is_not",),
+        must_load=(BROKER,)),
+    Mutation(
+        "throttle-time-not-answered",
+        "a client over its quota is answered with throttle_time_ms (KIP-219), not only muted",
+        (edit("src/roost/broker/quotas/throttle.py",
+              "                    body[\"throttle_time_ms\"] = max(total, body.get(\"throttle_time_ms\") or 0)\n",
+              "                    pass  # MUTATION: the throttle time is not told to the client\n"),),
+        (QUOTAS + "test_a_tenant_over_its_produce_quota_is_throttled_near_its_rate_and_another_is_not",),
+        must_load=(BROKER,)),
+    # Issue 31, share groups: the leader's shell (share/leader.py, handlers/share.py, share/session.py).
+    Mutation(
+        "share-leader-lock-timer-never-set",
+        "a record acquired by a consumer that stops acknowledging returns to the share group when its "
+        "acquisition lock expires, with its delivery count raised",
+        (edit("src/roost/broker/share/leader.py",
+              "        part.timer = asyncio.get_running_loop().call_later(delay, self._expire, part)\n",
+              "        part.timer = None  # MUTATION: no lock ever expires\n"),),
+        (SHARE_E2E + "test_records_of_a_dead_or_hung_consumer_reach_the_others[stop]",),
+        must_load=(BROKER,)),
+    Mutation(
+        "share-fetch-acks-answered-before-durable",
+        "a ShareFetch that acquires while its own acknowledgements are written answers them only once "
+        "the write is durable: here the answer goes out with the acquisition",
+        (edit("src/roost/broker/handlers/share.py",
+              "            await self._acquire_all(session, body, entry, hinted)\n            await acknowledged()\n",
+              "            await self._acquire_all(session, body, entry, hinted)\n"
+              "            asyncio.ensure_future(acknowledged())  # MUTATION: answered before durable\n"),),
+        (SHARE_COORDINATOR + "test_a_share_fetch_answers_its_acknowledgements_only_once_durable",),
+        must_load=(BROKER,)),
+    Mutation(
+        "share-leader-ack-completed-before-written",
+        "the share-partition leader completes an acknowledgement (and answers it) only once its state "
+        "write is durable",
+        (edit("src/roost/broker/share/leader.py",
+              "        code = await written\n",
+              "        code = ErrorCode.NONE  # MUTATION: completed without waiting for the write\n"),),
+        (SHARE_COORDINATOR + "test_a_share_fetch_answers_its_acknowledgements_only_once_durable",),
+        must_load=(BROKER,)),
+    Mutation(
+        "share-disconnect-keeps-records",
+        "when a share consumer's connection drops, the records it holds are released at once",
+        (edit("src/roost/broker/handlers/share.py",
+              "        for session in self.sessions.closed_connection(connection):\n            self._release(session)\n",
+              "        self.sessions.closed_connection(connection)  # MUTATION: the records stay acquired\n"),),
+        (SHARE_E2E + "test_records_of_a_dead_or_hung_consumer_reach_the_others[kill]",
+         SHARE_WIRE + "test_share_sessions_epochs_acknowledgements_and_close"),
+        must_load=(BROKER,)),
+    Mutation(
+        "share-session-epoch-unchecked",
+        "a share session answers a request with the wrong epoch INVALID_SHARE_SESSION_EPOCH",
+        (edit("src/roost/broker/share/session.py",
+              "        if epoch != session.epoch:\n",
+              "        if False:  # MUTATION: any epoch is taken\n"),),
+        (SHARE_WIRE + "test_share_sessions_epochs_acknowledgements_and_close",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-link-secret-shown",
+        "the console's link pages show a link's settings with its secrets (sasl.password, ssl.key.password) hidden",
+        (edit("src/roost/console/link_view.py",
+              '    return {str(k): ("(hidden)" if k in SECRETS and v else v) for k, v in sorted(config.items())}\n',
+              '    return {str(k): v for k, v in sorted(config.items())}  # MUTATION: secrets shown\n'),),
+        ("tests/console/test_console_link_view.py::test_settings_are_shown_with_their_secrets_hidden",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "share-delivery-counts-acquired-missed",
+        "a share-partition's delivery counts (the console's distribution) count its acquired records as well as "
+        "those available again",
+        (edit("src/roost/broker/share/partition.py",
+              "            if run.state not in _TERMINAL and run.delivery_count > 0:\n",
+              "            if run.state == RecordState.AVAILABLE and run.delivery_count > 0:  # MUTATION\n"),),
+        ("tests/broker/test_share_partition.py::test_delivery_counts_are_the_unfinished_records_by_times_delivered",),
+        must_load=(PYTEST,)),
+    Mutation(
+        "share-group-describe-configs-crash",
+        "DescribeConfigs of a share group with a dead-letter topic set answers (the handler does not crash)",
+        (edit("src/roost/broker/share/group_configs.py",
+              "    return [(key, configs[key] if key in configs else defaults[key], key in configs) for key in SHARE_GROUP_KEYS\n",
+              "    return [(key, configs.get(key, defaults[key]), key in configs) for key in SHARE_GROUP_KEYS  # MUTATION\n"),),
+        ("tests/broker/test_share_dead_letter.py::test_describe_configs_lists_the_dead_letter_topic_once_set",),
+        must_load=(PYTEST,)),
 )
 
 

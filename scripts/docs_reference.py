@@ -79,7 +79,7 @@ def keeper_settings() -> list[tuple[str, str, str]]:
 
 
 def settings_page() -> str:
-    from roost.config import DYNAMIC_BROKER_SETTINGS, FIXED_TOPIC_CONFIGS
+    from roost.config import DYNAMIC_BROKER_SETTINGS
     lines = ["# Settings", "",
              "Generated from the code (`roost.config`'s registry and `roost.keeper.config`) when this site "
              "is built.", "",
@@ -101,8 +101,6 @@ def settings_page() -> str:
     for name, _kind, _default_text, topic, meaning in sorted(broker_settings(), key=lambda row: row[3]):
         if topic:
             lines.append(f"| `{topic}` | `{name}` | {_cell(meaning)} |")
-    for topic, value in sorted(FIXED_TOPIC_CONFIGS.items()):
-        lines.append(f"| `{topic}` | (fixed: `{value}`) | accepted so that clients setting it work; takes only this value |")
     lines += ["", "## Keeper settings", "",
               "ZooKeeper's names, in the keeper's TOML file (`roost keeper --config`), as `--set NAME=VALUE`, "
               "or in the `[keeper]` table of `roost up`'s file. Dotted names are quoted in TOML "
@@ -196,6 +194,7 @@ class _KeeperStandIn:
 
     class config:
         servers = {1: None, 2: None, 3: None}
+        data_dir = pathlib.Path(tempfile.gettempdir())  # a disk to report free space of
 
     class replicator:
         @staticmethod
@@ -272,10 +271,10 @@ def metrics_page() -> str:
 
 def kafka_apis() -> list[tuple[str, int, int, int, str]]:
     """(name, key, lowest, highest, who advertises it) of every API a broker advertises."""
-    from roost.broker.dispatcher import ADVERTISED_VERSIONS, clip_to_codec
+    from roost.broker.net.dispatcher import ADVERTISED_VERSIONS, clip_to_codec
     from roost.wire.kafka import API_NAMES
     try:
-        from roost.broker.dispatcher import CLUSTER_VERSIONS  # type: ignore[attr-defined]
+        from roost.broker.net.dispatcher import CLUSTER_VERSIONS  # type: ignore[attr-defined]
     except ImportError:
         from roost.broker.broker import CLUSTER_VERSIONS  # type: ignore[attr-defined,no-redef]
     rows = [(API_NAMES[key], int(key), low, high, "every broker") for key, (low, high) in clip_to_codec(ADVERTISED_VERSIONS).items()]
@@ -303,7 +302,7 @@ def first_release_reaching(key: int, version: int) -> str:
 def kafka_apis_page() -> str:
     lines = ["# Kafka APIs", "",
              "The APIs a broker advertises in ApiVersions and the versions of each, generated from "
-             "`roost.broker.dispatcher` when this site is built. The cluster's own APIs are advertised only "
+             "`roost.broker.net.dispatcher` when this site is built. The cluster's own APIs are advertised only "
              "by a broker in a cluster (`roost up` with its keeper, or `zookeeper.connect`). "
              "`tests/broker/test_api_versions_audit.py` sends every advertised version of every API to a real "
              "broker. \"Kafka release\" is the first release whose ApiVersions reaches the highest version "

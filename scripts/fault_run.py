@@ -3,6 +3,7 @@
 
     sudo .venv/bin/python scripts/fault_run.py --system keeper --seed 1 --duration 1800 --out runs/k1
     sudo .venv/bin/python scripts/fault_run.py --system broker --seed 1 --duration 1800 --out runs/b1
+    sudo .venv/bin/python scripts/fault_run.py --system share --seed 1 --duration 600 --out runs/s1
 
 Needs root, iproute2 and nftables (network namespaces); see docs/fault-testing.md.
 """

@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-run}"
 PYTHON="${PYTHON:-python3}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
 
 if [ "$what" = "test" ]; then
   need=()
@@ -21,12 +23,31 @@ if [ "$what" = "test" ]; then
   command -v nft >/dev/null 2>&1 || need+=(nftables)  # tests/faults: partitions inside network namespaces
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   if [ "${#need[@]}" -gt 0 ]; then
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo="sudo"
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq || true
     $sudo apt-get install -y -qq "${need[@]}"
   fi
+fi
+
+# The JVM referees (referees/*/pom.xml): Apache Kafka 3.9 (ZooKeeper mode), the newest Kafka 4
+# (KRaft) and ZooKeeper 3.9, their jars and dependencies copied from Maven Central into a cache
+# keyed by the pom's hash, so a changed pom fetches anew and an unchanged one costs nothing. The
+# cache entry is complete only when its manifest (every jar's sha256) exists and still matches.
+# `make run` needs none of this.
+if [ "$what" = "test" ]; then
+  command -v mvn >/dev/null 2>&1 || { $sudo apt-get update -qq || true; $sudo apt-get install -y -qq maven; }
+  cache="${ROOST_REFEREE_CACHE:-$HOME/.cache/roost/referees}"
+  for pom in referees/*/pom.xml; do
+    name=$(basename "$(dirname "$pom")")
+    key=$(sha256sum "$pom" | cut -c1-16)
+    dest="$cache/$name-$key"
+    if ! { [ -f "$dest/MANIFEST.sha256" ] && (cd "$dest/libs" && sha256sum --quiet -c ../MANIFEST.sha256); }; then
+      rm -rf "$dest" && mkdir -p "$dest/libs"
+      mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dest/libs"
+      (cd "$dest/libs" && sha256sum -- *.jar > ../MANIFEST.sha256)
+    fi
+    ln -sfn "$dest" "$cache/$name"  # tests/support/jvm.py reads $cache/<name>/libs
+  done
 fi
 
 # The console's browser bundle is committed (src/roost/console/static), so `make run` needs no

@@ -11,7 +11,6 @@ transaction may stay open, and no output partition's LSO may ever have gone back
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -23,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.cluster.txn_chaos import CLUSTER_SETTINGS, TxnChaosReport, run_txn_chaos
 from tests.support.cluster import LocalCluster
+from tests.support.procs import run_this_checkout
 
 
 def summary(report: TxnChaosReport, seconds: float) -> str:
@@ -31,14 +31,6 @@ def summary(report: TxnChaosReport, seconds: float) -> str:
             f"aborted output records skipped by read_committed; application started {report.app_starts} times "
             f"(exits {report.app_exits}, {report.app_aborts} aborts of its own); no transaction left open; "
             f"{report.lso_samples} LSO samples never went back; {seconds:.0f} s")
-
-
-def run_this_checkout() -> None:
-    """The brokers (and the application) run this checkout's code, not whichever roost the
-    environment has installed (a worktree's change is what a run must test)."""
-    repo = Path(__file__).resolve().parent.parent
-    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "src"), str(repo), *inherited])
 
 
 def main() -> int:

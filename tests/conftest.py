@@ -65,10 +65,12 @@ def _attach_broker_output(item: pytest.Item, report: pytest.TestReport, lines: i
     """A failed test on a LocalCluster shows each broker's last lines: what the brokers did is
     what explains a cluster test's failure, and it is gone once the fixture stops them."""
     for value in getattr(item, "funcargs", {}).values():
-        if isinstance(value, LocalCluster):
-            for broker_id in value.brokers:
-                tail = value.broker_output(broker_id).splitlines(keepends=True)[-lines:]
-                report.sections.append((f"broker {broker_id}'s last {lines} lines", "".join(tail)))
+        cluster = value if isinstance(value, LocalCluster) else getattr(value, "cluster", None)  # or a wrapper's
+        if isinstance(cluster, LocalCluster):
+            for broker_id, node in cluster.brokers.items():
+                tail = cluster.broker_output(broker_id).splitlines(keepends=True)[-lines:]
+                state = "running" if node.running else "NOT RUNNING"
+                report.sections.append((f"broker {broker_id} ({state}): its last {lines} lines", "".join(tail)))
 
 
 class MissingReferee(pytest.Item):

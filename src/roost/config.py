@@ -39,9 +39,22 @@ def between(low: int, high: int) -> Check:
     return lambda value: None if low <= value <= high else f"must be between {low} and {high}"
 
 
+_THROTTLED_ENTRY = re.compile(r"\s*\d+\s*:\s*-?\d+\s*")
+
+
+def _throttled_replicas(value: str) -> str | None:
+    """A throttled-replicas list: "", "*", or partition:broker pairs ("0:101,1:102")."""
+    if value.strip() in ("", "*") or all(_THROTTLED_ENTRY.fullmatch(e) for e in value.split(",")):
+        return None
+    return "is not '*' nor a list of partition:broker pairs (like 0:101,0:102)"
+
+
 def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
 
+
+# compression.type's values, Kafka's names (BrokerCompressionType).
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 KNOWN_ASSIGNORS = ("uniform", "range")
 
@@ -251,6 +264,25 @@ class Setting:
         raise AssertionError(f"unsupported setting kind {self.kind}")
 
 
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: `host:count,host:count` (Kafka's format)."""
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"{item!r} is not host:count")
+        overrides[host.strip()] = int(count)
+    return overrides
+
+
+def _ip_overrides(value: str) -> str | None:
+    try:
+        parse_ip_overrides(value)
+    except ValueError as error:
+        return f"is not a list of host:count ({error})"
+    return None
+
+
 # Who may do what (docs/acls.md): Kafka's names and defaults; the ACLs themselves live in
 # ZooKeeper (or, for a broker without one, in its data directory).
 def _authorizer_class(value: str) -> str | None:
@@ -286,6 +318,21 @@ def secret_reference() -> Check:
             resolve_secret(value)
         except ValueError as problem:
             return str(problem)
+        return None
+    return check
+
+
+def secret_reference_list() -> Check:
+    """NAME:SECRET,... where each SECRET may be a ${env:}/${file:} reference (checked, never shown)."""
+    def check(value: str) -> str | None:
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, sep, secret = item.partition(":")
+            if not sep or not name:
+                return "is not a list of NAME:SECRET"
+            try:
+                resolve_secret(secret)
+            except ValueError as problem:
+                return str(problem)
         return None
     return check
 
@@ -366,6 +413,10 @@ CLUSTER_SETTINGS: tuple[Setting, ...] = (
             "the broker's own state (default: log.dir, else roost up's --data-dir)", directory_list()),
     Setting("log.dir", str, "", "the directory this broker keeps its logs in, when log.dirs is not set",
             one_directory()),
+    Setting("log.dir.free.space.warn.ratio", float, 0.1,
+            "a log directory whose disk has less than this share free is flagged in /metrics "
+            "(roost_log_dir_free_space_low) and logged once, before a full disk takes it offline",
+            fraction()),
     Setting("replica.alter.log.dirs.io.max.bytes.per.second", int, INT64_MAX,
             "how fast a partition moved between log directories (AlterReplicaLogDirs) is copied", at_least(1)),
     # Must exceed the session timeout (checked): a follower that stalls for less than the time it
@@ -389,6 +440,37 @@ CLUSTER_SETTINGS: tuple[Setting, ...] = (
             "attempts at a controlled shutdown before stopping anyway", at_least(0)),
     Setting("controlled.shutdown.retry.backoff.ms", int, 500,
             "wait between controlled shutdown attempts (Kafka: 5000)", at_least(0)),
+    # The balancer (roost.broker.balance, docs/balancing.md): each broker's load sampling and
+    # capacities (Cruise Control's capacity.json: DISK, NW_IN, NW_OUT, CPU; <= 0: unknown).
+    Setting("balancer.load.sample.interval.ms", int, 30_000,
+            "how often this broker samples its partitions' load for the balancer (one window)", at_least(100)),
+    Setting("balancer.load.windows", int, 5, "windows the balancer's smoothed load is the mean of",
+            between(1, 100)),
+    Setting("balancer.capacity.disk.bytes", int, -1, "this broker's disk capacity for the balancer (<= 0: unknown)"),
+    Setting("balancer.capacity.network.in.bytes.per.second", int, -1,
+            "this broker's network inbound capacity for the balancer (<= 0: unknown)"),
+    Setting("balancer.capacity.network.out.bytes.per.second", int, -1,
+            "this broker's network outbound capacity for the balancer (<= 0: unknown)"),
+    Setting("balancer.capacity.cpu.cores", float, -1.0, "this broker's CPU capacity for the balancer (<= 0: unknown)"),
+    # The automatic balancer on the active controller (roost.broker.balance.auto; Redpanda's
+    # partition_autobalancing_*). `roost up --brokers N` sets continuous.
+    Setting("balancer.mode", str, "off",
+            "off | node_add (a broker below its share of replicas gets it) | continuous (also heals brokers "
+            "down past balancer.broker.unavailable.delay.ms and acts on skew)",
+            one_of("off", "node_add", "continuous")),
+    Setting("balancer.broker.unavailable.delay.ms", int, 300_000,
+            "continuous: a broker down this long has its replicas re-created on live brokers", at_least(0)),
+    Setting("balancer.check.interval.ms", int, 10_000,
+            "how often the active controller's balancer decides whether to act", at_least(100)),
+    Setting("balancer.imbalance.threshold", float, 0.10,
+            "a broker's replicas (node_add, continuous), leaders or bytes in (continuous) this far from the mean "
+            "triggers a plan (0.1: ten per cent)", at_least(0)),
+    Setting("balancer.moves.per.broker", int, 5,
+            "the automatic balancer's moves in progress at once per broker "
+            "(num.concurrent.partition.movements.per.broker)", between(1, 1000)),
+    Setting("balancer.throttle.bytes.per.second", int, -1,
+            "the automatic balancer's replication throttle on the brokers a move touches (<= 0: none)"),
+    Setting("balancer.max.actions", int, 1000, "at most this many moves in one automatic plan", between(1, 100_000)),
     Setting("auto.leader.rebalance.enable", bool, True,
             "move leadership back to each partition's preferred replica when it is in sync"),
     Setting("leader.imbalance.check.interval.seconds", int, 30,
@@ -461,6 +543,45 @@ SECURITY_SETTINGS: tuple[Setting, ...] = (
 )
 
 
+# The schema registry and REST proxy a broker serves beside itself (docs/schema-registry.md), in a
+# child process of its own: Confluent's names under the prefix `schema.registry.` (Confluent's
+# `listeners`, `kafkastore.topic`, `schema.registry.group.id`, `leader.eligibility`, ...).
+REGISTRY_SETTINGS: tuple[Setting, ...] = (
+    Setting("schema.registry.listeners", str, "",
+            "serve the schema registry on this URL (http://HOST:PORT or https://HOST:PORT; port 0 picks a free "
+            "one; empty: off; roost up turns it on)"),
+    Setting("schema.registry.advertised.url", str, "",
+            "the URL other registry nodes forward writes to (default: the bound listener)"),
+    Setting("schema.registry.kafkastore.topic", str, "_schemas", "the compacted topic the schemas are stored in"),
+    Setting("schema.registry.kafkastore.topic.replication.factor", int, 3,
+            "replicas of the schemas topic (fewer when fewer brokers are up after 30 s)", between(1, 32)),
+    Setting("schema.registry.group.id", str, "schema-registry", "the consumer group the writer is elected in"),
+    Setting("schema.registry.leader.eligibility", bool, True, "may this node be elected the writer"),
+    Setting("schema.registry.group.session.timeout.ms", int, 6000,
+            "how soon a dead writer's membership ends and another node takes over writing", at_least(1000)),
+    Setting("schema.registry.kafkastore.timeout.ms", int, 30_000,
+            "how long a write waits to be acknowledged and read back (Confluent: 500)", at_least(100)),
+    Setting("schema.registry.basic.auth.users", str, "",
+            "HTTP basic users, user:password,... (each password may be ${env:NAME} or ${file:/path}); "
+            "empty with no bearer tokens: no authentication", secret_reference_list(), sensitive=True),
+    Setting("schema.registry.bearer.tokens", str, "",
+            "bearer tokens, principal:token,... (tokens best by ${file:/path} reference)",
+            secret_reference_list(), sensitive=True),
+    Setting("schema.registry.subject.acls", str, "",
+            "who may read or write which subject: User:NAME:READ|WRITE:PATTERN;... (PATTERN a subject, a "
+            "prefix ending in *, or *); empty: every authenticated caller may do everything"),
+    Setting("schema.registry.super.users", str, "", "principals allowed every subject, ';'-separated"),
+    Setting("schema.registry.ssl.keystore.location", str, "",
+            "serve HTTPS with this PEM file (private key and certificate chain)"),
+    Setting("schema.registry.ssl.key.password", str, "", "password of the key in schema.registry.ssl.keystore.location",
+            secret_reference(), sensitive=True),
+    Setting("schema.registry.ssl.truststore.location", str, "",
+            "CA file the registry trusts when it forwards a write to the writer over HTTPS"),
+    Setting("kafka.rest.enable", bool, True,
+            "serve the REST proxy (Confluent REST Proxy v2 and v3) on the schema registry's listener"),
+)
+
+
 BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("broker.id", int, 0, "this broker's node id", at_least(0)),
     # Where clients are told to connect (Metadata, FindCoordinator), when that is not where the
@@ -498,17 +619,131 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
             "share of a compacted log not yet cleaned before the cleaner rewrites it", fraction(),
             topic_name="min.cleanable.dirty.ratio"),
+    Setting("log.cleaner.min.compaction.lag.ms", int, 0,
+            "a compacted record stays uncompacted at least this long", at_least(0),
+            topic_name="min.compaction.lag.ms"),
+    Setting("log.cleaner.max.compaction.lag.ms", int, INT64_MAX,
+            "a compacted record is compacted at most this long after it is written (whatever the dirty ratio)",
+            at_least(1), topic_name="max.compaction.lag.ms"),
+    Setting("log.roll.jitter.ms", int, 0, "a random amount up to this taken off each segment's segment.ms, so "
+            "that partitions do not all roll at once", at_least(0), topic_name="segment.jitter.ms"),
+    Setting("log.index.size.max.bytes", int, 10 * 1024 * 1024,
+            "a segment rolls once its offset or time index would pass this size", at_least(4),
+            topic_name="segment.index.bytes"),
+    # Kafka's file-layout and tiered-storage topic configs, taken so that tools copying a Kafka
+    # topic's configs (MirrorMaker 2, Connect) can create it here. Roost has no tiered storage:
+    # remote.storage.enable=true is refused as Kafka refuses it on a broker without it, and the
+    # local.* retentions (which only mean something with it) are kept, as Kafka keeps them.
+    Setting("remote.storage.enable", bool, False, "topic-level: tiered storage (not available in Roost)",
+            lambda value: "is not possible: Tiered Storage functionality is disabled in the broker. Topic cannot "
+                          "be configured with remote log storage." if value else None,
+            topic_name="remote.storage.enable"),
+    Setting("remote.log.copy.disable", bool, False, "topic-level: tiered storage (not available in Roost)",
+            topic_name="remote.log.copy.disable"),
+    Setting("remote.log.delete.on.disable", bool, False, "topic-level: tiered storage (not available in Roost)",
+            topic_name="remote.log.delete.on.disable"),
+    Setting("log.local.retention.ms", int, -2, "with tiered storage, the local part of retention.ms (-2: all of "
+            "it); kept, as Kafka keeps it without tiered storage", at_least(-2), topic_name="local.retention.ms"),
+    Setting("log.local.retention.bytes", int, -2, "with tiered storage, the local part of retention.bytes (-2: "
+            "all of it); kept, as Kafka keeps it without tiered storage", at_least(-2),
+            topic_name="local.retention.bytes"),
+    # A deleted segment is unlinked at once: its readers hold maps of it, which outlive the name,
+    # so the delay Kafka waits for its readers is not needed (the value is kept and shown).
+    Setting("log.segment.delete.delay.ms", int, 60_000, "Kafka's delay before a deleted segment's files go; "
+            "Roost unlinks them at once (open maps outlive the name)", at_least(0),
+            topic_name="file.delete.delay.ms"),
+    # Fetch is served from v4, whose answers carry v2 batches as stored: nothing is ever
+    # down-converted, so the setting has nothing to turn off (kept and shown).
+    Setting("log.message.downconversion.enable", bool, True, "Kafka's down-conversion for Fetch v0-3, which "
+            "Roost does not serve (nothing is ever down-converted)", topic_name="message.downconversion.enable"),
+    Setting("log.preallocate", bool, False, "Kafka's preallocation of segment files (refused: Roost's recovery "
+            "reads a segment to its file's end)",
+            lambda value: "is not supported: Roost does not preallocate segment files" if value else None,
+            topic_name="preallocate"),
     Setting("log.message.timestamp.type", str, "CreateTime", "timestamp stored with records",
             one_of("CreateTime", "LogAppendTime"), topic_name="message.timestamp.type"),
+    # KIP-937's bounds on a CreateTime record's timestamp against the broker's clock (a record
+    # outside them is refused, INVALID_TIMESTAMP); difference.max.ms is the deprecated pair of
+    # both, used for a bound left at its default (roost.broker.replica.timestamps).
+    Setting("log.message.timestamp.before.max.ms", int, INT64_MAX,
+            "refuse CreateTime records stamped more than this before the broker's clock", at_least(0),
+            topic_name="message.timestamp.before.max.ms"),
+    Setting("log.message.timestamp.after.max.ms", int, INT64_MAX,
+            "refuse CreateTime records stamped more than this after the broker's clock", at_least(0),
+            topic_name="message.timestamp.after.max.ms"),
+    Setting("log.message.timestamp.difference.max.ms", int, INT64_MAX,
+            "deprecated: both timestamp bounds, where before.max.ms or after.max.ms is not set", at_least(0),
+            topic_name="message.timestamp.difference.max.ms"),
     Setting("message.max.bytes", int, 1048588, "largest record batch accepted",
             at_least(0), topic_name="max.message.bytes"),
+    # Kafka's codec of stored batches: `producer` keeps what the producer sent; a codec makes the
+    # leader recompress every produced batch that uses another one (KIP-390 gives the levels).
+    Setting("compression.type", str, "producer", "codec of stored batches: producer keeps the producer's",
+            one_of(*COMPRESSION_TYPES), topic_name="compression.type"),
+    Setting("compression.gzip.level", int, -1, "gzip level of recompressed batches (-1: zlib's default)",
+            lambda value: None if value == -1 or 1 <= value <= 9 else "must be -1 or between 1 and 9",
+            topic_name="compression.gzip.level"),
+    Setting("compression.lz4.level", int, 9, "lz4 level of recompressed batches", between(1, 17),
+            topic_name="compression.lz4.level"),
+    Setting("compression.zstd.level", int, 3, "zstd level of recompressed batches", between(-131072, 22),
+            topic_name="compression.zstd.level"),
+    # Roost's own topic config (vendor-prefixed, as Confluent's `confluent.*` ones): the cluster link
+    # whose mirror this topic is. A mirror takes writes only from that link; removing the config
+    # promotes it (docs/cluster-links.md). Meant per topic: the broker-wide value stays empty.
+    Setting("roost.mirror.link", str, "",
+            "topic-level: the cluster link this topic mirrors (set by `roost link`; empty: a writable topic)",
+            topic_name="roost.mirror.link"),
+    Setting("roost.mirror.source.topic.id", str, "",
+            "topic-level: the id of the source topic a mirror copies (set by its link; a source topic recreated "
+            "with another id stops the mirror)", topic_name="roost.mirror.source.topic.id"),
+    # Kafka's replication throttles (KIP-73; roost.broker.replica.throttle): the two rates are
+    # dynamic broker configs, the two lists topic configs (meant per topic: the broker-wide value
+    # stays empty). The balancer's executor sets them for a move and removes them after.
+    Setting("leader.replication.throttled.rate", int, 2**63 - 1,
+            "bytes/s this broker sends to out-of-ISR followers of its throttled partitions", at_least(1)),
+    Setting("follower.replication.throttled.rate", int, 2**63 - 1,
+            "bytes/s this broker fetches for its out-of-ISR throttled follower partitions", at_least(1)),
+    Setting("replication.quota.window.num", int, 11, "windows the replication throttle rate is measured over",
+            between(2, 1000)),
+    Setting("replication.quota.window.size.seconds", int, 1, "length of each replication throttle window",
+            at_least(1)),
+    Setting("leader.replication.throttled.replicas", str, "",
+            "topic-level: partition:broker pairs (or *) whose leader replication is throttled",
+            _throttled_replicas, topic_name="leader.replication.throttled.replicas"),
+    Setting("follower.replication.throttled.replicas", str, "",
+            "topic-level: partition:broker pairs (or *) whose follower replication is throttled",
+            _throttled_replicas, topic_name="follower.replication.throttled.replicas"),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "largest request frame accepted",
             between(1024, 2**31 - 1)),
     Setting("max.connections", int, 1000, "client connections accepted at once", at_least(1)),
+    # Kafka's per-IP limits (SocketServer's ConnectionQuotas): past them a new connection from that
+    # address is closed at once, with one log line per address and minute.
+    Setting("max.connections.per.ip", int, 2**31 - 1, "client connections accepted at once from one address",
+            at_least(0)),
+    Setting("max.connections.per.ip.overrides", str, "",
+            "per-address exceptions to max.connections.per.ip: host:count,host:count", _ip_overrides),
+    # Client quotas (docs/quotas.md): rates are measured over quota.window.num windows of
+    # quota.window.size.seconds, as Kafka's quota managers do.
+    Setting("quota.window.num", int, 11, "windows a client quota's rate is measured over", at_least(2)),
+    Setting("quota.window.size.seconds", int, 1, "length of one client quota window", at_least(1)),
     Setting("queued.max.requests", int, 100, "requests in flight per connection before reading pauses",
             at_least(1)),
     Setting("connection.max.buffered.bytes", int, 256 * 1024 * 1024,
             "response bytes queued per connection before reading pauses", at_least(1024)),
+    # Abusive clients (docs/hostile-input.md): Kafka's idle timeout, and Roost's own bound on how
+    # long one request's bytes may take to arrive (a slow-loris client).
+    Setting("connections.max.idle.ms", int, 600_000,
+            "a client connection with nothing read or taken for this long is closed (-1: never)", at_least(-1)),
+    Setting("request.receive.timeout.ms", int, 30_000,
+            "a request must be whole this long after its first byte, plus a second for each "
+            "request.receive.min.bytes.per.second of it received, or the connection is closed (Roost's own; -1: never)",
+            at_least(-1)),
+    Setting("queued.max.request.bytes", int, -1,
+            "bytes of requests being received, broker-wide, before connections wait to read more (-1: no limit)",
+            at_least(-1)),
+    Setting("request.receive.min.bytes.per.second", int, 65_536,
+            "each this many bytes of a request received earn it one more second (Roost's own)",
+            at_least(1)),
     Setting("group.min.session.timeout.ms", int, 6000, "smallest consumer session timeout", at_least(1)),
     Setting("group.max.session.timeout.ms", int, 1_800_000, "largest consumer session timeout", at_least(1)),
     Setting("group.initial.rebalance.delay.ms", int, 3000,
@@ -522,6 +757,40 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("group.consumer.max.size", int, 2**31 - 1, "members per consumer-protocol group", at_least(1)),
     Setting("group.consumer.assignors", str, "uniform,range",
             "server-side assignors, the first is the default", assignor_list),
+    Setting("group.consumer.migration.policy", str, "bidirectional",
+            "online migration of a live group between the classic and the consumer protocol "
+            "(KIP-848): disabled, upgrade, downgrade or bidirectional",
+            one_of("disabled", "upgrade", "downgrade", "bidirectional")),
+    # KIP-932's share groups, with Kafka 4.2's names, defaults and bounds (ShareGroupConfig,
+    # GroupCoordinatorConfig). The group configs of the same names without "group." (set with
+    # IncrementalAlterConfigs on a GROUP resource) must lie within the min/max given here.
+    Setting("group.share.enable", bool, True, "serve share groups (Kafka's internal switch; 4.2 clusters have "
+            "them on through share.version 1)"),
+    Setting("group.share.partition.max.record.locks", int, 2000,
+            "in-flight (acquired or available-again) records per share-partition", between(100, 10000)),
+    Setting("group.share.delivery.count.limit", int, 5,
+            "deliveries of a record before it is archived", between(2, 10)),
+    Setting("group.share.record.lock.duration.ms", int, 30000,
+            "how long an acquired record stays locked to its consumer", between(1000, 3600000)),
+    Setting("group.share.min.record.lock.duration.ms", int, 15000,
+            "the least share.record.lock.duration.ms a group may set", between(1000, 30000)),
+    Setting("group.share.max.record.lock.duration.ms", int, 60000,
+            "the most share.record.lock.duration.ms a group may set", between(30000, 3600000)),
+    Setting("group.share.max.share.sessions", int, 2000, "share sessions per broker", at_least(1)),
+    Setting("group.share.max.size", int, 200, "members per share group", between(1, 1000)),
+    Setting("group.share.session.timeout.ms", int, 45000,
+            "a share group member silent this long leaves the group", at_least(1)),
+    Setting("group.share.min.session.timeout.ms", int, 45000,
+            "the least share.session.timeout.ms a group may set", at_least(1)),
+    Setting("group.share.max.session.timeout.ms", int, 60000,
+            "the most share.session.timeout.ms a group may set", at_least(1)),
+    Setting("group.share.heartbeat.interval.ms", int, 5000,
+            "how often share group members heartbeat", at_least(1)),
+    Setting("group.share.min.heartbeat.interval.ms", int, 5000,
+            "the least share.heartbeat.interval.ms a group may set", at_least(1)),
+    Setting("group.share.max.heartbeat.interval.ms", int, 15000,
+            "the most share.heartbeat.interval.ms a group may set", at_least(1)),
+    Setting("group.share.assignors", str, "simple", "the share groups' server-side assignor", one_of("simple")),
     Setting("offsets.topic.num.partitions", int, 10, "partitions of __consumer_offsets", between(1, 1000)),
     # Smaller than Kafka's 100 MiB: cleaning runs on the event loop, and a closed segment is what
     # a pass rewrites, so small segments keep each pass (and its pause) short.
@@ -546,6 +815,23 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             at_least(1)),
     Setting("transaction.state.log.segment.bytes", int, 16 * 1024 * 1024, "segment size of __transaction_state",
             at_least(1024)),
+    # The share coordinator and `__share_group_state` (KIP-932), with Kafka 4.2's names and
+    # defaults (ShareCoordinatorConfig); the replication factor and min.isr are capped at the
+    # cluster's size when the topic is created.
+    Setting("share.coordinator.state.topic.num.partitions", int, 50, "partitions of __share_group_state",
+            between(1, 1000)),
+    Setting("share.coordinator.state.topic.replication.factor", int, 3,
+            "replicas of __share_group_state (capped at the number of brokers)", between(1, 32)),
+    Setting("share.coordinator.state.topic.min.isr", int, 2,
+            "min.insync.replicas of __share_group_state (capped at its replication factor)", at_least(1)),
+    Setting("share.coordinator.state.topic.segment.bytes", int, 100 * 1024 * 1024,
+            "segment size of __share_group_state", at_least(1024)),
+    Setting("share.coordinator.state.topic.prune.interval.ms", int, 300_000,
+            "how often the share coordinator deletes the state records no share-partition needs", at_least(1)),
+    Setting("share.coordinator.snapshot.update.records.per.snapshot", int, 500,
+            "state updates of a share-partition between two snapshots of it", between(0, 500)),
+    Setting("share.coordinator.write.timeout.ms", int, 5000,
+            "how long a share state write waits to be replicated", at_least(1)),
     Setting("transaction.max.timeout.ms", int, 900_000, "largest transaction.timeout.ms a producer may ask for",
             at_least(1)),
     Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000,
@@ -557,6 +843,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     *CLUSTER_SETTINGS,
     *AUTHORIZER_SETTINGS,
     *SECURITY_SETTINGS,
+    *REGISTRY_SETTINGS,
     # Off unless asked for, like Kafka (which has no metrics port of its own): a fixed default
     # port would clash between the brokers of one machine.
     Setting("metrics.port", int, -1,
@@ -616,15 +903,19 @@ def resolve_secret_reference(raw: Any, name: str, source: str) -> Any:
 # Per-topic configs (CreateTopics, DescribeConfigs): Kafka's topic-level names and the broker
 # setting that supplies each default.
 TOPIC_SETTINGS: dict[str, Setting] = {s.topic_name: s for s in BROKER_SETTINGS if s.topic_name}
-# Topic configs Kafka has that only take one value here; stored so clients that set them work.
-FIXED_TOPIC_CONFIGS: dict[str, str] = {"compression.type": "producer"}
 
+
+THROTTLE_RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 # Broker settings an operator may change while the brokers run (AlterConfigs on a broker resource:
 # Kafka's dynamic log configs): the defaults of topic configs. unclean.leader.election.enable is
 # left out because the controller reads it once, at start.
 DYNAMIC_BROKER_SETTINGS: frozenset[str] = frozenset(
-    s.name for s in BROKER_SETTINGS if s.topic_name and s.name != "unclean.leader.election.enable")
+    s.name for s in BROKER_SETTINGS
+    if s.topic_name and s.name not in ("unclean.leader.election.enable", "roost.mirror.link",
+                                       "roost.mirror.source.topic.id", *THROTTLED_REPLICAS_CONFIGS)) \
+    | frozenset(THROTTLE_RATE_CONFIGS)
 
 
 @dataclass
@@ -781,10 +1072,6 @@ def parse_topic_configs(raw: Mapping[str, str | None], source: str) -> dict[str,
     """Check per-topic overrides from CreateTopics; raise ConfigError naming a bad one."""
     parsed: dict[str, Any] = {}
     for name, value in raw.items():
-        if name in FIXED_TOPIC_CONFIGS:
-            if value is not None and value != FIXED_TOPIC_CONFIGS[name]:
-                raise ConfigError(f"{source}: topic config '{name}' only supports {FIXED_TOPIC_CONFIGS[name]!r}")
-            continue
         setting = TOPIC_SETTINGS.get(name)
         if setting is None:
             raise ConfigError(f"{source}: unknown topic config '{name}'")
@@ -817,12 +1104,21 @@ class NotDynamicError(ConfigError):
 
 def load_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            return flatten_toml(tomllib.load(handle))
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    return parse_toml_text(data, f"config file {path}")
+
+
+def parse_toml_text(data: bytes, source: str) -> dict[str, Any]:
+    """A settings file's bytes as flat Kafka names; ConfigError for anything that is not TOML
+    (bad UTF-8 included), the one error a settings reader raises (tests/fuzz fuzzes it)."""
+    try:
+        return flatten_toml(tomllib.loads(data.decode("utf-8")))
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{source} is not UTF-8: {error}") from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+        raise ConfigError(f"{source} is not valid TOML: {error}") from None
 
 
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:

@@ -370,3 +370,27 @@ def test_a_change_through_one_broker_is_applied_by_the_other(tmp_path: Path) -> 
             leader.close()
     finally:
         cluster.close()
+
+
+def test_replication_throttles_are_set_described_and_deleted(broker: RestartableBroker) -> None:
+    """Kafka's KIP-73 throttles are real configs (roost.broker.replica.throttle; the balancer's
+    executor and kafka-reassign-partitions --throttle set them, --verify deletes them): a SET is
+    taken and described, a DELETE puts the default back, and a malformed list is refused."""
+    admin, topic = broker.admin(), "alter-throttles"
+    create(admin, topic, **{"retention.ms": "120000"})
+    before = overrides(admin, topic)
+    incremental(admin, topic, ("leader.replication.throttled.replicas", SET, "0:0"),
+                ("follower.replication.throttled.replicas", SET, "*"))
+    assert overrides(admin, topic) == {**before, "leader.replication.throttled.replicas": "0:0",
+                                       "follower.replication.throttled.replicas": "*"}
+    incremental(admin, topic, ("leader.replication.throttled.replicas", DELETE, None),
+                ("follower.replication.throttled.replicas", DELETE, None))
+    assert overrides(admin, topic) == before
+    alter_broker(admin, "0", ("leader.replication.throttled.rate", SET, "1000"))
+    alter_broker(admin, "0", ("leader.replication.throttled.rate", DELETE, None),
+                 ("follower.replication.throttled.rate", DELETE, None),
+                 ("replica.alter.log.dirs.io.max.bytes.per.second", DELETE, None))
+    message = refused(lambda: incremental(admin, topic, ("leader.replication.throttled.replicas", SET, "zero")),
+                      KafkaError.INVALID_CONFIG)
+    assert "partition:broker" in message
+    assert overrides(admin, topic) == before

@@ -24,7 +24,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
 from roost.broker.broker import CLUSTER_VERSIONS
-from roost.broker.dispatcher import ADVERTISED_VERSIONS
+from roost.broker.net.dispatcher import ADVERTISED_VERSIONS
 from roost.wire.kafka import API_NAMES, SUPPORTED_VERSIONS
 from tests.broker.conftest import StartBroker
 from tests.support.kafka_wire import WireClient
@@ -32,6 +32,9 @@ from tests.support.procs import RoostProcess
 
 PRODUCE, API_VERSIONS, CONTROLLED_SHUTDOWN = 0, 18, 7
 INFERRED_RELEASE = (3, 9)
+SHARE_GROUP_APIS = {"ShareGroupHeartbeat": (1, 1), "ShareGroupDescribe": (1, 1), "ShareFetch": (1, 2),
+                    "ShareAcknowledge": (1, 2), "DescribeShareGroupOffsets": (0, 1),
+                    "AlterShareGroupOffsets": (0, 0), "DeleteShareGroupOffsets": (0, 0)}
 # What librdkafka enables against a Kafka 3.x broker and must enable here too (its rdkafka_feature.c);
 # Sasl, SaslHandshake and SaslAuthReq need SASL, which Roost does not have.
 LIBRDKAFKA_FEATURES = {"MsgVer1", "MsgVer2", "ApiVersion", "BrokerGroupCoordinator", "BrokerBalancedConsumer",
@@ -109,13 +112,16 @@ def test_kafka_python_infers_the_release(mode: str, clustered: RoostProcess, sta
 def test_no_advertised_range_goes_beyond_the_inferred_release(clustered: RoostProcess) -> None:
     """Every API a broker advertises, at every version it advertises, is in Kafka 3.9's table
     (kafka-python's), but two that Kafka's ZooKeeper-mode brokers never had and that kafka-python's
-    inference does not look at: DescribeTopicPartitions (3.7, KRaft), ListConfigResources (4.1) and
-    ConsumerGroupHeartbeat v1 (4.0, KIP-848's regex subscriptions)."""
+    inference does not look at: DescribeTopicPartitions (3.7, KRaft), ListConfigResources (4.1),
+    ConsumerGroupHeartbeat v1 (4.0, KIP-848's regex subscriptions), the share group APIs (4.1-4.2,
+    KIP-932) and the share coordinator's state APIs (4.2, KIP-932; between brokers)."""
     release = BROKER_API_VERSIONS[INFERRED_RELEASE]
     beyond = {API_NAMES[key]: versions for key, versions in advertised(clustered.address("kafka")).items()
               if key not in release or versions[1] > release[key][1]}
     assert beyond == {"DescribeTopicPartitions": (0, 0), "ListConfigResources": (0, 1),
-                      "ConsumerGroupHeartbeat": (0, 1)}
+                      "ConsumerGroupHeartbeat": (0, 1), **SHARE_GROUP_APIS, "InitializeShareGroupState": (0, 0),
+                      "ReadShareGroupState": (0, 0), "WriteShareGroupState": (0, 1),
+                      "DeleteShareGroupState": (0, 0), "ReadShareGroupStateSummary": (0, 1)}
 
 
 def test_librdkafka_enables_the_features_of_a_kafka_broker(clustered: RoostProcess) -> None:

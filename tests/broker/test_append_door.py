@@ -15,9 +15,9 @@ from typing import Any
 
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import PartitionInfo
+from roost.broker.net.request import NO_RESPONSE
 from roost.broker.replica.append import AppendOrigin
 from roost.broker.replica.partition import Partition
-from roost.broker.request import NO_RESPONSE
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import build_batch

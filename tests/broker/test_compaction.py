@@ -71,3 +71,43 @@ def test_user_topic_with_cleanup_policy_compact(start_broker: StartBroker) -> No
     assert latest == {b"k0": None, b"k1": b"v29", b"k2": b"v29", b"k3": b"v29", b"k4": b"v29"}
     assert records < 151, "nothing was compacted away"
     assert offsets == sorted(offsets) and offsets[-1] == 150  # offsets keep their values, with gaps
+
+
+def _read_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes | None]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    records: list[tuple[bytes, bytes | None]] = []
+    try:
+        for _ in range(10_000):  # bounded: one poll per record, and the end
+            msg = consumer.poll(10)
+            assert msg is not None, "no end of partition"
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF
+                break
+            records.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return records
+
+
+def test_min_compaction_lag_keeps_recent_records_as_written(start_broker: StartBroker) -> None:
+    """Two compacted topics written alike; the one with min.compaction.lag.ms of an hour keeps
+    every record while the cleaner compacts the other."""
+    broker = start_broker("--log.cleaner.backoff.ms", "200")
+    bootstrap = broker.address("kafka")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.1"}
+    futures = admin.create_topics([NewTopic("lag-none", 1, 1, config=configs),
+                                   NewTopic("lag-hour", 1, 1, config={**configs, "min.compaction.lag.ms": "3600000"})])
+    for future in futures.values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for version in range(30):
+        for key in range(5):
+            for topic in ("lag-none", "lag-hour"):
+                producer.produce(topic, f"v{version}".encode(), f"k{key}".encode(), partition=0)
+        producer.flush(10)
+    wait_for(lambda: "cleaned lag-none-0" in broker.text(), timeout=60, what="the cleaner to compact lag-none")
+    assert len(_read_all(bootstrap, "lag-none")) < 150
+    assert "cleaned lag-hour-0" not in broker.text()
+    assert _read_all(bootstrap, "lag-hour") == [(f"k{k}".encode(), f"v{v}".encode()) for v in range(30) for k in range(5)]

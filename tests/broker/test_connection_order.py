@@ -11,8 +11,8 @@ from typing import Any
 
 import uvloop
 
-from roost.broker.connection import ConnectionLimits, KafkaConnection
-from roost.broker.request import Deferred
+from roost.broker.net.connection import ConnectionLimits, KafkaConnection
+from roost.broker.net.request import Deferred
 from roost.wire.kafka import ApiKey, RequestHeader, read_request_header
 
 PRODUCE_V3, METADATA_V1 = (ApiKey.PRODUCE, 3), (ApiKey.METADATA, 1)
@@ -35,7 +35,7 @@ class RecordingRouter:
         self.decided_at: list[int] = []
 
     def route(self, header: RequestHeader, frame: bytearray, client_host: str, header_end: int = -1,
-              principal: Any = None, listener: str = "") -> Any:
+              principal: Any = None, listener: str = "", mute: Any = None, connection: object = None) -> Any:
         if header.api_key == ApiKey.PRODUCE:
             future = asyncio.get_running_loop().create_future()
             self.waiting.append(future)

@@ -1,4 +1,4 @@
-"""KIP-848's consumer group core (`roost.broker.group.consumer_group`), without I/O.
+"""KIP-848's consumer group core (`roost.broker.group.consumer_protocol`), without I/O.
 
 The safety claim: a partition moves to another member only after its previous owner has
 acknowledged the revocation in a heartbeat, so no partition is ever held by two members at
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from roost.broker.group.assignors import range_assignor, uniform
-from roost.broker.group.consumer_group import (
+from roost.broker.group.consumer_protocol import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
     HeartbeatRequest,
@@ -387,7 +387,7 @@ def test_a_pathological_pattern_cannot_stall_the_coordinator() -> None:
 def test_a_group_written_as_records_comes_back_the_same() -> None:
     """Kafka's record layouts in __consumer_offsets: snapshot, replay, the same group; the
     difference between two snapshots is what changed plus tombstones."""
-    from roost.broker.group.consumer_records import GroupRecords, delta, snapshot
+    from roost.broker.group.consumer_protocol_records import GroupRecords, delta, snapshot
 
     coordinator = new_coordinator()
     a, b, c = Client("a", instance_id="i-a"), Client("b", slow=2), Client("c", topics=(T1.name, T2.name))

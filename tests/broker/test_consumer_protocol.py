@@ -6,8 +6,9 @@ real `roost up` (the module's shared broker, heartbeats every 500 ms as FAST_GRO
   partitions (never revoked) and keep receiving their records.
 - A static member (`group.instance.id`) that closes and comes back gets its partitions back.
 - The two protocols side by side: a classic group with members refuses consumer-protocol
-  heartbeats (GROUP_ID_NOT_FOUND), a consumer group with members refuses JoinGroup
-  (INCONSISTENT_GROUP_PROTOCOL), an empty group switches; ListGroups v5 and
+  heartbeats other than a join (GROUP_ID_NOT_FOUND; a join converts it, tests/broker/
+  test_group_migration.py), a consumer group with members refuses a JoinGroup whose metadata is
+  no consumer subscription (INCONSISTENT_GROUP_PROTOCOL), an empty group switches; ListGroups v5 and
   ConsumerGroupDescribe tell the kinds apart; OffsetCommit v9 and OffsetFetch v9 check the member
   epoch.
 - A subscription by pattern is matched by the broker, `group.remote.assignor` picks `range`, and
@@ -36,6 +37,7 @@ RUN_LIMIT_S = 90
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, JOIN_GROUP, LIST_GROUPS = 68, 69, 11, 16
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS = 8, 9, 15
 GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH = 69, 23, 25, 113
+MEMBER_ID_REQUIRED = 79
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
@@ -249,9 +251,9 @@ def test_a_static_member_closing_and_coming_back_keeps_its_partitions(shared_bro
                 member.join(30)
 
 
-def _heartbeat(client: WireClient, group: str, topic: str) -> dict[str, object]:
+def _heartbeat(client: WireClient, group: str, topic: str, epoch: int = 0) -> dict[str, object]:
     return client.request(CONSUMER_GROUP_HEARTBEAT, 0, {
-        "group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0, "rebalance_timeout_ms": 30000,
+        "group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": epoch, "rebalance_timeout_ms": 30000,
         "subscribed_topic_names": [topic], "topic_partitions": []})
 
 
@@ -267,7 +269,7 @@ def test_the_two_protocols_side_by_side(shared_broker: RoostProcess) -> None:
     try:
         coordinator_error = None
         for _ in range(50):  # the raw client asks the one broker, which coordinates everything
-            answer = _heartbeat(client, classic_group, topic)
+            answer = _heartbeat(client, classic_group, topic, epoch=1)
             coordinator_error = answer["error_code"]
             if coordinator_error == GROUP_ID_NOT_FOUND:
                 break
@@ -292,10 +294,12 @@ def test_the_two_protocols_side_by_side(shared_broker: RoostProcess) -> None:
             assert group_answer["error_code"] == expected, (committer, member_epoch)
             if expected == 0:
                 assert group_answer["topics"][0]["partitions"][0]["committed_offset"] == 5
-        refused = client.request(JOIN_GROUP, 7, {
-            "group_id": consumer_group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
-            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
-        assert refused["error_code"] == INCONSISTENT_GROUP_PROTOCOL
+        join = {"group_id": consumer_group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                "member_id": "", "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+        named = client.request(JOIN_GROUP, 7, join)  # a classic member may join (online migration)...
+        assert named["error_code"] == MEMBER_ID_REQUIRED and named["member_id"]
+        refused = client.request(JOIN_GROUP, 7, {**join, "member_id": named["member_id"]})
+        assert refused["error_code"] == INCONSISTENT_GROUP_PROTOCOL  # ...with a consumer subscription
         listed = client.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
         kinds = {g["group_id"]: (g["group_type"], g["protocol_type"]) for g in listed["groups"]}
         assert kinds[classic_group] == ("classic", "consumer") and kinds[consumer_group] == ("consumer", "consumer")

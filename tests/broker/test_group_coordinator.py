@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.broker.group.coordinator import GroupCoordinator, GroupLimits, GroupState
+from roost.broker.group.classic_protocol import GroupCoordinator, GroupLimits, GroupState
 from roost.wire.kafka.errors import ErrorCode
 
 LIMITS = GroupLimits(min_session_timeout_ms=1000, max_session_timeout_ms=60000,

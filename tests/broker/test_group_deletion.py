@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from roost.broker.group.coordinator import GroupCoordinator, GroupLimits, GroupState
+from roost.broker.group.classic_protocol import GroupCoordinator, GroupLimits, GroupState
 from roost.broker.group.offsets import (
     decode_key,
     encode_group_metadata_key,

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from roost.broker import coordinator_load
-from roost.broker.group.coordinator import GroupState
+from roost.broker.coordinators import load as coordinator_load
+from roost.broker.group.classic_protocol import GroupState
 from roost.broker.group.offsets import CommittedOffset, offset_batch, offsets_partition_for
 from roost.broker.group.service import GroupService, commit_error, offsets_topic_configs
 from roost.broker.handlers import groups as handlers
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import OFFSETS_TOPIC
+from roost.broker.net.request import Request
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.request import Request
 from roost.config import BrokerConfig
 from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey

@@ -3,7 +3,7 @@ consume runs with confluent-kafka: the series Kafka's JMX exporter and kafka_exp
 exist under their names and labels, and the counters move by exactly what was produced and
 consumed.
 
-What the byte counters count (roost.broker.stats): bytesin is the bytes of the record batches
+What the byte counters count (roost.broker.net.stats): bytesin is the bytes of the record batches
 appended (the produce requests' records, as stored), bytesout the bytes of record batches sent
 in fetch responses. So once a topic is produced to and read once from the start by one consumer,
 bytesin = bytesout = the size of its logs.
@@ -40,6 +40,8 @@ BROKER_SERIES = {
     "kafka_server_replicamanager_offlinereplicacount",
     "kafka_server_replicamanager_isrshrinks_total",
     "kafka_server_replicamanager_isrexpands_total",
+    "kafka_server_replication_throttled_byte_rate",  # KIP-73 (issue 33)
+    "roost_replication_throttled_bytes_total",
     "kafka_server_replicamanager_partitioncount",
     "kafka_server_replicamanager_leadercount",
     "kafka_controller_kafkacontroller_activecontrollercount",

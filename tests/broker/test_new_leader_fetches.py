@@ -15,8 +15,8 @@ from typing import Any
 
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache, PartitionInfo
+from roost.broker.net.request import Request
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import Request
 from roost.config import BrokerConfig
 from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey

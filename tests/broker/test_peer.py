@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from roost.broker import peer as peer_module
-from roost.broker.peer import KafkaPeer, PeerError
+from roost.broker.net import peer as peer_module
+from roost.broker.net.peer import KafkaPeer, PeerError
 from roost.wire.kafka import FrameSplitter, decode_request, encode_response
 from roost.wire.kafka.apis import ApiKey
 

@@ -1,6 +1,6 @@
 """Scripted scenarios on the replication core itself (roost.broker.replica.fetcher and .isr), with
 no shell: each test drives a fetcher's or the ISR manager's activity by hand, answering the
-effects it yields (roost.broker.replica.effects) as a leader or a controller would, on real
+effects it yields (roost.broker.activity.effects) as a leader or a controller would, on real
 partition logs. Two of the bugs the replication simulation found are replayed here exactly (the
 interleavings are rare in its random runs); scripts/break_claims.py reverts each fix in src/ and
 these tests fail."""
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from roost.broker.activity.effects import Activity, Request, Sleep, Sync, WaitForWork
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
-from roost.broker.replica.effects import Activity, Request, Sleep, Sync, WaitForWork
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.partition import Partition

@@ -21,7 +21,8 @@ from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
 from roost.broker.replica.partition import Partition
 from roost.broker.txn.core import TxnState
 from roost.broker.txn.records import txn_partition_for
-from roost.broker.txn.service import TxnService, now_ms, transaction_state_configs
+from roost.broker.txn.service import TxnService, transaction_state_configs
+from roost.clock import now_ms
 from roost.log.transactions import read_marker
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode

@@ -164,11 +164,31 @@ def test_roost_up_cluster_refusals(args: list[str], message: str, tmp_path: Path
     assert not (tmp_path / "d").exists()  # refused before anything was written or started
 
 
+def _taken_after_a_free_port() -> socket.socket:
+    """A listening socket whose port's predecessor is free: broker 1 asks port - 1, broker 2 the
+    taken port, and another process on the machine may hold port - 1 (bounded retries)."""
+    for _attempt in range(50):
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        if _is_free(taken.getsockname()[1] - 1):
+            taken.listen()
+            return taken
+        taken.close()
+    raise AssertionError("no ephemeral port with a free predecessor in 50 tries")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def test_a_given_port_in_use_is_refused_before_anything_starts(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
+    with _taken_after_a_free_port() as taken:
         port = taken.getsockname()[1]
         status, err = run_main(["up", "--brokers", "2", "--kafka-port", str(port - 1), "--data-dir",
                                 str(tmp_path / "d")], capsys)
@@ -213,7 +233,8 @@ def test_plan_gives_each_broker_its_own_settings_and_shares_the_users(tmp_path: 
         "zookeeper.connect": plan.zookeeper_connect, "num.partitions": 6, "default.replication.factor": 2,
         "offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
         "zookeeper.session.timeout.ms": 15000,
-        "replica.lag.time.max.ms": 20000}
+        "replica.lag.time.max.ms": 20000,
+        "balancer.mode": "continuous"}  # a local cluster balances itself (docs/balancing.md)
     assert plan.zookeeper_connect == ",".join(f"127.0.0.1:{k.address[1]}" for k in plan.keepers)
 
 

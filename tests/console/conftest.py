@@ -5,6 +5,7 @@ Debian chromium driven by Playwright."""
 from __future__ import annotations
 
 import json
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from tests.registry.local_registry import local_registry
 from tests.support import referees
 from tests.support.cluster import LocalCluster
-from tests.support.procs import RoostProcess, start_roost
+from tests.support.procs import RoostProcess, start_roost, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Playwright's own browser download does not work here; Debian's chromium runs headless with these.
@@ -79,9 +81,47 @@ def start_console(cluster: LocalCluster, *flags: str) -> Iterator[ConsoleProcess
         process.stop()
 
 
+def metrics_flags(cluster: LocalCluster) -> list[str]:
+    """--broker-metrics for each broker's /metrics (the share group page's in-flight figures)."""
+    flags = []
+    for node in cluster.brokers.values():
+        process, name = node.process, f"broker {node.broker_id} metrics"
+        assert process is not None
+        wait_for(lambda p=process, n=name: n in p.listeners, 30, what=f"{name} listening")  # said after the kafka one
+        flags += ["--broker-metrics", f"http://{process.address(name)}/metrics"]
+    return flags
+
+
 @pytest.fixture(scope="package")
-def console(console_cluster: LocalCluster) -> Iterator[ConsoleProcess]:
-    yield from start_console(console_cluster)
+def registry_url() -> Iterator[str]:
+    """Roost's schema registry served over real HTTP from this process, on an in-memory
+    `_schemas` (tests/registry/local_registry.py), for the console's schema pages: a `roost
+    schema-registry` process on the cluster took 17 s to start at load, and tests/registry covers
+    the one that stores in Kafka."""
+    served: list[str] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def serve() -> None:  # a thread of its own: Playwright's sync API holds the main thread's event loop
+        with local_registry() as (url, _registry):
+            served.append(url)
+            ready.set()
+            stop.wait()
+
+    thread = threading.Thread(target=serve, name="console-test-registry", daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(30), "the registry did not start"
+        yield served[0]
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+@pytest.fixture(scope="package")
+def console(console_cluster: LocalCluster, registry_url: str) -> Iterator[ConsoleProcess]:
+    """The console most tests use: with each broker's /metrics and the schema registry (the
+    read-only one has neither)."""
+    yield from start_console(console_cluster, *metrics_flags(console_cluster), "--schema-registry", registry_url)
 
 
 @pytest.fixture(scope="package")

@@ -74,6 +74,21 @@ def keep_producing(bootstrap: str, stop: threading.Event) -> None:
     producer.flush(10)
 
 
+# Pages whose picture their own browser test takes, at the moment their figures are known.
+TAKEN_BY_THEIR_TESTS = ("share-group", "link", "schema", "schema-messages")
+
+
+def shoot(page: Any, name: str) -> Path:
+    """One page as it is now (the share group, link and schema pages are taken by their own
+    tests, at the moment their figures are known), as docs/screenshots/console-NAME.png."""
+    assert name in TAKEN_BY_THEIR_TESTS, name
+    out = output_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"console-{name}.png"
+    page.screenshot(path=str(target), full_page=True)
+    return target
+
+
 def take(page: Any, console_url: str, out: Path, wait_ms: int = 30_000) -> list[Path]:
     """Each main page, once what it must show is there; returns the files written."""
     out.mkdir(parents=True, exist_ok=True)

@@ -4,16 +4,35 @@ cluster with a broker down."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import threading
+import time
+import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from kazoo.client import KazooClient
 
+from roost.admin.share_groups import DEAD_LETTER_TOPIC_CONFIG
+from roost.broker.link.configs import MIRROR_LINK_CONFIG
+from roost.broker.link.settings import LINKS_PATH, LinkSettings, link_path
 from tests.console import screenshots
 from tests.console.conftest import ConsoleProcess
 from tests.support import referees
@@ -289,6 +308,240 @@ def test_an_open_transaction_shows_with_its_partitions_and_holds_the_lso_below_t
     assert end >= 3 and lso == end, (end, lso)
 
 
+def share_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def poll_share(consumer: ShareConsumer, wanted: set[int], seen: dict[int, Any]) -> None:
+    """Polls (bounded) until the offsets `wanted` have come; each one's message kept in `seen`."""
+    deadline = time.monotonic() + 60
+    while not wanted <= set(seen) and time.monotonic() < deadline:
+        for message in consumer.poll(0.5) or []:
+            if message.error() is None:
+                seen[message.offset()] = message
+    assert wanted <= set(seen), f"offsets {sorted(wanted - set(seen))} never came"
+
+
+def test_a_share_group_page_shows_its_members_in_flight_and_acquired_records_lag_and_delivery_counts(
+        page: Any, console: ConsoleProcess, console_cluster: LocalCluster) -> None:
+    """20 records; a consumer accepts 0-4, rejects 5 (copied to the dead-letter topic), releases
+    6-19, then takes 6-19 again (their second delivery), accepts 6-9 and holds 10-19. The page
+    must show exactly that state: start offset 10, end 20, lag 10, 10 in flight, 10 acquired, 10
+    unfinished records delivered twice, the member holding the partition, the dead-letter topic."""
+    topic, group, dead = unique("queue"), unique("workers"), unique("queue-dlq")
+    admin = AdminClient({"bootstrap.servers": console_cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 3), NewTopic(dead, 1, 3)]).values():
+        future.result(60)
+    share_group_configs(console_cluster.bootstrap, group, {
+        "share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "60000",
+        DEAD_LETTER_TOPIC_CONFIG: dead})
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap, "linger.ms": 50})
+    for index in range(20):
+        producer.produce(topic, value=f"task {index}".encode())
+    assert producer.flush(30) == 0
+    consumer = ShareConsumer({"bootstrap.servers": console_cluster.bootstrap, "group.id": group,
+                              "client.id": "email-worker-1", "share.acknowledgement.mode": "explicit"})
+    try:
+        consumer.subscribe([topic])
+        first: dict[int, Any] = {}
+        poll_share(consumer, set(range(20)), first)
+        for offset, message in sorted(first.items()):
+            verdict = AcknowledgeType.ACCEPT if offset < 5 else AcknowledgeType.REJECT if offset == 5 \
+                else AcknowledgeType.RELEASE
+            consumer.acknowledge(message, verdict)
+        consumer.commit_sync()
+        second: dict[int, Any] = {}
+        poll_share(consumer, set(range(6, 20)), second)
+        for offset in range(6, 10):
+            consumer.acknowledge(second[offset], AcknowledgeType.ACCEPT)
+        consumer.commit_sync()  # 10-19 stay acquired (explicit mode: nothing acknowledges them)
+
+        page.goto(console.url + "/share-groups")
+        expect(page.locator(f"#share-groups tr[data-group='{group}']")).to_contain_text("stable", timeout=WAIT_MS)
+        page.locator(f"#share-groups a:text-is('{group}')").click()
+        row = page.locator(f"#share-partitions tr[data-partition='{topic}:0']")
+        expect(row.locator("td.start")).to_have_text("10", timeout=WAIT_MS)
+        expect(row.locator("td.end")).to_have_text("20")
+        expect(row.locator("td.lag")).to_have_text("10")
+        expect(row.locator("td.in-flight")).to_have_text("10")
+        expect(row.locator("td.acquired")).to_have_text("10")
+        expect(row.locator("td.delivery")).to_have_text("2\u00d7: 10")
+        expect(row).to_contain_text("email-worker-1")
+        expect(page.locator("#delivery-counts tr[data-delivery-count='2'] td").nth(1)).to_have_text("10")
+        expect(page.locator("#share-total-lag")).to_have_text("10")
+        expect(page.locator("#share-state")).to_have_text("stable")
+        expect(page.locator("#share-member-count")).to_have_text("1")
+        expect(page.locator("#dead-letter-topic")).to_have_text(dead)
+        expect(page.locator("#dead-letter-topic a")).to_have_attribute("href", f"/topics/{dead}/messages")
+        expect(page.locator("#share-members tbody")).to_contain_text(f"{topic}[0]")
+        expect(page.locator("#metrics-note")).to_be_hidden()
+        screenshots.shoot(page, "share-group")
+    finally:
+        consumer.close()
+    # The rejected record is in the dead-letter topic the page names.
+    wait_for(lambda: console.get(f"/api/topics/{dead}")["partitions"][0]["end_offset"] == 1, 30,
+             what="the rejected record in the dead-letter topic")
+    # A group no coordinator knows is a clear 404, not a stack trace.
+    missing = console.call("GET", f"/api/share-groups/{unique('nobody')}")
+    assert missing.status == 404 and "GROUP_ID_NOT_FOUND" in missing.body["error"]
+
+
+def create_link(zookeeper: str, name: str, settings: dict[str, str]) -> None:
+    """What `roost link create` writes (its settings, checked, at /config/cluster-links/NAME),
+    written here directly: four `roost` processes would cost this test seconds of start-up."""
+    with keeper_client(zookeeper) as client:
+        client.ensure_path(LINKS_PATH)
+        client.create(link_path(name), LinkSettings.parse(name, settings).encode())
+
+
+@contextlib.contextmanager
+def keeper_client(zookeeper: str) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zookeeper)
+    client.start(timeout=15)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_the_link_pages_show_a_links_mirrors_their_lag_its_errors_and_a_promoted_topic(
+        page: Any, console: ConsoleProcess, console_cluster: LocalCluster) -> None:
+    """A link whose source is this same cluster (the mirror is `copy-<topic>`, and only <topic>
+    is mirrored): its page shows the source, ACTIVE, each partition's source high watermark and
+    mirrored end (30 and 20 records), lag 0; once promoted (its roost.mirror.link removed, as
+    `roost link promote` does) the topic shows promoted. A link to a source that does not answer shows SOURCE_UNAVAILABLE and its error."""
+    topic, name, broken = unique("origin"), unique("self"), unique("nowhere")
+    mirror = f"copy-{topic}"
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": console_cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 2, 3)]).values():
+        future.result(60)
+    for index in range(50):
+        producer.produce(topic, value=f"record {index}".encode(), partition=0 if index < 30 else 1)
+    assert producer.flush(30) == 0
+    create_link(console_cluster.zookeeper, name, {"bootstrap.servers": console_cluster.bootstrap,
+                                                  "topics": f"literal:{topic}", "cluster.link.prefix": "copy-",
+                                                  "consumer.offset.sync.enable": "false"})
+    create_link(console_cluster.zookeeper, broken, {"bootstrap.servers": "127.0.0.1:1"})
+    try:
+        page.goto(console.url + "/links")
+        expect(page.locator(f"#links tr[data-link='{name}']")).to_contain_text("ACTIVE", timeout=WAIT_MS)
+        expect(page.locator(f"#links tr[data-link='{name}']")).to_contain_text(console_cluster.bootstrap)
+        page.locator(f"#links a:text-is('{name}')").click()
+        for partition, records in ((0, "30"), (1, "20")):
+            row = page.locator(f"#link-partitions tr[data-partition='{mirror}:{partition}']")
+            expect(row.locator("td.mirrored")).to_have_text(records, timeout=WAIT_MS)
+            expect(row.locator("td.source-hw")).to_have_text(records)
+            expect(row.locator("td.lag")).to_have_text("0")
+            expect(row.locator("td.state")).to_have_text("mirroring")
+        expect(page.locator("#link-state")).to_have_text("ACTIVE")
+        expect(page.locator("#link-source")).to_have_text(console_cluster.bootstrap)
+        expect(page.locator("#link-lag")).to_have_text("0")
+        expect(page.locator("#link-errors tbody")).to_have_text("none")
+        screenshots.shoot(page, "link")
+        # Promotion, as `roost link promote` does it: the mirror's roost.mirror.link config removed.
+        promote = ConfigResource(ResourceType.TOPIC, mirror, incremental_configs=[
+            ConfigEntry(MIRROR_LINK_CONFIG, "", incremental_operation=AlterConfigOpType.DELETE)])
+        for future in admin.incremental_alter_configs([promote]).values():
+            future.result(30)
+        expect(page.locator(f"#link-partitions tr[data-partition='{mirror}:0'] td.state")).to_have_text(
+            "promoted", timeout=WAIT_MS)
+        expect(page.locator(f"#link-partitions tr[data-partition='{mirror}:1'] td.state")).to_have_text("promoted")
+
+        page.goto(console.url + f"/links/{broken}")
+        expect(page.locator("#link-state")).to_have_text("SOURCE_UNAVAILABLE", timeout=WAIT_MS)
+        expect(page.locator("#link-errors tbody tr.bad").first).to_be_visible(timeout=WAIT_MS)
+        missing = console.call("GET", f"/api/links/{unique('none')}")
+        assert missing.status == 404 and "not found: cluster link" in missing.body["error"]
+    finally:
+        with keeper_client(console_cluster.zookeeper) as client:
+            for each in (name, broken):
+                client.delete(link_path(each))
+
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "int"}, {"name": "customer", "type": "string"}]}
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"], {"name": "note", "type": "string", "default": ""}]}
+HOSTILE_SUBJECT = "<img src=x onerror=alert(1)>"
+
+
+def test_the_schema_pages_show_subjects_versions_their_diff_compatibility_and_decoded_messages(
+        page: Any, registry_url: str, console: ConsoleProcess, read_only_console: ConsoleProcess,
+        console_cluster: LocalCluster) -> None:
+    """Two Avro versions of `<topic>-value` (a field added with a default, under BACKWARD) and a
+    record produced with confluent-kafka's AvroSerializer: the subject list shows version 2, the
+    subject's page its compatibility, versions, schema text and the added field in the diff, and
+    the message browser the record's schema id and its fields decoded. A subject named with
+    markup and a JSON schema carrying a script show as text. The console without a registry
+    says how to give it one."""
+    registry = SchemaRegistryClient({"url": registry_url})
+
+    topic = unique("orders")
+    subject = f"{topic}-value"
+    registry.register_schema(subject, Schema(json.dumps(ORDER_V1), "AVRO"))
+    registry.set_compatibility(subject, "BACKWARD")
+    second = registry.register_schema(subject, Schema(json.dumps(ORDER_V2), "AVRO"))
+    hostile = {"type": "object", "description": "<script>alert('schema')</script>",
+               "properties": {"x": {"type": "string"}}}
+    registry.register_schema(HOSTILE_SUBJECT, Schema(json.dumps(hostile), "JSON"))
+    serialize = AvroSerializer(registry, json.dumps(ORDER_V2), conf={"auto.register.schemas": False,
+                                                                     "use.latest.version": True})
+    admin = AdminClient({"bootstrap.servers": console_cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 3)]).values():
+        future.result(60)
+    producer = Producer({"bootstrap.servers": console_cluster.bootstrap})
+    value = serialize({"id": 7, "customer": "c-<b>42</b>", "note": "gift"}, SerializationContext(topic, MessageField.VALUE))
+    producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+    page.goto(console.url + "/schemas")
+    row = page.locator(f"#subjects tr[data-subject='{subject}']")
+    expect(row.locator("td").nth(1)).to_have_text("2", timeout=WAIT_MS)
+    expect(row.locator("td").nth(2)).to_have_text(str(second))
+    expect(page.locator("#subjects tbody")).to_contain_text(HOSTILE_SUBJECT)
+    row.locator("a").click()
+    expect(page.locator("#compatibility")).to_have_text("BACKWARD", timeout=WAIT_MS)
+    expect(page.locator("#version-count")).to_have_text("2")
+    expect(page.locator("#shown-version")).to_have_text("2")
+    expect(page.locator("#schema-id")).to_have_text(str(second))
+    expect(page.locator("#schema-text")).to_contain_text('"name": "note"')
+    expect(page.locator("#diff .added").filter(has_text='"name": "note"')).to_have_count(1)
+    expect(page.locator("#diff .removed")).to_have_count(0)
+    screenshots.shoot(page, "schema")
+    page.locator("#version").select_option("1")
+    expect(page.locator("#shown-version")).to_have_text("1", timeout=WAIT_MS)
+    expect(page.locator("#diff")).to_contain_text("the first version")
+    expect(page.locator("#schema-text")).not_to_contain_text("note")
+
+    page.goto(console.url + f"/topics/{topic}/messages")
+    payload = page.locator("#messages tbody tr").first.locator("td.payload").nth(1)
+    expect(payload.locator(".schema-id")).to_contain_text(f"schema id {second} (AVRO)", timeout=WAIT_MS)
+    expect(payload.locator("pre")).to_contain_text('"customer": "c-<b>42</b>"')
+    expect(payload.locator("pre")).to_contain_text('"note": "gift"')
+    screenshots.shoot(page, "schema-messages")
+    payload.locator(".schema-id a").click()
+    expect(page.locator("h1")).to_have_text(f"Subject {subject}", timeout=WAIT_MS)
+
+    page.goto(console.url + "/schemas/subjects/" + urllib.parse.quote(HOSTILE_SUBJECT, safe=""))
+    expect(page.locator("h1")).to_have_text(f"Subject {HOSTILE_SUBJECT}", timeout=WAIT_MS)
+    expect(page.locator("#schema-text")).to_contain_text("<script>alert('schema')</script>", timeout=WAIT_MS)
+    expect(page.locator("#compatibility")).to_have_text(re.compile(r"\(global\)$"))
+
+    # A console started without --schema-registry says how to give it one, never a trace.
+    page.goto(read_only_console.url + "/schemas")
+    expect(page.locator("#no-registry")).to_be_visible()
+    expect(page.locator("#status")).to_contain_text("--schema-registry URL", timeout=WAIT_MS)
+    missing = read_only_console.call("GET", "/api/schemas")
+    assert missing.status == 404 and "--schema-registry" in missing.body["error"]
+    unknown = console.call("GET", f"/api/schemas/subjects/{unique('nobody')}")
+    assert unknown.status == 404 and "40401" in unknown.body["error"], unknown
+
+
 def test_the_documentations_screenshots_are_taken_from_the_console_as_it_is(
         browser: Any, console: ConsoleProcess, console_cluster: LocalCluster) -> None:
     """docs/screenshots/console-*.png, which the documentation shows, are retaken here on every
@@ -308,7 +561,7 @@ def test_the_documentations_screenshots_are_taken_from_the_console_as_it_is(
     for path in written:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000, path
     documented = set(re.findall(r"\]\(screenshots/([\w.-]+)\)", (screenshots.ROOT / "docs" / "console.md").read_text()))
-    assert documented == {path.name for path in written}
+    assert documented == {path.name for path in written} | {f"console-{n}.png" for n in screenshots.TAKEN_BY_THEIR_TESTS}
 
 
 def test_a_killed_broker_shows_down_and_its_partitions_under_replicated(page: Any, console: ConsoleProcess,

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from roost.broker.activity.effects import Activity, Request, Sleep, WaitForWork
 from roost.broker.controller.core import BrokerRequest, ClusterSnapshot, ControllerCore, ControllerSettings
 from roost.broker.controller.events import ControllerEvents
 from roost.broker.controller.liveness import Connect, Probe
-from roost.broker.replica.effects import Activity, Request, Sleep, WaitForWork
 from roost.broker.zk import layout
 from roost.broker.zk.effects import ZkDelete, ZkExists, ZkGet, ZkMulti
 from roost.broker.zk.layout import BrokerRegistration

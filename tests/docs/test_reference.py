@@ -61,7 +61,7 @@ def test_every_metric_has_a_type_and_a_description() -> None:
 
 
 def test_the_apis_page_lists_what_a_broker_advertises() -> None:
-    from roost.broker.dispatcher import ADVERTISED_VERSIONS
+    from roost.broker.net.dispatcher import ADVERTISED_VERSIONS
     rows = {name: (low, high) for name, _key, low, high, _who in docs_reference.kafka_apis()}
     assert len(rows) >= len(ADVERTISED_VERSIONS)
     assert rows["Fetch"] == ADVERTISED_VERSIONS[next(k for k in ADVERTISED_VERSIONS if k.name == "FETCH")]

@@ -440,9 +440,9 @@ def auth_failure(address: str, rec: Recorder) -> None:
     data_size_limit,
     four_letter_words,
 ])
-def test_matches_zookeeper(zookeeper: str, keeper: str, scenario) -> None:
-    differential(zookeeper, keeper, scenario)
+def test_matches_zookeeper(zookeepers: str, keeper: str, scenario) -> None:
+    differential(zookeepers, keeper, scenario)
 
 
-def test_auth_failure_matches_zookeeper(zookeeper: str, keeper: str) -> None:
-    differential(zookeeper, keeper, auth_failure)
+def test_auth_failure_matches_zookeeper(zookeepers: str, keeper: str) -> None:
+    differential(zookeepers, keeper, auth_failure)

@@ -164,5 +164,5 @@ def other_operations(address: str, rec: Recorder) -> None:
     persistent_and_recursive_watches,
     other_operations,
 ])
-def test_raw_protocol_matches_zookeeper(zookeeper: str, keeper: str, scenario) -> None:
-    differential(zookeeper, keeper, scenario)
+def test_raw_protocol_matches_zookeeper(zookeepers: str, keeper: str, scenario) -> None:
+    differential(zookeepers, keeper, scenario)

@@ -32,13 +32,13 @@ from kazoo.exceptions import (
 
 from roost.keeper.acl import digest_id
 from tests.keeper.zkharness import (
+    ZK_VERSIONS,
     four_letter,
     keeper_config,
+    require_zookeeper,
     wait_until,
-    zookeeper_available,
     zookeeper_reconfigurable,
 )
-from tests.support import referees
 from tests.support.procs import ROOST, RoostProcess, free_ports, start_roost
 
 pytestmark = pytest.mark.slow
@@ -168,6 +168,11 @@ def reconfig_scenario(address: str) -> list[tuple[str, object]]:
         p1, p2, p3 = free_ports(3)
         observer = f"server.9=127.0.0.1:{p1}:{p2}:observer;127.0.0.1:{p3}"
         attempt("unauthenticated", plain, joining=observer)
+        # The caller's right is checked before the arguments: NoAuth whatever they are.
+        attempt("unauthenticated, bad address", plain, joining="server.9=not-an-address")
+        attempt("unauthenticated, no participant left", plain, leaving="1,2,3")
+        attempt("unauthenticated, stale version", plain, joining=observer, from_config=0x1234)
+        attempt("unauthenticated, leave a non-member", plain, leaving="99")
         attempt("bad address", superuser, joining="server.9=not-an-address")
         attempt("stale version", superuser, joining=observer, from_config=0x1234)
         attempt("no participant left", superuser, leaving="1,2,3")
@@ -184,10 +189,11 @@ def reconfig_scenario(address: str) -> list[tuple[str, object]]:
             client.close()
 
 
-def test_the_same_as_zookeeper(ensemble: Ensemble, tmp_path_factory: pytest.TempPathFactory) -> None:
-    if not zookeeper_available():
-        referees.skip(referees.ZOOKEEPER)
-    with zookeeper_reconfigurable(tmp_path_factory.mktemp("zk-reconfig"), SETTINGS["superDigest"]) as zk:
+@pytest.mark.parametrize("version", ZK_VERSIONS)
+def test_the_same_as_zookeeper(ensemble: Ensemble, tmp_path_factory: pytest.TempPathFactory, version: str) -> None:
+    require_zookeeper(version)
+    with zookeeper_reconfigurable(tmp_path_factory.mktemp("zk-reconfig"), SETTINGS["superDigest"],
+                                  version=version) as zk:
         expected = reconfig_scenario(zk.address)
     actual = reconfig_scenario(ensemble.address(1))
     assert actual == expected

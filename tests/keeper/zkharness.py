@@ -27,6 +27,8 @@ from kazoo.security import ACL as KazooACL
 from roost.wire.zk.connection import ClientConnection, ConnectedEvent, ReplyEvent, WatchEvent
 from roost.wire.zk.constants import OpCode
 from roost.wire.zk.records import ConnectRequest, EmptyRequest, Request
+from tests.support import referees
+from tests.support.jvm import referee_classpath
 from tests.support.procs import RoostProcess, free_ports, start_roost, stop_process, wait_for
 
 ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar",
@@ -34,8 +36,29 @@ ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar",
 TICK_MS = 500  # both servers: session timeouts negotiated within [1000, 10000] ms
 
 
-def zookeeper_available() -> bool:
+# The ZooKeepers the keeper is compared with: Debian's 3.8 and 3.9 from Maven Central (installed
+# by scripts/setup.sh test into the referee cache, tests/support/jvm.py).
+ZK_VERSIONS = ("3.8", "3.9")
+
+
+def zookeeper_available(version: str = "3.8") -> bool:
+    if version == "3.9":
+        return referee_classpath("zookeeper-3.9") is not None
     return shutil.which("java") is not None and all(Path(jar).exists() for jar in ZK_JARS)
+
+
+def require_zookeeper(version: str = "3.8") -> None:
+    """Skip the running test as a missing referee unless ZooKeeper `version` is installed."""
+    if not zookeeper_available(version):
+        referees.skip(referees.ZOOKEEPER_39 if version == "3.9" else referees.ZOOKEEPER)
+
+
+def zookeeper_jars(version: str = "3.8") -> list[str]:
+    if version == "3.9":
+        classpath = referee_classpath("zookeeper-3.9")
+        assert classpath is not None, "ZooKeeper 3.9 is not installed (check zookeeper_available first)"
+        return classpath.split(":")
+    return ZK_JARS
 
 
 def four_letter(address: str, word: str, timeout: float = 10.0) -> str:
@@ -117,10 +140,10 @@ def _zk_config(directory: Path, client_port: int, myid: int | None = None,
     return conf
 
 
-def _launch_zk(directory: Path, client_port: int, jvm_args: tuple[str, ...] = (),
+def _launch_zk(directory: Path, client_port: int, jvm_args: tuple[str, ...] = (), version: str = "3.8",
                **kwargs: Any) -> ZooKeeperProcess:
     conf = _zk_config(directory, client_port, **kwargs)
-    classpath = ":".join([str(conf), *ZK_JARS])
+    classpath = ":".join([str(conf), *zookeeper_jars(version)])
     command = ["java", "-Xmx256m", "-XX:+UseSerialGC", *jvm_args, "-cp", classpath,
                "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")]
     popen = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory)
@@ -147,9 +170,9 @@ def wait_serving(process: ZooKeeperProcess, timeout: float = 90.0) -> None:
 
 
 @contextlib.contextmanager
-def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
+def zookeeper_standalone(directory: Path, tick_ms: int = TICK_MS, version: str = "3.8") -> Iterator[ZooKeeperProcess]:
     (client_port,) = free_ports(1)
-    process = _launch_zk(directory, client_port, tick_ms=tick_ms)
+    process = _launch_zk(directory, client_port, tick_ms=tick_ms, version=version)
     try:
         wait_serving(process)
         yield process
@@ -179,13 +202,14 @@ def zookeeper_secured(directory: Path, sasl_users: dict[str, str], extra_lines: 
 
 
 @contextlib.contextmanager
-def zookeeper_reconfigurable(directory: Path, super_digest: str,
-                             tick_ms: int = TICK_MS) -> Iterator[ZooKeeperProcess]:
+def zookeeper_reconfigurable(directory: Path, super_digest: str, tick_ms: int = TICK_MS,
+                             version: str = "3.8") -> Iterator[ZooKeeperProcess]:
     """One ZooKeeper in quorum mode (`standaloneEnabled=false`: a one-member ensemble, the
     smallest that takes `reconfig`) with `reconfigEnabled` and a super user's digest."""
     quorum_port, election_port, client_port = free_ports(3)
     process = _launch_zk(directory, client_port, myid=1, ensemble={1: (quorum_port, election_port)},
                          tick_ms=tick_ms, extra_lines=("standaloneEnabled=false", "reconfigEnabled=true"),
+                         version=version,
                          jvm_args=(f"-Dzookeeper.DigestAuthenticationProvider.superDigest={super_digest}",))
     try:
         wait_serving(process)

@@ -316,3 +316,18 @@ def test_reads_cut_exactly_like_a_linear_scan(logs: LogFactory, index_interval: 
                 got = [(h.base_offset, h.last_offset) for b in result.buffers for _, h in validate_batches(b)]
                 assert got == expected, (offset, max_bytes, limit)
                 assert result.size == total
+
+
+def test_a_segment_rolls_before_its_index_passes_segment_index_bytes(logs: LogFactory, clock: FakeClock) -> None:
+    """segment.index.bytes of 36: at most 4 offset entries (8 bytes) and 3 time entries (12) a
+    segment; with an index entry for every batch, segments roll by their index, not their size."""
+    log = logs.open(segment_bytes=1 << 20, index_interval_bytes=0, segment_index_bytes=36)
+    values = []
+    for n in range(40):
+        values.append(b"v%d" % n)
+        log.append(batch([values[-1]], timestamp_ms=clock.now_ms))
+        clock.advance(10)  # a growing timestamp: each batch may add a time-index entry
+    assert log.segment_count >= 10
+    for segment in log.segments:
+        assert len(segment.offset_index) * 8 <= 36 and len(segment.time_index) * 12 <= 36
+    assert [r.value for r in read_all(log)] == values

@@ -17,6 +17,7 @@ from roost.log.cleaner import (
     CLEANED_SUFFIX,
     CLEANER_CHECKPOINT_FILE,
     CleanerCheckpoint,
+    CompactionLags,
     read_cleaner_checkpoint,
 )
 from roost.log.cleaner_rules import OffsetMap, RecordFilter, decode_dense_batch, summarize_batch
@@ -630,3 +631,51 @@ def test_a_kafka_client_decoder_reads_cleaned_segments(logs: LogFactory, clock: 
         assert batch.validate_crc()
         seen += [(r.offset, r.key, r.value) for r in batch]
     assert seen == expected and len(set(range(log.log_end_offset)) - {o for o, _k, _v in seen}) > 0
+
+
+def test_min_compaction_lag_keeps_young_segments_uncleaned(logs: LogFactory, clock: FakeClock) -> None:
+    """A segment holding a record younger than min.compaction.lag.ms is not cleaned, nor any
+    after it; once the lag has passed, it is."""
+    log = logs.open(**CONFIG)
+    appended = _fill(log, clock, 100, 5)  # 100 s of records, one a second
+    lags = CompactionLags(min_ms=60_000)  # the last minute's records stay as written
+    stats = log.clean(clock.now_ms, lags=lags)
+    assert stats.cleaned
+    young = clock.now_ms - 60_000
+    kept = [r for r in log_records(log) if r.timestamp > young]
+    assert [r.value for r in kept] == [_value(n) for n in range(100) if appended[n].timestamp > young], \
+        "a record within the lag was compacted away"
+    assert stats.records_removed > 0  # the older segments were compacted
+    clock.advance(120_000)
+    assert log.clean(clock.now_ms, lags=lags).cleaned
+    check_compacted_view(log, appended, tombstone_horizon_ms=None)
+
+
+def test_max_compaction_lag_cleans_below_the_dirty_ratio(logs: LogFactory, clock: FakeClock) -> None:
+    log = logs.open(**CONFIG)
+    _fill(log, clock, 100, 30)
+    assert log.clean(clock.now_ms).cleaned
+    _fill(log, clock, 30, 30, start=1000)  # a little more dirt, far below a ratio of 1.0
+    probe = log.clean(clock.now_ms, min_cleanable_ratio=1.0)
+    assert not probe.cleaned and 0 < probe.dirty_ratio < 1.0
+    clock.advance(10 * 60_000)
+    stats = log.clean(clock.now_ms, min_cleanable_ratio=1.0, lags=CompactionLags(max_ms=5 * 60_000))
+    assert stats.cleaned and "max.compaction.lag.ms" in stats.reason
+
+
+def test_segment_jitter_rolls_each_segment_a_little_earlier(logs: LogFactory, clock: FakeClock) -> None:
+    """segment.jitter.ms takes a random amount below it off each segment's segment.ms: with a
+    jitter as long as segment.ms, segments roll at different ages, each before segment.ms."""
+    ages = []
+    for n in range(8):
+        log = logs.open(f"jitter-{n}", segment_ms=100_000, segment_jitter_ms=100_000)
+        created = clock.now_ms
+        append_records(log, [(b"k", b"v", clock.now_ms)])
+        for _step in range(200):  # bounded: 200 s of one-second steps
+            clock.advance(1_000)
+            log.roll_if_due()
+            if log.segment_count > 1:
+                break
+        ages.append(clock.now_ms - created)
+    assert all(age <= 100_000 for age in ages), ages
+    assert len(set(ages)) > 1, f"every segment rolled at the same age: {ages}"

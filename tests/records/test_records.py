@@ -18,7 +18,6 @@ from roost.wire.kafka.records import (
     HEADER_SIZE,
     INVALID_RECORD,
     UNSUPPORTED_COMPRESSION_TYPE,
-    UNSUPPORTED_FOR_MESSAGE_FORMAT,
     InvalidRecordBatch,
     Record,
     assign_offsets,
@@ -121,15 +120,15 @@ def test_validate_rejects_short_batch_length() -> None:
     _expect(batch, CORRUPT_MESSAGE)
 
 
-@pytest.mark.parametrize("magic", [0, 1, 3])
-def test_validate_rejects_other_magic(magic: int) -> None:
+@pytest.mark.parametrize(("magic", "code"), [(0, INVALID_RECORD), (1, INVALID_RECORD), (3, CORRUPT_MESSAGE)])
+def test_validate_rejects_other_magic(magic: int, code: int) -> None:
     batch = bytearray(build_batch([(b"k", b"value")], timestamp_ms=1))
     batch[16] = magic
-    _expect(batch, UNSUPPORTED_FOR_MESSAGE_FORMAT)
+    _expect(batch, code)
     # An old-format message set shorter than a v2 header is still recognised by its magic byte.
     legacy = bytearray(30)
     legacy[16] = 1
-    _expect(legacy, UNSUPPORTED_FOR_MESSAGE_FORMAT)
+    _expect(legacy, INVALID_RECORD)
 
 
 def test_validate_rejects_count_mismatch_and_empty_batch() -> None:

@@ -98,10 +98,32 @@ def _consumer_heartbeat() -> dict[str, Any]:
             "subscribed_topic_names": [TOPIC]}
 
 
+SHARE_GROUP = "matrix-share-group"
+
+
+def _share_heartbeat() -> dict[str, Any]:
+    return {"group_id": SHARE_GROUP, "member_id": "nobody", "member_epoch": 5, "subscribed_topic_names": [TOPIC]}
+
+
 # ------------------------------------------------------------------------------------------------
 # The table: one row per (API, what it needs). `grants` are (ResourceType dir, name, operation).
 
 Body = Callable[[], dict[str, Any]]
+
+
+def _share_offsets_describe() -> dict[str, Any]:
+    return {"groups": [{"group_id": SHARE_GROUP, "topics": [{"topic_name": TOPIC, "partitions": [0]}]}]}
+
+
+def _first_share_offset_code(group: dict[str, Any]) -> int:
+    """The first partition's code, or the group's while ACL changes are still arriving."""
+    topics = group["topics"]
+    return topics[0]["partitions"][0]["error_code"] if topics else group["error_code"]
+
+
+def _share_offsets_alter() -> dict[str, Any]:
+    return {"group_id": SHARE_GROUP, "topics": [{"topic_name": TOPIC, "partitions": [
+        {"partition_index": 0, "start_offset": 0}]}]}
 
 
 @dataclass(frozen=True)
@@ -189,6 +211,44 @@ ROWS = [
     Row("ConsumerGroupDescribe", 69, 0, lambda: {"group_ids": [CONSUMER_GROUP]},
         (("Group", CONSUMER_GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED,
         not_refused(GROUP_DENIED)),
+    # KIP-932 share groups: the same checks as KIP-848's for the heartbeat and describe; ShareFetch
+    # and ShareAcknowledge need Group READ (and Topic READ on the topics they name).
+    Row("ShareGroupHeartbeat (group)", 76, 1, lambda: _share_heartbeat(),
+        (("Topic", TOPIC, "Describe"), ("Group", SHARE_GROUP, "Read")), top, GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
+    Row("ShareGroupHeartbeat (topic)", 76, 1, lambda: _share_heartbeat(),
+        (("Group", SHARE_GROUP, "Read"), ("Topic", TOPIC, "Describe")), top, TOPIC_DENIED,
+        not_refused(TOPIC_DENIED)),
+    Row("ShareGroupDescribe", 77, 1, lambda: {"group_ids": [SHARE_GROUP], "include_authorized_operations": False},
+        (("Group", SHARE_GROUP, "Describe"),), lambda r: r["groups"][0]["error_code"], GROUP_DENIED,
+        not_refused(GROUP_DENIED)),
+    Row("ShareFetch", 78, 1, lambda: {"group_id": SHARE_GROUP, "member_id": "matrix-member", "share_session_epoch": 0,
+                                      "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1024, "max_records": 10,
+                                      "batch_size": 10, "topics": [], "forgotten_topics_data": []},
+        (("Group", SHARE_GROUP, "Read"),), top, GROUP_DENIED),
+    Row("ShareAcknowledge", 79, 1, lambda: {"group_id": SHARE_GROUP, "member_id": "nobody", "share_session_epoch": 1,
+                                            "topics": []},
+        (("Group", SHARE_GROUP, "Read"),), top, GROUP_DENIED, lambda code: code == 122),  # no session
+    # The share offsets admin (KafkaApis 4.2): Group DESCRIBE + Topic DESCRIBE to describe, Group
+    # READ + Topic READ to alter, Group DELETE + Topic READ to delete.
+    Row("DescribeShareGroupOffsets (group)", 90, 1, lambda: _share_offsets_describe(),
+        (("Topic", TOPIC, "Describe"), ("Group", SHARE_GROUP, "Describe")),
+        lambda r: r["groups"][0]["error_code"], GROUP_DENIED),
+    Row("DescribeShareGroupOffsets (topic)", 90, 1, lambda: _share_offsets_describe(),
+        (("Group", SHARE_GROUP, "Describe"), ("Topic", TOPIC, "Describe")),
+        lambda r: _first_share_offset_code(r["groups"][0]), TOPIC_DENIED),
+    Row("AlterShareGroupOffsets (group)", 91, 0, lambda: _share_offsets_alter(),
+        (("Topic", TOPIC, "Read"), ("Group", SHARE_GROUP, "Read")), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("AlterShareGroupOffsets (topic)", 91, 0, lambda: _share_offsets_alter(),
+        (("Group", SHARE_GROUP, "Read"), ("Topic", TOPIC, "Read")),
+        lambda r: r["responses"][0]["partitions"][0]["error_code"] if r["responses"] else r["error_code"],
+        TOPIC_DENIED, not_refused(TOPIC_DENIED)),
+    Row("DeleteShareGroupOffsets (group)", 92, 0, lambda: {"group_id": SHARE_GROUP, "topics": [{"topic_name": TOPIC}]},
+        (("Topic", TOPIC, "Read"), ("Group", SHARE_GROUP, "Delete")), top, GROUP_DENIED, not_refused(GROUP_DENIED)),
+    Row("DeleteShareGroupOffsets (topic)", 92, 0, lambda: {"group_id": SHARE_GROUP, "topics": [{"topic_name": TOPIC}]},
+        (("Group", SHARE_GROUP, "Delete"), ("Topic", TOPIC, "Read")),
+        lambda r: r["responses"][0]["error_code"] if r["responses"] else r["error_code"],
+        TOPIC_DENIED, not_refused(TOPIC_DENIED)),
     Row("CreateTopics", 19, 5, lambda: {"topics": [{"name": "matrix-created", "num_partitions": 1,
                                                     "replication_factor": 1}], "timeout_ms": 10000,
                                         "validate_only": True},
@@ -257,6 +317,19 @@ ROWS = [
                                                         "topics": [{"name": TOPIC, "partition_indexes": [0]}]}]},
         ((*CLUSTER, "ClusterAction"),), lambda r: r["markers"][0]["topics"][0]["partitions"][0]["error_code"],
         CLUSTER_DENIED),
+    # The share coordinator's state APIs (from share-partition leaders): a random topic id is
+    # UNKNOWN_TOPIC_OR_PARTITION (or the coordinator is not loaded yet) once let through.
+    *(Row(name, api, version, lambda fields=fields: {"group_id": "matrix-share", "topics": [
+        {"topic_id": uuid.UUID(int=7), "partitions": [{"partition": 0, **fields}]}]},
+        ((*CLUSTER, "ClusterAction"),), lambda r: r["results"][0]["partitions"][0]["error_code"], CLUSTER_DENIED,
+        not_refused(CLUSTER_DENIED))
+      for name, api, version, fields in (
+          ("InitializeShareGroupState", 83, 0, {"state_epoch": 0, "start_offset": 0}),
+          ("ReadShareGroupState", 84, 0, {"leader_epoch": 0}),
+          ("WriteShareGroupState", 85, 1, {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0,
+                                           "delivery_complete_count": 0, "state_batches": []}),
+          ("DeleteShareGroupState", 86, 0, {}),
+          ("ReadShareGroupStateSummary", 87, 1, {"leader_epoch": 0}))),
     Row("DescribeTransactions", 65, 0, lambda: {"transactional_ids": [TXN_ID]},
         (("TransactionalId", TXN_ID, "Describe"),), lambda r: r["transaction_states"][0]["error_code"], TXN_DENIED,
         not_refused(TXN_DENIED)),
@@ -266,6 +339,15 @@ ROWS = [
     Row("DescribeConfigs (broker)", 32, 3, lambda: {"resources": [{"resource_type": 4, "resource_name": "0",
                                                                    "configuration_keys": None}]},
         ((*CLUSTER, "DescribeConfigs"),), lambda r: r["results"][0]["error_code"], CLUSTER_DENIED),
+    # A share group's configs: the GROUP resource (32), DESCRIBE_CONFIGS / ALTER_CONFIGS on the group.
+    Row("DescribeConfigs (group)", 32, 3, lambda: {"resources": [{"resource_type": 32, "resource_name": SHARE_GROUP,
+                                                                  "configuration_keys": None}]},
+        (("Group", SHARE_GROUP, "DescribeConfigs"),), lambda r: r["results"][0]["error_code"], GROUP_DENIED),
+    Row("IncrementalAlterConfigs (group)", 44, 1, lambda: {"resources": [
+        {"resource_type": 32, "resource_name": SHARE_GROUP, "configs": [
+            {"name": "roost.share.dead.letter.topic", "config_operation": 0, "value": "matrix-dlt"}]}],
+        "validate_only": True},
+        (("Group", SHARE_GROUP, "AlterConfigs"),), lambda r: r["responses"][0]["error_code"], GROUP_DENIED),
     Row("AlterConfigs", 33, 2, lambda: {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configs": [
         {"name": "retention.ms", "value": "86400000"}]}], "validate_only": True},
         (("Topic", TOPIC, "AlterConfigs"),), lambda r: r["responses"][0]["error_code"], TOPIC_DENIED),
@@ -295,6 +377,12 @@ ROWS = [
         (("Topic", TOPIC, "Describe"),), lambda r: r["topics"][0]["error_code"], TOPIC_DENIED),
     Row("ListConfigResources", 74, 1, lambda: {"resource_types": [2]},
         ((*CLUSTER, "DescribeConfigs"),), top, CLUSTER_DENIED),
+    Row("DescribeClientQuotas", 48, 1, lambda: {"components": [], "strict": False},
+        ((*CLUSTER, "DescribeConfigs"),), top, CLUSTER_DENIED),
+    Row("AlterClientQuotas", 49, 1, lambda: {"entries": [{
+        "entity": [{"entity_type": "client-id", "entity_name": "matrix-quota"}],
+        "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}]}], "validate_only": True},
+        ((*CLUSTER, "AlterConfigs"),), lambda r: r["entries"][0]["error_code"], CLUSTER_DENIED),
     Row("DescribeAcls", 29, 3, lambda: {"resource_type_filter": 1, "resource_name_filter": None,
                                         "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
                                         "operation": 1, "permission_type": 1},
@@ -368,7 +456,7 @@ def test_refused_without_the_acl_and_served_with_it(node: RoostProcess, zk_acls:
 
 def test_every_served_api_has_a_row() -> None:
     from roost.broker.broker import CLUSTER_VERSIONS
-    from roost.broker.dispatcher import ADVERTISED_VERSIONS
+    from roost.broker.net.dispatcher import ADVERTISED_VERSIONS
     served = set(ADVERTISED_VERSIONS) | set(CLUSTER_VERSIONS)
     # ApiVersions and the SASL login are never checked; ListGroups filters
     # (test_list_groups_shows_only_describable_groups), ListTransactions too.

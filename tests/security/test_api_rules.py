@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from roost.broker.broker import CLUSTER_VERSIONS
-from roost.broker.dispatcher import ADVERTISED_VERSIONS
+from roost.broker.handlers.api_rules import RULES, Check
 from roost.broker.metadata.cache import MetadataCache
-from roost.broker.request import Request
+from roost.broker.net.dispatcher import ADVERTISED_VERSIONS
+from roost.broker.net.request import Request
 from roost.broker.security import acl
 from roost.broker.security.acl import AccessControlEntry, AclPermissionType, PatternType, ResourcePattern
-from roost.broker.security.api_rules import RULES, Check
 from roost.broker.security.authorizer import Authorizer
 from roost.principal import KafkaPrincipal
 from roost.wire.kafka import RequestHeader, decode_response, encode_response

@@ -105,6 +105,8 @@ def start_roost(args: Sequence[str], expect: Sequence[str] = ("kafka",), timeout
     args = list(args)
     if args and args[0] == "up" and "--keeper-port" not in args and "--no-keeper" not in args:
         args += ["--keeper-port", "0"]  # tests never take the fixed default port 2181
+    if args and args[0] == "up" and "--schema-registry-port" not in args and "--no-schema-registry" not in args:
+        args += ["--no-schema-registry"]  # a registry child costs a process: only the tests that want one
     if args and args[0] == "up" and "--console-port" not in args and "--no-console" not in args:
         args += ["--no-console"]  # nor the web console's 8080: a test that wants it names a port
     full_env = dict(os.environ)
@@ -166,3 +168,11 @@ def data_dir(tmp_path: Path, name: str = "data") -> Path:
     path = tmp_path / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def run_this_checkout() -> None:
+    """Make the `roost` processes a script starts run this checkout's code, not whichever roost
+    the environment has installed (scripts/: they start brokers with `python -m roost...`)."""
+    repo = Path(__file__).resolve().parent.parent.parent
+    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "src"), str(repo), *inherited])

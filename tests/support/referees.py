@@ -25,6 +25,9 @@ OPTION = "--require-referees"
 ENV = "ROOST_REQUIRE_REFEREES"
 
 ZOOKEEPER = "Apache ZooKeeper 3.8 (java and Debian's zookeeper package; make test installs them)"
+KAFKA_39 = "Apache Kafka 3.9 (make test installs it via Maven: scripts/setup.sh test, referees/kafka-3.9)"
+KAFKA_4 = "Apache Kafka 4 (make test installs it via Maven: scripts/setup.sh test, referees/kafka-4)"
+ZOOKEEPER_39 = "Apache ZooKeeper 3.9 (make test installs it via Maven: scripts/setup.sh test, referees/zookeeper-3.9)"
 KAFKA_JSON = "Kafka's JSON message definitions (kafka-python's copy; make test installs kafka-python)"
 
 

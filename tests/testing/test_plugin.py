@@ -40,7 +40,7 @@ def recorded_bootstraps(pytester: pytest.Pytester) -> set[str]:
 def test_a_users_node_tests_pass_through_the_entry_point(pytester: pytest.Pytester) -> None:
     result = run_user_tests(pytester, {"test_with_roost": user_modules.NODE_TESTS})
     result.stdout.fnmatch_lines(["plugins:*roost-*"])  # loaded as an installed plugin, by its entry point
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=9)
     seen = leftovers(pytester)
     assert len(seen["pids"]) == 1, "one node for the whole session"
     assert seen["alive"] == [], "the node was stopped at the end of the session"
@@ -63,7 +63,7 @@ def test_an_external_node_is_used_and_nothing_started(pytester: pytest.Pytester,
         bootstrap, zookeeper = node.address("kafka"), node.address("keeper")
         if how == "command line":
             args: tuple[str, ...] = ("--roost-bootstrap", bootstrap, "--roost-zookeeper", zookeeper)
-            passed = 8
+            passed = 9
         else:
             pytester.makeini(f"[pytest]\nroost_bootstrap = {bootstrap}\nroost_zookeeper = {zookeeper}\n")
             args = ("-k", "helpers or kazoo or test_with_cluster")  # the command line's run shows the rest

@@ -75,6 +75,19 @@ def test_helpers_round_trip(roost_node, roost_topic):
         roost_node.consume(roost_topic, 4, timeout=1)
 
 
+def test_share_consumer_takes_work_from_a_queue(roost_node, roost_topic):
+    roost_node.produce(roost_topic, [f"job-{i}" for i in range(5)])
+    worker = roost_node.share_consumer()
+    worker.subscribe([roost_topic])
+    done = []
+    deadline = time.monotonic() + 30
+    while len(done) < 5 and time.monotonic() < deadline:
+        done += [m.value().decode() for m in worker.poll(0.5) or [] if m.error() is None]
+    worker.commit_sync(30)
+    worker.close()
+    assert sorted(done) == [f"job-{i}" for i in range(5)]
+
+
 @pytest.mark.roost_topic(partitions=3, config={"cleanup.policy": "compact"})
 def test_marker_shapes_the_topic(roost_node, roost_topic):
     assert sorted(roost_node.partitions(roost_topic)) == [0, 1, 2]

@@ -124,6 +124,10 @@ class ScriptedPeer:
         return {"producer_id": 4000, "producer_epoch": 0}
 
     def _on_find_coordinator(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+        if header.api_version >= 4:  # batched (KIP-699): one entry per key, as kafka-python 3 asks
+            return {"coordinators": [{"key": key, "node_id": NODE_ID, "host": "127.0.0.1", "port": self.port,
+                                      "error_code": 0, "error_message": None}
+                                     for key in body.get("coordinator_keys", [])]}
         return {"node_id": NODE_ID, "host": "127.0.0.1", "port": self.port}
 
     def _on_produce(self, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any] | None:

@@ -22,17 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
-from roost.broker.cluster_admin import ClusterTopicAdmin
-from roost.broker.connection import ConnectionLimits, KafkaConnection
-from roost.broker.controlled_shutdown import controlled_shutdown
+from roost.broker.activity.effects import AsyncioShell
+from roost.broker.admin.cluster_topics import ClusterTopicAdmin
+from roost.broker.admin.controlled_shutdown import controlled_shutdown
+from roost.broker.admin.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
+from roost.broker.admin.local_topics import TopicAdmin
+from roost.broker.balance.auto import AutoBalancer
+from roost.broker.balance.sampler import LoadSampler
 from roost.broker.controller.core import ControllerSettings
 from roost.broker.controller.shell import ControllerShell
-from roost.broker.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
-from roost.broker.dynamic_configs import DynamicBrokerConfigs, LocalDynamicConfigs, ZkDynamicConfigs
 from roost.broker.group.service import GroupService, offsets_topic_configs
-from roost.broker.handlers import admin, consumer_groups, groups, txn
+from roost.broker.handlers import admin, consumer_groups, groups, share_groups, txn
 from roost.broker.handlers import sasl as sasl_handlers
 from roost.broker.handlers.acls import AclsApi
+from roost.broker.handlers.api_rules import BROKER_ITSELF, guard
+from roost.broker.handlers.client_quotas import ClientQuotasApi
 from roost.broker.handlers.cluster import ControllerApi, InterBrokerApi
 from roost.broker.handlers.describe import (
     DescribeProducersApi,
@@ -44,27 +48,47 @@ from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
+from roost.broker.handlers.share import ShareApi
+from roost.broker.handlers.share_offsets import ShareOffsetsApi
+from roost.broker.link.service import LinkService
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
-from roost.broker.metadata.catalog import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicCatalog
+from roost.broker.metadata.catalog import (
+    OFFSETS_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    TopicCatalog,
+)
 from roost.broker.metadata.reachability import PeerReachability
-from roost.broker.peer import PeerPool
-from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
-from roost.broker.replica.effects import AsyncioShell, wall_clock_ms
+from roost.broker.net.connection import ConnectionLimits, KafkaConnection
+from roost.broker.net.deadlines import IDLE, Deadlines
+from roost.broker.net.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
+from roost.broker.net.peer import PeerPool
+from roost.broker.net.request import Handler
+from roost.broker.net.request_memory import RequestMemory
+from roost.broker.net.stats import BrokerStats
+from roost.broker.quotas.connections import ConnectionQuotas
+from roost.broker.quotas.core import ClientQuotas, QuotaConfigs
+from roost.broker.quotas.store import LocalQuotaStore, QuotaStore, ZkQuotaStore
+from roost.broker.quotas.throttle import Throttler
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.log_move import LogMoves
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import Handler
 from roost.broker.security.acl_store import AclStore, LocalAclStore, ZkAclStore
-from roost.broker.security.api_rules import BROKER_ITSELF, guard
 from roost.broker.security.authorizer import (
     Authorizer,
 )
 from roost.broker.security.listener import ListenerSecurity, build_listener_security, peer_security
 from roost.broker.security.scram import ScramCredentialStore
 from roost.broker.security.scram_zk import ZkScramCredentials
-from roost.broker.stats import BrokerStats
-from roost.broker.topic_admin import TopicAdmin
+from roost.broker.share import coordinator as share_coordinator
+from roost.broker.share.coordinator_records import ShareKey
+from roost.broker.share.dead_letter_writer import DeadLetterWriter
+from roost.broker.share.group_configs import GroupConfigStore
+from roost.broker.share.group_configs_zk import GROUPS_ENTITY, ZkGroupConfigs
+from roost.broker.share.leader import ShareLeader, StateStore
+from roost.broker.share.persister import CoordinatorStateStore, Persister
+from roost.broker.txn.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.broker.txn.service import TxnService, transaction_state_configs
 from roost.broker.zk.config_change_listener import ConfigChangeListener
 from roost.broker.zk.layout import (
@@ -76,7 +100,15 @@ from roost.broker.zk.layout import (
     encode_log_dir_event,
 )
 from roost.broker.zk.membership import ClusterMembership
-from roost.config import BrokerConfig, ConfigError, ListenerAddress, format_listener, parse_listeners
+from roost.clock import now_ms
+from roost.config import (
+    BrokerConfig,
+    ConfigError,
+    ListenerAddress,
+    format_listener,
+    parse_ip_overrides,
+    parse_listeners,
+)
 from roost.log.files import atomic_write
 from roost.storage.log_manager import LogManager
 from roost.wire.kafka import ApiKey
@@ -96,6 +128,13 @@ CLUSTER_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # KIP-932's share-partition leader -> share coordinator state APIs, flexible; v1 of Write and
+    # ReadSummary carries DeliveryCompleteCount (KIP-1226).
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
 }
 
 
@@ -130,8 +169,9 @@ class Broker:
         self.clustered = bool(self.zookeeper)
         self.cluster_id = load_cluster_id(self._cluster_id_path) or ""
         self.metadata = MetadataCache()
-        self.logs = LogManager(config, data_dir)
-        self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata)
+        self.clock_ms = now_ms  # the one clock every part of this broker is built with (roost.clock)
+        self.logs = LogManager(config, data_dir, self.clock_ms)
+        self.replicas = ReplicaManager(self.broker_id, config, self.logs, self.metadata, self.clock_ms)
         # A failed log directory takes its partitions offline (KAFKA_STORAGE_ERROR).
         self.logs.dirs.offline_listeners.append(lambda log_dir: self._log_dir_failed(log_dir.logs))
         self.log_moves = LogMoves(self.logs.dirs, int(config["replica.alter.log.dirs.io.max.bytes.per.second"]),
@@ -160,8 +200,25 @@ class Broker:
             max_frame_bytes=config["socket.request.max.bytes"],
             max_inflight_requests=config["queued.max.requests"],
             max_buffered_bytes=config["connection.max.buffered.bytes"],
+            deadlines=Deadlines(idle_s=config["connections.max.idle.ms"] / 1000,
+                                receive_s=config["request.receive.timeout.ms"] / 1000,
+                                min_bytes_per_s=config["request.receive.min.bytes.per.second"]),
+            request_memory=RequestMemory(config["queued.max.request.bytes"])
+            if config["queued.max.request.bytes"] > 0 else None,
         )
+        # Client quotas (roost.broker.quotas): one set of configs behind the throttler the
+        # dispatcher consults, the per-address connection limits and the quota APIs.
+        windows, window_ms = config["quota.window.num"], config["quota.window.size.seconds"] * 1000
+        self.quota_configs = QuotaConfigs()
+        self.client_quotas = ClientQuotas(self.quota_configs, windows, window_ms)
+        self.connection_quotas = ConnectionQuotas(
+            config["max.connections.per.ip"], parse_ip_overrides(config["max.connections.per.ip.overrides"]),
+            self.quota_configs, windows, window_ms)
+        self.quota_store: QuotaStore = LocalQuotaStore(self.quota_configs, data_dir / "meta" / "client-quotas.json")
         self.zk: ZkClient | None = None
+        self.links: LinkService | None = None
+        self.load_sampler: LoadSampler | None = None
+        self.auto_balancer: AutoBalancer | None = None
         self.membership: ClusterMembership | None = None
         self.controller: ControllerShell | None = None
         self.fetchers: ReplicaFetchers | None = None
@@ -185,29 +242,59 @@ class Broker:
             self.topics = TopicAdmin(config, TopicCatalog(data_dir / "meta" / "topics.json"), self.replicas)
             if self.authorizer is not None:
                 self.acl_store = LocalAclStore(self.authorizer, data_dir / "meta" / "acls.json")
-        self.groups = GroupService(config, self.replicas, self.metadata)
+        self.groups = GroupService(config, self.replicas, self.metadata, self.clock_ms)
+        # Share group configs (the GROUP resource): in ZooKeeper in a cluster, else in memory.
+        self.zk_group_configs = ZkGroupConfigs(self.membership) if self.membership is not None else None
+        self.group_configs = GroupConfigStore(
+            config, self.zk_group_configs.persist if self.zk_group_configs is not None else None)
+        self.groups.share_session_timeout = share_groups.session_timeouts(self.group_configs)
         if isinstance(self.topics, TopicAdmin):
             ensure_offsets_topic(self.topics, config)
             self.topics.on_delete(self.groups.forget_topic)
         else:
             # The first FindCoordinator creates __consumer_offsets (Kafka's way).
             self.groups.on_offsets_topic_missing = lambda: self.topics.auto_create(OFFSETS_TOPIC)
-        self.txns = TxnService(config, self.replicas, self.metadata, self.peers, self.producer_ids.allocate)
+        self.txns = TxnService(config, self.replicas, self.metadata, self.peers, self.producer_ids.allocate,
+                               self.clock_ms)
         # `__transaction_state` is created on the first FindCoordinator for a transactional id,
         # as Kafka does: brokers that never see a transaction pay nothing for it.
         if isinstance(self.topics, TopicAdmin):
             self.txns.on_topic_missing = self._create_transaction_state_here
         else:
             self.txns.on_topic_missing = lambda: self.topics.auto_create(TRANSACTION_STATE_TOPIC)
+        # The share coordinator (`__share_group_state`, created on first use like
+        # `__transaction_state`) and the share-partition leaders' client of it.
+        self.share_coordinator = share_coordinator.ShareCoordinatorService(config, self.replicas, self.metadata)
+        if isinstance(self.topics, TopicAdmin):
+            self.share_coordinator.on_topic_missing = self._create_share_state_here
+        else:
+            self.share_coordinator.on_topic_missing = lambda: self.topics.auto_create(SHARE_GROUP_STATE_TOPIC)
+        self.persister = Persister(self.broker_id, self.share_coordinator, self.metadata, self.peers)
+        # The share-partitions this broker leads and the share sessions of their consumers; their
+        # state is durable in the share coordinator (an acknowledgement is answered once written).
+        self.share_state: StateStore = CoordinatorStateStore(self.persister)
+        self.share_leader = ShareLeader(self.replicas, self.share_state, self.group_configs)
+        self.share_leader.dead_letters = DeadLetterWriter(self.metadata, self.peers)
+        self.share_api = ShareApi(self.replicas, self.metadata, self.share_leader, self.group_configs,
+                                  config["group.share.max.share.sessions"])
+        self.groups.on_share_group_deleted = self.share_leader.forget_group
         # Hot-path counts for Prometheus (roost.metrics.broker_metrics): kept only when metrics are on.
         self.stats: BrokerStats | None = BrokerStats() if config["metrics.port"] >= 0 else None
         self.advertised_versions = clip_to_codec(
             {**ADVERTISED_VERSIONS, **(CLUSTER_VERSIONS if self.clustered else {})})
-        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions, self.stats)
+        self._dispatcher = Dispatcher(self._routes(), self.advertised_versions, self.stats,
+                                      Throttler(self.client_quotas, lambda principal: principal is BROKER_ITSELF,
+                                                self.clock_ms))
         # What this broker asks of itself is served in-process as BROKER_ITSELF, a principal no
         # listener can give a client, on its inter-broker listener.
         self.peers.serve_locally(self.broker_id, lambda header, frame: self._dispatcher.route(
             header, frame, "local", -1, BROKER_ITSELF, self.inter_broker_listener))
+
+    def _create_share_state_here(self) -> None:
+        assert isinstance(self.topics, TopicAdmin)
+        if self.topics.catalog.get(SHARE_GROUP_STATE_TOPIC) is None:
+            partitions, _replication, configs = share_coordinator.share_state_topic_settings(self.config, 1)
+            self.topics.create_topic(SHARE_GROUP_STATE_TOPIC, partitions, configs)
 
     def _create_transaction_state_here(self) -> None:
         assert isinstance(self.topics, TopicAdmin)
@@ -221,9 +308,10 @@ class Broker:
 
         self.zk = ZkClient(self.zookeeper, session_timeout=int(config["zookeeper.session.timeout.ms"]) / 1000,
                            **zk_client_options(config))
-        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers)
+        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers, self.clock_ms)
         self.replicas.on_become_follower = self.fetchers.follow
         self.replicas.on_stop_following = self.fetchers.unfollow
+        self.replicas.on_replica_damaged = self._replica_damaged
         self.isr = IsrManager(self.broker_id, config, self.replicas, self.metadata, self.peers)
         self.reachability = PeerReachability(self.broker_id, self.metadata)
         settings = ControllerSettings(
@@ -232,16 +320,25 @@ class Broker:
             imbalance_percentage=int(config["leader.imbalance.per.broker.percentage"]),
             imbalance_check_interval_ms=int(config["leader.imbalance.check.interval.seconds"]) * 1000)
         self.controller = ControllerShell(self.zk, self.broker_id, settings, self.peers,
-                                          on_controller=self.metadata.learn_controller)
+                                          on_controller=self.metadata.learn_controller, clock_ms=self.clock_ms)
         self.membership = ClusterMembership(self.zk)
         self.config_changes = ConfigChangeListener(self.zk, self._config_changed)
         self.scram_source = ZkScramCredentials(self.zk, self.scram)
+        self.quota_store = ZkQuotaStore(self.quota_configs, self.zk)
         self.broker_configs = ZkDynamicConfigs(config, self.broker_id, self.replicas, self.membership)
         # Ids a standalone run of this broker handed out stay taken.
         local_block = self.data_dir / "meta" / "producer-id-block"
         floor = int(local_block.read_text()) if local_block.exists() else 0
         self.producer_ids = ZkProducerIdAllocator(self.zk, self.broker_id, floor)
         self.topics = ClusterTopicAdmin(config, self.membership, self.controller, self.metadata)
+        # Cluster links whose destination this cluster is (roost.broker.link).
+        self.links = LinkService(self.broker_id, self.zk, self.replicas, self.metadata, self.topics, config,
+                                 self.topics.topic_overrides, self.peers)
+        # The balancer's load sample of this broker (roost.broker.balance.sampler).
+        self.load_sampler = LoadSampler(self.broker_id, self.zk, self.replicas, config, self.clock_ms)
+        # The automatic balancer (balancer.mode), acting while this broker is the active controller.
+        self.auto_balancer = AutoBalancer(self.broker_id, self.zk, self.controller, config, self._plaintext_address,
+                                          self.clock_ms)
         if self.authorizer is not None:
             self.acl_store = ZkAclStore(self.authorizer, self.zk)
 
@@ -254,11 +351,17 @@ class Broker:
         versions = ApiVersionsApi(self.advertised_versions)
         log_dirs = LogDirsApi(self.replicas, self.logs.dirs, self.log_moves)
         admin_ctx = admin.AdminContext(self.broker_id, self.config, self.topics, self.metadata, self.producer_ids,
-                                       self.broker_configs, self.listeners_in_force)
+                                       self.broker_configs, self.listeners_in_force, self.group_configs)
         acls = AclsApi(self.acl_store)
         scram_api = sasl_handlers.ScramApi(self.scram, self.scram_source)
+        quotas_api = ClientQuotasApi(self.quota_configs, self.quota_store)
+        share_offsets = ShareOffsetsApi(self.groups, self.metadata, self.replicas, self.persister, self.peers,
+                                        self.broker_id, self.share_leader.forget_group)
         group_ctx = groups.GroupContext(
-            self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None)
+            self.groups, lambda topic, index: self.metadata.partition(topic, index) is not None,
+            share_coordinator_for=lambda key: self.share_coordinator.coordinator_for(
+                ShareKey(key.group_id, key.topic_id, key.partition)),
+            delete_share_state=share_offsets.delete_group_state)
         txn_ctx = txn.TxnContext(self.txns, self.groups, self.replicas,
                                  lambda topic, index: self.metadata.partition(topic, index) is not None)
         self.txns.broker_id, self.txns.local_markers = self.broker_id, partial(txn.write_txn_markers, txn_ctx)
@@ -274,6 +377,7 @@ class Broker:
             ApiKey.ADD_OFFSETS_TO_TXN: partial(txn.handle_add_offsets_to_txn, txn_ctx),
             ApiKey.END_TXN: partial(txn.handle_end_txn, txn_ctx),
             ApiKey.WRITE_TXN_MARKERS: partial(txn.handle_write_txn_markers, txn_ctx),
+            **share_coordinator.state_routes(self.share_coordinator),
             ApiKey.TXN_OFFSET_COMMIT: partial(txn.handle_txn_offset_commit, txn_ctx),
             ApiKey.DESCRIBE_TRANSACTIONS: partial(txn.handle_describe_transactions, txn_ctx),
             ApiKey.LIST_TRANSACTIONS: partial(txn.handle_list_transactions, txn_ctx),
@@ -285,6 +389,14 @@ class Broker:
             ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, group_ctx),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: partial(consumer_groups.handle_consumer_group_heartbeat, group_ctx),
             ApiKey.CONSUMER_GROUP_DESCRIBE: partial(consumer_groups.handle_consumer_group_describe, group_ctx),
+            ApiKey.SHARE_GROUP_HEARTBEAT: partial(share_groups.handle_share_group_heartbeat, group_ctx,
+                                                  self.group_configs),
+            ApiKey.SHARE_GROUP_DESCRIBE: partial(share_groups.handle_share_group_describe, group_ctx),
+            ApiKey.SHARE_FETCH: self.share_api.handle_fetch,
+            ApiKey.SHARE_ACKNOWLEDGE: self.share_api.handle_acknowledge,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.handle_describe,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.handle_alter,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.handle_delete,
             ApiKey.API_VERSIONS: versions.handle,
             ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, admin_ctx),
             ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, admin_ctx),
@@ -308,6 +420,8 @@ class Broker:
             ApiKey.SASL_AUTHENTICATE: sasl_handlers.handle_sasl_authenticate,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_api.handle_describe,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_api.handle_alter,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas_api.handle_describe,
+            ApiKey.ALTER_CLIENT_QUOTAS: quotas_api.handle_alter,
         }
         if self.clustered:
             assert self.fetchers is not None and self.controller is not None
@@ -348,6 +462,12 @@ class Broker:
             self._background.add(task := asyncio.ensure_future(self._notify_log_dir_failure()))
             task.add_done_callback(self._background.discard)
 
+    def _replica_damaged(self) -> None:
+        # A partition went offline here for a damaged batch: the controller learns it the way it
+        # learns of a failed directory (it asks, the answer names the offline replica).
+        self._background.add(task := asyncio.ensure_future(self._notify_log_dir_failure()))
+        task.add_done_callback(self._background.discard)
+
     async def _notify_log_dir_failure(self) -> None:
         assert self.zk is not None
         try:
@@ -375,8 +495,15 @@ class Broker:
         them (this broker's dynamic configs), take the new configs."""
         if entity_path.startswith("topics/"):
             await self._topic_config_changed(entity_path.removeprefix("topics/"))
-        elif entity_path.startswith("users/") and self.scram_source is not None:
-            await self.scram_source.reload_user(entity_path.removeprefix("users/"))
+        elif entity_path.startswith(GROUPS_ENTITY) and self.zk_group_configs is not None:
+            await self.zk_group_configs.reload(self.group_configs, entity_path.removeprefix(GROUPS_ENTITY))
+        elif entity_path.startswith(("users/", "clients/", "ips/")):
+            # A user's znode holds its SCRAM credentials and its quotas; clients/ and ips/ only quotas.
+            if isinstance(self.quota_store, ZkQuotaStore):
+                await self.quota_store.reload(entity_path)
+            if entity_path.startswith("users/") and "/" not in entity_path.removeprefix("users/") \
+                    and self.scram_source is not None:
+                await self.scram_source.reload_user(entity_path.removeprefix("users/"))
         elif isinstance(self.broker_configs, ZkDynamicConfigs) and self.broker_configs.names_this_broker(entity_path):
             await self.broker_configs.reload()
 
@@ -414,10 +541,21 @@ class Broker:
         advertised = [format_listener(e.listener, e.host, e.port) for e in self.advertised_endpoints()]
         return {"listeners": ",".join(bound), "advertised.listeners": ",".join(advertised)}
 
+    def _plaintext_address(self) -> tuple[str, int] | None:
+        """Where this broker's first PLAINTEXT listener is bound (what its automatic balancer talks
+        to); None if it has none."""
+        for entry in self.listener_addresses:
+            if self.listener_security[entry.name].protocol == "PLAINTEXT" and entry.name in self.bound:
+                host, port = self.bound[entry.name]
+                return ("127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host), port
+        return None
+
     # lifecycle --------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:
         """Listen on every listener; returns where the first (the inter-broker one) listens."""
         loop = asyncio.get_running_loop()
+        if not self.clustered:
+            await self.quota_store.load_all()
         for entry in self.listener_addresses:
             security = self.listener_security[entry.name]
             tls = security.tls
@@ -441,6 +579,7 @@ class Broker:
         self.logs.start_upkeep()
         self.groups.start()
         self.txns.start()
+        self.share_coordinator.start()
         log.info("broker %d listening on %s:%d (cluster %s)", self.broker_id, self.host, self.port,
                  self.cluster_id)
         return self.host, self.port
@@ -476,6 +615,9 @@ class Broker:
         await self.broker_configs.reload()
         assert self.scram_source is not None
         await self.scram_source.load_all()
+        await self.quota_store.load_all()
+        if self.zk_group_configs is not None:
+            await self.zk_group_configs.load_all(self.group_configs)
         self.isr.start()
         assert self.reachability is not None
         self.reachability.start()
@@ -488,6 +630,13 @@ class Broker:
                                    self.zk.session_timeout + 5.0)
         except TimeoutError:
             log.warning("no metadata from the controller yet; serving clients anyway")
+        assert self.links is not None
+        if isinstance(self.producer_ids, ZkProducerIdAllocator):
+            self.links.producer_ids = self.producer_ids
+        self.links.start()
+        assert self.load_sampler is not None and self.auto_balancer is not None
+        self.load_sampler.start()
+        self.auto_balancer.start()
 
     async def _import_local_topics(self) -> None:
         """A data directory written by a broker without ZooKeeper keeps its topics in
@@ -508,6 +657,8 @@ class Broker:
         path.rename(path.with_name("topics.json.imported"))
 
     async def stop(self) -> None:
+        if self.auto_balancer is not None:  # first: its execution talks to this broker's listener
+            await _bounded("the automatic balancer", self.auto_balancer.stop())
         if self.clustered and bool(self.config["controlled.shutdown.enable"]):
             await self._controlled_shutdown()
         if self.membership is not None:
@@ -516,8 +667,15 @@ class Broker:
             server.close()
         for connection in list(self._connections):
             connection.abort("broker shutting down")
+        if self.links is not None:
+            await _bounded("the cluster links", self.links.stop())
+        if self.load_sampler is not None:
+            await _bounded("the balancer's load sampler", self.load_sampler.stop())
         await _bounded("the group coordinator", self.groups.stop())
+        await _bounded("the share-partitions", self.share_leader.stop())
         await _bounded("the transaction coordinator", self.txns.stop())
+        await _bounded("the share coordinator", self.share_coordinator.stop())
+        await _bounded("the share state persister", self.persister.stop())
         if self.controller is not None:
             await _bounded("the controller", self.controller.stop())
         if self.isr is not None:
@@ -556,16 +714,43 @@ class Broker:
 
         activity = controlled_shutdown(self.broker_id, self.replicas, metadata,
                                        int(self.config["controlled.shutdown.max.retries"]),
-                                       int(self.config["controlled.shutdown.retry.backoff.ms"]), wall_clock_ms)
+                                       int(self.config["controlled.shutdown.retry.backoff.ms"]), self.clock_ms)
         await AsyncioShell(peer_for).spawn(activity, "controlled-shutdown").finished()
 
     def _new_connection(self, security: ListenerSecurity) -> KafkaConnection:
-        connection = KafkaConnection(self._dispatcher, self._limits, self._connections.discard, security)
-        if len(self._connections) >= self.config["max.connections"]:
-            # Accept and drop at once: the client sees a closed socket and backs off.
-            connection.reject_reason = f"max.connections reached ({len(self._connections)} open)"
+        connection = KafkaConnection(self._dispatcher, self._limits, self._connection_closed, security)
+        connection.admit = self._admit
+        connection.on_expired = self._connection_expired
         self._connections.add(connection)
         return connection
+
+    def _admit(self, connection: KafkaConnection) -> str | None:
+        """Why a new connection is refused (max.connections, the per-address limits), or None.
+        Accepted and dropped at once: the client sees a closed socket and backs off."""
+        now = self.clock_ms()
+        ip = connection.client_host
+        if len(self._connections) > self.config["max.connections"]:
+            reason: str | None = f"max.connections reached ({len(self._connections) - 1} open)"
+        else:
+            reason = self.connection_quotas.admit(ip, now)
+        if reason is not None and self.connection_quotas.should_log(ip, now):
+            log.warning("refusing connections from %s: %s (said once a minute per address)", ip, reason)
+        return reason
+
+    def _connection_expired(self, connection: KafkaConnection, kind: str, reason: str) -> None:
+        """A deadline closes `connection`: idle ones quietly (as Kafka does, at debug), a partial
+        request that timed out with a warning once a minute per address, not once per connection."""
+        if kind == IDLE:
+            log.debug("closing connection from %s: %s", connection.peer, reason)
+        elif self.connection_quotas.should_log("receive " + connection.client_host, self.clock_ms()):
+            log.warning("closing connection from %s: %s (said once a minute per address)", connection.peer, reason)
+
+    def _connection_closed(self, connection: KafkaConnection) -> None:
+        self._connections.discard(connection)
+        self.share_api.connection_closed(connection)  # its share sessions end, their records are released
+        if connection.admitted:
+            connection.admitted = False
+            self.connection_quotas.release(connection.client_host)
 
 
 def build_authorizer(config: BrokerConfig) -> Authorizer | None:

@@ -28,6 +28,8 @@ SERVER_COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("roost.cli.servers.up_command", "Run a Roost node in this process, or a local cluster with --brokers N."),
     "broker": ("roost.cli.servers.broker_command", "Run one broker of a multi-machine cluster (Kafka-style config)."),
     "keeper": ("roost.cli.servers.keeper_command", "Run a ZooKeeper-compatible keeper."),
+    "schema-registry": ("roost.cli.servers.registry_command",
+                        "Run the Confluent-compatible schema registry and REST proxy against a cluster."),
     "demo": ("roost.cli.servers.demo_command", "Start a Roost node and run the messenger and trending-hashtags scenarios."),
 }
 # Each module exposes `command`, a click command or group.
@@ -35,7 +37,9 @@ CLICK_COMMAND_MODULES: tuple[str, ...] = (
     "roost.cli.admin_commands.topic", "roost.cli.records.produce", "roost.cli.records.consume",
     "roost.cli.admin_commands.group", "roost.cli.admin_commands.cluster_status", "roost.cli.zk.command_group",
     "roost.cli.servers.console_command", "roost.cli.admin_commands.acl", "roost.cli.admin_commands.user",
-    "roost.cli.admin_commands.txn")
+    "roost.cli.admin_commands.txn", "roost.cli.admin_commands.schema", "roost.cli.admin_commands.link",
+    "roost.cli.admin_commands.quota", "roost.cli.admin_commands.share_group", "roost.cli.check_logs",
+    "roost.cli.admin_commands.balance")
 
 
 def build_parser(*names: str) -> argparse.ArgumentParser:
@@ -55,6 +59,13 @@ def _argparse_command(name: str, summary: str) -> click.Command:
                    context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
     @click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
     def run(arguments: tuple[str, ...]) -> None:
+        if name == "broker" and arguments[:1] == ("decommission",):
+            # `roost broker decommission N` drains a broker: the balancer's command, under the
+            # name an operator looks for (the server command takes --config, never this word).
+            from roost.cli.admin_commands.balance import decommission_command
+
+            raise SystemExit(decommission_command.main(list(arguments[1:]), prog_name="roost broker decommission",
+                                                       standalone_mode=False) or 0)
         args = build_parser(name).parse_args([name, *arguments])
         raise SystemExit(int(args.func(args) or 0))
 

@@ -32,9 +32,12 @@ from aiohttp import web
 from roost.console import (
     routes_groups,
     routes_keeper,
+    routes_links,
     routes_login,
     routes_messages,
     routes_overview,
+    routes_schemas,
+    routes_share_groups,
     routes_topics,
     routes_transactions,
 )
@@ -126,7 +129,7 @@ def create_app(settings: ConsoleSettings, kafka: KafkaSide | None = None,
     console = Console(settings, kafka, keeper)
     app[CONSOLE] = console
     for module in (routes_login, routes_overview, routes_topics, routes_messages, routes_groups, routes_keeper,
-                   routes_transactions):
+                   routes_transactions, routes_share_groups, routes_links, routes_schemas):
         app.router.add_routes(module.routes)
     app.router.add_static(STATIC, HERE / "static")
 

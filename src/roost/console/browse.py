@@ -19,8 +19,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from roost.console.display import header_list, shown_bytes
-from roost.console.errors import bad_request, not_found
+from roost.console.errors import ConsoleError, bad_request, not_found
 from roost.console.kafka_side import KafkaSide, client_config
+from roost.console.registry_side import RegistrySide
+from roost.console.schema_view import decode_value, wire_schema_id
 from roost.console.settings import Bounds
 
 STARTS = ("newest", "oldest", "offset", "timestamp")
@@ -64,9 +66,10 @@ def validate(request: BrowseRequest, bounds: Bounds) -> None:
 
 
 class Browser:
-    def __init__(self, kafka: KafkaSide, bounds: Bounds) -> None:
+    def __init__(self, kafka: KafkaSide, bounds: Bounds, schemas: RegistrySide | None = None) -> None:
         self.kafka = kafka
         self.bounds = bounds
+        self.schemas = schemas  # a registry to decode values in Confluent's wire format by (None: ids only)
         self._idle: list[Consumer] = []  # assigned nothing, ready for the next read
         self._lock = threading.Lock()
         self.consumers_opened = 0
@@ -150,7 +153,7 @@ class Browser:
             records = records[:request.limit]
             if searching and "max_messages" not in scan.bounds_hit:
                 scan.bounds_hit.append("max_messages")
-        return {"topic": request.topic, "messages": [self.shown(r) for r in records],
+        return {"topic": request.topic, "messages": self.all_shown(records),
                 "scanned": scan.scanned, "scanned_bytes": scan.scanned_bytes, "bounds_hit": scan.bounds_hit,
                 "partitions": {str(i): {"start_offset": lo, "end_offset": hi} for i, (lo, hi) in marks.items()}}
 
@@ -265,16 +268,39 @@ class Browser:
                 following[record.partition()] = max(following[record.partition()], record.offset() + 1)
             if "max_messages" not in scan.bounds_hit:
                 scan.bounds_hit.append("max_messages")
-        return {"topic": topic, "messages": [self.shown(r) for r in records],
+        return {"topic": topic, "messages": self.all_shown(records),
                 "next": {str(i): o for i, o in following.items()}, "bounds_hit": scan.bounds_hit}
 
-    def shown(self, record: Any) -> dict[str, Any]:
+    def all_shown(self, records: list[Any]) -> list[dict[str, Any]]:
+        failed: dict[int, str] = {}  # schema ids the registry did not give, asked once per read
+        return [self.shown(r, failed) for r in records]
+
+    def shown(self, record: Any, failed: dict[int, str] | None = None) -> dict[str, Any]:
         kind, stamp = record.timestamp()
         limit = self.bounds.display_bytes
+        value = shown_bytes(record.value(), limit)
+        schema_id = wire_schema_id(record.value())
+        if value is not None and schema_id is not None:
+            value["schema_id"] = schema_id
+            if self.schemas is not None and self.schemas.url is not None and len(record.value()) <= limit:
+                value["decoded"] = self.decoded(schema_id, record.value(), {} if failed is None else failed)
         return {"partition": record.partition(), "offset": record.offset(), "timestamp": stamp,
                 "timestamp_type": {1: "create", 2: "log-append"}.get(kind, "none"),
-                "key": shown_bytes(record.key(), limit), "value": shown_bytes(record.value(), limit),
+                "key": shown_bytes(record.key(), limit), "value": value,
                 "headers": header_list(record.headers(), limit)}
+
+    def decoded(self, schema_id: int, data: bytes, failed: dict[int, str]) -> dict[str, Any]:
+        """The value decoded by its schema; a schema the registry does not give is said so (the
+        value may only look like the wire format: its first byte 0)."""
+        assert self.schemas is not None
+        if schema_id in failed:
+            return {"schema_id": schema_id, "error": failed[schema_id]}
+        try:
+            schema = self.schemas.schema(schema_id)
+        except ConsoleError as error:
+            failed[schema_id] = f"schema {schema_id}: {error.message}"
+            return {"schema_id": schema_id, "error": failed[schema_id]}
+        return decode_value(schema, data)
 
 
 def contains(record: Any, needle: bytes, fields: tuple[str, ...]) -> bool:

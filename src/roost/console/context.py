@@ -22,7 +22,9 @@ from roost.console.errors import ConsoleError
 from roost.console.history import History, TopicRates
 from roost.console.kafka_side import KafkaSide
 from roost.console.keeper_side import KeeperSide
+from roost.console.links_side import LinksSide
 from roost.console.login import LoginGate
+from roost.console.registry_side import RegistrySide
 from roost.console.settings import ConsoleSettings
 
 HERE = Path(__file__).parent
@@ -40,7 +42,9 @@ class Console:
         self.keeper = keeper if keeper is not None else (KeeperSide(settings) if settings.zookeeper else None)
         self.login = LoginGate(settings.login, time.monotonic) if settings.login is not None else None
         self.login_refusals = asyncio.Lock()  # refused passwords wait their delay one at a time
-        self.browser = Browser(self.kafka, settings.bounds)
+        self.registry = RegistrySide(settings.schema_registry, settings.request_timeout_s)
+        self.browser = Browser(self.kafka, settings.bounds, self.registry)
+        self.links = LinksSide(self.keeper, self.kafka)
         self.history = History()
         self.topic_rates = TopicRates()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="roost-console")
@@ -60,7 +64,8 @@ class Console:
              **context: Any) -> web.Response:
         html = self.templates.get_template(template).render(
             title=title, read_only=self.settings.read_only, bootstrap=self.settings.bootstrap,
-            has_keeper=self.keeper is not None, has_login=self.login is not None, static=self.assets.url, first_answer=first_answer, **context)
+            has_keeper=self.keeper is not None, has_login=self.login is not None,
+            has_registry=self.registry.url is not None, static=self.assets.url, first_answer=first_answer, **context)
         return web.Response(text=html, content_type="text/html")
 
     async def first_answer(self, path: str, answer: Awaitable[dict[str, Any]]) -> dict[str, Any] | None:

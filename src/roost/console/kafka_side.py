@@ -19,6 +19,8 @@ import logging
 import math
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +49,17 @@ from roost.admin.errors import AdminError
 from roost.admin.health import unhealthy_partitions
 from roost.admin.kafka_client import is_internal
 from roost.admin.seek import SeekTarget, plan_seek
+from roost.admin.share_groups import (
+    DEAD_LETTER_TOPIC_CONFIG,
+    describe_share_group,
+    list_share_groups,
+    share_group_configs,
+)
 from roost.admin.target import Target
 from roost.admin.transactions import describe_state, list_transactions
 from roost.console.errors import ConsoleError, bad_request, not_found
 from roost.console.settings import ConsoleSettings
+from roost.console.share_view import MAX_METRICS_BYTES, leader_figures, merge_figures, share_group_view
 
 # librdkafka's own log lines (connection refused while a broker is down, ...) are dropped.
 _SILENT = logging.getLogger("roost.console.librdkafka")
@@ -453,6 +462,43 @@ class KafkaSide:
         except AdminError as error:
             raise ConsoleError(502, f"transactions: {error.message}") from None
         return found
+
+    # share groups ---------------------------------------------------------------------------
+    def admin_target(self) -> Target:
+        return Target(self.settings.bootstrap, dict(self.settings.client_settings), timeout_s=self.timeout)
+
+    def share_groups(self) -> list[dict[str, Any]]:
+        try:
+            return list_share_groups(self.admin_target())
+        except AdminError as error:
+            raise ConsoleError(502, error.message) from None
+
+    def broker_metrics(self) -> tuple[list[str], list[str]]:
+        """Each configured broker's /metrics text, and a line for each that did not answer."""
+        texts, problems = [], []
+        for url in self.settings.broker_metrics:
+            try:
+                with urllib.request.urlopen(url, timeout=self.timeout) as answer:
+                    texts.append(answer.read(MAX_METRICS_BYTES).decode("utf-8", "replace"))
+            except (OSError, urllib.error.URLError, ValueError) as error:
+                problems.append(f"{url}: {getattr(error, 'reason', error)}")
+        return texts, problems
+
+    def share_group(self, group: str) -> dict[str, Any]:
+        target = self.admin_target()
+        try:
+            described = describe_share_group(target, group)
+            configs = share_group_configs(target, group)
+        except AdminError as error:
+            status = 404 if "GROUP_ID_NOT_FOUND" in error.message else 502
+            raise ConsoleError(status, error.message) from None
+        texts, problems = self.broker_metrics()
+        figures = merge_figures(leader_figures(text, group) for text in texts)
+        keys = sorted({(a["topic"], p) for m in described["members"] for a in m["assignment"] for p in a["partitions"]}
+                      | {(t, p) for g, t, p in figures if g == group})
+        ends = self.offsets(keys, OffsetSpec.latest()) if keys else {}
+        return share_group_view(described, figures, ends, configs.get(DEAD_LETTER_TOPIC_CONFIG) or None, problems,
+                                bool(self.settings.broker_metrics))
 
     def close(self) -> None:
         if self._producer is not None:

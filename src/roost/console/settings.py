@@ -58,3 +58,9 @@ class ConsoleSettings:
     keeper_settings: Mapping[str, str] = field(default_factory=dict, repr=False)
     login: Login | None = None  # None: no login (only sensible on loopback)
     tls: ServerTls | None = None  # None: plain HTTP
+    # The brokers' Prometheus /metrics URLs: the share-partitions' in-flight figures live only on
+    # their leaders (roost.console.share_view). Empty: the share group page shows what the
+    # group coordinator knows and says why the rest is missing.
+    broker_metrics: tuple[str, ...] = ()
+    # A Confluent-compatible schema registry's URL (the registry pages; None: those say so).
+    schema_registry: str | None = None

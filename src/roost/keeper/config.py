@@ -9,6 +9,7 @@ Example (a member of a three-keeper ensemble; drop the `server.N` lines for a st
     clientPort = 2181                # 0 picks a free port, -1 none (TLS clients only: secureClientPort)
     clientPortAddress = "127.0.0.1"  # default 0.0.0.0
     maxClientCnxns = 60              # connections per client IP address, 0 = unlimited
+    "zookeeper.nio.sessionlessCnxnTimeout" = 10000  # ms a connection may stay without a session
     "jute.maxbuffer" = 1048575       # largest request frame in bytes (quote dotted names)
     myid = 1                         # this member's id: 1..127
     server.1 = "10.0.0.1:2888"       # the ensemble: member id -> "host:peerPort"
@@ -95,6 +96,9 @@ class KeeperConfig:
     client_port: int = 2181
     client_port_address: str = "0.0.0.0"
     max_client_cnxns: int = 60
+    # ZooKeeper's zookeeper.nio.sessionlessCnxnTimeout: a connection that has not asked for a
+    # session within this many ms is closed (an idle or slow-loris client holds no slot for long).
+    sessionless_cnxn_timeout: int = 10_000
     jute_max_buffer: int = DEFAULT_MAX_BUFFER
     myid: int = 1
     servers: dict[int, PeerAddress] = field(default_factory=dict)
@@ -211,6 +215,7 @@ class KeeperConfig:
             client_port=_int(values, "clientPort", 2181, -1, 65535),
             client_port_address=_string(values, "clientPortAddress", "0.0.0.0"),
             max_client_cnxns=_int(values, "maxClientCnxns", 60, 0, 1_000_000),
+            sessionless_cnxn_timeout=_int(values, "zookeeper.nio.sessionlessCnxnTimeout", 10_000, 1, 2**31 - 1),
             jute_max_buffer=_int(values, "jute.maxbuffer", DEFAULT_MAX_BUFFER, 1024, 1 << 30),
             myid=_int(values, "myid", 1, 1, 127),
             max_outstanding_requests=_int(values, "maxOutstandingRequests", 1000, 1, 1_000_000),
@@ -256,7 +261,7 @@ class KeeperConfig:
 
 _KNOWN = frozenset({
     "tickTime", "minSessionTimeout", "maxSessionTimeout", "dataDir", "clientPort",
-    "clientPortAddress", "maxClientCnxns", "jute.maxbuffer", "myid", "maxOutstandingRequests",
+    "clientPortAddress", "maxClientCnxns", "zookeeper.nio.sessionlessCnxnTimeout", "jute.maxbuffer", "myid", "maxOutstandingRequests",
     "maxWatchesPerSession", "extendedTypesEnabled", "forceSync", "4lw.commands.whitelist",
     "snapCount", "reconfigEnabled", "superDigest", "skipACL",
     # Prometheus metrics (ZooKeeper 3.6+'s names): served only when a port is given; the
@@ -527,6 +532,8 @@ SETTINGS_HELP: dict[str, tuple[str | None, str]] = {
     "clientPort": ("client_port", "port clients connect to; 0 picks a free one"),
     "clientPortAddress": ("client_port_address", "address clients connect to"),
     "maxClientCnxns": ("max_client_cnxns", "connections per client IP address (0: unlimited)"),
+    "zookeeper.nio.sessionlessCnxnTimeout": (
+        "sessionless_cnxn_timeout", "a connection that has asked for no session within this many ms is closed"),
     "jute.maxbuffer": ("jute_max_buffer", "largest request frame in bytes"),
     "myid": ("myid", "this member's id, 1..127, one of the server.N entries"),
     "server.N": (None, "a member of the ensemble: \"host:peerPort[:electionPort][:observer]\" "

@@ -475,6 +475,7 @@ class KeeperCore:
             client.auth_ids = (*client.auth_ids, ident)
 
     def _execute_read(self, client: Client, xid: int, request: Request) -> None:
+        err: int
         try:
             if request.opcode in (OpCode.SET_WATCHES, OpCode.SET_WATCHES2):
                 assert isinstance(request, SetWatchesRequest)

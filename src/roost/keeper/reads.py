@@ -7,12 +7,12 @@ ZooKeeper 3.8.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from typing import Generic
 
 from roost.keeper import acl as acls
 from roost.keeper.paths import is_ancestor_or_self
 from roost.keeper.tree import DataTree, data_length
-from roost.keeper.watches import WatchKind, WatchManager
+from roost.keeper.watches import W, WatchKind, WatchManager
 from roost.wire.zk.constants import AddWatchMode, Err, EventType, OpCode, Perms, WatcherType
 from roost.wire.zk.jute import INT, STAT, JuteWriter
 from roost.wire.zk.records import (
@@ -40,14 +40,14 @@ _NO_AUTH: Reply = (Err.NO_AUTH, b"")
 _OK: Reply = (Err.OK, b"")
 
 
-class Reader:
+class Reader(Generic[W]):
     """Serves reads for one member: the tree, the watch table, and who is asking."""
 
-    def __init__(self, tree: DataTree, watches: WatchManager) -> None:
+    def __init__(self, tree: DataTree, watches: WatchManager[W]) -> None:
         self.tree = tree
         self.watches = watches
 
-    def execute(self, request: Request, watcher: Hashable, auth_ids: tuple[Id, ...],
+    def execute(self, request: Request, watcher: W, auth_ids: tuple[Id, ...],
                 session_id: int, last_zxid_seen: int = 0) -> Reply:
         """Run a read request. May raise WatchLimitExceeded (the caller closes the connection)."""
         opcode = request.opcode
@@ -84,7 +84,7 @@ class Reader:
             return self.multi_read(request, watcher, auth_ids)
         return (Err.UNIMPLEMENTED, b"")
 
-    def get_data(self, path: str, watch: bool, watcher: Hashable, auth_ids: tuple[Id, ...]) -> Reply:
+    def get_data(self, path: str, watch: bool, watcher: W, auth_ids: tuple[Id, ...]) -> Reply:
         node = self.tree.nodes.get(path)
         if node is None:
             return _NO_NODE
@@ -101,7 +101,7 @@ class Reader:
                       count, node.pzxid),
         ))
 
-    def exists(self, path: str, watch: bool, watcher: Hashable) -> Reply:
+    def exists(self, path: str, watch: bool, watcher: W) -> Reply:
         if "\x00" in path:
             return (Err.BAD_ARGUMENTS, b"")
         if watch:
@@ -113,7 +113,7 @@ class Reader:
             return _NO_NODE
         return Err.OK, STAT.pack(*node.stat())
 
-    def get_children(self, path: str, watch: bool, watcher: Hashable, auth_ids: tuple[Id, ...],
+    def get_children(self, path: str, watch: bool, watcher: W, auth_ids: tuple[Id, ...],
                      with_stat: bool) -> Reply:
         node = self.tree.nodes.get(path)
         if node is None:
@@ -140,7 +140,7 @@ class Reader:
         w.stat(node.stat())
         return Err.OK, w.getvalue()
 
-    def set_watches(self, request: SetWatchesRequest, watcher: Hashable) -> list[tuple[int, str]]:
+    def set_watches(self, request: SetWatchesRequest, watcher: W) -> list[tuple[int, str]]:
         """Re-register a reconnecting client's watches; return the events it missed meanwhile.
 
         Like ZooKeeper's DataTree.setWatches: a watch whose node changed after the client's
@@ -177,7 +177,7 @@ class Reader:
             self.watches.add(WatchKind.PERSISTENT_RECURSIVE, path, watcher)
         return events
 
-    def add_watch(self, path: str, mode: int, watcher: Hashable) -> Reply:
+    def add_watch(self, path: str, mode: int, watcher: W) -> Reply:
         if mode == AddWatchMode.PERSISTENT:
             self.watches.add(WatchKind.PERSISTENT, path, watcher)
         elif mode == AddWatchMode.PERSISTENT_RECURSIVE:
@@ -186,15 +186,16 @@ class Reader:
             return (Err.BAD_ARGUMENTS, b"")
         return _OK
 
-    def check_or_remove_watches(self, path: str, watcher_type: int, watcher: Hashable,
+    def check_or_remove_watches(self, path: str, watcher_type: int, watcher: W,
                                 remove: bool) -> Reply:
-        kinds = {
+        kinds_by_type: dict[int, tuple[WatchKind, ...]] = {
             WatcherType.CHILDREN: (WatchKind.CHILD,),
             WatcherType.DATA: (WatchKind.DATA,),
             WatcherType.ANY: tuple(WatchKind),
             WatcherType.PERSISTENT: (WatchKind.PERSISTENT,),
             WatcherType.PERSISTENT_RECURSIVE: (WatchKind.PERSISTENT_RECURSIVE,),
-        }.get(watcher_type)
+        }
+        kinds = kinds_by_type.get(watcher_type)
         if kinds is None:
             return (Err.BAD_ARGUMENTS, b"")
         found = False
@@ -233,7 +234,7 @@ class Reader:
             w.ustring(ident.scheme).ustring(user)
         return Err.OK, w.getvalue()
 
-    def multi_read(self, request: MultiRequest, watcher: Hashable, auth_ids: tuple[Id, ...]) -> Reply:
+    def multi_read(self, request: MultiRequest, watcher: W, auth_ids: tuple[Id, ...]) -> Reply:
         results: list[OpResult] = []
         for op in request.ops:
             if not isinstance(op, PathWatchRequest) or op.opcode not in (OpCode.GET_DATA, OpCode.GET_CHILDREN):

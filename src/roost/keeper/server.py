@@ -7,7 +7,9 @@ sans-IO codec (`roost.wire.zk.ServerConnection`) into the sans-IO member core
 in flight at a time, and come back through the replicator's apply callback on every member.
 
 Limits: frames above jute.maxbuffer, malformed frames and unknown opcodes close that connection
-with a log line; at most `maxClientCnxns` connections per client address; at most
+with a log line; at most `maxClientCnxns` connections per client address (refusals logged once a
+minute per address); a connection that has not asked for a session within
+`zookeeper.nio.sessionlessCnxnTimeout` (10 s) is closed, as ZooKeeper's NIO server does; at most
 `maxOutstandingRequests` queued requests per connection (then the socket is not read until
 replies drain); at most `maxWatchesPerSession` watches per connection; a client that does not read
 its replies is cut off when its send buffer passes `MAX_SEND_BUFFER`.
@@ -21,7 +23,7 @@ import logging
 import secrets
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from roost.keeper.acl import SUPER_ID
 from roost.keeper.config import KeeperConfig
@@ -31,6 +33,7 @@ from roost.keeper.tree import CONFIG_PATH
 from roost.wire.zk.connection import FourLetterWord, ServerConnection
 from roost.wire.zk.constants import Err
 from roost.wire.zk.errors import ZkCodecError
+from roost.wire.zk.records import Id
 
 if TYPE_CHECKING:
     from roost.keeper.membership import MembershipKeeper
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("roost.keeper")
 
 MAX_SEND_BUFFER = 64 << 20  # bytes queued towards one client before it is cut off
+REFUSAL_LOG_EVERY_S = 60.0  # a flood of refused connections makes a line a minute per address
 PROPOSE_TIMEOUT = 10.0
 SYNC_TIMEOUT = 10.0
 
@@ -91,20 +95,21 @@ class _ClientProtocol(asyncio.Protocol):
 
     # -- asyncio.Protocol
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # (uvloop's transports do not subclass asyncio.Transport, but they behave like one.)
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = writer = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer_host = peer[0] if peer else "?"
         server = self.server
         limit = server.config.max_client_cnxns
         server.connections_per_host[self.peer_host] += 1
         if limit and server.connections_per_host[self.peer_host] > limit:
-            log.warning("closing connection from %s: too many connections from this address "
-                        "(maxClientCnxns=%d)", self.peer_host, limit)
-            transport.abort()
+            if server.should_log_refusal(self.peer_host):
+                log.warning("closing connections from %s: too many connections from this address "
+                            "(maxClientCnxns=%d; said once a minute per address)", self.peer_host, limit)
+            writer.abort()
             return
-        extra = ()
+        extra: tuple[Id, ...] = ()
         if server.tls_context is not None and transport.get_extra_info("ssl_object") is not None:
             from roost.keeper.tls import x509_id
 
@@ -113,6 +118,15 @@ class _ClientProtocol(asyncio.Protocol):
             if ident is not None and ident.id == server.config.x509_super_user:
                 extra = (SUPER_ID, ident)
         self.client = server.core.open_client(self, extra)
+        asyncio.get_running_loop().call_later(server.config.sessionless_cnxn_timeout / 1000,
+                                              self._close_if_sessionless)
+
+    def _close_if_sessionless(self) -> None:
+        client = self.client
+        if client is None or client.closed or client.connect is not None:
+            return
+        self.server.core.close_client(client, "no session asked for within zookeeper.nio.sessionlessCnxnTimeout "
+                                      f"({self.server.config.sessionless_cnxn_timeout} ms)")
 
     def data_received(self, data: bytes) -> None:
         client = self.client
@@ -191,11 +205,22 @@ class _ClientProtocol(asyncio.Protocol):
 class KeeperServer:
     """A keeper member serving ZooKeeper clients; see the module docstring."""
 
+    def should_log_refusal(self, host: str) -> bool:
+        now = time.monotonic()
+        last = self._refusals_logged.get(host)
+        if last is not None and now - last < REFUSAL_LOG_EVERY_S:
+            return False
+        if len(self._refusals_logged) >= 100_000:
+            self._refusals_logged.clear()  # forget rather than grow without end
+        self._refusals_logged[host] = now
+        return True
+
     def __init__(self, config: KeeperConfig, replicator: Replicator | None = None) -> None:
         self.config = config
         self.replicator: Replicator | None = replicator
         self.core: KeeperCore
         self.connections_per_host: Counter[str] = Counter()
+        self._refusals_logged: dict[str, float] = {}  # address -> monotonic time of its last refusal line
         self._unflushed: list[_ClientProtocol] = []  # connections with replies not yet written
         self._server: asyncio.base_events.Server | None = None
         self._secure_server: asyncio.base_events.Server | None = None
@@ -278,8 +303,8 @@ class KeeperServer:
             asyncio.create_task(self._ticker(), name="keeper-ticker"),
         ]
         log.info("keeper %d serving clients on %s:%d (tree at zxid 0x%x)", replicator.node_id,
-                 *self._address, self.core.tree.last_zxid)
-        return self._address
+                 *self.address, self.core.tree.last_zxid)
+        return self.address
 
     @property
     def address(self) -> tuple[str, int]:
@@ -295,8 +320,9 @@ class KeeperServer:
             self._secure_server = None
         for task in self._tasks:
             task.cancel()
-        for task in [*self._sync_tasks, *self._abandoned]:
-            task.cancel()
+        waiting: list[asyncio.Future[Any]] = [*self._sync_tasks, *self._abandoned]
+        for pending in waiting:
+            pending.cancel()
         await asyncio.gather(*self._tasks, *self._sync_tasks, *self._abandoned, return_exceptions=True)
         if self.membership is not None:
             await self.membership.stop()

@@ -681,7 +681,7 @@ class DataTree:
             raise ZkCodecError("snapshot has no root")
         return tree
 
-    def digest(self) -> tuple:
+    def digest(self) -> tuple[object, ...]:
         """A comparable summary of the whole state (for tests of determinism)."""
         return (
             self.last_zxid,

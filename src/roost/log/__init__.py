@@ -16,9 +16,10 @@ All methods are called from one thread (the broker's event loop); only the fsync
 `flush_handle` returns may run elsewhere.
 """
 
-from roost.log.cleaner import CleanStats
+from roost.log.cleaner import CleanStats, CompactionLags
 from roost.log.config import LOG_APPEND_TIME, LogConfig
 from roost.log.errors import (
+    CorruptLog,
     MessageTooLarge,
     NonMonotonicAppend,
     OffsetOutOfRange,
@@ -32,6 +33,8 @@ __all__ = [
     "OK",
     "AppendInfo",
     "CleanStats",
+    "CompactionLags",
+    "CorruptLog",
     "Duplicate",
     "LogConfig",
     "MessageTooLarge",

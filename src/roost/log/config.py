@@ -14,9 +14,13 @@ LOG_APPEND_TIME = "LogAppendTime"
 class LogConfig:
     segment_bytes: int = 1 << 30
     segment_ms: int = 7 * DAY_MS
+    # Up to this much off each segment's segment_ms, drawn when the segment is first checked
+    # (Kafka's segment.jitter.ms): partitions made together do not all roll together.
+    segment_jitter_ms: int = 0
     retention_ms: int = 7 * DAY_MS  # -1: keep forever
     retention_bytes: int = -1  # -1: no size limit
     index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * 1024 * 1024  # a segment rolls before either index passes this
     max_message_bytes: int = 1048588  # largest batch accepted (Kafka's max.message.bytes)
     flush_interval_messages: int = NEVER  # 1: fsync before every acknowledgement
     flush_interval_ms: int = NEVER
@@ -33,10 +37,14 @@ class LogConfig:
             raise ValueError(f"segment_bytes {self.segment_bytes} is too small")
         if self.segment_ms < 1:
             raise ValueError(f"segment_ms {self.segment_ms} must be positive")
+        if self.segment_jitter_ms < 0:
+            raise ValueError(f"segment_jitter_ms {self.segment_jitter_ms} must be >= 0")
         if self.retention_ms < -1 or self.retention_bytes < -1:
             raise ValueError("retention_ms and retention_bytes must be >= -1")
         if self.index_interval_bytes < 0:
             raise ValueError("index_interval_bytes must be >= 0")
+        if self.segment_index_bytes < 4:
+            raise ValueError("segment_index_bytes must be >= 4")
         if self.max_message_bytes < 0:
             raise ValueError("max_message_bytes must be >= 0")
         if self.flush_interval_messages < 1 or self.flush_interval_ms < 0:

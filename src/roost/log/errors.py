@@ -16,6 +16,19 @@ class OffsetOutOfRange(Exception):
         self.log_end_offset = log_end_offset
 
 
+class CorruptLog(OSError):
+    """Bytes on disk that are not what was written: a record batch whose CRC-32C or framing does
+    not check, found when it was about to be served. An OSError, so that the callers' rule for a
+    failed disk applies (the log directory goes offline, its leaders move to healthy replicas):
+    corrupt data is never served to a consumer or a follower."""
+
+    def __init__(self, path: object, position: int, offset: int, reason: str) -> None:
+        super().__init__(f"corrupt record batch in {path} at position {position} (near offset {offset}): {reason}")
+        self.path = path
+        self.position = position
+        self.offset = offset
+
+
 class MessageTooLarge(InvalidRecordBatch):
     """A batch larger than max_message_bytes (Kafka's MESSAGE_TOO_LARGE)."""
 

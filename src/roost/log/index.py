@@ -23,7 +23,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = (1 << 31) - 1
 
 
-def _column(data: bytes, typecode: str) -> array:
+def _column(data: bytes, typecode: str) -> array[int]:
     values = array(typecode)
     values.frombytes(data)
     if sys.byteorder == "little":

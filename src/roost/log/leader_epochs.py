@@ -48,6 +48,15 @@ class LeaderEpochCache:
         self._persist = persist
         self._check()
 
+    @staticmethod
+    def readable(directory: Path) -> bool:
+        """The checkpoint in `directory` exists and parses."""
+        try:
+            parse_checkpoint((directory / CHECKPOINT_FILE).read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            return False
+        return True
+
     @classmethod
     def load(cls, directory: Path) -> LeaderEpochCache:
         """The cache of the checkpoint in `directory`; empty when there is none or it is unreadable."""
@@ -82,6 +91,13 @@ class LeaderEpochCache:
         if higher == len(self.entries):
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET  # above the latest: nothing known
         return self.entries[higher - 1].epoch, self.entries[higher].start_offset
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose leader wrote `offset`: the last entry starting at or before it
+        (Kafka's LeaderEpochFileCache.epochForOffset); UNDEFINED_EPOCH before the first entry."""
+        starts = [e.start_offset for e in self.entries]
+        at = bisect_right(starts, offset)
+        return self.entries[at - 1].epoch if at else UNDEFINED_EPOCH
 
     # changes ----------------------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> bool:

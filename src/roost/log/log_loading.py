@@ -4,6 +4,7 @@ epochs that follow from what was kept."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -22,7 +23,6 @@ from roost.log.files import (
     read_checkpoint,
     write_checkpoint,
 )
-from roost.log.leader_epochs import CHECKPOINT_FILE as EPOCH_CHECKPOINT_FILE
 from roost.log.leader_epochs import EpochEntry, LeaderEpochCache
 from roost.log.partition_state import (
     CLEAN_SHUTDOWN_FILE,
@@ -140,8 +140,9 @@ class LogLoading(PartitionLogState):
 
     def _load_leader_epochs(self) -> LeaderEpochCache:
         """The leader-epoch checkpoint, cut to the log's range; rebuilt from the batch headers
-        when it is missing (a log written before it existed, or a lost file)."""
-        if (self.directory / EPOCH_CHECKPOINT_FILE).exists() or self.log_end_offset == self.log_start_offset:
+        when it is missing (a log written before it existed, or a lost file) or damaged (found
+        by tests/log/test_corruption.py: a damaged file used to leave the cache empty)."""
+        if self.log_end_offset == self.log_start_offset or LeaderEpochCache.readable(self.directory):
             cache = LeaderEpochCache.load(self.directory)
         else:
             entries: list[EpochEntry] = []
@@ -218,6 +219,6 @@ class LogLoading(PartitionLogState):
             position = segment.offset_index.lookup(start) if start > segment.base_offset else 0
             for pos, header in segment.scan(position):
                 if header.base_offset >= state.map_end_offset:
-                    self._track(state, header, lambda p=pos, h=header, s=segment: s.read(p, h.size))
+                    self._track(state, header, functools.partial(segment.read, pos, header.size))
         state.remove_before(self.log_start_offset)
         self.producer_state = state

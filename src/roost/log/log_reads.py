@@ -8,17 +8,20 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import NamedTuple
 
-from roost.log.errors import OffsetOutOfRange
+from roost.log.errors import CorruptLog, OffsetOutOfRange
 from roost.log.partition_state import PartitionLogState
-from roost.log.segment import Segment
+from roost.log.segment import BatchScan, Segment
 from roost.log.transactions import AbortedTxn
 from roost.wire.kafka.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
     InvalidRecordBatch,
+    batch_crc,
+    check_header,
     decode_batch_records,
     parse_header,
+    validate_batches,
 )
 
 logger = logging.getLogger("roost.log")
@@ -31,6 +34,29 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
 _LAST_OFFSET_DELTA_AT = 23
+
+
+def checked_prefix(data: memoryview) -> tuple[int, int, str | None]:
+    """(bytes of the whole batches at the start of `data` whose headers and CRC-32C check, the
+    next offset after them (-1 if none), why the next one does not check, or None if all do)."""
+    try:  # the produce path's own check first (fields by position): the common case, all good
+        batches = validate_batches(data)
+    except InvalidRecordBatch:
+        pass
+    else:
+        return len(data), batches[-1][1].next_offset if batches else -1, None
+    position, next_offset = 0, -1
+    while position < len(data):
+        try:
+            header = parse_header(data, position)
+            check_header(header, len(data) - position)
+        except InvalidRecordBatch as error:
+            return position, next_offset, str(error)
+        if batch_crc(data, position, header.size) != header.crc:
+            return position, next_offset, f"CRC-32C does not match the batch at offset {header.base_offset}"
+        position += header.size
+        next_offset = header.next_offset
+    return position, next_offset, None
 
 
 class ReadResult(NamedTuple):
@@ -48,6 +74,20 @@ class LogReads(PartitionLogState):
         marker `high_watermark` does not cover), else the high watermark; never below the log
         start (a follower's start follows its leader's, which never passes it)."""
         return max(self.producer_state.last_stable_offset(high_watermark), self.log_start_offset)
+
+    def first_damage(self, path: object) -> tuple[int, int, str]:
+        """Where the damage a read reported in segment file `path` starts: (byte position, the
+        first offset not known good, why), by walking that segment from its start with full
+        checks (the read's own offset may only be near it). A segment whose batches all check
+        now (the damage was elsewhere) answers its end."""
+        for segment in self.segments:
+            if segment.log_path == path:
+                scan = BatchScan(segment.log_fd, 0, segment.size, verify_crc=True)
+                good = segment.base_offset
+                for _position, header in scan:
+                    good = header.next_offset
+                return scan.stop.position, good, scan.stop.problem or "no damage found on a second walk"
+        raise ValueError(f"{path} is not a segment of {self.directory}")
 
     def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
         """Aborted transactions with data in [fetch_offset, upper) (a read_committed fetch)."""
@@ -116,12 +156,39 @@ class LogReads(PartitionLogState):
     def _read_segment(
         self, segment: Segment, offset: int, budget: int, limit: int, must_take_one: bool
     ) -> tuple[memoryview, int, int] | None:
-        """One segment's share of a read: (bytes, first offset, next offset), or None."""
+        """One segment's share of a read: (bytes, first offset, next offset), or None. Raises
+        CorruptLog for bytes that fail their checks: never served."""
         if segment.size == 0 or segment.next_offset <= offset:
             return None
         recent = segment.recent
         if recent.bases and recent.bases[0] <= offset and recent.positions[-1] == segment.size:
+            # Batches this process appended: their headers and CRCs were checked on the way in.
             return self._read_recent(segment, offset, budget, limit, must_take_one)
+        try:
+            found = self._read_stored(segment, offset, budget, limit, must_take_one)
+        except CorruptLog:
+            raise
+        except (InvalidRecordBatch, struct.error, ValueError) as error:
+            # The walk from the index read a header that is not one (a zeroed or cut range).
+            raise CorruptLog(segment.log_path, segment.offset_index.lookup(offset), offset, str(error)) from error
+        if found is None:
+            return None
+        data, start, first_offset, next_offset = found
+        # Batches read back from disk (written by an earlier process, or by a follower's fetch
+        # long ago): their CRC-32C is checked before they leave, on every such read. The cost is
+        # a hardware CRC over the bytes served (see docs/hostile-storage.md).
+        good, next_good, damage = checked_prefix(data)
+        if damage is not None:
+            if good == 0:
+                raise CorruptLog(segment.log_path, start, first_offset, damage)
+            return data[:good], first_offset, next_good  # the good batches before it; the next read fails
+        return data, first_offset, next_offset
+
+    def _read_stored(
+        self, segment: Segment, offset: int, budget: int, limit: int, must_take_one: bool
+    ) -> tuple[memoryview, int, int, int] | None:
+        """`_read_segment` by walking the headers from the sparse index: (bytes, their position,
+        first offset, next offset), or None."""
         start_hint = segment.offset_index.lookup(offset)
         # One pread that covers the way from the index entry to the wanted batch (at most about
         # one index interval) plus the budget; more preads only for batches beyond it.
@@ -151,6 +218,8 @@ class LogReads(PartitionLogState):
             """From a batch boundary, skip batches until stop(position, last offset, size)."""
             while position < segment.size:
                 last_offset, size = span_at(position)
+                if size < HEADER_SIZE:  # a zeroed or flipped length: the walk would not advance
+                    raise CorruptLog(segment.log_path, position, offset, f"batch length {size - LOG_OVERHEAD}")
                 if stop(position, last_offset, size):
                     break
                 position += size
@@ -191,13 +260,14 @@ class LogReads(PartitionLogState):
             lambda pos, _last, size: pos + size >= end,
         )
         last = header_at(last_start)
-        assert last_start + last.size == end, "read must end on a batch boundary"
+        if last_start + last.size != end:  # the headers' lengths do not chain: not what was written
+            raise CorruptLog(segment.log_path, last_start, last.base_offset, "batch lengths do not meet the read's end")
         first_offset, next_offset = first.base_offset, last.next_offset
         if end - start_hint <= len(chunk):
             data = memoryview(chunk)[start - start_hint : end - start_hint]
         else:
             data = memoryview(segment.read(start, end - start))
-        return data, first_offset, next_offset
+        return data, start, first_offset, next_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record at or after the log start whose timestamp

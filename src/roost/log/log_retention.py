@@ -9,8 +9,10 @@ from roost.log.cleaner import (
     DEFAULT_DELETE_RETENTION_MS,
     DEFAULT_MAX_KEYS,
     DEFAULT_MIN_CLEANABLE_RATIO,
+    NO_LAGS,
     CleanerCheckpoint,
     CleanStats,
+    CompactionLags,
     clean_log,
     write_cleaner_checkpoint,
 )
@@ -110,6 +112,7 @@ class LogRetention(PartitionLogState):
         min_cleanable_ratio: float = DEFAULT_MIN_CLEANABLE_RATIO,
         high_watermark: int | None = None,
         max_keys: int = DEFAULT_MAX_KEYS,
+        lags: CompactionLags = NO_LAGS,
     ) -> CleanStats:
         """Compact the segments before the active one when the dirty ratio reaches
         `min_cleanable_ratio` (or a kept tombstone grew older than `delete_retention_ms`): for
@@ -131,6 +134,7 @@ class LogRetention(PartitionLogState):
                 min_cleanable_ratio=min_cleanable_ratio,
                 high_watermark=high_watermark,
                 max_keys=max_keys,
+                lags=lags,
             )
         except BaseException:
             # The files are consistent (opening the log resolves any half-done swap), but this

@@ -3,8 +3,10 @@ rolls, and truncation of its end (a follower's divergence, a replica that starts
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import random
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -99,7 +101,7 @@ class LogWrites(PartitionLogState):
         producers = self.producer_state
         for pos, header in batches:
             if header.attributes & ATTR_CONTROL:
-                self._track(producers, header, lambda p=pos, h=header: view[p:p + h.size])
+                self._track(producers, header, functools.partial(_slice, view, pos, header.size))
             else:
                 producers.update(header, header.base_offset)
             if header.partition_leader_epoch > epochs.latest_epoch:
@@ -157,7 +159,18 @@ class LogWrites(PartitionLogState):
             return True
         if active.size + size > INT32_MAX:
             return True  # index positions are int32
-        return self._time_waited_for_roll(active, incoming_max_timestamp, now) >= self.config.segment_ms
+        if active.index_full(self.config.segment_index_bytes):
+            return True
+        return self._time_waited_for_roll(active, incoming_max_timestamp, now) >= self._roll_after_ms(active)
+
+    def _roll_after_ms(self, segment: Segment) -> int:
+        """segment_ms less this segment's jitter, drawn once per segment (below segment_ms)."""
+        config = self.config
+        if config.segment_jitter_ms == 0:
+            return config.segment_ms
+        if segment.roll_jitter_ms < 0:
+            segment.roll_jitter_ms = random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+        return config.segment_ms - segment.roll_jitter_ms
 
     @staticmethod
     def _time_waited_for_roll(segment: Segment, incoming_timestamp: int, now: int) -> int:
@@ -173,7 +186,7 @@ class LogWrites(PartitionLogState):
         self._check_open()
         now = self.clock_ms()
         # No record is arriving to measure record time by, so this uses the segment's wall age.
-        if self.active.size and now - self.active.created_ms >= self.config.segment_ms:
+        if self.active.size and now - self.active.created_ms >= self._roll_after_ms(self.active):
             self._roll(self.log_end_offset, now)
 
     def _roll(self, new_base: int, now: int) -> None:
@@ -285,3 +298,7 @@ class LogWrites(PartitionLogState):
         if found is not None and found[1].base_offset < offset:
             return found[1].base_offset
         return offset
+
+
+def _slice(view: memoryview, position: int, size: int) -> memoryview:
+    return view[position:position + size]

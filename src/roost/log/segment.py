@@ -170,6 +170,7 @@ class Segment:
         self.offset_of_max_timestamp = -1  # last offset of the (first) batch with max_timestamp
         self.first_batch_timestamp = -1  # the clock for time-based rolls, as Kafka's
         self.created_ms = created_ms
+        self.roll_jitter_ms = -1  # drawn by the log when first needed (segment.jitter.ms)
         self.bytes_since_index_entry = 0
         self.recent = RecentBatches()  # the last batches appended (see RecentBatches)
         # Maps the file as it was when mapped; remapped when a read reaches past it. A map that
@@ -257,6 +258,11 @@ class Segment:
     def fsync(self) -> None:
         for fd in self.fds:
             os.fsync(fd)
+
+    def index_full(self, max_index_bytes: int) -> bool:
+        """Whether one more entry would take the offset index (8 bytes an entry) or the time index
+        (12) past `max_index_bytes`: Kafka's segment.index.bytes, which rolls the segment then."""
+        return (len(self.offset_index) + 1) * 8 > max_index_bytes or (len(self.time_index) + 1) * 12 > max_index_bytes
 
     def largest_timestamp(self) -> int:
         """The newest record timestamp in this segment, for time retention; for batches without

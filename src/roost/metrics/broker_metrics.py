@@ -3,7 +3,7 @@ kafka-2_0_0.yml) and kafka_exporter (danielqsj) name theirs, so that the usual G
 (721 Kafka Overview, 7589 Kafka Exporter Overview) fill without editing.
 
 Everything is computed when Prometheus scrapes, on the broker's loop (see roost.metrics.endpoint): the
-gauges from the broker's state, the counters from the plain integers of roost.broker.stats. A
+gauges from the broker's state, the counters from the plain integers of roost.broker.net.stats. A
 broker with metrics off keeps no counts at all (`Broker.stats` is None).
 """
 
@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from roost.broker.txn.core import TxnState
+from roost.metrics.disk_space import SpaceWatch
 from roost.wire.kafka import API_NAMES
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class BrokerCollector(Collector):
     def __init__(self, broker: Broker) -> None:
         assert broker.stats is not None, "the broker was built with metrics off (metrics.port -1)"
         self._broker = broker
+        self._space = SpaceWatch("roost_log_dir", "log directory")
 
     def collect(self) -> Iterator[Metric]:
         yield from self._topic_counters()
@@ -44,6 +46,8 @@ class BrokerCollector(Collector):
         yield from self._exporter_partitions()
         yield from self._exporter_cluster()
         yield from self._transactions()
+        yield from self._links()
+        yield from self._share_groups()
 
     # kafka.server:type=BrokerTopicMetrics -----------------------------------------------------
     def _topic_counters(self) -> Iterator[Metric]:
@@ -126,6 +130,59 @@ class BrokerCollector(Collector):
                                   value=isr.shrinks if isr is not None else 0)
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions of partitions led here",
                                   value=isr.expands if isr is not None else 0)
+        yield from self._replication_throttles()
+
+    # KIP-73 replication quotas (kafka.server:type=LeaderReplication / FollowerReplication) and the
+    # balancer's load sampling (docs/balancing.md) ----------------------------------------------
+    def _replication_throttles(self) -> Iterator[Metric]:
+        broker = self._broker
+        now = broker.replicas.clock_ms()
+        quotas = [("leader", broker.replicas.leader_quota)]
+        if broker.fetchers is not None:
+            quotas.append(("follower", broker.fetchers.follower_quota))
+        rate = GaugeMetricFamily("kafka_server_replication_throttled_byte_rate",
+                                 "Windowed rate of throttled replication bytes (KIP-73), by direction",
+                                 labels=["direction"])
+        total = CounterMetricFamily("roost_replication_throttled_bytes",
+                                    "Bytes of throttled partitions replicated, by direction", labels=["direction"])
+        bound = GaugeMetricFamily("roost_replication_throttle_bound_bytes_per_second",
+                                  "The replication throttle in force (absent: unlimited), by direction",
+                                  labels=["direction"])
+        for direction, quota in quotas:
+            rate.add_metric([direction], quota.rate.per_second(now))
+            total.add_metric([direction], quota.recorded)
+            if quota.limited:
+                bound.add_metric([direction], quota.bound)
+        yield rate
+        yield total
+        yield bound
+        sampler = broker.load_sampler
+        if sampler is not None:
+            yield GaugeMetricFamily("roost_balancer_load_windows", "Complete load windows this broker has sampled",
+                                    value=sampler.windows.complete_windows)
+            yield GaugeMetricFamily("roost_balancer_cpu_cores", "This broker's smoothed CPU use, in cores",
+                                    value=sampler.windows.cpu_cores())
+        auto = broker.auto_balancer
+        if auto is not None:
+            mode = GaugeMetricFamily("roost_balancer_mode", "The automatic balancer's mode (balancer.mode): 1 for it",
+                                     labels=["mode"])
+            mode.add_metric([auto.mode], 1)
+            yield mode
+            yield GaugeMetricFamily("roost_balancer_active", "1 while this broker's automatic balancer is in charge "
+                                    "(it is the active controller)", value=int(auto.running))
+            decisions = CounterMetricFamily("roost_balancer_decisions", "The automatic balancer's checks, by what "
+                                            "it decided (hold, node_add, heal, skew)", labels=["kind"])
+            for kind, count in sorted(auto.decisions.items()):
+                decisions.add_metric([kind], count)
+            yield decisions
+            executions = CounterMetricFamily("roost_balancer_executions", "The automatic balancer's executions, by "
+                                             "their final phase", labels=["phase"])
+            for phase, count in sorted(auto.executions.items()):
+                executions.add_metric([phase], count)
+            yield executions
+            if auto.last_action:
+                yield GaugeMetricFamily("roost_balancer_last_action_timestamp_seconds",
+                                        "When the automatic balancer last planned", value=auto.last_action["at"])
 
     # kafka.controller:type=KafkaController ----------------------------------------------------
     def _controller(self) -> Iterator[Metric]:
@@ -156,6 +213,18 @@ class BrokerCollector(Collector):
             end.add_metric(labels, partition.log_end_offset)
         yield size
         yield end
+        # kafka.log:type=LogManager: the directories' state, and their disks' free space.
+        dirs = self._broker.logs.dirs.dirs
+        yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount", "Log directories offline",
+                                value=sum(1 for d in dirs if not d.online))
+        offline = GaugeMetricFamily("kafka_log_logmanager_logdirectoryoffline",
+                                    "1 when the log directory has failed (offline until a restart)",
+                                    labels=["logdirectory"])
+        for log_dir in dirs:
+            offline.add_metric([str(log_dir.path)], 0 if log_dir.online else 1)
+        yield offline
+        yield from self._space.collect([d.path for d in dirs if d.online],
+                                       self._broker.config["log.dir.free.space.warn.ratio"])
 
     # kafka_exporter's consumer-group series ---------------------------------------------------
     def _consumer_groups(self) -> Iterator[Metric]:
@@ -188,6 +257,70 @@ class BrokerCollector(Collector):
         yield current
         yield lag
         yield lag_sum
+
+    # share groups (KIP-932): Kafka 4.2's "Share Group Monitoring" names ------------------------------
+    def _share_groups(self) -> Iterator[Metric]:
+        """BrokerTopicMetrics' share fetch and acknowledgement counts, ShareGroupMetrics'
+        acknowledgements by type, SharePartitionMetrics' in-flight records, ShareSessionCache's
+        sessions, and the group coordinator's share-group-count by state."""
+        broker = self._broker
+        api = broker.share_api
+        for name, value, text in (
+                ("totalsharefetchrequests", api.fetches, "ShareFetch requests"),
+                ("failedsharefetchrequests", api.failed_fetches, "ShareFetch requests refused as a whole"),
+                ("totalshareacknowledgementrequests", api.acknowledgements, "ShareAcknowledge requests"),
+                ("failedshareacknowledgementrequests", api.failed_acknowledgements,
+                 "ShareAcknowledge requests refused as a whole")):
+            family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}", text)
+            family.add_metric([], value)
+            yield family
+        acks = CounterMetricFamily("kafka_server_sharegroupmetrics_recordacknowledgements",
+                                   "Records acknowledged, by acknowledgement type", labels=["ackType"])
+        for kind, label in ((1, "Accept"), (2, "Release"), (3, "Reject"), (4, "Renew")):
+            acks.add_metric([label], api.acks_by_type.get(kind, 0))
+        yield acks
+        in_flight = GaugeMetricFamily("kafka_server_sharepartitionmetrics_inflightmessagecount",
+                                      "Records in a share-partition's in-flight window (from its start offset)",
+                                      labels=["group", "topic", "partition"])
+        acquired = GaugeMetricFamily("roost_share_partition_acquired_records",
+                                     "Records of a share-partition acquired by consumers now",
+                                     labels=["group", "topic", "partition"])
+        start = GaugeMetricFamily("roost_share_partition_start_offset",
+                                  "A share-partition's start offset (SPSO)", labels=["group", "topic", "partition"])
+        for key, start_offset, window, held in sorted(broker.share_leader.counts(), key=lambda c: str(c[0])):
+            info = broker.metadata.by_id(key.topic_id)
+            labels = [key.group_id, info.name if info is not None else str(key.topic_id), str(key.partition)]
+            in_flight.add_metric(labels, window)
+            acquired.add_metric(labels, held)
+            start.add_metric(labels, start_offset)
+        yield in_flight
+        yield acquired
+        yield start
+        delivered = GaugeMetricFamily("roost_share_partition_records_by_delivery_count",
+                                      "A share-partition's unfinished in-flight records by how many times each "
+                                      "was delivered", labels=["group", "topic", "partition", "delivery_count"])
+        for key, by_count in sorted(broker.share_leader.delivery_counts(), key=lambda c: str(c[0])):
+            info = broker.metadata.by_id(key.topic_id)
+            labels = [key.group_id, info.name if info is not None else str(key.topic_id), str(key.partition)]
+            for count, records in sorted(by_count.items()):
+                delivered.add_metric([*labels, str(count)], records)
+        yield delivered
+        sessions = GaugeMetricFamily("kafka_server_sharesessioncache_sharesessionscount", "Open share sessions")
+        sessions.add_metric([], len(api.sessions.sessions))
+        yield sessions
+        partitions = GaugeMetricFamily("kafka_server_sharesessioncache_sharepartitionscount",
+                                       "Partitions in the open share sessions")
+        partitions.add_metric([], api.sessions.partition_count())
+        yield partitions
+        counts = GaugeMetricFamily("group_coordinator_metrics_share_group_count",
+                                   "Share groups this broker coordinates, by state", labels=["state"])
+        by_state = {"Empty": 0, "Stable": 0}
+        for group_id, state in broker.groups.share.listing():
+            if broker.groups.status(group_id).value == 0:
+                by_state[state] = by_state.get(state, 0) + 1
+        for state, count in sorted(by_state.items()):
+            counts.add_metric([state], count)
+        yield counts
 
     # kafka_exporter's view of the cluster ----------------------------------------------------
     def _exporter_partitions(self) -> Iterator[Metric]:
@@ -279,6 +412,37 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("roost_transaction_coordinator_timeout_aborts",
                                   "Transactions this coordinator aborted after their transaction.timeout.ms",
                                   value=txns.counts.timeout_aborts)
+
+    # Cluster links (roost.broker.link): no Kafka names (Confluent's are JMX-only), Roost's own --
+    def _links(self) -> Iterator[Metric]:
+        from roost.broker.link.core import LinkState
+
+        links = self._broker.links
+        statuses = links.snapshot() if links is not None else []
+        state = GaugeMetricFamily("roost_cluster_link_state",
+                                  "1 for a link's current state on this broker (ACTIVE, SOURCE_UNAVAILABLE, FAILED, "
+                                  "PAUSED), 0 for the others", labels=["link", "state"])
+        lag = GaugeMetricFamily("roost_cluster_link_mirror_lag_records",
+                                "Records the source holds below its high watermark that a mirror led here does not "
+                                "(-1: not known yet)", labels=["link", "topic", "partition"])
+        lag_ms = GaugeMetricFamily("roost_cluster_link_mirror_lag_ms",
+                                   "At most this old is the oldest source record a mirror led here lacks: the time "
+                                   "since it last held all the source had (0: caught up)",
+                                   labels=["link", "topic", "partition"])
+        size = CounterMetricFamily("roost_cluster_link_mirrored_bytes",
+                                   "Bytes of source batches mirrored by this broker", labels=["link"])
+        records = CounterMetricFamily("roost_cluster_link_mirrored_records",
+                                      "Records of source batches mirrored by this broker", labels=["link"])
+        for status in statuses:
+            name = status["link"]
+            for value in LinkState:
+                state.add_metric([name, value.value], 1.0 if status["state"] == value.value else 0.0)
+            for p in status["partitions"]:
+                lag.add_metric([name, p["topic"], str(p["partition"])], p["lag_records"])
+                lag_ms.add_metric([name, p["topic"], str(p["partition"])], p["lag_ms"])
+            size.add_metric([name], status["bytes"])
+            records.add_metric([name], status["records"])
+        yield from (state, lag, lag_ms, size, records)
 
 
 def broker_registry(broker: Broker) -> CollectorRegistry:

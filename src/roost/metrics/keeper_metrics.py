@@ -13,6 +13,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from roost.keeper.fourletter import open_file_descriptors
+from roost.metrics.disk_space import KEEPER_WARN_RATIO, SpaceWatch
 
 if TYPE_CHECKING:
     from roost.keeper.server import KeeperServer
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 class KeeperCollector(Collector):
     def __init__(self, server: KeeperServer) -> None:
         self._server = server
+        self._space = SpaceWatch("roost_keeper_data_dir", "keeper data directory")
 
     def collect(self) -> Iterator[Metric]:
         server = self._server
@@ -51,6 +53,7 @@ class KeeperCollector(Collector):
                        ("synced_followers", "Followers replicating in step with the leader", synced)]
         for name, doc, value in values:
             yield GaugeMetricFamily(name, doc, value=value)
+        yield from self._space.collect([server.config.data_dir], KEEPER_WARN_RATIO)
 
 
 def keeper_registry(server: KeeperServer) -> CollectorRegistry:

@@ -52,7 +52,7 @@ def decode_hello(data: bytes) -> int:
     magic, version, node_id = _HELLO.unpack(data)
     if magic != MAGIC or version != VERSION:
         raise CodecError(f"not a raft peer hello: {data!r}")
-    return node_id
+    return int(node_id)
 
 
 def encode_message(m: Message) -> bytes:

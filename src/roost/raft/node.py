@@ -657,32 +657,32 @@ class RaftReplicator:
             self._applied()
         for result in rd.proposal_results:
             self._forwarded.pop(result.request_id, None)
-            future = self._requests.pop(result.request_id, None)
-            if future is None or future.done():
+            proposed = self._requests.pop(result.request_id, None)
+            if proposed is None or proposed.done():
                 continue
             if result.refused:
-                _settle(future, result.reason or _REFUSED)
+                _settle(proposed, result.reason or _REFUSED)
             elif result.index <= self._last_applied:
                 # Forwarded, and the commit overtook the leader's answer.
                 core = self.core
                 assert core is not None
-                term = core.log.term(result.index)
-                if term == result.term:
-                    _settle(future, result.index)
+                logged_term = core.log.term(result.index)
+                if logged_term == result.term:
+                    _settle(proposed, result.index)
                 else:
-                    _settle(future, NoQuorum("outcome unknown" if term is None else "leadership lost"))
+                    _settle(proposed, NoQuorum("outcome unknown" if logged_term is None else "leadership lost"))
             else:
-                self._apply_waiters.setdefault(result.index, []).append((result.term, future))
+                self._apply_waiters.setdefault(result.index, []).append((result.term, proposed))
         for read in rd.read_states:
             self._forwarded.pop(read.request_id, None)
-            future = self._requests.pop(read.request_id, None)
-            if future is None or future.done():
+            reading = self._requests.pop(read.request_id, None)
+            if reading is None or reading.done():
                 continue
             if read.refused:
-                _settle(future, _REFUSED)
+                _settle(reading, _REFUSED)
             else:
                 self._read_seq += 1
-                heapq.heappush(self._read_waiters, (read.index, self._read_seq, future))
+                heapq.heappush(self._read_waiters, (read.index, self._read_seq, reading))
         while self._read_waiters and self._read_waiters[0][0] <= self._last_applied:
             _settle(heapq.heappop(self._read_waiters)[2], None)
 

@@ -162,7 +162,7 @@ class _Link:
                 except TimeoutError:
                     delay = min(delay * 2, config.reconnect_max)
                 continue
-            transport = cast(asyncio.Transport, raw)
+            transport = raw
             self.connects += 1
             transport.write(encode_hello(self.owner.node_id))
             while self.backlog:
@@ -239,10 +239,10 @@ class PeerTransport:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        tls = {} if self.config.server_ssl is None else {
-            "ssl": self.config.server_ssl, "ssl_handshake_timeout": self.config.ssl_handshake_timeout}
-        self._server = await loop.create_server(lambda: _InboundProtocol(self), self.listen[0], self.listen[1],
-                                                reuse_address=True, **tls)
+        config = self.config
+        self._server = await loop.create_server(
+            lambda: _InboundProtocol(self), self.listen[0], self.listen[1], reuse_address=True,
+            ssl=config.server_ssl, ssl_handshake_timeout=None if config.server_ssl is None else config.ssl_handshake_timeout)
         for link in self._links.values():
             link.task = asyncio.create_task(link.run(), name=f"raft-link-{self.node_id}-{link.peer_id}")
 

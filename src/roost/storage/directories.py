@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roost.config import BrokerConfig
 from roost.log.files import atomic_write, fsync_directory
+from roost.storage.settings import Settings
 
 log = logging.getLogger("roost.storage.directories")
 
@@ -43,7 +43,7 @@ class LogDirError(Exception):
     """The log directories are not in a state the broker can start from."""
 
 
-def configured_log_dirs(config: BrokerConfig, data_dir: Path) -> list[Path]:
+def configured_log_dirs(config: Settings, data_dir: Path) -> list[Path]:
     """Every log directory: `data_dir` (which also holds the broker's meta/), then the other
     entries of `log.dirs` in their order."""
     listed = [Path(entry.strip()) for entry in str(config["log.dirs"]).split(",") if entry.strip()]

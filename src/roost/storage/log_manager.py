@@ -15,22 +15,19 @@ import dataclasses
 import errno
 import logging
 import shutil
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from roost.config import BrokerConfig
-from roost.log import CleanStats, LogConfig, PartitionLog
+from roost.clock import Clock, now_ms
+from roost.log import CleanStats, CompactionLags, LogConfig, PartitionLog
 from roost.storage.directories import LogDir, LogDirs, configured_log_dirs, deleted_name, partition_name
 from roost.storage.flusher import GroupCommitter
 from roost.storage.log_deleter import LogDeleter
+from roost.storage.settings import Settings
 
 log = logging.getLogger("roost.broker")
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def log_config_from_topic(configs: dict[str, Any]) -> LogConfig:
@@ -44,12 +41,17 @@ def reconfigured(old: LogConfig, configs: dict[str, Any]) -> LogConfig:
 
 
 def _topic_log_fields(configs: dict[str, Any]) -> dict[str, Any]:
+    # A compacted log's active segment rolls by max.compaction.lag.ms at the latest: only closed
+    # segments are cleaned, so a record could otherwise outlive the lag (Kafka does the same).
+    compacted = "compact" in configs["cleanup.policy"]
     return dict(
         segment_bytes=configs["segment.bytes"],
-        segment_ms=configs["segment.ms"],
+        segment_ms=min(configs["segment.ms"], configs["max.compaction.lag.ms"]) if compacted else configs["segment.ms"],
+        segment_jitter_ms=configs["segment.jitter.ms"],
         retention_ms=configs["retention.ms"],
         retention_bytes=configs["retention.bytes"],
         index_interval_bytes=configs["index.interval.bytes"],
+        segment_index_bytes=configs["segment.index.bytes"],
         max_message_bytes=configs["max.message.bytes"],
         flush_interval_messages=configs["flush.messages"],
         flush_interval_ms=configs["flush.ms"],
@@ -88,8 +90,9 @@ PROCESS_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 class LogManager:
-    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+    def __init__(self, config: Settings, data_dir: Path, clock_ms: Clock = now_ms) -> None:
         self.config = config
+        self.clock_ms = clock_ms  # the one clock (roost.clock): the logs' and the cleaner's
         self.dirs = LogDirs(configured_log_dirs(config, data_dir), int(config["broker.id"]))
         self.committer = GroupCommitter()
         self.deleter = LogDeleter()
@@ -116,7 +119,7 @@ class LogManager:
             raise LogDirOffline(f"{partition_name(topic, index)} is in offline log directory {log_dir.path}")
         try:
             return PartitionLog.open(log_dir.logs / partition_name(topic, index), log_config_from_topic(configs),
-                                     now_ms)
+                                     self.clock_ms)
         except OSError as error:
             if error.errno in PROCESS_LIMITS:
                 # The process ran out of file descriptors (or memory), not the disk: this log
@@ -218,13 +221,14 @@ class LogManager:
     def clean_one(self) -> CleanStats | None:
         """Compact the compacted partition that most needs it, if any does (one per call: a
         pass runs on the event loop, so passes are spread out)."""
-        now = now_ms()
+        now = self.clock_ms()
         for hosted in self._compacted_by_dirtiness():
             try:
                 stats = hosted.log.clean(
                     now, delete_retention_ms=hosted.configs["delete.retention.ms"],
                     min_cleanable_ratio=hosted.configs["min.cleanable.dirty.ratio"],
-                    high_watermark=hosted.high_watermark)
+                    high_watermark=hosted.high_watermark,
+                    lags=CompactionLags(hosted.configs["min.compaction.lag.ms"], hosted.configs["max.compaction.lag.ms"]))
             except OSError as error:
                 log.exception("cleaning %s-%d failed", hosted.topic, hosted.index)
                 self.storage_failed(hosted.log, error)

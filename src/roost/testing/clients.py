@@ -94,6 +94,20 @@ class KafkaHelpers:
             "group.id": f"roost-testing-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
             "enable.auto.commit": False, **(config or {})}))
 
+    def share_consumer(self, group: str | None = None, config: Mapping[str, Any] | None = None,
+                       auto_offset_reset: str = "earliest") -> Any:
+        """A confluent-kafka ShareConsumer (KIP-932) in share group `group` (a fresh one by
+        default), whose `share.auto.offset.reset` group config is set first (earliest by default:
+        a test's records produced before the consumer joined are delivered)."""
+        group_id = group or f"roost-testing-share-{uuid.uuid4().hex[:12]}"
+        admin = confluent().admin
+        resource = admin.ConfigResource(admin.ResourceType.GROUP, group_id, incremental_configs=[
+            admin.ConfigEntry("share.auto.offset.reset", auto_offset_reset,
+                              incremental_operation=admin.AlterConfigOpType.SET)])
+        for future in self.admin().incremental_alter_configs([resource]).values():
+            future.result(ADMIN_TIMEOUT_S)
+        return confluent().ShareConsumer(self.client_config({"group.id": group_id, **(config or {})}))
+
     # topics -------------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, str | int] | None = None,
                      replication_factor: int | None = None, timeout: float = ADMIN_TIMEOUT_S) -> str:

@@ -27,6 +27,9 @@ CLUSTER_TEST_SETTINGS: dict[str, Any] = {
     "leader.imbalance.check.interval.seconds": 2,
     "controlled.shutdown.retry.backoff.ms": 200,
     "group.initial.rebalance.delay.ms": 0,
+    # A test decides where its replicas are; `roost up --brokers`'s self-balancing would move
+    # them under it (settings={"balancer.mode": "continuous"} asks for it).
+    "balancer.mode": "off",
 }
 PORT_ATTEMPTS = 3  # a port chosen free may be taken by someone else before the child binds it
 READY_TIMEOUT_S = 60.0

@@ -53,7 +53,7 @@ class RoostNode(KafkaHelpers):
         `security` (ssl, sasl_plaintext, sasl_ssl) starts a secured node as `roost up --security`
         does; its client settings (with the admin user's password) are then in every
         `client_config()`."""
-        args = ["up", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--kafka-port", "0",
+        args = ["up", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--kafka-port", "0", "--no-schema-registry",
                 "--keeper-port", "0", "--no-console", "--security", security,
                 *_set_flags({**NODE_TEST_SETTINGS, **(settings or {})})]
         process = ServerProcess.launch(args, data_dir / "roost.log")

@@ -5,8 +5,9 @@ Real objects, called as the real broker calls them:
   broker and controller epochs; `_apply_state`; StopReplica; the append door's `_append_to_leader`; `read`;
   `follower_fetched` and `diverging_epoch`), `Partition`, `PartitionState`, `MetadataCache`
   (UpdateMetadata), real `PartitionLog`s (see logs.py);
-- the leader's side of a replica fetch: the real `FetchApi` (`_FetchPlan`: its follower checks,
-  divergence, follower positions, ISR expansion trigger, reads; the long-poll `DelayedFetch`);
+- the leader's side of a replica fetch: the real `FetchApi` and fetch door (`ReplicaManager.fetch`,
+  `FetchPlan`: its follower checks, divergence, follower positions, ISR expansion trigger, reads;
+  the long-poll `DelayedFetch`);
 - the follower's side and the ISR: the real `ReplicaFetchers`/`LeaderFetcher` activities and the
   real `IsrManager` (expand, the shrink check, the AlterPartition sender), run on the simulation's
   shell (shell.py: their requests on the simulated network, their fsyncs on the simulated
@@ -27,20 +28,20 @@ import itertools
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from roost.broker.controlled_shutdown import controlled_shutdown
+from roost.broker.activity import effects
+from roost.broker.admin.controlled_shutdown import controlled_shutdown
 from roost.broker.controller.core import ELECTION_PREFERRED
 from roost.broker.handlers.cluster import InterBrokerApi
 from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.offsets import OffsetsApi
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.metadata.cache import MetadataCache
-from roost.broker.replica import effects
+from roost.broker.net.request import NO_RESPONSE, Request
 from roost.broker.replica.append import Appending, AppendOrigin, AppendOutcome
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.isr import IsrManager
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.request import NO_RESPONSE, Request
 from roost.broker.zk import layout
 from roost.broker.zk.layout import BrokerRegistration
 from roost.broker.zk.membership import CreateNode, ReadNode, registration_steps

@@ -9,6 +9,7 @@ the request objects below and is resumed with the result (or has the error throw
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import random
@@ -109,6 +110,7 @@ class SimFuture:
         self._done = False
         self._result: Any = None
         self._error: BaseException | None = None
+        self._cancelled = False
         self._callbacks: list[Callable[[SimFuture], None]] = []
 
     def __hash__(self) -> int:
@@ -132,8 +134,21 @@ class SimFuture:
         self._done, self._error = True, error
         self._fire()
 
+    def cancel(self) -> bool:
+        """As asyncio's: done at once, with no result (a parked fetch whose answer nobody wants)."""
+        if self._done:
+            return False
+        self._done = self._cancelled = True
+        self._fire()
+        return True
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
     def result(self) -> Any:
         assert self._done
+        if self._cancelled:
+            raise asyncio.CancelledError
         if self._error is not None:
             raise self._error
         return self._result

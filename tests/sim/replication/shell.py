@@ -1,5 +1,5 @@
 """The simulation's shell for Roost's activities: the effects the real fetchers, ISR manager and
-controller yield (roost.broker.replica.effects, roost.broker.zk.effects, the liveness watch's
+controller yield (roost.broker.activity.effects, roost.broker.zk.effects, the liveness watch's
 Connect) performed on a simulated
 broker's tasks, its network, its committer and its ZooKeeper client, on the simulated clock. Like
 the broker's asyncio shells it decides nothing."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from roost.broker.activity.effects import Activity, Request, Sleep, Sync, Unreachable, WaitForWork
 from roost.broker.controller.liveness import Connect
-from roost.broker.replica.effects import Activity, Request, Sleep, Sync, Unreachable, WaitForWork
 from roost.broker.zk.effects import (
     ZK_EFFECTS,
     ZkBatch,

@@ -427,6 +427,17 @@ class ControllerCore:
                 self._remove_from_isr(tp, broker)
             self._metadata_changed.add(tp)
 
+    def replicas_online(self, broker: int, partitions: Iterable[TopicPartition]) -> None:
+        """`broker` answered NONE for these partitions: its replicas there are hosted again (a
+        damaged replica repaired, roost.broker.replica.repair). It may be elected and, once its
+        leader adds it, counted in the ISR again; until then it is an out-of-sync follower."""
+        for tp in partitions:
+            offline = self.offline_replicas.get(tp)
+            if offline is not None and broker in offline:
+                offline.discard(broker)
+                log.info("partition %s-%d: the replica on broker %d is online again", *tp, broker)
+                self._metadata_changed.add(tp)
+
     def topics_changed(self, topics: dict[str, TopicAssignment]) -> None:
         """The topics in /brokers/topics (with their assignments) are now `topics`."""
         for name in sorted(set(self.topics) - set(topics)):

@@ -15,7 +15,7 @@ drops /controller if still its own, and the election runs again from what ZooKee
 
 Everything here decides and sequences; nothing does I/O. The worker, the ticker and each
 channel are activities (generators yielding effects: ZooKeeper calls, `roost.broker.zk.effects`;
-requests to brokers, sleeps and waits for work, `roost.broker.replica.effects`) started with an
+requests to brokers, sleeps and waits for work, `roost.broker.activity.effects`) started with an
 injected `spawn`; futures and timers come from an injected `Waits`, the time from an injected
 clock. The broker's shell (`shell.py`) performs them with its ZooKeeper client, its peers and its
 event loop; the replication simulation performs the very same activities on its simulated
@@ -25,10 +25,12 @@ ZooKeeper, network and clock.
 from __future__ import annotations
 
 import logging
+import operator
 from collections import deque
 from collections.abc import Callable, Generator
 from typing import Any
 
+from roost.broker.activity.effects import Request, ShellTask, Sleep, Spawn, Unreachable, WaitForWork
 from roost.broker.controller.core import (
     BrokerRequest,
     ClusterSnapshot,
@@ -46,11 +48,11 @@ from roost.broker.controller.election import (
     give_up_claim,
 )
 from roost.broker.controller.liveness import watch_endpoint
-from roost.broker.replica.effects import Clock, Request, ShellTask, Sleep, Spawn, Unreachable, WaitForWork
 from roost.broker.replica.waits import Waits
 from roost.broker.zk import layout
 from roost.broker.zk.effects import ZkBatch, ZkChildren, ZkCreate, ZkDelete, ZkExists, ZkGet, ZkMulti
 from roost.broker.zk.layout import BrokerRegistration, LayoutError, LeaderAndIsr, TopicAssignment
+from roost.clock import Clock
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.errors import ErrorCode
 from roost.zkclient import (
@@ -518,7 +520,7 @@ class ControllerEvents:
                 broker = layout.decode_log_dir_event(data)
             except (NoNodeError, LayoutError):
                 continue
-            yield from self._run(lambda core, b=broker: core.log_dir_failed(b))
+            yield from self._run(operator.methodcaller("log_dir_failed", broker))  # core.log_dir_failed(broker)
             try:
                 yield ZkDelete(path)
             except NoNodeError:
@@ -540,7 +542,7 @@ class ControllerEvents:
             if topic is not None and self.core is not None and topic in self.core.topics:
                 config = (yield from self._read_configs([topic]))[0]
                 if self.core is not None and self.core.topic_configs.get(topic) != config:
-                    yield from self._run(lambda core, t=topic, c=config: core.topic_configs_changed(t, c))
+                    yield from self._run(operator.methodcaller("topic_configs_changed", topic, config))
 
     def _tick_loop(self) -> Gen:
         while True:
@@ -722,6 +724,14 @@ class ControllerEvents:
                        for error in topic["partition_errors"] if error["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR]
             if offline:
                 self._post(lambda: self._run(lambda core: core.replicas_offline(broker, offline)))
+            # A replica answering NONE is hosted on a healthy disk: one offline before (a
+            # damaged replica that cut its log and follows again) may lead and be counted again.
+            hosted = [(by_id[topic["topic_id"]], error["partition_index"])
+                      for topic in answer.get("topics", []) if topic.get("topic_id") in by_id
+                      for error in topic["partition_errors"] if error["error_code"] == ErrorCode.NONE]
+            core = self.core
+            if core is not None and any(broker in core.offline_replicas.get(tp, ()) for tp in hosted):
+                self._post(lambda: self._run(lambda core: core.replicas_online(broker, hosted)))
         elif request.api_key == ApiKey.STOP_REPLICA:
             if answer.get("error_code", 0) != ErrorCode.NONE:
                 return

@@ -29,8 +29,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.endpoint_probe import Probe, hold, probe
-from roost.broker.replica.effects import Sleep
+from roost.broker.activity.effects import Sleep
+from roost.broker.net.endpoint_probe import Probe, hold, probe
 
 log = logging.getLogger("roost.controller")
 

@@ -1,7 +1,7 @@
 """The controller's asyncio shell: it runs the controller's activities (`events.py`: election,
 watches, the event worker, the per-broker channels, the ticker) on the broker's event loop,
 performing their effects with the broker's ZooKeeper client (`roost.broker.zk.effects`) and its
-peers (`roost.broker.replica.effects.AsyncioShell`). It decides nothing: everything that does is
+peers (`roost.broker.activity.effects.AsyncioShell`). It decides nothing: everything that does is
 in `events.py`, `election.py` and `core.py`, which the replication simulation runs as they are.
 """
 
@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from roost.broker.activity.effects import AsyncioShell, Effect
 from roost.broker.controller.core import ControllerCore, ControllerSettings
 from roost.broker.controller.events import ControllerEvents, ControllerMoved
 from roost.broker.controller.liveness import Connect, perform_connect
-from roost.broker.peer import PeerPool
-from roost.broker.replica.effects import AsyncioShell, Effect, wall_clock_ms
+from roost.broker.net.peer import PeerPool
 from roost.broker.replica.waits import AsyncioWaits
 from roost.broker.zk.effects import ZK_EFFECTS, perform_zk
+from roost.clock import Clock, now_ms
 from roost.zkclient import SessionEvent, SessionState, ZkClient
 
 __all__ = ["ControllerMoved", "ControllerShell"]
@@ -42,11 +43,11 @@ class _ControllerIo(AsyncioShell):
 
 class ControllerShell:
     def __init__(self, zk: ZkClient, broker_id: int, settings: ControllerSettings, peers: PeerPool,
-                 on_controller: Callable[[int], None] | None = None) -> None:
+                 on_controller: Callable[[int], None] | None = None, clock_ms: Clock = now_ms) -> None:
         self.zk = zk
         self.peers = peers
         self._io = _ControllerIo(zk, self._peer_for)
-        self.events = ControllerEvents(broker_id, settings, self._io.spawn, AsyncioWaits(), wall_clock_ms,
+        self.events = ControllerEvents(broker_id, settings, self._io.spawn, AsyncioWaits(), clock_ms,
                                        lambda: zk.session_id, on_controller, drop_peer=peers.drop)
         zk.add_listener(self._on_session)
 

@@ -91,8 +91,9 @@ def encode_group_metadata_key(group: str) -> bytes:
     return bytes(out)
 
 
-# Record types 3-8: KIP-848 consumer groups (group/consumer_records.py reads them).
-CONSUMER_GROUP_RECORD_TYPES = range(3, 9)
+# Record types 3-8: KIP-848 consumer groups (group/consumer_protocol_records.py reads them);
+# 10-15: KIP-932 share groups (group/share_records.py). Both are the group service's.
+CONSUMER_GROUP_RECORD_TYPES = range(3, 16)
 
 
 def decode_key(data: bytes) -> OffsetKey | None:

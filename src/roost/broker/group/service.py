@@ -31,10 +31,23 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.broker.coordinator_load import LoadState, coordinator_status, log_chunks
-from roost.broker.group.consumer_group import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicMeta
-from roost.broker.group.consumer_records import GroupRecords, delta, snapshot
-from roost.broker.group.coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator, GroupLimits, GroupState
+from roost.broker.coordinators.load import LoadState, coordinator_status, log_chunks
+from roost.broker.group.classic_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    GroupCoordinator,
+    GroupLimits,
+    GroupState,
+)
+from roost.broker.group.consumer_protocol import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicMeta
+from roost.broker.group.consumer_protocol_records import GroupRecords, delta, record_type, snapshot
+from roost.broker.group.migration import (
+    MigrationPolicy,
+    MigrationRefused,
+    classic_group_from_consumer,
+    consumer_group_from_classic,
+    downgrade_allowed,
+    upgrade_refusal,
+)
 from roost.broker.group.offsets import (
     CommittedOffset,
     OffsetKey,
@@ -42,11 +55,15 @@ from roost.broker.group.offsets import (
     offset_batch,
     offsets_partition_for,
 )
+from roost.broker.group.share_group import SHARE_PROTOCOL_TYPE, ShareGroupCoordinator
+from roost.broker.group.share_records import SHARE_RECORD_TYPES, ShareGroupRecords
+from roost.broker.group.share_records import snapshot as share_snapshot
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, OFFSETS_TOPIC
 from roost.broker.replica.append import ACKS_ALL, ACKS_LEADER, AppendOrigin, AppendOutcome
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
+from roost.clock import Clock, now_ms
 from roost.config import BrokerConfig
 from roost.log import OffsetOutOfRange
 from roost.wire.kafka.errors import ErrorCode
@@ -68,9 +85,6 @@ _COMMIT_ERRORS = {
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def commit_error(log_error: ErrorCode) -> ErrorCode:
@@ -99,7 +113,9 @@ class OwnedPartition:
 
 
 class GroupService:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache,
+                 clock_ms: Clock = now_ms) -> None:
+        self.clock_ms = clock_ms  # the one clock (roost.clock); the handlers read it here too
         self.coordinator = GroupCoordinator(GroupLimits(
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
             max_session_timeout_ms=config["group.max.session.timeout.ms"],
@@ -113,8 +129,14 @@ class GroupService:
             max_size=config["group.consumer.max.size"],
             assignors=tuple(n.strip() for n in config["group.consumer.assignors"].split(",")),
         ))
-        # What was last appended for each consumer-protocol group (record key -> value): each
-        # change appends the difference (consumer_records.delta).
+        # Whether a live group may move between the two (migration.py).
+        self.migration_policy = MigrationPolicy(config["group.consumer.migration.policy"])
+        # KIP-932's share groups, a third kind beside them (a group id is in one of the three).
+        self.share = ShareGroupCoordinator(config["group.share.max.size"])
+        # The share groups' session timeouts (their group configs, else the broker's).
+        self.share_session_timeout: Callable[[str], int] = lambda _group: config["group.share.session.timeout.ms"]
+        # What was last appended for each consumer-protocol or share group (record key -> value):
+        # each change appends the difference (consumer_records.delta).
         self._written: dict[str, dict[bytes, bytes]] = {}
         self._config = config
         self._replicas = replicas
@@ -132,6 +154,8 @@ class GroupService:
         # controller to create it (must be idempotent and must not block). A standalone broker
         # creates the topic at start (`ensure_offsets_topic` in broker.py), so it stays a no-op.
         self.on_offsets_topic_missing: Callable[[], None] = lambda: None
+        # Told a share group that DeleteGroups removed (the share state of its partitions goes).
+        self.on_share_group_deleted: Callable[[str], None] = lambda _group: None
         replicas.leadership_listeners.append(self.leadership_changed)
 
     # lifecycle --------------------------------------------------------------------------------
@@ -158,15 +182,19 @@ class GroupService:
     async def _tick_loop(self) -> None:
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            self.coordinator.tick(now_ms())
-            now = now_ms()
+            self.coordinator.tick(self.clock_ms())
+            now = self.clock_ms()
             for group_id in self.consumer.tick(now):
+                self.maybe_downgrade(group_id, now)
+                self.persist_consumer_group(group_id, now)
+            timeouts = {g: self.share_session_timeout(g) for g in self.share.groups}
+            for group_id in self.share.tick(now, timeouts, self._config["group.share.session.timeout.ms"]):
                 self.persist_consumer_group(group_id, now)
 
     async def _expiry_loop(self) -> None:
         while True:
             await asyncio.sleep(self._expiry_check_seconds)
-            self.expire_offsets(now_ms())
+            self.expire_offsets(self.clock_ms())
 
     # leadership of offsets partitions ---------------------------------------------------------
     def leadership_changed(self, partition: Partition, leader: bool) -> None:
@@ -200,8 +228,10 @@ class GroupService:
         groups = {g for g in self.coordinator.groups if self.partition_for(g) == partition.index}
         groups.update(owned.store.groups())
         groups.update(g for g in self.consumer.groups if self.partition_for(g) == partition.index)
+        groups.update(g for g in self.share.groups if self.partition_for(g) == partition.index)
         self.coordinator.unload(groups)
         self.consumer.unload(groups)
+        self.share.unload(groups)
         for group_id in groups:
             self._written.pop(group_id, None)
         log.info("no longer coordinator for %s-%d: unloaded %d groups (%d offsets)", OFFSETS_TOPIC,
@@ -213,25 +243,79 @@ class GroupService:
         started = time.monotonic()
         records = 0
         consumer_groups = GroupRecords()
+        share_groups = ShareGroupRecords()
+
+        def group_record(key: bytes, value: bytes | None) -> None:
+            if record_type(key) in SHARE_RECORD_TYPES:
+                share_groups.apply(key, value)
+            else:
+                consumer_groups.apply(key, value)
         try:
             async for chunk in log_chunks(partition):
-                records += owned.store.replay(chunk, where, consumer_groups.apply)
+                records += owned.store.replay(chunk, where, group_record)
         except (OSError, OffsetOutOfRange):
             log.exception("loading the groups of %s failed; answering NOT_COORDINATOR for them", where)
             owned.state = LoadState.FAILED
             return
         owned.state = LoadState.LOADED
-        for group_id, (group, written) in consumer_groups.groups(now_ms(), self.consumer).items():
+        for group_id, (group, written) in consumer_groups.groups(self.clock_ms(), self.consumer).items():
             if self.partition_for(group_id) == partition.index and group_id not in self.consumer.groups:
+                # The subscribed topics as the metadata has them now (they are not in the records):
+                # else the first heartbeat would see them "change", raise the epoch and make every
+                # classic member rejoin for nothing.
+                group.topics = {name: meta for name, meta in self.topic_view().items()
+                                if any(m.subscribes_to(name) for m in group.members.values())}
                 self.consumer.groups[group_id] = group
                 self._written[group_id] = written
                 log.info("group %s (consumer protocol) loaded: epoch %d, %d members", group_id,
                          group.group_epoch, len(group.members))
+        for group_id, (share_group, written) in share_groups.groups(now_ms()).items():
+            if self.partition_for(group_id) == partition.index and group_id not in self.share.groups:
+                self.share.groups[group_id] = share_group
+                self._written[group_id] = written
+                log.info("share group %s loaded: epoch %d, %d members", group_id, share_group.group_epoch,
+                         len(share_group.members))
         for topic in sorted(owned.deleted_topics):
-            self._forget_topic_in(owned, topic, now_ms())
+            self._forget_topic_in(owned, topic, self.clock_ms())
         owned.deleted_topics.clear()
         log.info("loaded %s: %d offset records, %d offsets of %d groups in %.3f s", where, records,
                  len(owned.store), len(owned.store.groups()), time.monotonic() - started)
+
+    # online migration between the protocols (migration.py) -----------------------------------
+    def upgrade(self, group_id: str, now: int) -> str | None:
+        """A consumer-protocol member joins the live classic group `group_id`: convert it into a
+        consumer group whose classic members stay (its records are written with the joining
+        heartbeat's). Returns why it cannot convert, None once it has."""
+        classic = self.coordinator.groups[group_id]
+        why = upgrade_refusal(classic, self.migration_policy, self.consumer.config.max_size)
+        if why is None:
+            try:
+                converted = consumer_group_from_classic(classic, self.topic_view(), now,
+                                                        self.consumer.config.assignors[0])
+            except MigrationRefused as refused:
+                why = str(refused)
+        if why is not None:
+            log.info("group %s: %s", group_id, why)
+            return why
+        self.coordinator.take_for_upgrade(group_id)
+        self.consumer.groups[group_id] = converted
+        log.info("group %s converted from the classic to the consumer protocol: epoch %d, %d classic members",
+                 group_id, converted.group_epoch, len(converted.members))
+        return None
+
+    def maybe_downgrade(self, group_id: str, now: int) -> bool:
+        """After members left a consumer group: if only classic members remain (and the policy
+        allows), it becomes a classic group again and rebalances. The caller writes the consumer
+        group's tombstones (`persist_consumer_group`)."""
+        group = self.consumer.groups.get(group_id)
+        if group is None or not downgrade_allowed(group, self.migration_policy, self.coordinator.limits.max_size):
+            return False
+        classic = classic_group_from_consumer(group, now)
+        del self.consumer.groups[group_id]
+        self.coordinator.adopt(now, classic, "converted back from the consumer protocol")
+        log.info("group %s converted from the consumer to the classic protocol: generation %d, %d members",
+                 group_id, classic.generation, len(classic.members))
+        return True
 
     # which groups are ours --------------------------------------------------------------------
     def offsets_partition_count(self) -> int:
@@ -269,7 +353,10 @@ class GroupService:
                 if info.name not in INTERNAL_TOPICS and info.partitions > 0}
 
     def group_type(self, group_id: str) -> str:
-        """"consumer" for a KIP-848 group, else "classic" (Kafka's ListGroups v5 GroupType)."""
+        """"consumer" for a KIP-848 group, "share" for a share group, else "classic" (Kafka's
+        ListGroups v5 GroupType)."""
+        if group_id in self.share.groups:
+            return "share"
         return "consumer" if group_id in self.consumer.groups else "classic"
 
     def is_loading(self) -> bool:
@@ -288,6 +375,9 @@ class GroupService:
         for group_id, state in self.consumer.listing():
             if self.status(group_id) == ErrorCode.NONE:
                 listed[group_id] = (CONSUMER_PROTOCOL_TYPE, state)
+        for group_id, state in self.share.listing():
+            if self.status(group_id) == ErrorCode.NONE:
+                listed[group_id] = (SHARE_PROTOCOL_TYPE, state)
         return [(g, p, s) for g, (p, s) in sorted(listed.items())]
 
     def coordinated(self) -> list[tuple[str, int, dict[tuple[str, int], int]]]:
@@ -363,8 +453,9 @@ class GroupService:
         if owned is None or owned.state != LoadState.LOADED:
             return ErrorCode.NOT_COORDINATOR
         group = self.consumer.groups.get(group_id)
+        share_group = self.share.groups.get(group_id)
         before = self._written.get(group_id, {})
-        after = snapshot(group) if group is not None else {}
+        after = snapshot(group) if group is not None else share_snapshot(share_group) if share_group is not None else {}
         records = delta(before, after)
         if not records:
             return ErrorCode.NONE
@@ -393,7 +484,7 @@ class GroupService:
     def _forget_written(self, group_id: str, before: dict[bytes, bytes], after: dict[bytes, bytes]) -> None:
         """An append failed: the log may hold either version of these keys, so the next append
         rewrites every record of the group (and tombstones every key it no longer has)."""
-        if self.consumer.groups.get(group_id) is None and not before:
+        if self.consumer.groups.get(group_id) is None and self.share.groups.get(group_id) is None and not before:
             return
         self._written[group_id] = dict.fromkeys({*before, *after}, b"")
 
@@ -471,8 +562,13 @@ class GroupService:
         owned = self._owned[self.partition_for(group_id)]
         group = self.coordinator.groups.get(group_id)
         keys = owned.store.keys_for_group(group_id)
-        if self.consumer.is_active(group_id):
+        if self.consumer.is_active(group_id) or self.share.is_active(group_id):
             return ErrorCode.NON_EMPTY_GROUP
+        if self.share.remove_empty(group_id):
+            self.on_share_group_deleted(group_id)  # its share-partitions' state goes too
+            self.persist_consumer_group(group_id, now)  # its records' tombstones
+            if group is None and not keys:
+                return ErrorCode.NONE
         if self.consumer.remove_empty(group_id):
             self.persist_consumer_group(group_id, now)  # its records' tombstones
             if group is None and not keys:
@@ -607,7 +703,7 @@ class GroupService:
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets go too (tombstones), in every partition this
         broker coordinates; commits to it still in flight will not show."""
-        now = now_ms()
+        now = self.clock_ms()
         for owned in list(self._owned.values()):
             if owned.state == LoadState.LOADING:
                 owned.deleted_topics.add(topic)

@@ -1,12 +1,12 @@
 """CreateAcls, DescribeAcls and DeleteAcls: the authorizer's ACLs as Kafka's AdminClient sees
 them. Who may call them (ALTER / DESCRIBE on the cluster) is checked before, with every other
-API's rule (`security/api_rules.py`); without an authorizer they answer SECURITY_DISABLED."""
+API's rule (`handlers/api_rules.py`); without an authorizer they answer SECURITY_DISABLED."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from roost.broker.request import Request
+from roost.broker.net.request import Request
 from roost.broker.security.acl import (
     AccessControlEntry,
     AclBinding,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from roost.broker.config_alterations import (
+from roost.broker.admin.config_alterations import (
     ConfigRules,
     RefusedChange,
     broker_rules,
@@ -23,15 +23,21 @@ from roost.broker.config_alterations import (
     replaced_overrides,
     topic_rules,
 )
-from roost.broker.dynamic_configs import DynamicBrokerConfigs
+from roost.broker.admin.dynamic_configs import DynamicBrokerConfigs
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, topic_name_problem
-from roost.broker.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
-from roost.broker.request import Request
+from roost.broker.net.request import Request
+from roost.broker.share.group_configs import (
+    GroupConfigStore,
+    InvalidGroupConfig,
+    described_entries,
+    validate_share_group_configs,
+)
+from roost.broker.share.group_configs import incremental as incremental_group_configs
+from roost.broker.txn.producer_ids import ProducerIdAllocator, ZkProducerIdAllocator
 from roost.config import (
     BROKER_SETTINGS,
     DYNAMIC_BROKER_SETTINGS,
-    FIXED_TOPIC_CONFIGS,
     SETTINGS_BY_NAME,
     TOPIC_SETTINGS,
     BrokerConfig,
@@ -46,12 +52,32 @@ log = logging.getLogger("roost.broker.admin")
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32
+SOURCE_GROUP_CONFIG = 8  # Kafka's ConfigSource.GROUP_CONFIG
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 CONFIG_TYPE = {bool: 1, str: 2, int: 5, float: 6}
+CONFIG_TYPE_INT = 3
+CONFIG_TYPE_LIST = 7
+# Topic configs with no broker setting behind them in Kafka (its ConfigDef lists them for topics
+# only): DescribeConfigs names no broker synonym for them.
+THROTTLED_REPLICAS = frozenset({"leader.replication.throttled.replicas", "follower.replication.throttled.replicas"})
+TOPIC_ONLY_CONFIGS = frozenset({*THROTTLED_REPLICAS, "remote.storage.enable", "remote.log.copy.disable",
+                                "remote.log.delete.on.disable"})
+KAFKA_LIST_SETTINGS = frozenset({"cleanup.policy", "log.cleanup.policy", *THROTTLED_REPLICAS})
+# Settings Kafka declares INT (the others of Python type int are LONG): DescribeConfigs v3 reports
+# the type Kafka's ConfigDef gives (found by the differential against Kafka 3.9, issue 29).
+KAFKA_INT_SETTINGS = frozenset({
+    "max.message.bytes", "segment.bytes", "index.interval.bytes", "min.insync.replicas", "segment.index.bytes",
+    "message.max.bytes", "log.segment.bytes", "log.index.interval.bytes", "log.index.size.max.bytes",
+    "num.partitions", "default.replication.factor", "broker.id", "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "log.retention.hours", "log.roll.hours",
+    "replica.fetch.max.bytes", "socket.request.max.bytes",
+    *(f"compression.{codec}.level" for codec in ("gzip", "lz4", "zstd")),
+})
 MAX_PARTITIONS = 10_000
 
 
@@ -92,6 +118,7 @@ class AdminContext:
     # The listener settings in force when the config leaves them empty (roost up derives them
     # from --host and --kafka-port; port 0 becomes the bound one): name -> PLAINTEXT://host:port.
     listeners: Callable[[], dict[str, str]] | None = None
+    group_configs: GroupConfigStore | None = None  # the GROUP resource (share group configs)
 
 
 def handle_create_topics(ctx: AdminContext, request: Request) -> Any:
@@ -290,8 +317,18 @@ def _config_entry(name: str, value: Any, source: int, setting: Setting | None, d
         synonyms = [{**synonym, "value": None} for synonym in synonyms]
     return {"name": name, "value": None if sensitive else _render(value), "read_only": read_only,
             "is_default": source == SOURCE_DEFAULT_CONFIG, "config_source": source, "is_sensitive": sensitive,
-            "synonyms": synonyms, "config_type": CONFIG_TYPE.get(setting.kind, 2) if setting else 2,
+            "synonyms": synonyms, "config_type": _config_type(name, setting),
             "documentation": setting.help if (documentation and setting) else None}
+
+
+def _config_type(name: str, setting: Setting | None) -> int:
+    if setting is None:
+        return CONFIG_TYPE[str]
+    if setting.kind is int and name in KAFKA_INT_SETTINGS:
+        return CONFIG_TYPE_INT
+    if name in KAFKA_LIST_SETTINGS:
+        return CONFIG_TYPE_LIST
+    return CONFIG_TYPE.get(setting.kind, CONFIG_TYPE[str])
 
 
 def _broker_source(config: BrokerConfig, setting: Setting) -> int:
@@ -338,7 +375,8 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                 for key, setting in sorted(TOPIC_SETTINGS.items()):
                     broker_value = ctx.config[setting.name]
                     broker_source = _broker_source(ctx.config, setting)
-                    synonyms = [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
+                    synonyms = [] if key in TOPIC_ONLY_CONFIGS else \
+                        [{"name": setting.name, "value": _render(broker_value), "source": broker_source}]
                     if key in topic_configs:
                         value, source = topic_configs[key], SOURCE_TOPIC_CONFIG
                         synonyms.insert(0, {"name": key, "value": _render(value), "source": source})
@@ -347,9 +385,6 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                     # Every topic config can be changed (AlterConfigs): none is read-only.
                     entries.append(_config_entry(key, value, source, setting, documentation,
                                                  synonyms if include_synonyms else [], read_only=False))
-                for key, value in FIXED_TOPIC_CONFIGS.items():
-                    entries.append(_config_entry(key, value, SOURCE_DEFAULT_CONFIG, None, documentation, [],
-                                                 read_only=False))
         elif kind == RESOURCE_BROKER:
             if name not in ("", str(ctx.broker_id)):
                 code, message = ErrorCode.INVALID_REQUEST, f"this is broker {ctx.broker_id}"
@@ -373,6 +408,12 @@ def _describe_configs(ctx: AdminContext, request: Request, overrides: dict[str, 
                     entries.append(_config_entry(setting.name, value, source, SETTINGS_BY_NAME[setting.name],
                                                  documentation, synonyms if include_synonyms else [],
                                                  read_only=setting.name not in DYNAMIC_BROKER_SETTINGS))
+        elif kind == RESOURCE_GROUP and ctx.group_configs is not None:
+            own = ctx.group_configs.configs(name)
+            for key, value, is_own in described_entries(own, ctx.config):
+                source = SOURCE_GROUP_CONFIG if is_own else SOURCE_DEFAULT_CONFIG
+                synonyms = [{"name": key, "value": value, "source": source}] if include_synonyms else []
+                entries.append(_config_entry(key, value, source, None, documentation, synonyms, read_only=False))
         else:
             code, message = ErrorCode.INVALID_REQUEST, f"resource type {kind} is not supported"
         if wanted is not None:
@@ -462,6 +503,23 @@ def _alter_resolved(ctx: AdminContext, request: Request, incremental: bool,
             if not validate_only:
                 work = dynamic.set(entity, new)
                 log.info("client %s set the dynamic broker configs %s to %s", request.header.client_id, entity, new)
+        elif kind == RESOURCE_GROUP and incremental and ctx.group_configs is not None:
+            store = ctx.group_configs
+            try:
+                new_group = validate_share_group_configs(incremental_group_configs(store.configs(name), [
+                    (c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]), ctx.config)
+            except InvalidGroupConfig as refused_group:
+                entry["error_code"], entry["error_message"] = ErrorCode.INVALID_CONFIG, str(refused_group)
+                continue
+            if not name:
+                entry["error_code"], entry["error_message"] = ErrorCode.INVALID_REQUEST, "a group needs a name"
+                continue
+            if not validate_only:
+                work = store.set(name, new_group)
+                log.info("client %s set the configs of group %s to %s", request.header.client_id, name, new_group)
+                if isinstance(work, ErrorCode):
+                    entry["error_code"] = work
+                    work = None
         elif kind == RESOURCE_BROKER_LOGGER:
             entry["error_code"] = ErrorCode.INVALID_REQUEST
             entry["error_message"] = "broker loggers cannot be configured through the Kafka protocol here"

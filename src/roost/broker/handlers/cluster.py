@@ -18,9 +18,9 @@ from typing import Any
 from roost.broker.controller.core import ELECTION_PREFERRED, ControllerCore
 from roost.broker.controller.shell import ControllerMoved, ControllerShell
 from roost.broker.metadata.cache import MetadataCache
+from roost.broker.net.request import Request
 from roost.broker.replica.fetcher import ReplicaFetchers
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 log = logging.getLogger("roost.broker.cluster")

@@ -3,7 +3,9 @@
 The decisions are `ConsumerGroupCoordinator`'s; this module checks that this broker coordinates
 the group now (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS otherwise, as the top-level
 error), keeps the two protocols apart (a classic group with members refuses consumer-protocol
-heartbeats with GROUP_ID_NOT_FOUND, as Kafka does; an empty classic group switches), and
+heartbeats with GROUP_ID_NOT_FOUND unless it converts, as Kafka's online upgrade does
+(broker/group/migration.py, `group.consumer.migration.policy`); an empty classic group switches;
+a consumer group left with classic members only converts back), and
 translates between the wire's topic ids and the core's partitions.
 """
 
@@ -14,11 +16,10 @@ from collections.abc import Awaitable
 from typing import Any
 
 from roost.broker.group.assignors import TopicPartition
-from roost.broker.group.consumer_group import MAY_DESCRIBE_TOPIC, HeartbeatRequest
-from roost.broker.group.coordinator import GroupState
-from roost.broker.group.service import now_ms
+from roost.broker.group.classic_protocol import GroupState
+from roost.broker.group.consumer_protocol import LEAVE_EPOCH, MAY_DESCRIBE_TOPIC, HeartbeatRequest
 from roost.broker.handlers.groups import GroupContext
-from roost.broker.request import Request
+from roost.broker.net.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 
@@ -40,16 +41,13 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
     status = ctx.groups.status(group_id) if group_id else ErrorCode.NONE
     if status != ErrorCode.NONE:
         return _heartbeat_error(status)
+    if group_id in ctx.groups.share.groups:
+        return _heartbeat_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
     classic = ctx.groups.coordinator.groups.get(group_id)
-    if classic is not None:
-        if not classic.is_empty() or classic.state != GroupState.EMPTY:
-            return _heartbeat_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        if body["member_epoch"] == 0:
-            ctx.groups.coordinator.remove_empty(group_id)  # an empty classic group may switch
+    now = ctx.groups.clock_ms()
     owned = body.get("topic_partitions")
     names = body.get("subscribed_topic_names")
-    now = now_ms()
-    result = ctx.groups.consumer.heartbeat(now, HeartbeatRequest(
+    heartbeat = HeartbeatRequest(
         group_id=group_id,
         member_id=body["member_id"],
         member_epoch=body["member_epoch"],
@@ -64,11 +62,26 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
         client_id=request.header.client_id or "",
         client_host=request.client_host,
         may_describe=body.get(MAY_DESCRIBE_TOPIC),
-    ), ctx.groups.topic_view())
+    )
+    if classic is not None:
+        invalid = ctx.groups.consumer.invalid(heartbeat)
+        if invalid is not None:  # refused before anything changes
+            return _heartbeat_error(invalid.error, invalid.message)
+        if body["member_epoch"] != 0:
+            return _heartbeat_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if classic.is_empty() and classic.state == GroupState.EMPTY:
+            ctx.groups.coordinator.remove_empty(group_id)  # an empty classic group may switch
+        else:
+            refused = ctx.groups.upgrade(group_id, now)  # a live one converts, if it may
+            if refused is not None:
+                return _heartbeat_error(ErrorCode.GROUP_ID_NOT_FOUND, refused)
+    result = ctx.groups.consumer.heartbeat(now, heartbeat, ctx.groups.topic_view())
     response = {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
                 "member_id": result.member_id, "member_epoch": result.member_epoch,
                 "heartbeat_interval_ms": result.heartbeat_interval_ms,
                 "assignment": None if result.assignment is None else {"topic_partitions": _by_topic(result.assignment)}}
+    if result.error == ErrorCode.NONE and body["member_epoch"] == LEAVE_EPOCH:
+        ctx.groups.maybe_downgrade(group_id, now)  # only classic members left: a classic group again
     # As Kafka: the answer waits until the group's changed records are in `__consumer_offsets`
     # (replicated as commits are); if they cannot be written, the member is told to retry
     # elsewhere, and its retry with the same epoch is accepted (a lost answer).

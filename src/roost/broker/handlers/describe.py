@@ -18,8 +18,8 @@ from typing import Any
 from roost.broker.handlers.metadata import partition_entry
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import INTERNAL_TOPICS, TopicInfo, topic_name_problem
+from roost.broker.net.request import Request
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 # Kafka's max.request.partition.size.limit (default 2000): the most partitions in one answer,
@@ -80,8 +80,11 @@ class DescribeTopicPartitionsApi:
         return _answer(topics, next_cursor)
 
     def _partition(self, topic: str, index: int) -> dict[str, Any]:
-        # No eligible leader replicas (KIP-966's ELR is KRaft's): those two lists stay null.
-        return partition_entry(self._cache, topic, index)
+        # No eligible leader replicas (KIP-966's ELR is KRaft's): both lists are empty, never
+        # null. Kafka always sends lists here, and the Java admin client (3.9) reads them without
+        # a null check: a null made every `describeTopics` (and kafka-topics --describe) fail
+        # with a NullPointerException.
+        return {**partition_entry(self._cache, topic, index), "eligible_leader_replicas": [], "last_known_elr": []}
 
 
 def _name(info: TopicInfo | str) -> str:

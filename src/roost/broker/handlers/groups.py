@@ -18,16 +18,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.group.coordinator import GroupState, join_error, sync_error
+from roost.broker.group.classic_protocol import GroupState, join_error, sync_error
 from roost.broker.group.offsets import MAX_METADATA_BYTES, CommittedOffset
-from roost.broker.group.service import GroupService, now_ms
+from roost.broker.group.service import GroupService
 from roost.broker.metadata.cache import BrokerEndpoint
-from roost.broker.request import Request
+from roost.broker.net.request import Request
+from roost.broker.share.keys import SharePartitionKey
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
+FIRST_NULLABLE_PROTOCOL_NAME_VERSION = 7  # JoinGroup
+FIRST_SYNC_PROTOCOL_FIELDS_VERSION = 5  # SyncGroup: protocol type and name must be given
 FIRST_OFFSET_FETCH_TOP_LEVEL_ERROR_VERSION = 2
 COORDINATOR_GROUP = 0
+COORDINATOR_SHARE = 2  # "<group>:<topic id, base64url>:<partition>": the share coordinator (KIP-932)
+FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
+FIRST_SHARE_FIND_COORDINATOR_VERSION = 6
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
@@ -37,10 +43,20 @@ class GroupContext:
 
     groups: GroupService
     partition_exists: Callable[[str, int], bool]  # in the metadata cache
+    # FindCoordinator key type 2: the share coordinator's broker for a parsed share-partition key
+    # (its `__share_group_state` partition's leader), or None while there is none. Until a share
+    # coordinator is installed, every such key is COORDINATOR_NOT_AVAILABLE.
+    share_coordinator_for: Callable[[SharePartitionKey], BrokerEndpoint | None] | None = None
+    # DeleteGroups of a share group: removes the state of its share-partitions from the share
+    # coordinator first (DeleteShareGroupState) and answers NONE or why the group must stay
+    # (NON_EMPTY_GROUP, the persister's error). None: share groups go without their state.
+    delete_share_state: Callable[[str], Awaitable[ErrorCode]] | None = None
 
 
 def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
+    if body.get("key_type", COORDINATOR_GROUP) == COORDINATOR_SHARE:
+        return _find_share_coordinator(ctx, request)
     if body.get("key_type", COORDINATOR_GROUP) != COORDINATOR_GROUP:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": "only group coordinators are found here (transactions: handlers/txn.py)",
@@ -55,16 +71,57 @@ def handle_find_coordinator(ctx: GroupContext, request: Request) -> dict[str, An
             "node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port}
 
 
+def _find_share_coordinator(ctx: GroupContext, request: Request) -> dict[str, Any]:
+    """Kafka's getCoordinator for KeyType SHARE: only from v6, only a well-formed key."""
+    def refused(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": -1, "host": "",
+                "port": -1}
+    if request.version < FIRST_SHARE_FIND_COORDINATOR_VERSION:
+        return refused(ErrorCode.INVALID_REQUEST, "share coordinators are found from FindCoordinator v6 on")
+    key = SharePartitionKey.parse(request.body["key"])
+    if key is None:
+        return refused(ErrorCode.INVALID_REQUEST, f"malformed share coordinator key {request.body['key']!r}")
+    endpoint = ctx.share_coordinator_for(key) if ctx.share_coordinator_for is not None else None
+    if endpoint is not None:
+        endpoint = endpoint.on_listener(request.listener)
+    if endpoint is None:
+        return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port}
+
+
 def handle_join_group(ctx: GroupContext, request: Request) -> Any:
+    answer = _join_group(ctx, request)
+    if request.version >= FIRST_NULLABLE_PROTOCOL_NAME_VERSION:
+        if isinstance(answer, dict):
+            return _null_protocol_name_on_error(answer)
+        return _join_answer_then(answer, _null_protocol_name_on_error)
+    return answer
+
+
+def _null_protocol_name_on_error(answer: dict[str, Any]) -> dict[str, Any]:
+    """JoinGroup v7+: a failed join names no protocol (null, as Kafka answers), not ""."""
+    if answer["error_code"] != ErrorCode.NONE and not answer.get("protocol_name"):
+        answer["protocol_name"] = None
+    return answer
+
+
+async def _join_answer_then(answer: Awaitable[dict[str, Any]],
+                            then: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    return then(await answer)
+
+
+def _join_group(ctx: GroupContext, request: Request) -> Any:
     header, body = request.header, request.body
     status = ctx.groups.status(body["group_id"])
     if status != ErrorCode.NONE:
         return join_error(status, body["member_id"])
-    if ctx.groups.consumer.is_active(body["group_id"]):
-        # A consumer-protocol group with members: Roost does not mix the protocols in one group.
+    if body["group_id"] in ctx.groups.share.groups:
         return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
+    if ctx.groups.consumer.is_active(body["group_id"]):
+        return _classic_join_to_consumer_group(ctx, request)
     if ctx.groups.consumer.remove_empty(body["group_id"]):  # an empty one may switch to classic
-        ctx.groups.persist_consumer_group(body["group_id"], now_ms())
+        ctx.groups.persist_consumer_group(body["group_id"], ctx.groups.clock_ms())
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -74,7 +131,7 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
 
     session_timeout = body["session_timeout_ms"]
     ctx.groups.coordinator.join(
-        now_ms(),
+        ctx.groups.clock_ms(),
         group_id=body["group_id"],
         member_id=body["member_id"],
         instance_id=body.get("group_instance_id"),
@@ -92,8 +149,48 @@ def handle_join_group(ctx: GroupContext, request: Request) -> Any:
     return answer
 
 
+def _classic_join_to_consumer_group(ctx: GroupContext, request: Request) -> Any:
+    """A classic member joins a consumer group with members (Kafka's online migration): answered
+    at once, once the group's changed records are written."""
+    header, body = request.header, request.body
+    group_id = body["group_id"]
+    now = ctx.groups.clock_ms()
+    session_timeout = body["session_timeout_ms"]
+    limits = ctx.groups.coordinator.limits
+    if not (limits.min_session_timeout_ms <= session_timeout <= limits.max_session_timeout_ms):
+        return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, body["member_id"])
+    answer = ctx.groups.consumer.classic_join(
+        now, group_id, body["member_id"], body.get("group_instance_id"), header.client_id or "",
+        request.client_host, session_timeout, body.get("rebalance_timeout_ms", session_timeout),
+        body["protocol_type"], [(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+        request.version >= FIRST_MEMBER_ID_REQUIRED_VERSION, ctx.groups.topic_view())
+    if answer["error_code"] != ErrorCode.NONE:
+        return answer
+    return _when_persisted(ctx, group_id, now, answer, lambda code: join_error(code, answer["member_id"]))
+
+
+def _when_persisted(ctx: GroupContext, group_id: str, now: int, answer: dict[str, Any],
+                    failed: Callable[[ErrorCode], dict[str, Any]]) -> Any:
+    """`answer` once the consumer group's changed records are in `__consumer_offsets` (as the
+    ConsumerGroupHeartbeat answers), else `failed(the coordinator error)`."""
+    persisted = ctx.groups.persist_consumer_group(group_id, now)
+    if isinstance(persisted, ErrorCode):
+        return answer if persisted == ErrorCode.NONE else failed(persisted)
+
+    async def later(done: Awaitable[ErrorCode]) -> dict[str, Any]:
+        code = await done
+        return answer if code == ErrorCode.NONE else failed(code)
+    return later(persisted)
+
+
 def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
     body = request.body
+    if request.version >= FIRST_SYNC_PROTOCOL_FIELDS_VERSION and (
+            body.get("protocol_type") is None or body.get("protocol_name") is None):
+        # Kafka's SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent, checked first.
+        return sync_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if not body["group_id"]:
+        return sync_error(ErrorCode.INVALID_GROUP_ID)
     status = ctx.groups.status(body["group_id"])
     if status == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
         # Kafka's answer: the rebalance this sync belongs to is lost with the old coordinator;
@@ -102,6 +199,14 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
         return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
     if status != ErrorCode.NONE:
         return sync_error(status)
+    if body["group_id"] in ctx.groups.consumer.groups:  # a classic member of a consumer group
+        code, assignment = ctx.groups.consumer.classic_sync(
+            ctx.groups.clock_ms(), body["group_id"], body["member_id"], body.get("group_instance_id"),
+            body["generation_id"], body.get("protocol_type"), body.get("protocol_name"))
+        if code != ErrorCode.NONE:
+            return sync_error(code)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "protocol_type": body.get("protocol_type"),
+                "protocol_name": body.get("protocol_name"), "assignment": assignment}
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[dict[str, Any]] = loop.create_future()
 
@@ -110,7 +215,7 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
             answer.set_result(response)
 
     ctx.groups.coordinator.sync(
-        now_ms(),
+        ctx.groups.clock_ms(),
         group_id=body["group_id"],
         generation=body["generation_id"],
         member_id=body["member_id"],
@@ -125,36 +230,66 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
 
 def handle_heartbeat(ctx: GroupContext, request: Request) -> dict[str, Any]:
     body = request.body
+    if not body["group_id"]:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
     status = ctx.groups.status(body["group_id"])
     if status == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
         # Kafka answers a heartbeat blindly while the group loads: the member stays put.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
     if status != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": status}
+    if body["group_id"] in ctx.groups.consumer.groups:  # a classic member of a consumer group
+        code = ctx.groups.consumer.classic_heartbeat(
+            ctx.groups.clock_ms(), body["group_id"], body["member_id"], body.get("group_instance_id"),
+            body["generation_id"])
+        return {"throttle_time_ms": 0, "error_code": code}
     code = ctx.groups.coordinator.heartbeat(
-        now_ms(), group_id=body["group_id"], generation=body["generation_id"],
+        ctx.groups.clock_ms(), group_id=body["group_id"], generation=body["generation_id"],
         member_id=body["member_id"], instance_id=body.get("group_instance_id"))
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-def handle_leave_group(ctx: GroupContext, request: Request) -> dict[str, Any]:
+def handle_leave_group(ctx: GroupContext, request: Request) -> Any:
     body = request.body
     coordinator = ctx.groups.coordinator
     group_id = body["group_id"]
-    status = ctx.groups.status(group_id)
+    status = ctx.groups.status(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
     if status != ErrorCode.NONE:
         return {"throttle_time_ms": 0, "error_code": status, "members": []}
+    if group_id in ctx.groups.consumer.groups:
+        return _classic_leave_from_consumer_group(ctx, request)
     if "members" not in body:  # v0-2: one member, by id
-        code = coordinator.leave(now_ms(), group_id=group_id, member_id=body["member_id"], instance_id=None)
+        code = coordinator.leave(ctx.groups.clock_ms(), group_id=group_id, member_id=body["member_id"], instance_id=None)
         return {"throttle_time_ms": 0, "error_code": code}
     results = []
     for member in body["members"]:
-        code = coordinator.leave(now_ms(), group_id=group_id, member_id=member["member_id"],
+        code = coordinator.leave(ctx.groups.clock_ms(), group_id=group_id, member_id=member["member_id"],
                                  instance_id=member.get("group_instance_id"))
         results.append({"member_id": member["member_id"], "group_instance_id": member.get("group_instance_id"),
                         "error_code": code})
     top = ErrorCode.NONE if group_id in coordinator.groups else ErrorCode.UNKNOWN_MEMBER_ID
     return {"throttle_time_ms": 0, "error_code": top, "members": results}
+
+
+def _classic_leave_from_consumer_group(ctx: GroupContext, request: Request) -> Any:
+    """Classic members leave a consumer group (Kafka's classicGroupLeaveToConsumerGroup); if only
+    classic members remain, it converts back to a classic group."""
+    body = request.body
+    group_id = body["group_id"]
+    now = ctx.groups.clock_ms()
+    leaving = body["members"] if "members" in body else [{"member_id": body["member_id"]}]
+    results = []
+    for member in leaving:
+        code = ctx.groups.consumer.classic_leave(group_id, member["member_id"], member.get("group_instance_id"))
+        results.append({"member_id": member["member_id"], "group_instance_id": member.get("group_instance_id"),
+                        "error_code": code})
+    if any(r["error_code"] == ErrorCode.NONE for r in results):
+        ctx.groups.maybe_downgrade(group_id, now)
+    answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "members": results}
+    if "members" not in body:
+        answer = {"throttle_time_ms": 0, "error_code": results[0]["error_code"]}
+    return _when_persisted(ctx, group_id, now, answer,
+                           lambda code: {"throttle_time_ms": 0, "error_code": code, "members": []})
 
 
 def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
@@ -170,7 +305,7 @@ def handle_offset_commit(ctx: GroupContext, request: Request) -> Any:
     elif verdict == ErrorCode.NONE:
         verdict = ctx.groups.coordinator.check_commit(group_id, generation, member_id,
                                                       body.get("group_instance_id"))
-    now = now_ms()
+    now = ctx.groups.clock_ms()
     if verdict == ErrorCode.NONE and member_id:
         (ctx.groups.consumer if consumer_protocol else ctx.groups.coordinator).touch(now, group_id, member_id)
     accepted: dict[tuple[str, int], CommittedOffset] = {}
@@ -311,11 +446,28 @@ def handle_list_groups(ctx: GroupContext, request: Request) -> dict[str, Any]:
 
 
 def handle_delete_groups(ctx: GroupContext, request: Request) -> Any:
-    now = now_ms()
+    names = list(dict.fromkeys(request.body["groups_names"]))  # Kafka takes them as a set
+    if ctx.delete_share_state is not None and any(g in ctx.groups.share.groups for g in names):
+        return _delete_share_groups(ctx, ctx.delete_share_state, names)
+    return _delete_groups(ctx, names, {})
+
+
+async def _delete_share_groups(ctx: GroupContext, delete_state: Callable[[str], Awaitable[ErrorCode]],
+                               names: list[str]) -> dict[str, Any]:
+    """As Kafka's GroupCoordinatorService.deleteGroups: the share groups' state goes first, and a
+    group whose state could not be deleted (or that has members) stays, with that error."""
+    codes = await asyncio.gather(*(delete_state(g) for g in names))
+    refused: dict[str, ErrorCode] = {g: code for g, code in zip(names, codes, strict=True) if code != ErrorCode.NONE}
+    answer = _delete_groups(ctx, names, refused)
+    return await answer if isinstance(answer, Awaitable) else answer
+
+
+def _delete_groups(ctx: GroupContext, names: list[str], refused: dict[str, ErrorCode]) -> Any:
+    now = ctx.groups.clock_ms()
     results: list[dict[str, Any]] = []
     pending: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
-    for group_id in dict.fromkeys(request.body["groups_names"]):  # Kafka takes them as a set
-        outcome = ctx.groups.delete_group(group_id, now)
+    for group_id in names:
+        outcome = refused.get(group_id) or ctx.groups.delete_group(group_id, now)
         entry = {"group_id": group_id, "error_code": outcome if isinstance(outcome, ErrorCode) else ErrorCode.NONE}
         if not isinstance(outcome, ErrorCode):
             pending.append((entry, outcome))
@@ -329,7 +481,7 @@ def handle_offset_delete(ctx: GroupContext, request: Request) -> Any:
     requested = list(dict.fromkeys((t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]))
     # Kafka answers partitions missing from its metadata itself and asks the coordinator about the rest.
     known = [(topic, index) for topic, index in requested if ctx.partition_exists(topic, index)]
-    group_error, answers = ctx.groups.delete_offsets(body["group_id"], known, now_ms())
+    group_error, answers = ctx.groups.delete_offsets(body["group_id"], known, ctx.groups.clock_ms())
     if group_error != ErrorCode.NONE:
         return {"error_code": group_error, "throttle_time_ms": 0, "topics": []}
     topics_out: dict[str, list[dict[str, Any]]] = {}

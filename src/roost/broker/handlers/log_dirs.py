@@ -18,9 +18,9 @@ import shutil
 from collections import defaultdict
 from typing import Any
 
+from roost.broker.net.request import Request
 from roost.broker.replica.log_move import LogMoves
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import Request
 from roost.storage.directories import LogDir, LogDirs
 from roost.wire.kafka.errors import ErrorCode
 

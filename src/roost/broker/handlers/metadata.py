@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import TopicCatalog, TopicInfo, topic_name_problem
-from roost.broker.request import Request
+from roost.broker.net.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_AUTO_CREATE_FLAG_VERSION = 4
 AUTO_CREATE_WAIT_S = 3.0
 NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+# KIP-511: what a client may call itself and its version (Kafka's ApiVersionsRequest pattern).
+SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 class ApiVersionsApi:
@@ -23,6 +28,12 @@ class ApiVersionsApi:
                           for key, (low, high) in sorted(advertised.items())]
 
     def handle(self, request: Request) -> dict[str, Any]:
+        body = request.body
+        if request.version >= 3 and not (
+                SOFTWARE_NAME_OR_VERSION.fullmatch(body.get("client_software_name") or "")
+                and SOFTWARE_NAME_OR_VERSION.fullmatch(body.get("client_software_version") or "")):
+            # Kafka's ApiVersionsRequest.isValid: INVALID_REQUEST, and no API listed.
+            return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
         return {"error_code": ErrorCode.NONE, "api_keys": self._api_keys, "throttle_time_ms": 0}
 
 

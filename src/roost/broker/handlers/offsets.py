@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from roost.broker.net.request import Request
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
-from roost.broker.request import Request
 from roost.wire.kafka.errors import ErrorCode
 
 LATEST = -1
@@ -87,6 +87,12 @@ def _list_offset(partition: Partition | None, error: ErrorCode, request: dict[st
         found = partition.offset_for_timestamp(timestamp)
         if found is not None:
             offset, found_timestamp = found
+    if offset < 0:  # no record at or after the timestamp: Kafka names no epoch either
+        return {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": -1, "offset": -1,
+                "leader_epoch": -1, "old_style_offsets": []}
+    # The epoch that wrote the offset (Kafka: the leader-epoch cache's entry for it; the latest
+    # epoch for the log end), so that a client validating its position asks about the right one.
+    epoch = partition.log.leader_epochs.epoch_for_offset(offset)
     return {"partition_index": index, "error_code": ErrorCode.NONE, "timestamp": found_timestamp,
-            "offset": offset, "leader_epoch": partition.leader_epoch,
-            "old_style_offsets": [offset] if offset >= 0 else []}
+            "offset": offset, "leader_epoch": partition.leader_epoch if epoch < 0 else epoch,
+            "old_style_offsets": [offset]}

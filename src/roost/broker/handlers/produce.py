@@ -19,10 +19,10 @@ from typing import Any
 
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.metadata.catalog import TopicInfo, topic_name_problem
+from roost.broker.net.request import NO_RESPONSE, Request
+from roost.broker.net.stats import BrokerStats
 from roost.broker.replica.append import ACKS_NONE, AppendOrigin, AppendOutcome, refused
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import NO_RESPONSE, Request
-from roost.broker.stats import BrokerStats
 from roost.wire.kafka.errors import ErrorCode
 
 FIRST_SUPPORTED_PRODUCE_VERSION = 3  # v0-2 carry old message formats; advertised only for librdkafka
@@ -34,7 +34,9 @@ def _partition_response(index: int, outcome: AppendOutcome, error: ErrorCode | N
     return {"index": index, "error_code": outcome.error if error is None else error,
             "base_offset": outcome.base_offset,
             "log_append_time_ms": outcome.log_append_time, "log_start_offset": outcome.log_start_offset,
-            "error_message": outcome.message}
+            "error_message": outcome.message,
+            "record_errors": [{"batch_index": at, "batch_index_error_message": reason}
+                              for at, reason in outcome.record_errors]}
 
 
 class ProduceApi:
@@ -125,8 +127,8 @@ class ProduceApi:
                 outcome = outcomes[position]
                 position += 1
                 error = outcome.error
-                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    error = self._unknown_topic_error(name)
+                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and name not in self._metadata:
+                    error = self._unknown_topic_error(name)  # a missing partition of a topic stays unknown
                 entry = _partition_response(index, outcome, error)
                 if error == ErrorCode.NOT_LEADER_OR_FOLLOWER and version >= FIRST_LEADER_HINT_VERSION:
                     leader, epoch, _ = self._metadata.leader_endpoint(name, index)

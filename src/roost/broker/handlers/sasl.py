@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.broker.request import Request
+from roost.broker.net.request import Request
 from roost.broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_BY_CODE,

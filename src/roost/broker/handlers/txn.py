@@ -20,11 +20,11 @@ from roost.broker.group.service import GroupService
 from roost.broker.handlers import admin
 from roost.broker.handlers import groups as group_handlers
 from roost.broker.metadata.catalog import OFFSETS_TOPIC
+from roost.broker.net.request import Request
 from roost.broker.replica.append import ACKS_ALL, AppendOrigin
 from roost.broker.replica.manager import ReplicaManager
-from roost.broker.request import Request
 from roost.broker.txn.core import TxnState
-from roost.broker.txn.service import TxnService, now_ms
+from roost.broker.txn.service import TxnService
 from roost.log.transactions import build_marker
 from roost.wire.kafka.errors import ErrorCode
 
@@ -50,6 +50,21 @@ def _downgrade(code: ErrorCode, version: int, first: int) -> ErrorCode:
 
 
 def handle_find_coordinator(ctx: TxnContext, group_ctx: group_handlers.GroupContext, request: Request) -> Any:
+    """One key (v0-3), or from v4 a batch of keys of one type, each answered as v0-3 would be."""
+    if request.version < group_handlers.FIRST_BATCHED_FIND_COORDINATOR_VERSION:
+        return _find_one_coordinator(ctx, group_ctx, request)
+    coordinators = []
+    for key in request.body["coordinator_keys"]:
+        one = Request(request.header, {"key": key, "key_type": request.body.get("key_type", 0)},
+                      request.client_host, request.principal, request.listener)
+        found = _find_one_coordinator(ctx, group_ctx, one)
+        coordinators.append({"key": key, "node_id": found["node_id"], "host": found["host"],
+                             "port": found["port"], "error_code": found["error_code"],
+                             "error_message": found["error_message"]})
+    return {"throttle_time_ms": 0, "coordinators": coordinators}
+
+
+def _find_one_coordinator(ctx: TxnContext, group_ctx: group_handlers.GroupContext, request: Request) -> Any:
     body = request.body
     if body.get("key_type", 0) != COORDINATOR_TRANSACTION:
         return group_handlers.handle_find_coordinator(group_ctx, request)
@@ -123,7 +138,7 @@ def handle_txn_offset_commit(ctx: TxnContext, request: Request) -> Any:
     verdict = ctx.groups.status(group_id)
     if verdict == ErrorCode.NONE:
         verdict = ctx.groups.check_txn_commit(group_id, body.get("generation_id", -1), body.get("member_id", ""))
-    now = now_ms()
+    now = ctx.groups.clock_ms()
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     waiting: list[dict[str, Any]] = []
     topics_out = []
@@ -203,7 +218,7 @@ def _write_marker(ctx: TxnContext, topic: str, index: int, producer_id: int, pro
             return refused
     # Checked and appended in one step of the event loop: nothing can come between.
     marker = build_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
-                          timestamp_ms=now_ms())
+                          timestamp_ms=ctx.txns.clock_ms())
     appending = ctx.replicas.append([((topic, index), marker)], ACKS_ALL, AppendOrigin.COORDINATOR,
                                     MARKER_APPEND_TIMEOUT_S)
     outcome = appending.outcomes[0]
@@ -250,7 +265,7 @@ def handle_list_transactions(ctx: TxnContext, request: Request) -> dict[str, Any
     unknown = sorted(s for s in wanted_states if s not in known)
     producers = set(body.get("producer_id_filters") or [])
     duration = body.get("duration_filter", -1)
-    now = now_ms()
+    now = ctx.txns.clock_ms()
     listed = []
     for transactional_id, producer_id, state in ctx.txns.listing():
         md = ctx.txns.core.txns[transactional_id]

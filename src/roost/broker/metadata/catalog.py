@@ -20,7 +20,8 @@ MAX_TOPIC_NAME_LENGTH = 249
 LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+SHARE_GROUP_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_GROUP_STATE_TOPIC})
 
 
 def topic_name_problem(name: str | None) -> str | None:

@@ -31,8 +31,8 @@ import logging
 import time
 from enum import Enum
 
-from roost.broker.endpoint_probe import Probe, hold_until_it_ends
 from roost.broker.metadata.cache import MetadataCache
+from roost.broker.net.endpoint_probe import Probe, hold_until_it_ends
 
 log = logging.getLogger("roost.broker.reachability")
 

@@ -28,7 +28,7 @@ from enum import Enum
 from typing import Any
 
 from roost.broker.replica.partition import Partition
-from roost.log import OK, Duplicate
+from roost.log import Duplicate
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import MAX_SEQUENCE, BatchHeader
 
@@ -48,6 +48,8 @@ class AppendOrigin(Enum):
     # Batches this broker built (the group coordinator's offset commits, group metadata and their
     # tombstones; next, transaction markers): trusted, only the log's own checks apply.
     COORDINATOR = "coordinator"
+    # A cluster link's mirrored batches (roost.broker.link): offsets and bytes kept, as a follower's.
+    LINK = "link"
 
 
 @dataclass(slots=True)
@@ -60,6 +62,7 @@ class AppendOutcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     appended_records: int = 0  # records this call added to the log (not a retried duplicate)
+    record_errors: tuple[tuple[int, str], ...] = ()  # (record index, reason): Produce v8's record_errors
     # What the door waits for before the outcome is final (not for callers):
     durable: asyncio.Future[None] | None = None  # the fsync before the ack, when the topic asks for one
     required_offset: int = -1  # acks=all: the high watermark that covers these records
@@ -86,8 +89,8 @@ def check_sequences(partition: Partition, batches: Batches) -> Duplicate | Error
     verdict = partition.producer_verdict(first)
     if isinstance(verdict, Duplicate):
         return verdict if len(batches) == 1 else ErrorCode.DUPLICATE_SEQUENCE_NUMBER
-    if verdict is not OK:
-        return ErrorCode(verdict)
+    if isinstance(verdict, ErrorCode):  # not OK
+        return verdict
     # Clients send one batch per partition; if several come, each must continue the previous one.
     for (_, previous), (_, batch) in itertools.pairwise(batches):
         if (batch.producer_id, batch.producer_epoch) != (previous.producer_id, previous.producer_epoch) \

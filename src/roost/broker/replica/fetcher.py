@@ -14,7 +14,7 @@ mean "on disk here too". A partition whose leader or epoch changed while a fetch
 ignores that fetch's answer.
 
 Every decision is here and none of the I/O: a fetcher's loop (`LeaderFetcher.run`) is a sans-IO
-activity that yields effects (roost.broker.replica.effects: fetch and ListOffsets requests,
+activity that yields effects (roost.broker.activity.effects: fetch and ListOffsets requests,
 fsyncs, sleeps) to a shell, the broker's asyncio one or the replication simulation's, and reads
 the time from one injected clock. Appends and truncations go to the partition's log directly.
 """
@@ -26,11 +26,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from roost.broker.peer import PeerPool
-from roost.broker.replica.effects import (
+from roost.broker.activity.effects import (
     Activity,
     AsyncioShell,
-    Clock,
     Effect,
     Request,
     ShellTask,
@@ -39,10 +37,13 @@ from roost.broker.replica.effects import (
     Sync,
     Unreachable,
     WaitForWork,
-    wall_clock_ms,
 )
+from roost.broker.net.peer import PeerPool
 from roost.broker.replica.follower import start_offset_without_epochs, truncation_offset
 from roost.broker.replica.partition import Partition
+from roost.broker.replica.throttle import FOLLOWER_THROTTLED_REPLICAS, quota_for
+from roost.broker.replica.throttle import names as throttle_names
+from roost.clock import Clock, now_ms
 from roost.config import BrokerConfig
 from roost.log import NonMonotonicAppend
 from roost.storage.log_manager import LogManager
@@ -57,6 +58,7 @@ LIST_OFFSETS_VERSION = 7
 REQUEST_TIMEOUT_MS = 30_000
 IDLE_WAIT_MS = 1000  # how long a fetcher with nothing to fetch waits before it looks again
 MIN_WAIT_MS = 10
+THROTTLED_WAIT_MS = 50
 EARLIEST, LATEST = -2, -1
 RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                        ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_ID,
@@ -104,9 +106,12 @@ class LeaderFetcher:
         owner = self._owner
         while True:
             now = owner.clock_ms()
-            ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and self._current(f)}
+            ready = {tp: f for tp, f in self.following.items() if f.delayed_until <= now and self._current(f)
+                     and not owner.held_back(f.partition, now)}
             if not ready:
-                soonest = min((f.delayed_until for f in self.following.values()), default=now + IDLE_WAIT_MS)
+                # A partition held back by its throttle is looked at again a little later.
+                soonest = min((f.delayed_until if f.delayed_until > now else now + THROTTLED_WAIT_MS
+                               for f in self.following.values()), default=now + IDLE_WAIT_MS)
                 yield WaitForWork(max(MIN_WAIT_MS, soonest - now))
                 continue
             assert all(not f.partition.is_leader for f in ready.values()), "a leader never fetches its own partition"
@@ -160,7 +165,7 @@ class ReplicaFetchers:
     """The set of leader fetchers, and what is done with their answers."""
 
     def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, peers: PeerPool | None,
-                 clock_ms: Clock = wall_clock_ms, spawn: Spawn | None = None) -> None:
+                 clock_ms: Clock = now_ms, spawn: Spawn | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = -1
         self.logs = logs
@@ -177,6 +182,9 @@ class ReplicaFetchers:
         self.endpoints: dict[int, tuple[str, int]] = {}
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._by_partition: dict[TopicPartition, int] = {}
+        # KIP-73: what this broker fetches for its out-of-ISR follower-throttled partitions.
+        self.config = config
+        self.follower_quota = quota_for(config, "follower.replication.throttled.rate", clock_ms())
 
     # membership -------------------------------------------------------------------------------
     def learn_endpoint(self, broker: int, host: str, port: int) -> None:
@@ -217,6 +225,17 @@ class ReplicaFetchers:
         for fetcher in fetchers:
             await fetcher.close()
         self._by_partition.clear()
+
+    # throttles (KIP-73) -----------------------------------------------------------------------
+    def _throttled(self, partition: Partition) -> bool:
+        return self.follower_quota.limited and throttle_names(
+            partition.configs.get(FOLLOWER_THROTTLED_REPLICAS, ""), partition.index, self.broker_id)
+
+    def held_back(self, partition: Partition, now_ms: int) -> bool:
+        """Left out of the next fetch: a follower-throttled partition this broker is not in the
+        ISR of, while the follower quota is spent (Kafka's shouldFollowerThrottle)."""
+        return self.broker_id not in partition.state.isr and self._throttled(partition) \
+            and self.follower_quota.exceeded(now_ms)
 
     # requests and answers ---------------------------------------------------------------------
     def fetch_body(self, ready: dict[TopicPartition, _Following]) -> dict[str, Any]:
@@ -277,6 +296,8 @@ class ReplicaFetchers:
         records = answer.get("records")
         if records is not None and len(records) > 0:
             data = bytearray(records) if not isinstance(records, bytearray) else records
+            if self._throttled(partition):
+                self.follower_quota.record(len(data), self.clock_ms())
             before = plog.log_end_offset
             try:
                 plog.append(data, assign_offsets=False)

@@ -15,9 +15,7 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
-from roost.broker.metadata.cache import MetadataCache
-from roost.broker.peer import PeerPool
-from roost.broker.replica.effects import (
+from roost.broker.activity.effects import (
     Activity,
     AsyncioShell,
     Effect,
@@ -27,6 +25,8 @@ from roost.broker.replica.effects import (
     Spawn,
     Unreachable,
 )
+from roost.broker.metadata.cache import MetadataCache
+from roost.broker.net.peer import PeerPool
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.config import BrokerConfig
@@ -47,7 +47,7 @@ STALE = frozenset({ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSI
 class IsrManager:
     """The ISR's decisions for the partitions led here. Its two activities (the periodic shrink
     check and the AlterPartition sender) are sans-IO: they yield effects
-    (roost.broker.replica.effects) to a shell and read the replica manager's clock."""
+    (roost.broker.activity.effects) to a shell and read the replica manager's clock."""
 
     def __init__(self, broker_id: int, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache,
                  peers: PeerPool | None, spawn: Spawn | None = None) -> None:
@@ -161,6 +161,7 @@ class IsrManager:
                 "leader_recovery_state": 1 if state.recovering else 0, "partition_epoch": state.partition_epoch})
         body = {"broker_id": self.broker_id, "broker_epoch": self.replicas.broker_epoch,
                 "topics": [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]}
+        answer: dict[str, Any]
         try:
             answer = yield Request(controller.node_id, ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body,
                                    self.request_timeout_ms)

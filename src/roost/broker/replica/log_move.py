@@ -30,7 +30,7 @@ from roost.broker.replica.partition import Partition
 from roost.log import PartitionLog
 from roost.log.files import fsync_directory
 from roost.storage.directories import LogDir, LogDirs, moving_name, partition_name
-from roost.storage.log_manager import log_config_from_topic, now_ms
+from roost.storage.log_manager import log_config_from_topic
 
 log = logging.getLogger("roost.broker.log_move")
 
@@ -71,7 +71,7 @@ class LogMove:
         path = self.target.logs / moving_name(partition.topic, partition.index, self.move_id, "future")
         try:
             try:
-                self.future = PartitionLog.open(path, log_config_from_topic(partition.configs), now_ms)
+                self.future = PartitionLog.open(path, log_config_from_topic(partition.configs), partition.log.clock_ms)
             except OSError as error:
                 raise _TargetFailed(error) from error
             while not self._copy_step():
@@ -159,12 +159,12 @@ class LogMove:
         try:
             future.directory.rename(live)
             fsync_directory(live.parent)
-            partition.log = PartitionLog.open(live, current.config, now_ms)
+            partition.log = PartitionLog.open(live, current.config, current.clock_ms)
         except OSError as error:
             # Put the current copy back under its name and serve it again (recovered as after a
             # crash, since it was let go without its clean-shutdown marker).
             doomed.rename(current.directory)
-            partition.log = PartitionLog.open(current.directory, current.config, now_ms)
+            partition.log = PartitionLog.open(current.directory, current.config, current.clock_ms)
             raise _TargetFailed(error) from error
         self.dirs.moved(partition.topic, partition.index, self.target)
         self.future = None
@@ -204,7 +204,7 @@ class LogMoves:
         move = LogMove(partition, target, self.dirs, self.bytes_per_second, self.on_failure)
         task = asyncio.ensure_future(move.run())
         self._moves[key] = (move, task)
-        task.add_done_callback(lambda _task, key=key, move=move: self._finished(key, move))
+        task.add_done_callback(lambda _task: self._finished(key, move))
 
     def _finished(self, key: tuple[str, int], move: LogMove) -> None:
         current = self._moves.get(key)

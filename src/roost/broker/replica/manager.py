@@ -1,6 +1,7 @@
 """The replica manager: the partitions this broker hosts, their roles, the append door into
 them (`append`, the only way a produce, an offset commit or, next, a transaction marker reaches a
-leader's log; see docs/append-path.md) and the fetch path.
+leader's log; see docs/append-path.md) and the fetch door out of them (`fetch`, the only way a
+consumer's or a follower's fetch reads a leader's log; its vocabulary in `fetch.py`).
 
 Roles come from the controller's LeaderAndIsr requests (a higher leader epoch wins; an older
 controller epoch is refused) and end with StopReplica. As leader, a partition takes produces,
@@ -24,8 +25,17 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from roost.broker.link.core import (
+    MIRROR_PRODUCE_ERROR,
+    OpenTransaction,
+    WriteOrigin,
+    leader_log_epoch,
+    promotion_epoch,
+    transactions_to_abort,
+    write_allowed,
+)
 from roost.broker.metadata.cache import MetadataCache, PartitionInfo
 from roost.broker.metadata.catalog import TopicInfo
 from roost.broker.replica.append import (
@@ -42,15 +52,32 @@ from roost.broker.replica.append import (
     mark_failed_fsync,
     refused,
 )
-from roost.broker.replica.effects import Clock, wall_clock_ms
+from roost.broker.replica.fetch import Fetching, FetchParams, FetchPlan, FetchWanted
 from roost.broker.replica.follower import divergence
 from roost.broker.replica.partition import Partition
-from roost.broker.replica.purgatory import AwaitedAppend, DelayedProduce
+from roost.broker.replica.purgatory import AwaitedAppend, DelayedFetch, DelayedProduce, ParkedFollowerFetches
+from roost.broker.replica.recompression import recompress_for_topic
+from roost.broker.replica.repair import Damage, Verdict, holders_at_damage, plan_repair, sole_copy
 from roost.broker.replica.state import NO_LEADER, PartitionState
+from roost.broker.replica.throttle import LEADER_THROTTLED_REPLICAS, ReplicationQuota, quota_for
+from roost.broker.replica.throttle import names as throttle_names
+from roost.broker.replica.timestamps import REFUSAL as TIMESTAMP_REFUSAL
+from roost.broker.replica.timestamps import TimestampBounds, refused_timestamps
 from roost.broker.replica.waits import AsyncioWaits, Waits
+from roost.clock import Clock, now_ms
 from roost.config import BrokerConfig
-from roost.log import Duplicate, MessageTooLarge, OffsetOutOfRange, ReadResult, RecordBatchTooLarge
+from roost.log import (
+    CorruptLog,
+    Duplicate,
+    MessageTooLarge,
+    NonMonotonicAppend,
+    OffsetOutOfRange,
+    PartitionLog,
+    ReadResult,
+    RecordBatchTooLarge,
+)
 from roost.log.files import atomic_write
+from roost.log.transactions import build_marker
 from roost.storage.log_manager import LogManager
 from roost.wire.kafka.errors import ErrorCode
 from roost.wire.kafka.records import (
@@ -96,7 +123,7 @@ ConfigSource = Callable[[str], Awaitable[dict[str, Any]]]
 
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, logs: LogManager, metadata: MetadataCache,
-                 clock_ms: Clock = wall_clock_ms, waits: Waits | None = None) -> None:
+                 clock_ms: Clock = now_ms, waits: Waits | None = None) -> None:
         self.broker_id = broker_id
         # The one clock of replication decisions (follower positions here, the ISR manager's lag).
         self.clock_ms = clock_ms
@@ -109,6 +136,7 @@ class ReplicaManager:
         self.controller_epoch = 0  # the highest seen in a LeaderAndIsr or StopReplica
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.leadership_listeners: list[LeadershipListener] = []
+        self._parked_followers = ParkedFollowerFetches(self.waits)  # the fetch door's (see `fetch`)
         # Set by the broker in a cluster: the follower side and the ISR side.
         self.on_become_follower: Callable[[Partition], None] = lambda partition: None
         self.on_stop_following: Callable[[Partition], None] = lambda partition: None
@@ -118,6 +146,11 @@ class ReplicaManager:
             self._checkpointed_hws.update(read_hw_checkpoint(logs_dir / HW_CHECKPOINT_FILE))
         # Partitions whose log directory failed: they answer KAFKA_STORAGE_ERROR.
         self.offline: set[tuple[str, int]] = set()
+        # Partitions offline here because a read found a damaged batch in their log (the log is
+        # kept open, to be cut and refetched once `roost.broker.replica.repair` allows it).
+        self.damaged: dict[tuple[str, int], DamagedReplica] = {}
+        # Set by the broker in a cluster: tell the controller that replicas here went offline.
+        self.on_replica_damaged: Callable[[], None] = lambda: None
         self._checkpointer: asyncio.Task[None] | None = None
         # Each hosted topic's own overrides, so that its configs can be recomputed when the
         # dynamic broker defaults change.
@@ -125,6 +158,8 @@ class ReplicaManager:
         # Hosted partitions per topic, kept with `partitions`: dropping a topic's last one forgets
         # its overrides (a scan of every partition per drop made deleting N topics cost N^2).
         self._hosted_per_topic: dict[str, int] = {}
+        # KIP-73: what this broker sends to out-of-ISR followers of its leader-throttled partitions.
+        self.leader_quota = quota_for(config, "leader.replication.throttled.rate", clock_ms())
         logs.host(self.hosted)
 
     # hosting ----------------------------------------------------------------------------------
@@ -165,9 +200,65 @@ class ReplicaManager:
         changed = 0
         for (name, _index), partition in list(self.partitions.items()):
             if name == topic:
+                was_mirror = partition.mirror_link
                 partition.reconfigure(dict(configs))
+                if was_mirror and not partition.mirror_link and partition.is_leader:
+                    self._promoted(partition)
+                elif partition.mirror_link and not was_mirror:
+                    self._became_mirror(partition)
                 changed += 1
         return changed
+
+    def _promoted(self, partition: Partition) -> None:
+        """A mirror became a writable topic on its leader: its writes start a new leader epoch
+        above every mirrored one, so that a failback finds by epoch where the two logs part."""
+        epochs = partition.log.leader_epochs
+        epoch = promotion_epoch(partition.leader_epoch, epochs.latest_epoch)
+        epochs.assign(epoch, partition.log.log_end_offset)
+        log.info("%s-%d: promoted at offset %d; writes in epoch %d", partition.topic, partition.index,
+                 partition.log.log_end_offset, epoch)
+        self._abort_mirrored_transactions(partition)
+
+    def _became_mirror(self, partition: Partition) -> None:
+        """A writable topic became a mirror (failback: the old source mirrors the promoted side;
+        the switch-back: the destination mirrors the old source again). A mirror's leader-epoch
+        history must be its batches' own, compared by number with its source's: an epoch this
+        broker began at its log end as a leader and wrote nothing in (a restart's election, a
+        promotion without writes) is dropped. Kept, it outnumbers the source's later epochs: the
+        source's batches append under it unrecorded, and once this side is promoted again the
+        other side, asking where its own epoch ends, is told the end of the epoch below, and cuts
+        records it had acknowledged (Kafka's truncateTo trims the cache the same way)."""
+        epochs = partition.log.leader_epochs
+        before = epochs.latest_epoch
+        epochs.truncate_from_end(partition.log.log_end_offset)
+        if epochs.latest_epoch != before:
+            log.info("%s-%d: now a mirror of link %s; epoch %d (nothing written in it) dropped at offset %d",
+                     partition.topic, partition.index, partition.mirror_link, before, partition.log.log_end_offset)
+
+    def _abort_mirrored_transactions(self, partition: Partition) -> None:
+        """The source's transactions still open on the promoted mirror: no coordinator here will
+        ever end them, so each gets an ABORT marker now (roost.broker.link.core), in the
+        promotion epoch, through the append door as a coordinator's marker. The last stable
+        offset moves on once the markers are replicated; their records stay, aborted."""
+        producers = partition.log.producer_state
+        open_transactions = [
+            OpenTransaction(pid, producers.producers[pid].epoch, producers.producers[pid].coordinator_epoch, first)
+            for pid, first in producers.ongoing.items() if pid in producers.producers]
+        for txn in transactions_to_abort(open_transactions):
+            marker = build_marker(txn.producer_id, txn.producer_epoch, commit=False,
+                                  coordinator_epoch=max(0, txn.coordinator_epoch), timestamp_ms=self.clock_ms())
+            # acks=0: nobody waits here; the marker is in the leader's log when append returns
+            # and the followers take it as any record.
+            outcome = self.append([((partition.topic, partition.index), marker)], ACKS_NONE,
+                                  AppendOrigin.COORDINATOR, 0.0).outcomes[0]
+            if outcome.error != ErrorCode.NONE:
+                log.error("%s-%d: the mirrored transaction of producer %d (from offset %d) could not be aborted: %s %s",
+                          partition.topic, partition.index, txn.producer_id, txn.first_offset,
+                          ErrorCode(outcome.error).name, outcome.message or "")
+                continue
+            log.warning("%s-%d: promoted with producer %d's transaction open (from offset %d, no marker mirrored): "
+                        "aborted at offset %d", partition.topic, partition.index, txn.producer_id, txn.first_offset,
+                        outcome.base_offset)
 
     def reapply_configs(self) -> int:
         """Recompute every hosted partition's configs (the dynamic broker defaults changed)."""
@@ -178,6 +269,13 @@ class ReplicaManager:
         """Stop hosting the partitions; with `delete`, their logs go too."""
         for index in indexes:
             self.offline.discard((topic, index))
+            damaged = self.damaged.pop((topic, index), None)
+            if damaged is not None:
+                if delete:
+                    self.logs.delete_log(topic, index, damaged.log)
+                else:
+                    damaged.log.close()
+                continue
             partition = self._remove(topic, index)
             if partition is not None:
                 was_leader = partition.is_leader
@@ -244,13 +342,16 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is not None and partition.is_leader:
             return partition, ErrorCode.NONE
-        if partition is not None or topic in self.metadata:
+        # A partition the cluster has but another broker leads (or this one not yet): try again
+        # elsewhere. An index the topic does not have is unknown, as Kafka answers it.
+        if partition is not None or self.metadata.partition(topic, index) is not None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def _leadership_changed(self, partition: Partition, leader: bool) -> None:
         for listener in self.leadership_listeners:
             listener(partition, leader)
+        self._parked_followers.leadership_changed(partition, leader)
 
     # controller requests ----------------------------------------------------------------------
     async def leader_and_isr(self, body: dict[str, Any], configs_for: ConfigSource) -> dict[str, Any]:
@@ -277,6 +378,11 @@ class ReplicaManager:
                 if self.broker_id not in wanted["replicas"]:
                     errors.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
                     continue
+                if (name, index) in self.damaged:
+                    partition = self._repaired(name, index, wanted)
+                    if partition is None:
+                        errors.append({"partition_index": index, "error_code": ErrorCode.KAFKA_STORAGE_ERROR})
+                        continue
                 partition = self.partitions.get((name, index))
                 if partition is not None and topic_id and partition.topic_id and partition.topic_id != topic_id:
                     log.warning("%s-%d: the topic was recreated (id %s, was %s); dropping the old log",
@@ -321,6 +427,72 @@ class ReplicaManager:
         self._add(partition)
         return partition
 
+    def _repaired(self, name: str, index: int, wanted: dict[str, Any]) -> Partition | None:
+        """A damaged replica offered a new state: cut its log and host it again as a follower
+        when `plan_repair` allows it (the caller applies the state), else None (it stays offline
+        and answers KAFKA_STORAGE_ERROR, which keeps the controller from leading or counting it)."""
+        held = self.damaged[(name, index)]
+        damage = held.damage
+        if wanted["leader_epoch"] <= held.leader_epoch:
+            return None  # a state from before the damage was found: it says nothing of who holds the data
+        plan = plan_repair(damage, self.broker_id, wanted["leader"], wanted["isr"],
+                           wanted.get("leader_recovery_state", 0) != RECOVERING)
+        if plan.verdict is not Verdict.TRUNCATE:
+            log.info("%s-%d stays offline (damaged batch in %s at position %d, offset %d): %s", name, index,
+                     damage.path, damage.position, damage.offset, plan.reason)
+            return None
+        try:
+            held.log.truncate_to(plan.truncate_to)
+        except OSError as error:  # the disk itself fails: its directory goes offline
+            self.logs.storage_failed(held.log, error)
+            return None
+        del self.damaged[(name, index)]
+        self.offline.discard((name, index))
+        log.warning("%s-%d repaired: cut at offset %d before the damaged batch in %s (position %d); %s, "
+                    "refetching from it", name, index, held.log.log_end_offset, damage.path, damage.position,
+                    plan.reason)
+        state = PartitionState(self.broker_id, (), NO_LEADER, UNKNOWN_EPOCH, (), -1,
+                               min(damage.high_watermark, held.log.log_end_offset))
+        partition = Partition(name, index, held.log, held.configs, state, held.topic_id)
+        self._add(partition)
+        return partition
+
+    def replica_damaged(self, partition: Partition, error: CorruptLog) -> None:
+        """A read found a damaged batch in `partition`'s log: nothing of it is served. The
+        partition alone goes offline here (its directory's other logs keep serving), what the
+        replica knows now is kept for `plan_repair`, and the controller is told (it moves the
+        leadership away and takes this replica out of the ISR)."""
+        key = (partition.topic, partition.index)
+        if self.partitions.get(key) is not partition:
+            return
+        try:
+            position, offset, why = partition.log.first_damage(error.path)
+        except (OSError, ValueError) as failed:  # cannot even walk it: treat as the disk failing
+            self.logs.storage_failed(partition.log, failed if isinstance(failed, OSError) else error)
+            return
+        state = partition.state
+        damage = Damage(str(error.path), position, offset, state.high_watermark,
+                        holders_at_damage(self.broker_id, partition.is_leader, state.leader, state.isr))
+        self._remove(*key)
+        self.offline.add(key)
+        was_leader = partition.is_leader
+        partition.close()
+        self.on_stop_following(partition)
+        if was_leader:
+            self._leadership_changed(partition, False)
+        self.damaged[key] = DamagedReplica(damage, partition.log, partition.configs, partition.topic_id,
+                                           state.leader_epoch)
+        refused = sole_copy(damage)
+        if refused is not None:
+            log.error("%s-%d stopped: damaged record batch in %s at position %d, offset %d (%s); nothing is cut, "
+                      "because %s. Restore the data or remove the partition's directory to accept the loss",
+                      *key, damage.path, position, offset, why, refused)
+        else:
+            log.error("%s-%d offline: damaged record batch in %s at position %d, offset %d (%s); it will cut its "
+                      "log there and refetch once another in-sync replica leads", *key, damage.path, position,
+                      offset, why)
+        self.on_replica_damaged()
+
     def _apply_state(self, partition: Partition, wanted: dict[str, Any], now: int) -> None:
         state = partition.state
         was_leader = partition.is_leader
@@ -328,10 +500,15 @@ class ReplicaManager:
         if leader == self.broker_id:
             self.on_stop_following(partition)
             end = partition.log.log_end_offset
+            same_leadership = was_leader and state.leader_epoch == epoch
             state.become_leader(epoch, wanted["partition_epoch"], wanted["replicas"], wanted["isr"], end, now)
             state.recovering = wanted.get("leader_recovery_state", 0) == RECOVERING
-            # The new epoch starts at our log end: followers truncate to it (KIP-101/279).
-            partition.log.leader_epochs.assign(epoch, end)
+            # The new epoch starts at our log end: followers truncate to it (KIP-101/279). A
+            # mirror's epochs are its source's, carried by the mirrored batches: its leader adds
+            # none of its own (roost.broker.link.core).
+            if not partition.mirror_link and not same_leadership:
+                partition.log.leader_epochs.assign(
+                    leader_log_epoch(epoch, partition.log.leader_epochs.latest_epoch), end)
             log.info("%s-%d: leader in epoch %d from offset %d, ISR %s", partition.topic, partition.index,
                      epoch, end, sorted(wanted["isr"]))
             partition.state_changed()
@@ -382,7 +559,7 @@ class ReplicaManager:
 
     # the append door ----------------------------------------------------------------------------
     def append(self, entries: Sequence[tuple[TopicPartition, Any]], acks: int, origin: AppendOrigin,
-               timeout_s: float, transactional_id: str | None = None) -> Appending:
+               timeout_s: float, transactional_id: str | None = None, link: str | None = None) -> Appending:
         """The only way into a partition's log on its leader (Kafka's appendRecords): produce
         (origin CLIENT), the group coordinator's commits and group writes (COORDINATOR), and next
         transaction markers. Each entry is (topic-partition, records); each gets an outcome, in
@@ -391,7 +568,8 @@ class ReplicaManager:
         fsyncs before the ack, and for acks=-1 the high watermark (or `timeout_s`). A client's
         transactional batches need the request's `transactional_id` (Kafka answers
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one); control batches come only from the
-        coordinator."""
+        coordinator. A cluster link's batches (origin LINK, `link` its name) keep their offsets
+        and bytes, and go only into that link's mirrors, which take nothing else."""
         if acks not in VALID_ACKS:
             return refused(entries, ErrorCode.INVALID_REQUIRED_ACKS)
         outcomes: list[AppendOutcome] = []
@@ -403,7 +581,13 @@ class ReplicaManager:
             if partition is None or not partition.is_leader or key in offline:
                 outcomes.append(AppendOutcome(self.leader_partition(*key)[1]))
                 continue
-            outcome = self._append_to_leader(partition, records, acks, origin, transactional_id is not None)
+            if origin is AppendOrigin.LINK:
+                outcome = self._append_mirrored(partition, records, link)
+            elif partition.mirror_link:
+                outcome = AppendOutcome(MIRROR_PRODUCE_ERROR, f"{partition.topic} is a mirror of cluster link "
+                                        f"{partition.mirror_link!r}: read-only until promoted")
+            else:
+                outcome = self._append_to_leader(partition, records, acks, origin, transactional_id is not None)
             outcomes.append(outcome)
             if outcome.durable is not None:
                 durable.append(outcome.durable)
@@ -440,7 +624,8 @@ class ReplicaManager:
                 batches = validate_batches(records)
             except InvalidRecordBatch as invalid:
                 log.warning("rejected batch for %s-%d: %s", partition.topic, partition.index, invalid)
-                return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
+                return AppendOutcome(ErrorCode(invalid.error_code), str(invalid),
+                                     log_start_offset=partition.log_start_offset if invalid.log_validation else -1)
             max_batch = partition.configs["max.message.bytes"]
             for _, batch in batches:  # fields by name, not the properties: once per produced batch
                 if batch.batch_length + LOG_OVERHEAD > max_batch:
@@ -451,6 +636,19 @@ class ReplicaManager:
                 if batch.attributes & ATTR_TRANSACTIONAL and not transactional:
                     return AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                          "a transactional batch needs the request's transactional id")
+            refused = refused_timestamps(records, batches, TimestampBounds.of(partition.configs),
+                                         partition.configs["message.timestamp.type"] == "CreateTime", self.clock_ms())
+            if refused:
+                return AppendOutcome(ErrorCode.INVALID_TIMESTAMP, TIMESTAMP_REFUSAL,
+                                     log_start_offset=partition.log_start_offset, record_errors=tuple(refused))
+            try:
+                # The topic's compression.type; the log checks max.message.bytes again on the result.
+                recompressed = recompress_for_topic(records, batches, partition.configs)
+            except InvalidRecordBatch as invalid:
+                log.warning("rejected batch for %s-%d: %s", partition.topic, partition.index, invalid)
+                return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
+            if recompressed is not None:
+                records, batches = recompressed
         if acks == ACKS_ALL and partition.isr_below_min():
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
@@ -466,8 +664,8 @@ class ReplicaManager:
         try:
             # Offsets assigned from the log end; each batch stamped with the epoch of the leader
             # that wrote it (outside the CRC: followers and the leader-epoch cache know from it
-            # where each epoch began).
-            info = partition.log.append(records, batches, leader_epoch=partition.leader_epoch)
+            # where each epoch began): the log's latest, which a promoted mirror's is.
+            info = partition.log.append(records, batches, leader_epoch=partition.write_epoch)
         except MessageTooLarge as error:
             return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE, str(error))
         except RecordBatchTooLarge as error:
@@ -478,25 +676,122 @@ class ReplicaManager:
             self.logs.storage_failed(partition.log, error)
             return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
         partition.appended()  # followers' parked fetches wake; the HW may move
+        partition.bytes_in += len(records)  # the balancer's load sample (roost.broker.balance.sampler)
+        partition.messages_in += info.last_offset - info.first_offset + 1
         return AppendOutcome(base_offset=info.first_offset, log_append_time=info.log_append_time,
                              log_start_offset=partition.log_start_offset,
                              durable=self.logs.flush_after_append(partition, len(batches) if batches else 1),
                              required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch,
                              appended_records=info.last_offset - info.first_offset + 1)
 
-    # fetch ------------------------------------------------------------------------------------
+    def _append_mirrored(self, partition: Partition, records: Any, link: str | None) -> AppendOutcome:
+        """A cluster link's batches on the mirror's leader, as a follower appends its leader's
+        (Kafka's appendRecordsToFollowerOrFutureReplica): checked (headers, CRCs), then appended
+        byte for byte at their own offsets, leader epochs kept; the producer state and the
+        aborted-transaction index follow the batches as on a follower."""
+        if not write_allowed(partition.mirror_link, WriteOrigin.LINK, link):
+            return AppendOutcome(ErrorCode.INVALID_REQUEST,
+                                 f"{partition.topic} is not a mirror of cluster link {link!r}")
+        if records is None or len(records) == 0:
+            return AppendOutcome(ErrorCode.CORRUPT_MESSAGE, "no records")
+        try:
+            batches = validate_batches(records)
+        except InvalidRecordBatch as invalid:
+            return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
+        try:
+            info = partition.log.append(records, batches, assign_offsets=False)
+        except NonMonotonicAppend as error:
+            return AppendOutcome(ErrorCode.OFFSET_OUT_OF_RANGE, str(error))
+        except (MessageTooLarge, RecordBatchTooLarge) as error:
+            return AppendOutcome(ErrorCode.MESSAGE_TOO_LARGE, str(error))
+        except OSError as error:
+            log.error("mirror append to %s-%d failed: %s", partition.topic, partition.index, error)
+            self.logs.storage_failed(partition.log, error)
+            return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
+        partition.appended()
+        return AppendOutcome(base_offset=info.first_offset, log_start_offset=partition.log_start_offset,
+                             durable=self.logs.flush_after_append(partition, len(batches)),
+                             required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch,
+                             appended_records=info.last_offset - info.first_offset + 1)
+
+    def truncate_mirror(self, partition: Partition, offset: int) -> None:
+        """A mirror's leader cuts its log where it parted from its source (leader-epoch rules,
+        roost.broker.link.core): its followers then truncate to it as to any leader."""
+        assert partition.mirror_link and partition.is_leader, "only a mirror's leader truncates to its source"
+        assert 0 <= offset <= partition.log.log_end_offset, offset
+        partition.log.truncate_to(offset)
+        partition.state.truncated(partition.log.log_end_offset)
+        partition.state_changed()
+
+    def restart_mirror_at(self, partition: Partition, offset: int) -> None:
+        """The source's log starts past the mirror's end (retention moved on): start over there."""
+        assert partition.mirror_link and partition.is_leader, "only a mirror's leader starts over"
+        partition.log.truncate_fully_and_start_at(offset)
+        partition.state.truncated(partition.log.log_end_offset)
+        partition.state_changed()
+
+    # the fetch door -----------------------------------------------------------------------------
+    def fetch(self, params: FetchParams, wanted: list[FetchWanted]) -> Fetching:
+        """The only way to read a partition's log on its leader (Kafka's fetchMessages): a
+        consumer's fetch, a follower's (`params.replica_id` >= 0) and, next, share fetches and
+        cluster links. Each wanted partition gets an outcome, in order (`fetch.py` says what is
+        checked). A follower's fetch tells the leader where the follower is once, when it comes
+        (the high watermark may move, the follower may join the ISR).
+
+        Answered at once (`done` None) when the reads found `min_bytes`, any partition is in
+        error or diverging, `max_wait_s` <= 0, or there is nothing to wait on; else the fetch
+        parks in the purgatory (`DelayedFetch`) and `done` resolves with the outcomes of the read
+        that answers: when MinBytes are there, a partition errs, `max_wait_s` passes, or this
+        broker becomes the leader of a partition the fetching follower replicates (its next
+        fetch must name it). Whoever is not a live broker of the cluster is the caller's to
+        refuse (the handler knows who sent the request)."""
+        plan = FetchPlan(self, params, wanted)
+        outcomes, found, errored = plan.read()
+        if found >= params.min_bytes or errored or params.max_wait_s <= 0 or not plan.partitions():
+            return Fetching(outcomes)
+        max_wait = params.max_wait_s
+        if params.follower:
+            max_wait = self._parked_followers.max_wait(params.replica_id, plan.partitions(), max_wait)
+        parked = DelayedFetch(plan, params.min_bytes, max_wait, self.waits)
+        if params.follower:
+            self._parked_followers.park(params.replica_id, parked)
+        return Fetching(outcomes, parked.done)
+
     def read(self, partition: Partition, fetch_offset: int, max_bytes: int, min_one_batch: bool,
              follower: bool = False, read_committed: bool = False) -> ReadResult:
         """Whole batches from `fetch_offset`: a consumer reads below the high watermark (below the
         last stable offset with read_committed), a follower up to the log end. Raises
-        OffsetOutOfRange."""
+        OffsetOutOfRange, or OSError once the read failed (the directory is then offline)."""
         if follower:
             limit = partition.log.log_end_offset
         elif read_committed:
             limit = partition.last_stable_offset
         else:
             limit = partition.high_watermark
-        return partition.log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        try:
+            return partition.log.read(fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+        except CorruptLog as error:
+            # Bytes that fail their checks on a disk that reads: this partition alone goes
+            # offline and repairs from another replica when one holds the data (`replica_damaged`).
+            log.error("reading %s-%d at offset %d failed: %s", partition.topic, partition.index, fetch_offset, error)
+            self.replica_damaged(partition, error)
+            raise
+        except OSError as error:
+            # A failed read or a batch whose CRC does not check (CorruptLog, naming the file and
+            # position): the directory goes offline as for any I/O error, so its leaders move to
+            # replicas on healthy disks; nothing of it is served.
+            log.error("reading %s-%d at offset %d failed: %s", partition.topic, partition.index, fetch_offset, error)
+            self.logs.storage_failed(partition.log, error)
+            raise
+
+    def leader_throttle(self, partition: Partition) -> ReplicationQuota | None:
+        """The leader quota when `partition` is leader-throttled on this broker (its topic's
+        leader.replication.throttled.replicas names it here and the rate is bounded)."""
+        quota = self.leader_quota
+        if quota.limited and throttle_names(partition.configs.get(LEADER_THROTTLED_REPLICAS, ""),
+                                            partition.index, self.broker_id):
+            return quota
+        return None
 
     def follower_fetched(self, partition: Partition, replica: int, fetch_offset: int) -> None:
         """A follower's fetch tells where it is: maybe the HW moves, maybe it joins the ISR."""
@@ -566,6 +861,9 @@ class ReplicaManager:
             partition.close()
             partition.log.close()
         self.partitions.clear()
+        for damaged in self.damaged.values():
+            damaged.log.close()
+        self.damaged.clear()
         self._hosted_per_topic.clear()
 
 
@@ -608,6 +906,17 @@ def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     except (ValueError, IndexError, UnicodeDecodeError) as error:
         log.warning("ignoring unreadable %s: %s", path, error)
         return {}
+
+
+class DamagedReplica(NamedTuple):
+    """A partition offline here for a damaged batch: what `plan_repair` needs, and what hosting
+    it again takes."""
+
+    damage: Damage
+    log: PartitionLog
+    configs: dict[str, Any]
+    topic_id: uuid.UUID | None
+    leader_epoch: int  # the partition's when the damage was found
 
 
 __all__ = ["ACKS_ALL", "ACKS_LEADER", "ACKS_NONE", "AppendOrigin", "AppendOutcome", "Appending", "OffsetOutOfRange",

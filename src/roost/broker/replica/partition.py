@@ -44,6 +44,10 @@ class Partition:
         self._watchers: dict[Watcher, None] = {}
         self._unflushed_batches = 0
         self.closed = False
+        # What this replica did as leader, all time: the balancer's load sample reads these.
+        self.bytes_in = 0  # record batch bytes produced to it
+        self.messages_in = 0
+        self.bytes_out = 0  # record batch bytes consumers fetched from it
         state.check(log.log_end_offset)
 
     def __repr__(self) -> str:
@@ -52,6 +56,17 @@ class Partition:
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch
+
+    @property
+    def mirror_link(self) -> str:
+        """The cluster link whose mirror this partition is ("" for a writable topic)."""
+        return self.configs.get("roost.mirror.link") or ""
+
+    @property
+    def write_epoch(self) -> int:
+        """The epoch a leader stamps on what it writes: its own, or the log's latest when that is
+        later (a promoted mirror writes above every epoch it mirrored)."""
+        return max(self.state.leader_epoch, self.log.leader_epochs.latest_epoch)
 
     @property
     def is_leader(self) -> bool:
@@ -71,7 +86,8 @@ class Partition:
 
     @property
     def fsync_each_append(self) -> bool:
-        return self.configs["flush.messages"] <= 1
+        every: int = self.configs["flush.messages"]
+        return every <= 1
 
     # questions (what handlers and the door ask instead of reading the log or the state) --------
     @property
@@ -103,13 +119,15 @@ class Partition:
 
     def isr_below_min(self) -> bool:
         """Fewer in-sync replicas than `min.insync.replicas`: an acks=all append is refused."""
-        return len(self.state.isr) < self.configs["min.insync.replicas"]
+        minimum: int = self.configs["min.insync.replicas"]
+        return len(self.state.isr) < minimum
 
     def committed_below_min_isr(self) -> bool:
         """The ISR a commit counted (the maximal ISR, with members being added) is smaller than
         `min.insync.replicas`: an acks=all append the high watermark covers is
         NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
-        return len(self.state.maximal_isr) < self.configs["min.insync.replicas"]
+        minimum: int = self.configs["min.insync.replicas"]
+        return len(self.state.maximal_isr) < minimum
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (the largest epoch <= `leader_epoch`, where it ends)."""

@@ -1,4 +1,7 @@
-"""Delayed appends: an acks=all append (a produce, an offset commit) waits here until the high
+"""The purgatory: delayed appends and delayed fetches, each parked on its partitions with callbacks
+only (no polling, no task per request) until what it waits for is there.
+
+Delayed appends: an acks=all append (a produce, an offset commit) waits here until the high
 watermark covers what it wrote. Only `ReplicaManager.append` puts appends here; their outcomes
 are the door's `AppendOutcome`s, whose error code is settled here (callers read it when `done` is).
 
@@ -11,13 +14,21 @@ change by the controller makes, keeps the wait as in Kafka), REQUEST_TIMED_OUT w
 when a partition's HW moves or its leadership changes; no polling, no task per request. Its
 future and its timer come from the injected `Waits` (`waits.py`): the event loop's in a broker,
 the simulated clock's in the replication simulation, which runs this very class.
+
+Delayed fetches (Kafka's DelayedFetch): only `ReplicaManager.fetch` parks a fetch here, one that
+found less than MinBytes; it is answered when MinBytes are there, a partition errs, or MaxWaitMs
+passes, with the outcomes of the read that answers. `ParkedFollowerFetches` answers at once the
+parked fetches of a partition's followers when this broker becomes its leader (see
+`ReplicaManager.fetch`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from roost.broker.replica.append import AppendOutcome
+from roost.broker.replica.fetch import FetchOutcome
 from roost.broker.replica.partition import Partition
 from roost.broker.replica.waits import Waits
 from roost.wire.kafka.errors import ErrorCode
@@ -95,3 +106,131 @@ def _still_in_log(partition: Partition, entry: AwaitedAppend) -> bool:
     log = partition.log
     _epoch, end = log.leader_epochs.end_offset_for(entry.leader_epoch, log.log_end_offset)
     return end >= entry.required_offset
+
+
+class FetchReads(Protocol):
+    """What a parked fetch reads again (`fetch.FetchPlan`)."""
+
+    follower: bool
+
+    def partitions(self) -> list[Partition]: ...
+
+    def read(self) -> tuple[list[FetchOutcome], int, bool]: ...
+
+
+class DelayedFetch:
+    """A fetch parked until its partitions have enough (Kafka's DelayedFetch), with callbacks only:
+    woken by the partitions it reads (appends for followers, HW moves for consumers), answered
+    when MinBytes are there, a partition errs, or MaxWaitMs passes. `done` holds the outcomes."""
+
+    def __init__(self, plan: FetchReads, min_bytes: int, max_wait: float, waits: Waits) -> None:
+        self._waits = waits
+        self._plan = plan
+        self._min_bytes = min_bytes
+        self._deadline = waits.time() + max_wait
+        self._partitions = plan.partitions()
+        self._wake = self._woken  # one bound method: it is what the partitions hold
+        self._check_scheduled = False
+        self.done: Any = waits.future()  # resolved with the answering read's outcomes
+        self.done.add_done_callback(self._cleanup)
+        self._timer = waits.call_later(max_wait, self._expire)
+        self._park()
+
+    def _park(self) -> None:
+        for partition in self._partitions:
+            partition.add_waiter(self._wake, follower=self._plan.follower)
+        # Read again once parked: an append between the first read and now has woken nobody.
+        self._check()
+
+    def _woken(self) -> None:
+        # Answer on the next loop turn: the append that woke us answers its own producer first.
+        if not self._check_scheduled and not self.done.done():
+            self._check_scheduled = True
+            self._waits.call_soon(self._check)
+
+    def _check(self) -> None:
+        self._check_scheduled = False
+        if self.done.done():
+            return
+        outcomes, found, errored = self._plan.read()
+        if found >= self._min_bytes or errored or self._waits.time() >= self._deadline:
+            self.done.set_result(outcomes)
+            return
+        for partition in self._partitions:  # woken waiters were dropped: park again
+            partition.add_waiter(self._wake, follower=self._plan.follower)
+
+    def _expire(self) -> None:
+        if not self.done.done():
+            self.done.set_result(self._plan.read()[0])
+
+    def answer_now(self) -> None:
+        """Answer with what there is (the follower has a partition to add to its next fetch)."""
+        self._expire()
+
+    def _cleanup(self, _: Any) -> None:
+        self._timer.cancel()
+        for partition in self._partitions:
+            partition.remove_waiter(self._wake)
+
+
+# How long after becoming leader a follower's fetch is expected to change to name the partition,
+# and the longest park of a follower fetch that leaves one out meanwhile.
+NEW_LEADERSHIP_S = 2.0
+MISSING_PARTITION_WAIT_S = 0.05
+
+
+class ParkedFollowerFetches:
+    """The followers' parked fetches, by follower, and the partitions newly led here.
+
+    A follower fetches all its partitions from one leader in one request. When this broker becomes
+    a partition's leader (a failover), its followers must add the partition to that request; a
+    follower's fetch already parked here for its other partitions would hold the new one back for
+    up to its MaxWaitMs (500 ms by default), and with it every acks=all produce to the new
+    partition (and, behind those on the producer's connection, the producer's Metadata answers).
+    So a new leadership answers the parked fetches of that partition's followers at once, and for
+    a short while (NEW_LEADERSHIP_S) a follower fetch that leaves out a partition the follower
+    should fetch from here parks at most MISSING_PARTITION_WAIT_S (it has not yet heard)."""
+
+    def __init__(self, waits: Waits) -> None:
+        self._waits = waits
+        self._by_follower: dict[int, set[DelayedFetch]] = {}
+        self._new_leaderships: dict[Partition, float] = {}  # partitions led here since (waits.time())
+
+    def leadership_changed(self, partition: Partition, leader: bool) -> None:
+        """Newly the leader: answer the parked fetches of its followers now."""
+        if not leader:
+            self._new_leaderships.pop(partition, None)
+            return
+        if len(partition.state.replicas) < 2:
+            return  # no follower fetches it (and a lone broker hosts its first topics before its loop runs)
+        now = self._waits.time()  # the injected clock: the replication simulation's time there
+        self._new_leaderships = {p: t for p, t in self._new_leaderships.items() if now - t < NEW_LEADERSHIP_S}
+        self._new_leaderships[partition] = now
+        for replica in partition.state.replicas:
+            for parked in list(self._by_follower.get(replica, ())):
+                parked.answer_now()
+
+    def max_wait(self, replica_id: int, asked: list[Partition], max_wait: float) -> float:
+        """How long a follower's fetch of `asked` may park: shortened when it leaves out a
+        partition it replicates that is newly led here."""
+        if self._new_leaderships and self._missing_new_partition(replica_id, asked):
+            return min(max_wait, MISSING_PARTITION_WAIT_S)
+        return max_wait
+
+    def _missing_new_partition(self, replica_id: int, asked: list[Partition]) -> bool:
+        now = self._waits.time()
+        ids = set(map(id, asked))
+        return any(now - since < NEW_LEADERSHIP_S and id(partition) not in ids and partition.is_leader
+                   and replica_id in partition.state.replicas
+                   for partition, since in self._new_leaderships.items())
+
+    def park(self, replica_id: int, parked: DelayedFetch) -> None:
+        self._by_follower.setdefault(replica_id, set()).add(parked)
+        parked.done.add_done_callback(lambda _f: self._unpark(replica_id, parked))
+
+    def _unpark(self, replica_id: int, parked: DelayedFetch) -> None:
+        waiting = self._by_follower.get(replica_id)
+        if waiting is not None:
+            waiting.discard(parked)
+            if not waiting:
+                del self._by_follower[replica_id]

@@ -166,8 +166,13 @@ class PartitionState:
         return True
 
     def truncated(self, local_leo: int) -> None:
-        """The local log was cut to `local_leo` (a follower diverging, or recovery)."""
+        """The local log was cut to `local_leo` (a follower diverging, or recovery; on a leader,
+        a cluster link's mirror cut where it parted from its source)."""
         self.high_watermark = min(self.high_watermark, local_leo)
+        # A mirror's leader cut below where its leadership began: that point is its log end now.
+        # Left above it, the high watermark (at most the log end) would stay below the epoch's
+        # start until the source wrote past it, and ListOffsets answer OFFSET_NOT_AVAILABLE.
+        self.leader_epoch_start_offset = min(self.leader_epoch_start_offset, local_leo)
 
     def check(self, local_leo: int) -> None:
         """The invariants that must hold between calls."""

@@ -1,14 +1,14 @@
 """What delayed operations wait with: futures, one-shot timers, and "all of these are done".
 
-The append door (`ReplicaManager.append`), its purgatory (`purgatory.DelayedProduce`) and a parked
-fetch (`handlers/fetch.py` `DelayedFetch`) decide when an answer may go; *how* they wait is
+The append door (`ReplicaManager.append`), the fetch door (`ReplicaManager.fetch`) and their
+purgatory (`purgatory.DelayedProduce`, `purgatory.DelayedFetch`) decide when an answer may go; *how* they wait is
 injected (`ReplicaManager.waits`), as the replication cores' clock is: a broker passes
 `AsyncioWaits` (futures and timers of the running event loop), the replication simulation passes
 its own (tests/sim/replication: futures resolved and timers fired on the simulated clock), so
 that the simulation runs the real door, purgatory and long-poll.
 
 A future here is anything with asyncio's callback interface (`done`, `set_result`, `result`,
-`exception`, `add_done_callback`); nothing awaits it inside the door, so no task is made.
+`exception`, `add_done_callback`, `cancel`, `cancelled`); nothing awaits it inside the door, so no task is made.
 """
 
 from __future__ import annotations

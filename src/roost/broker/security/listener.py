@@ -4,15 +4,38 @@ mechanisms it offers with where their users come from."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from roost.broker.peer import PeerSecurity
 from roost.broker.security.jaas import parse_jaas
 from roost.broker.security.sasl import SaslSettings
 from roost.broker.security.scram import ScramCredentialStore
 from roost.broker.security.tls import ListenerTls, build_context
 from roost.config import BrokerConfig, ConfigError
+from roost.principal import ANONYMOUS, USER_TYPE, KafkaPrincipal
+
+
+@dataclass(frozen=True)
+class PeerSecurity:
+    """How this broker reaches the others: the inter-broker listener's protocol, as Kafka's
+    inter-broker client does (TLS with the broker's trust store and, for mutual TLS, its own key
+    store; SASL with sasl.mechanism.inter.broker.protocol and the JAAS username/password)."""
+
+    tls: ssl.SSLContext | None = None
+    check_hostname: bool = True
+    mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+    def __repr__(self) -> str:  # never the password
+        return f"PeerSecurity(tls={self.tls is not None}, mechanism={self.mechanism!r}, username={self.username!r})"
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who this broker is to the others: User:<username> after a SASL login; ANONYMOUS
+        otherwise (a certificate-only identity is not worked out here)."""
+        return KafkaPrincipal(USER_TYPE, self.username) if self.mechanism is not None else ANONYMOUS
 
 
 @dataclass

@@ -290,7 +290,7 @@ class SaslAuthenticator:
         if decoded is None:
             return self._close("undecodable SaslAuthenticate")
         header, body = decoded
-        return self._token(bytes(body["auth_bytes"]), raw=False, header=header)  # type: ignore[arg-type]
+        return self._token(bytes(body["auth_bytes"]), raw=False, header=header)
 
     def _token(self, token: bytes, raw: bool, header: object) -> Step:
         assert self._server is not None

@@ -35,15 +35,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from roost.broker.coordinator_load import LoadState, coordinator_status, log_chunks
+from roost.broker.coordinators.load import LoadState, coordinator_status, log_chunks
 from roost.broker.metadata.cache import BrokerEndpoint, MetadataCache
 from roost.broker.metadata.catalog import TRANSACTION_STATE_TOPIC
-from roost.broker.peer import PeerError, PeerPool
+from roost.broker.net.peer import PeerError, PeerPool
 from roost.broker.replica.append import ACKS_ALL, AppendOrigin
 from roost.broker.replica.manager import ReplicaManager
 from roost.broker.replica.partition import Partition
 from roost.broker.txn.core import PREPARE, Transition, TxnCoordinatorCore, TxnState
 from roost.broker.txn.records import TxnRecordError, decode_key, decode_value, txn_batch, txn_partition_for
+from roost.clock import Clock, now_ms
 from roost.config import BrokerConfig
 from roost.log import OffsetOutOfRange
 from roost.wire.kafka import ApiKey, KafkaCodecError
@@ -92,9 +93,6 @@ def append_error(log_error: ErrorCode) -> ErrorCode:
     return _APPEND_ERRORS.get(log_error, log_error)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 def transaction_state_configs(config: BrokerConfig) -> dict[str, Any]:
     """The topic configs `__transaction_state` is created with (compacted, kept forever)."""
@@ -130,7 +128,8 @@ class TxnCounts:
 
 class TxnService:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, metadata: MetadataCache, peers: PeerPool,
-                 allocate_producer_id: ProducerIdSource) -> None:
+                 allocate_producer_id: ProducerIdSource, clock_ms: Clock = now_ms) -> None:
+        self.clock_ms = clock_ms  # the one clock (roost.clock); the handlers read it here too
         self.core = TxnCoordinatorCore(config["transaction.max.timeout.ms"])
         self._config = config
         self._replicas = replicas
@@ -185,12 +184,12 @@ class TxnService:
     async def _abort_loop(self) -> None:
         while True:
             await asyncio.sleep(self._abort_interval_s)
-            self.abort_timed_out(now_ms())
+            self.abort_timed_out(self.clock_ms())
 
     async def _expiry_loop(self) -> None:
         while True:
             await asyncio.sleep(self._expiry_interval_s)
-            self.expire_transactional_ids(now_ms())
+            self.expire_transactional_ids(self.clock_ms())
 
     def expire_transactional_ids(self, now: int) -> None:
         """Idle ids go (a tombstone each), so that the coordinator's memory does not grow with
@@ -305,7 +304,7 @@ class TxnService:
             code = self.status(transactional_id)  # we may have lost the partition meanwhile
             if code != ErrorCode.NONE:
                 return code, -1, -1
-        decided = self.core.init_producer_id(now_ms(), transactional_id, timeout_ms, fresh_producer_id=fresh,
+        decided = self.core.init_producer_id(self.clock_ms(), transactional_id, timeout_ms, fresh_producer_id=fresh,
                                              expected_id=expected_id, expected_epoch=expected_epoch)
         if isinstance(decided, ErrorCode):
             return decided, -1, -1
@@ -320,17 +319,19 @@ class TxnService:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[tuple[str, int]]) -> ErrorCode:
+        if not transactional_id:  # Kafka's TransactionCoordinator: INVALID_REQUEST before anything
+            return ErrorCode.INVALID_REQUEST
         code = self.status(transactional_id)
         if code != ErrorCode.NONE:
             return code
         wanted = list(partitions)
-        decided = self.core.add_partitions(now_ms(), transactional_id, producer_id, producer_epoch, wanted)
+        decided = self.core.add_partitions(self.clock_ms(), transactional_id, producer_id, producer_epoch, wanted)
         if decided == ErrorCode.CONCURRENT_TRANSACTIONS and await self._settled(transactional_id):
             # The previous transaction finished meanwhile (or is slow: the answer stays the same).
             code = self.status(transactional_id)
             if code != ErrorCode.NONE:
                 return code
-            decided = self.core.add_partitions(now_ms(), transactional_id, producer_id, producer_epoch, wanted)
+            decided = self.core.add_partitions(self.clock_ms(), transactional_id, producer_id, producer_epoch, wanted)
         if decided is None:
             return ErrorCode.NONE
         if isinstance(decided, ErrorCode):
@@ -338,10 +339,12 @@ class TxnService:
         return await self._write(decided)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        if not transactional_id:  # Kafka's TransactionCoordinator: INVALID_REQUEST before anything
+            return ErrorCode.INVALID_REQUEST
         code = self.status(transactional_id)
         if code != ErrorCode.NONE:
             return code
-        decided = self.core.end_txn(now_ms(), transactional_id, producer_id, producer_epoch, commit)
+        decided = self.core.end_txn(self.clock_ms(), transactional_id, producer_id, producer_epoch, commit)
         if decided is None:
             return ErrorCode.NONE
         if isinstance(decided, ErrorCode):
@@ -357,7 +360,7 @@ class TxnService:
             return ErrorCode.NOT_COORDINATOR
         # Dead is written as the id's tombstone (Kafka's expiry), which compaction removes.
         value = None if transition.state == TxnState.DEAD else transition.value
-        batch = txn_batch(transition.transactional_id, value, now_ms())
+        batch = txn_batch(transition.transactional_id, value, self.clock_ms())
         appending = self._replicas.append([((TRANSACTION_STATE_TOPIC, owned.partition.index), batch)], ACKS_ALL,
                                           AppendOrigin.COORDINATOR, self._write_timeout_s)
         if appending.done is not None:
@@ -420,7 +423,7 @@ class TxnService:
         if not await self._send_markers(prepared.transactional_id, value.producer_id, value.producer_epoch, commit,
                                         set(value.partitions), owned):
             return
-        complete = self.core.complete_markers(now_ms(), prepared.transactional_id, prepared)
+        complete = self.core.complete_markers(self.clock_ms(), prepared.transactional_id, prepared)
         if complete is not None:
             await self._write(complete)
 

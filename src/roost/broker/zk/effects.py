@@ -1,5 +1,5 @@
 """ZooKeeper calls as effects: what an activity (a generator that decides and does no I/O, see
-`roost.broker.replica.effects`) yields to read or write ZooKeeper, and how a broker performs them
+`roost.broker.activity.effects`) yields to read or write ZooKeeper, and how a broker performs them
 on its `ZkClient`.
 
 An activity is resumed with the call's result, or has the `ZkError` thrown in. The replication

@@ -87,7 +87,7 @@ def health_filter_options(command: F) -> F:
                        ("under-replicated", "whose ISR is smaller than its replica set")):
         decorated = click.option(f"--{flag}", "health", flag_value=flag, multiple=True,
                                  help=f"only partitions {what}")(decorated)
-    return decorated  # type: ignore[no-any-return]
+    return decorated
 
 
 def require_topics(metadata: ClusterMetadata, names: Sequence[str]) -> None:

@@ -49,7 +49,7 @@ def compile_regex(pattern: str | None, option: str = "--regex") -> re.Pattern[st
         raise click.BadParameter(f"not a regular expression: {error}", param_hint=option) from None
 
 
-def emit_document(document: Mapping[str, Any], sections: Sequence[tuple[str, str, Sequence[str]]],
+def emit_document(document: Mapping[str, Any], sections: Sequence[tuple[str, str | None, Sequence[str]]],
                   output_format: str) -> None:
     """Print `document` whole as JSON or YAML, or as text: for each (key, title, columns) of
     `sections`, the rows under document[key] as a table titled `title`."""

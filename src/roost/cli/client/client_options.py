@@ -116,13 +116,13 @@ def kafka_target_options(command: F) -> F:
                      metavar="SECONDS", help="how long to wait for the cluster before giving up"),
     )):
         decorated = option(decorated)
-    return decorated  # type: ignore[no-any-return]
+    return decorated
 
 
 def format_option(command: F) -> F:
     """Adds --format text|json|yaml (as `output_format`)."""
     return click.option("--format", "output_format", type=click.Choice(FORMATS), default="text",
-                        show_default=True, help="output format")(command)  # type: ignore[no-any-return]
+                        show_default=True, help="output format")(command)
 
 
 def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], output_format: str,

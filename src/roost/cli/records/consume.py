@@ -5,6 +5,7 @@ r"""`roost consume`: read records from one or more topics and print them.
     roost consume orders -o @-1h:end --json       # the last hour, as JSON lines
     roost consume orders -f '%k %v\n' -n 10       # ten records as key, space, value
     roost consume 'orders\..*' -r -g audit        # every matching topic, as group `audit`
+    roost consume orders --value-schema           # Avro/JSON Schema/Protobuf values as JSON
 
 Without -g the command reads the chosen partitions directly (nothing is committed) and every
 -o form works. With -g it joins the group, commits what it printed, and -o start|end only say
@@ -30,6 +31,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, To
 from roost.admin.offset_spec import OffsetSpec, OffsetSpecError, parse_offset_spec, resolve
 from roost.admin.target import Target
 from roost.cli.client.client_options import CliError, kafka_target_options
+from roost.cli.records import schema_codec
 from roost.cli.records.record_format import FormatError, RecordFormat
 from roost.cli.records.record_io import (
     client_config,
@@ -139,13 +141,20 @@ def plan_partitions(consumer: Consumer, target: Target, topics: list[str], known
 class Printer:
     """Writes records to stdout as bytes (a value's bytes never meet the terminal's encoding)."""
 
-    def __init__(self, record_format: RecordFormat | None, null_marker: str) -> None:
+    def __init__(self, record_format: RecordFormat | None, null_marker: str,
+                 decode_key: schema_codec.Decode | None = None, decode_value: schema_codec.Decode | None = None) -> None:
         self.record_format = record_format
         self.null_marker = null_marker
+        self.decode_key = decode_key
+        self.decode_value = decode_value
         self.out = stdout_bytes()
 
     def write(self, message: Any) -> None:
         record = message_record(message)
+        if self.decode_key is not None:
+            record.key = self.decode_key(record.key, record.topic)
+        if self.decode_value is not None:
+            record.value = self.decode_value(record.value, record.topic)
         if self.record_format is None:
             text = record_to_json(record, timestamp_type_name(message)) + "\n"
         else:
@@ -315,10 +324,15 @@ def consume_loop(consumer: Consumer, printer: Printer, bounds: Bounds | GroupBou
                    "{hex}/{base64} on %k/%v, \\n \\t); `json` is --json")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per record (the same as -f json)")
 @click.option("-Z", "--null-marker", default="", metavar="STR", help="print a null key or value as STR")
+@click.option("--value-schema", "value_schema", is_flag=True,
+              help="decode each value (Confluent wire format) by its schema id through the registry; print JSON")
+@click.option("--key-schema", "key_schema", is_flag=True, help="the same for each key")
+@schema_codec.registry_options
 @kafka_target_options
 def command(target: Target, topics: str, offset_text: str, limit: int | None, exit_at_end: bool,
             partitions_text: str | None, group: str | None, regex: bool, fmt: str, as_json: bool,
-            null_marker: str) -> None:
+            null_marker: str, value_schema: bool, key_schema: bool, registry_url: str,
+            registry_user: str | None) -> None:
     """Read records from TOPIC (several with commas; patterns with -r) and print them.
 
     \b
@@ -368,11 +382,17 @@ def command(target: Target, topics: str, offset_text: str, limit: int | None, ex
            "enable.partition.eof": True,
            "auto.offset.reset": "latest" if spec.begin.kind == "end" else "earliest"}))
     interrupted = False
+    problem: str | None = None
     bounds: Bounds | GroupBounds | None = None
     try:
         known = fetch_topics(consumer, target)
         chosen = choose_topics(requested, known, regex)
-        printer = Printer(record_format, null_marker)
+        decode_key = decode_value = None
+        if key_schema or value_schema:
+            client = schema_codec.registry_client(registry_url, registry_user)
+            decode_key = schema_codec.Decoder(client, True, warn) if key_schema else None
+            decode_value = schema_codec.Decoder(client, False, warn) if value_schema else None
+        printer = Printer(record_format, null_marker, decode_key, decode_value)
         if group is None:
             plan = plan_partitions(consumer, target, chosen, known, partitions, spec, exit_at_end)
             stops = dict(plan.stops)
@@ -396,6 +416,8 @@ def command(target: Target, topics: str, offset_text: str, limit: int | None, ex
             interrupted = ctrl_c.requested
     except KeyboardInterrupt:
         interrupted = True
+    except FormatError as error:  # a key or value that --key-schema/--value-schema cannot decode
+        problem = str(error)
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly; stdout cannot take even a flush now.
         import os
@@ -410,3 +432,5 @@ def command(target: Target, topics: str, offset_text: str, limit: int | None, ex
             pass
     if interrupted:
         raise SystemExit(INTERRUPTED)
+    if problem is not None:
+        raise CliError(problem)

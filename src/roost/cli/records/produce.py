@@ -5,6 +5,7 @@ r"""`roost produce`: send records read from stdin or a file.
     roost produce orders -f json < export.jsonl             # what `consume --json` printed
     roost produce orders -k user-7 -H source=cli -Z NULL    # a line `NULL` is a tombstone
     roost produce orders -o 'partition %p offset %o\n'      # say where each record landed
+    roost produce orders --value-schema order.avsc          # JSON lines in, Avro out (registry)
 
 The same -f format that `roost consume -f` prints with reads the input (see record_format). The
 command line decides over the input: records go to TOPIC (%t and a JSON "topic" are read and
@@ -29,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from roost.admin.target import Target
 from roost.cli.client.client_options import CliError, kafka_target_options, parse_settings
+from roost.cli.records import schema_codec
 from roost.cli.records.record_format import FormatError, Record, RecordFormat
 from roost.cli.records.record_io import (
     client_config,
@@ -148,10 +150,25 @@ class DeliveryPoller:
 @click.option("--progress/--no-progress", default=None, help="show the progress bar of --file (default: on a terminal)")
 @click.option("-o", "--output", "echo_fmt", metavar="FMT",
               help="print each delivered record with FMT, e.g. 'partition %p offset %o\\n'")
+@click.option("--value-schema", "value_schema", type=click.Path(path_type=Path), metavar="FILE",
+              help="serialize each value (JSON) with this schema through the registry: .avsc Avro, .json JSON "
+                   "Schema, .desc Protobuf (a descriptor set)")
+@click.option("--key-schema", "key_schema", type=click.Path(path_type=Path), metavar="FILE",
+              help="the same for each key")
+@click.option("--value-schema-type", type=click.Choice(schema_codec.TYPES, case_sensitive=False),
+              help="the --value-schema's type (default: from its extension)")
+@click.option("--key-schema-type", type=click.Choice(schema_codec.TYPES, case_sensitive=False),
+              help="the --key-schema's type (default: from its extension)")
+@click.option("--value-message", metavar="NAME", help="Protobuf: the value's message (default: the first)")
+@click.option("--key-message", metavar="NAME", help="Protobuf: the key's message (default: the first)")
+@schema_codec.registry_options
 @kafka_target_options
 def command(target: Target, topic: str, fmt: str, key: str | None, headers: tuple[str, ...],
             null_marker: str | None, partition: int | None, compression: str, acks: str,
-            input_path: Path | None, progress: bool | None, echo_fmt: str | None) -> None:
+            input_path: Path | None, progress: bool | None, echo_fmt: str | None,
+            value_schema: Path | None, key_schema: Path | None, value_schema_type: str | None,
+            key_schema_type: str | None, value_message: str | None, key_message: str | None,
+            registry_url: str, registry_user: str | None) -> None:
     """Send records to TOPIC, one per line of stdin (or --file) unless -f says otherwise.
 
     \b
@@ -182,6 +199,15 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
     fixed_key = None if key is None else key.encode()
     marker = None if null_marker is None else null_marker.encode()
 
+    encode_key = encode_value = None
+    if key_schema is not None or value_schema is not None:
+        client = schema_codec.registry_client(registry_url, registry_user)
+        if key_schema is not None:
+            encode_key = schema_codec.make_encoder(client, topic, True, key_schema, key_schema_type, key_message)
+        if value_schema is not None:
+            encode_value = schema_codec.make_encoder(client, topic, False, value_schema, value_schema_type,
+                                                     value_message)
+
     deliveries = Deliveries(echo)
     producer = make_client(Producer, client_config(
         target,
@@ -210,7 +236,7 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
         with DeliveryPoller(producer):
             for record in records:
                 send(producer, deliveries, record, topic, fixed_key, fixed_headers, partition, marker,
-                     from_json=record_format is None)
+                     from_json=record_format is None, encode_key=encode_key, encode_value=encode_value)
     except FormatError as error:
         problem = str(error)
     except KeyboardInterrupt:
@@ -240,13 +266,18 @@ def command(target: Target, topic: str, fmt: str, key: str | None, headers: tupl
 
 def send(producer: Producer, deliveries: Deliveries, record: Record, default_topic: str,
          fixed_key: bytes | None, fixed_headers: list[tuple[str, bytes]], fixed_partition: int | None,
-         marker: bytes | None, from_json: bool) -> None:
+         marker: bytes | None, from_json: bool, encode_key: schema_codec.Encode | None = None,
+         encode_value: schema_codec.Encode | None = None) -> None:
     """Produce one parsed record, waiting for queue space when librdkafka's queue is full."""
     # The command line decides over the input: TOPIC over %t, -p over %p, -k over a JSON key.
     key = fixed_key if fixed_key is not None else record.key
     value = record.value
     if from_json and marker is not None and value == marker:
         value = None  # JSON input: the format reader applies the marker itself
+    if encode_key is not None:
+        key = encode_key(key)  # a FormatError ends the run, as a malformed line does
+    if encode_value is not None:
+        value = encode_value(value)
     extra: dict[str, Any] = {}
     chosen_partition = fixed_partition if fixed_partition is not None else record.partition
     if chosen_partition is not None:

@@ -142,6 +142,11 @@ def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
                               f"--brokers is {count}")
     # The user's settings with their checked values, the same in every broker's file.
     common = {name: shared[name] for name in sorted(given)}
+    if "balancer.mode" not in given and security is None:
+        # A local cluster balances itself (docs/balancing.md): a broker added takes its share, one
+        # gone past balancer.broker.unavailable.delay.ms is healed. Not with --security: the
+        # automatic balancer talks to its broker over a PLAINTEXT listener.
+        common["balancer.mode"] = "continuous"
     metrics_ports = consecutive(shared["metrics.port"], count) if shared["metrics.port"] > 0 else [None] * count
     specs = []
     for broker_id, port in enumerate(ports, start=1):

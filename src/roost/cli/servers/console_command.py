@@ -28,8 +28,8 @@ from typing import Any
 import click
 
 from roost.cli.client.client_options import CliError, load_profile, parse_settings
-from roost.cli.servers.up_console import announce
-from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings, Login, ServerTls
+from roost.cli.servers.console_common import announce, login_of
+from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings, ServerTls
 
 KEEPER_PREFIX = "zookeeper."
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -51,25 +51,10 @@ def security_settings(profile: dict[str, Any], pairs: tuple[str, ...], source: s
     return kafka, keeper
 
 
-def login_of(user: str | None, password: str | None) -> Login | None:
-    from roost.secret_ref import resolve_secret
-
-    if not user and not password:
-        return None
-    if not (user and password):
-        raise CliError("--login-user and --login-password go together")
-    try:
-        resolved = resolve_secret(password)
-    except ValueError as error:
-        raise CliError(f"--login-password: {error}") from None
-    if not resolved:
-        raise CliError("--login-password: the password is empty")
-    return Login(user, resolved)
-
-
 def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tuple[str, ...], profile: str | None,
                      host: str, port: int, read_only: bool, login_user: str | None, login_password: str | None,
-                     tls_cert: Path | None, tls_key: Path | None) -> ConsoleSettings:
+                     tls_cert: Path | None, tls_key: Path | None, broker_metrics: tuple[str, ...] = (),
+                     schema_registry: str | None = None) -> ConsoleSettings:
     """The command's options over the profile's values (its settings and `console` table)."""
     chosen = load_profile(profile) if profile else {}
     own = dict(chosen.get("console", {}))
@@ -92,7 +77,9 @@ def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tupl
         bootstrap=str(bootstrap), zookeeper=zookeeper or chosen.get("zookeeper"), host=host, port=port,
         read_only=read_only, client_settings=kafka, keeper_settings=keeper,
         login=login_of(login_user or own.get("login-user"), login_password or own.get("login-password")),
-        tls=ServerTls(tls_cert, tls_key) if tls_cert else None)
+        tls=ServerTls(tls_cert, tls_key) if tls_cert else None,
+        broker_metrics=tuple(broker_metrics or own.get("broker-metrics", ())),
+        schema_registry=schema_registry or own.get("schema-registry"))
 
 
 @click.command("console")
@@ -115,12 +102,17 @@ def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tupl
 @click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path),
               help="serve HTTPS with this PEM certificate chain (and key, if --tls-key is not given)")
 @click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="the PEM private key of --tls-cert")
+@click.option("--broker-metrics", "broker_metrics", multiple=True, metavar="URL",
+              help="a broker's Prometheus /metrics URL (repeatable): the share group page's in-flight figures")
+@click.option("--schema-registry", metavar="URL", envvar="ROOST_SCHEMA_REGISTRY",
+              help="a schema registry's URL, for the schema pages (env ROOST_SCHEMA_REGISTRY)")
 def command(bootstrap: str | None, zookeeper: str | None, setting: tuple[str, ...], profile: str | None,
             host: str, port: int, read_only: bool, login_user: str | None, login_password: str | None,
-            tls_cert: Path | None, tls_key: Path | None) -> int:
-    """Serve the web console: overview, topics, messages, consumer groups, keeper."""
+            tls_cert: Path | None, tls_key: Path | None, broker_metrics: tuple[str, ...],
+            schema_registry: str | None) -> int:
+    """Serve the web console: overview, topics, messages, consumer groups, share groups, links, schemas, keeper."""
     settings = console_settings(bootstrap, zookeeper, setting, profile, host, port, read_only,
-                                login_user, login_password, tls_cert, tls_key)
+                                login_user, login_password, tls_cert, tls_key, broker_metrics, schema_registry)
     # Its own log lines (logins, refusals, failed requests) at INFO; other libraries' at WARNING.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

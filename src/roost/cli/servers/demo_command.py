@@ -40,7 +40,7 @@ class ChildNode:
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", str(data_dir), "--kafka-port", "0", "--no-console",
+            [sys.executable, "-m", "roost.cli.main", "up", "--data-dir", str(data_dir), "--kafka-port", "0", "--no-console", "--no-schema-registry",
              "--group.initial.rebalance.delay.ms", "500", "--log-level", "WARNING"],
             stdout=subprocess.PIPE, text=True)
         self.address: str | None = None

@@ -11,9 +11,11 @@ child ends (callers start children from their main thread).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 
 ROOST_COMMAND = (sys.executable, "-m", "roost.cli.main")
 
@@ -47,3 +49,33 @@ async def child_lines(stream: asyncio.StreamReader) -> AsyncIterator[str]:
         if not raw:
             return
         yield raw.decode(errors="replace").rstrip("\n")
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a child did not start: its last error line without its `prefix`, or what it printed."""
+
+    reason: str
+
+
+async def start_listening_child(args: Sequence[str], *, listening: str, error_prefix: str, timeout_s: float,
+                                env: Mapping[str, str] | None = None,
+                                ) -> tuple[asyncio.subprocess.Process, str] | Refused:
+    """Start `roost <args>` and wait for its first line, which must start with `listening` (a
+    server's "listening on" line): the process and that line, or, killed and reaped, why not."""
+    process = await asyncio.create_subprocess_exec(
+        *child_command(args), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=dict(env if env is not None else os.environ, PYTHONUNBUFFERED="1"))
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        first = await asyncio.wait_for(process.stdout.readline(), timeout_s)
+    except TimeoutError:
+        first = b""
+    line = first.decode(errors="replace").rstrip("\n")
+    if line.startswith(listening):
+        return process, line
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    errors = (await process.stderr.read()).decode(errors="replace").strip().splitlines()
+    await process.wait()
+    return Refused(errors[-1].removeprefix(error_prefix) if errors else line or "it did not start in time")

@@ -210,8 +210,15 @@ async def serve_broker(config: BrokerConfig, data_dir: Path, host: str, port: in
             await broker.stop()
             return 1
     companion = await after_start(bound) if after_start is not None else None
+    from roost.cli.servers.registry_child import start_registry_child
+
+    local = "127.0.0.1" if bound[0] in ("0.0.0.0", "::", "") else bound[0]
+    label = " ".join(listening.split()[:-1])
+    registry = await start_registry_child(config, f"{local}:{bound[1]}", f"{label} " if label else "")
     await stop.wait()
     log.info("shutting down")
+    if registry is not None:
+        await registry.stop()
     if companion is not None:
         await companion.stop()
     if metrics is not None:

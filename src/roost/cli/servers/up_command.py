@@ -16,7 +16,9 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from roost.cli.servers import cluster_plan, dev_security, supervisor
 from roost.cli.servers.node_runner import (
@@ -33,6 +35,7 @@ from roost.cli.servers.node_runner import (
 from roost.cli.servers.up_console import (
     Stoppable,
     add_console_arguments,
+    console_extras,
     start_console_process,
     start_up_console,
 )
@@ -44,6 +47,7 @@ log = logging.getLogger("roost.up")
 
 DEFAULT_KAFKA_PORT = 9092
 DEFAULT_KEEPER_PORT = 2181
+DEFAULT_REGISTRY_PORT = 8081  # Confluent Schema Registry's
 COMMAND = "roost up"
 
 
@@ -96,6 +100,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "user made in DATA_DIR/security (prints how to connect; default plaintext)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     add_console_arguments(parser, port_number)
+    registry = parser.add_argument_group("schema registry and REST proxy")
+    registry.add_argument("--schema-registry-port", type=port_number, default=DEFAULT_REGISTRY_PORT,
+                          help=f"port of the schema registry and REST proxy (default {DEFAULT_REGISTRY_PORT}; with "
+                               "--brokers N one each, counting up; 0 picks free ports)")
+    registry.add_argument("--no-schema-registry", action="store_true", help="serve no schema registry")
     add_settings_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -108,11 +117,19 @@ def run(args: argparse.Namespace) -> int:
         security = dev_security.prepare(args.data_dir, args.security, args.host)
         if security is not None and "listeners" in settings.names():
             raise ConfigError("--security chooses the listeners itself: leave 'listeners' unset")
+        wants_registry = not args.no_schema_registry and "schema.registry.listeners" not in settings.names()
         if args.brokers is not None:
             plan = cluster_plan.plan_from_args(args, settings, security)
+            if wants_registry:
+                for spec, port in zip(plan.brokers, cluster_plan.consecutive(args.schema_registry_port or None,
+                                                                              len(plan.brokers)), strict=True):
+                    spec.config["schema.registry.listeners"] = f"http://{cluster_plan.hostport(args.host, port or 0)}"
         else:
             refuse_cluster_flags(args)
             extra = []
+            if wants_registry:
+                extra.append(("--schema-registry-port", {
+                    "schema.registry.listeners": f"http://{cluster_plan.hostport(args.host, args.schema_registry_port)}"}))
             if security is not None:
                 kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
                 extra.append(("--security", {**security.settings,
@@ -123,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.dev_security = security
     if args.brokers is not None:
+        args.console_extras = console_extras(
+            plan.brokers[0].config.get("schema.registry.listeners") if plan.brokers else None,
+            [plain_metrics(spec.config) for spec in plan.brokers])
+    else:
+        args.console_extras = console_extras(config["schema.registry.listeners"] or None, [plain_metrics(config.values)])
+    if args.brokers is not None:
         if security is not None:
             for line in security.hints(",".join(cluster_plan.hostport(*spec.address) for spec in plan.brokers)):
                 print(line, flush=True)
@@ -130,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(supervisor.supervise(
             plan, lambda bootstrap, connect: start_up_console(args, bootstrap, connect)))
     return run_loop(serve(config, settings, args))
+
+
+def plain_metrics(config: Mapping[str, Any]) -> tuple[str, int]:
+    """Where a broker serves /metrics to a scrape without TLS or a token (port -1: not so)."""
+    if config.get("metrics.ssl.keystore.location") or config.get("metrics.bearer.token"):
+        return "", -1
+    return str(config.get("metrics.host") or "127.0.0.1"), int(config.get("metrics.port", -1))
 
 
 def refuse_cluster_flags(args: argparse.Namespace) -> None:

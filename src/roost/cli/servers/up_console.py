@@ -18,27 +18,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
-from roost.cli.servers.launch import child_command, child_lines
+from roost.cli.servers.console_common import LISTENING, announce, login_of
+from roost.cli.servers.launch import Refused, child_lines, start_listening_child
 from roost.console.settings import DEFAULT_CONSOLE_PORT
 
-LISTENING = "roost: console listening on "
 CONSOLE_START_TIMEOUT_S = 60.0
 CONSOLE_STOP_TIMEOUT_S = 10.0
-
-
-def announce(address: str, read_only: bool, url: str | None = None, login: Any = None) -> None:
-    """The listening line, in the form of the other listeners' (`roost: NAME listening on HOST:PORT`),
-    then how to reach it when it serves HTTPS or asks for a login (the user's name, never the password)."""
-    print(f"{LISTENING}{address}", flush=True)
-    if read_only:
-        print("roost: console is read-only: it refuses every change", flush=True)
-    if url is not None and (url.startswith("https:") or login is not None):
-        print(f"roost: console at {url}" + (f", log in as {login.username}" if login is not None else ""), flush=True)
 
 
 def console_security(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
@@ -56,6 +45,28 @@ def console_security(args: argparse.Namespace) -> tuple[dict[str, str], list[str
     if security.tls:
         flags += ["--tls-cert", str(security.directory / "broker.pem")]
     return settings, flags
+
+
+def loopback_url(url: str) -> str:
+    """A listener's URL as the console beside it reaches it (a wildcard host becomes loopback)."""
+    scheme, _, rest = url.partition("://")
+    host, _, port = rest.rpartition(":")
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        host = "127.0.0.1"
+    return f"{scheme}://{host}:{port}"
+
+
+def console_extras(registry_listener: str | None, metrics: list[tuple[str, int]]) -> list[str]:
+    """The flags that give `roost up`'s console the pages that need more than Kafka: the schema
+    registry the brokers serve (a plain-HTTP one on a known port) and each broker's /metrics
+    (the share groups' in-flight figures), when their ports are known before they start."""
+    flags: list[str] = []
+    if registry_listener and registry_listener.startswith("http://") and not registry_listener.endswith(":0"):
+        flags += ["--schema-registry", loopback_url(registry_listener.split(",")[0].strip())]
+    for host, port in metrics:
+        if port > 0:
+            flags += ["--broker-metrics", loopback_url(f"http://{host}:{port}") + "/metrics"]
+    return flags
 
 
 class Stoppable(Protocol):
@@ -78,18 +89,22 @@ async def start_up_console(args: argparse.Namespace, bootstrap: str, zookeeper: 
     None when --no-console or when it cannot listen (said on one line)."""
     if args.no_console:
         return None
-    from roost.cli.servers.console_command import login_of
     from roost.console.server import start_console
     from roost.console.settings import ConsoleSettings, ServerTls
     from roost.secret_ref import resolve_secret
 
     client, flags = console_security(args)
     own = dict(zip(flags[::2], flags[1::2], strict=True))
+    extras = getattr(args, "console_extras", [])
     settings = ConsoleSettings(
         bootstrap=bootstrap, zookeeper=zookeeper, host=args.console_host, port=args.console_port,
         read_only=args.console_read_only, client_settings={k: resolve_secret(v) for k, v in client.items()},
         login=login_of(own.get("--login-user"), own.get("--login-password")),
-        tls=ServerTls(Path(own["--tls-cert"])) if "--tls-cert" in own else None)
+        tls=ServerTls(Path(own["--tls-cert"])) if "--tls-cert" in own else None,
+        broker_metrics=tuple(value for flag, value in zip(extras[::2], extras[1::2], strict=True)
+                             if flag == "--broker-metrics"),
+        schema_registry=next((value for flag, value in zip(extras[::2], extras[1::2], strict=True)
+                              if flag == "--schema-registry"), None))
     try:
         running = await start_console(settings)
     except OSError as error:
@@ -140,23 +155,13 @@ async def start_console_process(args: argparse.Namespace, bootstrap: str, zookee
         command.append("--read-only")
     client, flags = console_security(args)  # references to the password file, never the password
     command += [item for key, value in client.items() for item in ("-X", f"{key}={value}")] + flags
-    process = await asyncio.create_subprocess_exec(
-        *child_command(command), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    assert process.stdout is not None and process.stderr is not None
-    try:
-        first = await asyncio.wait_for(process.stdout.readline(), CONSOLE_START_TIMEOUT_S)
-    except TimeoutError:
-        first = b""
-    line = first.decode(errors="replace").rstrip("\n")
-    if not line.startswith(LISTENING):
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        errors = (await process.stderr.read()).decode(errors="replace").strip().splitlines()
-        await process.wait()
-        reason = errors[-1].removeprefix("roost console: ") if errors else line or "it did not start in time"
-        print(f"roost: console: {reason}; running without it (choose another --console-port, or --no-console)",
-              flush=True)
+    command += getattr(args, "console_extras", [])
+    started = await start_listening_child(command, listening=LISTENING, error_prefix="roost console: ",
+                                          timeout_s=CONSOLE_START_TIMEOUT_S)
+    if isinstance(started, Refused):
+        print(f"roost: console: {started.reason}; running without it (choose another --console-port, or "
+              "--no-console)", flush=True)
         return None
+    process, line = started
     print(line, flush=True)
     return ConsoleProcess(process)

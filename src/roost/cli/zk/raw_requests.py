@@ -48,7 +48,7 @@ class CreateTTL(NamedTuple):
 
     @classmethod
     def deserialize(cls, buffer: bytes, offset: int) -> tuple[str, ZnodeStat]:
-        return Create2.deserialize(buffer, offset)  # type: ignore[no-any-return]
+        return Create2.deserialize(buffer, offset)
 
 
 class AddWatch(NamedTuple):

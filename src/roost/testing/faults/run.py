@@ -3,6 +3,7 @@ fault healed, the history checked, the report written, everything removed.
 
     python scripts/fault_run.py --system keeper --seed 7 --duration 1800 --out runs/keeper-7
     python scripts/fault_run.py --system broker --faults kill,partition,powercut --duration 600
+    python scripts/fault_run.py --system share --duration 600    # share groups (also scripts/share_chaos.py)
 
 Exit status: 0 every checker valid; 1 a checker found a violation; 2 a checker could not decide
 (the linearizability search gave up) or the run could not finish its drain; 77 namespaces are
@@ -20,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from roost.testing.faults import report
+from roost.testing.faults import report, share_run
 from roost.testing.faults.broker_workload import BrokerWorkload
 from roost.testing.faults.keeper_workload import INITIAL, KEY_LIFETIME_S, KeeperWorkload
 from roost.testing.faults.nemesis import KINDS, Nemesis
@@ -169,7 +170,9 @@ def run(system: str, seed: int, duration: float, kinds: tuple[str, ...], out: Pa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--system", choices=["keeper", "broker"], required=True)
+    parser.add_argument("--system", choices=["keeper", "broker", "share"], required=True,
+                        help="share: share groups under kill -9 of the data leader and the share coordinator "
+                             "(share_run.py; --duration bounds the kills, one every ~20 s)")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
     parser.add_argument("--faults", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
@@ -185,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fault_run: cannot run here: {why}", file=sys.stderr)
         return UNAVAILABLE
     out = args.out or Path("runs") / f"{args.system}-{args.seed}"
+    if args.system == "share":
+        shared = share_run.run(args.seed, max(2, int(args.duration // 20)), out, consumers=args.clients,
+                               deadline_s=args.duration, hold_s=(1.0, 4.0), quiet_s=(3.0, 8.0))
+        print(shared.verdict.explain())
+        print(f"kills {dict(shared.kills)}; quiesced {shared.quiesced}; report: {shared.report}")
+        return {True: 0, False: 1, None: 2}[shared.valid]
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
     outcome = run(args.system, args.seed, args.duration, kinds, out, args.nodes, args.clients,
                   key_lifetime_s=args.key_lifetime)

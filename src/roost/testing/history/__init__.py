@@ -11,7 +11,10 @@ that history is allowed by the consistency model Roost claims:
   never go back, a session reads its own writes, one value per version), watches that fire once
   per registration and before the data they announce, ephemeral nodes gone once their session expired;
 - `broker.check` — lost acknowledged writes, duplicates, reordered offsets, consumers skipping or
-  going back, committed offsets going back, aborted records visible to read_committed.
+  going back, committed offsets going back, aborted records visible to read_committed;
+- `share.check` — share groups (KIP-932): no record delivered again after its accept or reject
+  was answered, none acknowledged-produced that never ends (accepted, or archived by a reject or
+  at the delivery limit), delivery counts that never go down.
 
 Pure Python, no I/O beyond reading and writing a history file: users can run the checkers on
 histories recorded against their own build.

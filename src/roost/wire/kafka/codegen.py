@@ -96,8 +96,9 @@ _RUNTIME: Final[dict[str, Any]] = {
     # decoder, which has checked the length, fills them directly (the same object, a fifth of the time).
     "_new_object": object.__new__,
     "_int_from_bytes": int.from_bytes,
-    "_set_uuid_int": uuid.UUID.int.__set__,  # type: ignore[attr-defined]
-    "_set_uuid_is_safe": uuid.UUID.is_safe.__set__,  # type: ignore[attr-defined]
+    # The slots' member descriptors, from the class's __dict__ (the checker knows them as Any).
+    "_set_uuid_int": uuid.UUID.__dict__["int"].__set__,
+    "_set_uuid_is_safe": uuid.UUID.__dict__["is_safe"].__set__,
     "_UUID_SAFETY_UNKNOWN": uuid.SafeUUID.unknown,
     "_ZERO_UUID": ZERO_UUID,
     "_EMPTY_STRUCT": {},  # never mutated: a missing struct field writes its fields' defaults

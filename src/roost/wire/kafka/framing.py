@@ -63,6 +63,12 @@ class FrameSplitter:
         """Bytes received that do not yet make a whole frame."""
         return len(self._buffer)
 
+    @property
+    def pending_size(self) -> int:
+        """The declared size of the frame being received (-1: its length prefix is not whole)."""
+        buffer = self._buffer
+        return FRAME_SIZE.unpack_from(buffer, 0)[0] if len(buffer) >= 4 else -1
+
     def split(self, data: Buffer) -> list[bytearray]:
         """Take `data` from the stream; return the frames it completes, in order."""
         buffer = self._buffer
@@ -99,10 +105,11 @@ class RequestHeader:
 # A frozen dataclass's __init__ sets each field through object.__setattr__; the decoder, which makes
 # one header per request, fills the slots directly (the same object, about half the time).
 _new_object: Final = object.__new__
-_set_api_key: Final = RequestHeader.api_key.__set__  # type: ignore[attr-defined]
-_set_api_version: Final = RequestHeader.api_version.__set__  # type: ignore[attr-defined]
-_set_correlation_id: Final = RequestHeader.correlation_id.__set__  # type: ignore[attr-defined]
-_set_client_id: Final = RequestHeader.client_id.__set__  # type: ignore[attr-defined]
+# (The slots' member descriptors, taken from the class's __dict__: the checker knows them as Any.)
+_set_api_key: Final = RequestHeader.__dict__["api_key"].__set__
+_set_api_version: Final = RequestHeader.__dict__["api_version"].__set__
+_set_correlation_id: Final = RequestHeader.__dict__["correlation_id"].__set__
+_set_client_id: Final = RequestHeader.__dict__["client_id"].__set__
 
 _CONTROLLED_SHUTDOWN: Final = int(ApiKey.CONTROLLED_SHUTDOWN)  # a plain int compares faster
 _API_VERSIONS: Final = int(ApiKey.API_VERSIONS)
@@ -172,7 +179,7 @@ def frame_size(prefix: Buffer, max_frame_bytes: int) -> int:
     KafkaCodecError when the length is negative or over `max_frame_bytes`, so that a reader never
     allocates for a length its peer cannot back (principle 4).
     """
-    (size,) = SIZE_PREFIX.unpack_from(prefix, 0)
+    size: int = SIZE_PREFIX.unpack_from(prefix, 0)[0]
     if size < 0 or size > max_frame_bytes:
         raise KafkaCodecError(f"frame size {size} outside [0, {max_frame_bytes}]")
     return size

@@ -123,8 +123,9 @@ class Out:
             self.parts.append(self.cur)
             self.cur = bytearray()
         parts = self.parts
-        first = parts[0]
-        assert isinstance(first, bytearray) and len(first) >= 4, "frame needs Out(reserve=4)"
+        head = parts[0]
+        assert isinstance(head, bytearray) and len(head) >= 4, "frame needs Out(reserve=4)"
+        first = head
         size = -4
         for part in parts:
             size += part.nbytes if type(part) is memoryview else len(part)

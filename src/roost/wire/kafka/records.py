@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -76,11 +76,15 @@ _MAGIC_AT = 16
 
 
 class InvalidRecordBatch(ValueError):
-    """Bytes that are not a well-formed RecordBatch v2; `error_code` is the Kafka error to answer."""
+    """Bytes that are not a well-formed RecordBatch v2; `error_code` is the Kafka error to answer.
+    `log_validation`: Kafka finds this one in its LogValidator, on the partition's log, and so
+    answers it with the partition's log start offset (a RecordValidationException); the others it
+    finds before reaching a log and answers with -1."""
 
-    def __init__(self, message: str, error_code: int = CORRUPT_MESSAGE) -> None:
+    def __init__(self, message: str, error_code: int = CORRUPT_MESSAGE, *, log_validation: bool = False) -> None:
         super().__init__(message)
         self.error_code = error_code
+        self.log_validation = log_validation
 
 
 class BatchHeader(NamedTuple):
@@ -148,6 +152,15 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return _make_header(_unpack_header(buf, pos))
 
 
+def _wrong_magic(magic: int) -> InvalidRecordBatch:
+    """Kafka's answers (Produce v3+, found by the differential against Kafka 3.9): an older message
+    format is an INVALID_RECORD (ProduceRequest.validateRecords), a magic Kafka does not know is a
+    CORRUPT_MESSAGE (its batch reader refuses it)."""
+    code = INVALID_RECORD if magic < MAGIC else CORRUPT_MESSAGE
+    return InvalidRecordBatch(f"unsupported record batch magic {magic}: Produce v3+ carries magic {MAGIC} batches",
+                              code)
+
+
 def check_header(header: BatchHeader, available: int) -> None:
     """Every check but the CRC: they need no record bytes. `available` = bytes from the batch
     start to the end of the buffer. Raises InvalidRecordBatch."""
@@ -155,7 +168,7 @@ def check_header(header: BatchHeader, available: int) -> None:
     _base, batch_length, _epoch, magic, _crc, attributes, last_offset_delta = header[:7]
     records_count = header[12]
     if magic != MAGIC:
-        raise InvalidRecordBatch(f"unsupported record batch magic {magic}", UNSUPPORTED_FOR_MESSAGE_FORMAT)
+        raise _wrong_magic(magic)
     if batch_length < MIN_BATCH_LENGTH:
         raise InvalidRecordBatch(f"batchLength {batch_length} < {MIN_BATCH_LENGTH}")
     if batch_length + LOG_OVERHEAD > available:
@@ -165,11 +178,11 @@ def check_header(header: BatchHeader, available: int) -> None:
             f"unknown compression codec {attributes & ATTR_COMPRESSION_MASK}", UNSUPPORTED_COMPRESSION_TYPE
         )
     if records_count <= 0:
-        raise InvalidRecordBatch(f"record batch has {records_count} records", INVALID_RECORD)
+        raise InvalidRecordBatch(f"record batch has {records_count} records", INVALID_RECORD, log_validation=True)
     if last_offset_delta + 1 != records_count:
         raise InvalidRecordBatch(
             f"lastOffsetDelta {last_offset_delta} does not match recordsCount {records_count}",
-            INVALID_RECORD,
+            INVALID_RECORD, log_validation=True,
         )
 
 
@@ -195,9 +208,7 @@ def validate_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, Bat
         # The magic byte sits at offset 16 in every message format, so an old-format message set
         # is recognised as such (and answered with 43) even when it is shorter than our header.
         if available > _MAGIC_AT and view[pos + _MAGIC_AT] != MAGIC:
-            raise InvalidRecordBatch(
-                f"unsupported record batch magic {view[pos + _MAGIC_AT]}", UNSUPPORTED_FOR_MESSAGE_FORMAT
-            )
+            raise _wrong_magic(view[pos + _MAGIC_AT])
         header = parse_header(view, pos)
         check_header(header, available)
         size = header[1] + LOG_OVERHEAD  # batch_length
@@ -350,7 +361,7 @@ def build_batch(
         elif len(item) == 2:
             entries.append((item[0], item[1], (), timestamp_ms))
         else:
-            entries.append((item[0], item[1], item[2], timestamp_ms))  # type: ignore[misc]
+            entries.append((item[0], item[1], item[2], timestamp_ms))
     if not entries:
         raise ValueError("a record batch needs at least one record")
     if compression not in _KNOWN_CODECS:
@@ -389,6 +400,26 @@ def build_batch(
         base_sequence,
         len(entries),
     )
+    _CRC.pack_into(batch, _CRC_AT, batch_crc(batch, 0, len(batch)))
+    return bytes(batch)
+
+
+def recompress_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, codec: int,
+                     level: int | None = None) -> bytes:
+    """The batch at `pos` with its records block in `codec` instead of its own (Kafka's broker-side
+    recompression for a topic's compression.type): the records themselves are the same bytes in
+    every codec, so only the block, batchLength, the codec bits of the attributes and the CRC
+    change; offsets, timestamps, producer fields and flags are kept. InvalidRecordBatch when the
+    block does not decompress."""
+    assert codec in _KNOWN_CODECS, codec
+    assert not header.attributes & ATTR_CONTROL, "control batches are never recompressed"
+    view = memoryview(buf)
+    block = bytes(view[pos + HEADER_SIZE : pos + header.size])
+    payload = _compress(codec, _decompress(header.compression, block, DEFAULT_MAX_DECOMPRESSED_BYTES), level)
+    batch = bytearray(view[pos : pos + HEADER_SIZE])
+    batch += payload
+    _INT32_FIELD.pack_into(batch, 8, len(batch) - LOG_OVERHEAD)  # batchLength
+    _ATTRIBUTES.pack_into(batch, _ATTRIBUTES_AT, (header.attributes & ~ATTR_COMPRESSION_MASK) | codec)
     _CRC.pack_into(batch, _CRC_AT, batch_crc(batch, 0, len(batch)))
     return bytes(batch)
 
@@ -513,11 +544,13 @@ _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
 
 
-def _compress(codec: int, data: bytes) -> bytes:
+def _compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """`data` compressed with `codec` at `level` (None: the codec library's default)."""
     if codec == COMPRESSION_NONE:
         return data
     if codec == COMPRESSION_GZIP:
-        compressor = zlib.compressobj(wbits=31)  # 16 + 15: gzip framing, as Kafka uses
+        # wbits 16 + 15: gzip framing, as Kafka uses; zlib's -1 is its default level (6).
+        compressor = zlib.compressobj(-1 if level is None else level, wbits=31)
         return compressor.compress(data) + compressor.flush()
     if codec == COMPRESSION_SNAPPY:
         import cramjam
@@ -532,22 +565,24 @@ def _compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_LZ4:
         import lz4.frame
 
-        return lz4.frame.compress(data)
+        compressed: bytes = lz4.frame.compress(data) if level is None else \
+            lz4.frame.compress(data, compression_level=level)
+        return compressed
     if codec == COMPRESSION_ZSTD:
         import zstandard
 
-        return zstandard.ZstdCompressor().compress(data)
+        return (zstandard.ZstdCompressor() if level is None else zstandard.ZstdCompressor(level=level)).compress(data)
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes | memoryview, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes | memoryview:
+def decompress(codec: int, data: bytes, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
     """A batch's records block decompressed with `codec` (returned as is for none), at most
     `limit` bytes; InvalidRecordBatch when it cannot be (UNSUPPORTED_COMPRESSION_TYPE when the
     codec's library is missing)."""
     return _decompress(codec, data, limit)
 
 
-def _decompress(codec: int, data: bytes | memoryview, limit: int) -> bytes | memoryview:
+def _decompress(codec: int, data: bytes, limit: int) -> bytes:
     if codec == COMPRESSION_NONE:
         return data
     try:
@@ -609,7 +644,7 @@ def _unlz4(data: bytes, limit: int) -> bytes:
     import lz4.frame
 
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    out = decompressor.decompress(data, max_length=limit + 1)
+    out: bytes = decompressor.decompress(data, max_length=limit + 1)
     if len(out) <= limit and not decompressor.eof:
         raise InvalidRecordBatch("lz4 frame truncated")
     return out
@@ -628,7 +663,7 @@ def _unzstd(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
-_DECOMPRESSORS = {
+_DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes]] = {
     COMPRESSION_GZIP: _gunzip,
     COMPRESSION_SNAPPY: _unsnappy,
     COMPRESSION_LZ4: _unlz4,

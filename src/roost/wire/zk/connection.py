@@ -107,7 +107,8 @@ class _FrameBuffer:
     def peek_length(self) -> int | None:
         if len(self.buf) - self.pos < 4:
             return None
-        return INT.unpack_from(self.buf, self.pos)[0]
+        length: int = INT.unpack_from(self.buf, self.pos)[0]
+        return length
 
     def next_frame(self) -> tuple[int, int] | None:
         """(start, end) offsets of the next complete frame body in `buf`, or None if incomplete."""

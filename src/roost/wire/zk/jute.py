@@ -7,6 +7,7 @@ is a `ZkCodecError`. `JuteWriter` builds records into one bytearray.
 
 from __future__ import annotations
 
+import builtins  # the readers' and writers' own `int` and `bool` methods shadow the types
 import struct
 
 from roost.wire.zk.errors import ZkCodecError
@@ -46,13 +47,13 @@ class JuteReader:
 
     def int(self) -> int:
         self._need(4)
-        (value,) = INT.unpack_from(self.data, self.pos)
+        value: int = INT.unpack_from(self.data, self.pos)[0]
         self.pos += 4
         return value
 
-    def long(self) -> int:
+    def long(self) -> builtins.int:
         self._need(8)
-        (value,) = LONG.unpack_from(self.data, self.pos)
+        value: int = LONG.unpack_from(self.data, self.pos)[0]
         self.pos += 8
         return value
 
@@ -63,7 +64,7 @@ class JuteReader:
         # Java's readBool accepts any non-zero byte as true; so do we.
         return value != 0
 
-    def _length(self, what: str) -> int:
+    def _length(self, what: str) -> builtins.int:
         length = self.int()
         if length < -1:
             raise ZkCodecError(f"negative {what} length {length}")
@@ -97,7 +98,7 @@ class JuteReader:
             raise ZkCodecError("null path")
         return value
 
-    def vector_length(self, min_item_size: int) -> int:
+    def vector_length(self, min_item_size: builtins.int) -> builtins.int:
         """The element count of a vector; -1 (null) reads as 0. Bounded by the bytes left."""
         count = self.int()
         if count < -1:
@@ -111,7 +112,7 @@ class JuteReader:
     def ustring_vector(self) -> list[str]:
         return [self.path() for _ in range(self.vector_length(4))]
 
-    def stat(self) -> tuple[int, ...]:
+    def stat(self) -> tuple[builtins.int, ...]:
         self._need(STAT.size)
         value = STAT.unpack_from(self.data, self.pos)
         self.pos += STAT.size
@@ -135,7 +136,7 @@ class JuteWriter:
         self.out += INT.pack(value)
         return self
 
-    def long(self, value: int) -> JuteWriter:
+    def long(self, value: builtins.int) -> JuteWriter:
         self.out += LONG.pack(value)
         return self
 
@@ -160,7 +161,7 @@ class JuteWriter:
             self.ustring(value)
         return self
 
-    def stat(self, stat: tuple[int, ...]) -> JuteWriter:
+    def stat(self, stat: tuple[builtins.int, ...]) -> JuteWriter:
         self.out += STAT.pack(*stat)
         return self
 

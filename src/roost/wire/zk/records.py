@@ -7,8 +7,9 @@ maps an opcode to its request record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from roost.wire.zk.constants import OpCode
 from roost.wire.zk.errors import ZkCodecError
@@ -143,7 +144,9 @@ class ConnectResponse:
 class Request:
     """Base of request records; each has an `opcode` field holding the op's ZooKeeper code."""
 
-    __slots__ = ()
+    if not TYPE_CHECKING:  # (to the checker, empty slots would forbid setting `opcode`)
+        __slots__ = ()
+    opcode: int  # declared for the checker: each record's dataclass defines the field
 
     @classmethod
     def read(cls, r: JuteReader) -> Request:
@@ -192,7 +195,7 @@ class CreateRequest(Request):
             w.long(self.ttl)
 
 
-def _read_create(opcode: int):
+def _read_create(opcode: int) -> Callable[[JuteReader], CreateRequest]:
     def read(r: JuteReader) -> CreateRequest:
         request = CreateRequest.read(r)
         request.opcode = opcode
@@ -422,7 +425,7 @@ class SaslRequest(Request):
         w.buffer(self.token)
 
 
-def _with_opcode(reader, opcode: int):
+def _with_opcode(reader: Callable[[JuteReader], Request], opcode: int) -> Callable[[JuteReader], Request]:
     def read(r: JuteReader) -> Request:
         request = reader(r)
         request.opcode = opcode
@@ -432,7 +435,7 @@ def _with_opcode(reader, opcode: int):
 
 
 # opcode -> function reading that op's request body.
-REQUEST_READERS = {
+REQUEST_READERS: dict[int, Callable[[JuteReader], Request]] = {
     OpCode.CREATE: _read_create(OpCode.CREATE),
     OpCode.CREATE2: _read_create(OpCode.CREATE2),
     OpCode.CREATE_CONTAINER: _read_create(OpCode.CREATE_CONTAINER),
@@ -465,7 +468,7 @@ REQUEST_READERS = {
     OpCode.RECONFIG: ReconfigRequest.read,
 }
 
-_MULTI_OP_READERS = {op: REQUEST_READERS[op] for op in MULTI_WRITE_OPS | MULTI_READ_OPS}
+_MULTI_OP_READERS: dict[int, Callable[[JuteReader], Request]] = {op: REQUEST_READERS[op] for op in MULTI_WRITE_OPS | MULTI_READ_OPS}
 
 
 def decode_request(opcode: int, data: bytes | bytearray | memoryview, offset: int = 0,

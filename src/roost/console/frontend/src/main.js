@@ -9,8 +9,17 @@ import groups from "./pages/groups.js";
 import group from "./pages/group.js";
 import keeper from "./pages/keeper.js";
 import transactions from "./pages/transactions.js";
+import shareGroups from "./pages/share_groups.js";
+import shareGroup from "./pages/share_group.js";
+import links from "./pages/links.js";
+import link from "./pages/link.js";
+import schemas from "./pages/schemas.js";
+import schema from "./pages/schema.js";
 
-const pages = { overview, topics, topic, messages, groups, group, keeper, transactions };
+const pages = {
+  overview, topics, topic, messages, groups, group, keeper, transactions,
+  "share-groups": shareGroups, "share-group": shareGroup, links, link, schemas, schema,
+};
 
 document.addEventListener("DOMContentLoaded", () => {
   const start = pages[document.body.dataset.page];

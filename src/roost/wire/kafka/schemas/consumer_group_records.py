@@ -54,10 +54,11 @@ CONSUMER_GROUP_MEMBER_METADATA_VALUE = Message(
         Field("SubscribedTopicRegex", "string", "0+", nullable="0+"),
         Field("RebalanceTimeoutMs", "int32", "0+", default=-1),
         Field("ServerAssignor", "string", "0+", nullable="0+"),
-        # Kafka's migration of a classic member into a consumer group (KIP-1022): Roost converts no
-        # group with members, so it never writes it (null, so absent); declared to read Kafka's.
+        # A classic member of a consumer group (online migration, KIP-848/KIP-1022): its session
+        # timeout and JoinGroup protocols; null (absent) for a consumer-protocol member.
         Field("ClassicMemberMetadata", "ClassicMemberMetadata", "0+", nullable="0+", default=None, tagged="0+",
               tag=0, fields=(
+                  Field("SessionTimeoutMs", "int32", "0+"),
                   Field("SupportedProtocols", "[]ClassicProtocol", "0+", fields=(
                       Field("Name", "string", "0+"),
                       Field("Metadata", "bytes", "0+"),

@@ -7,14 +7,15 @@ from __future__ import annotations
 from roost.wire.kafka.schema import Field, Message
 
 FIND_COORDINATOR_REQUEST = Message(
-    "FindCoordinatorRequest", api_key=10, kind="request", versions="0-3", flexible="3+", fields=(
+    "FindCoordinatorRequest", api_key=10, kind="request", versions="0-6", flexible="3+", fields=(
         Field("Key", "string", "0-3"),
-        Field("KeyType", "int8", "1+", default=0),  # 0 group, 1 transaction
+        Field("KeyType", "int8", "1+", default=0),  # 0 group, 1 transaction, 2 share (v6+)
+        # v4+: a batch of keys of one type; v5 may answer TRANSACTION_ABORTABLE (not sent).
         Field("CoordinatorKeys", "[]string", "4+"),
     ))
 
 FIND_COORDINATOR_RESPONSE = Message(
-    "FindCoordinatorResponse", api_key=10, kind="response", versions="0-3", flexible="3+", fields=(
+    "FindCoordinatorResponse", api_key=10, kind="response", versions="0-6", flexible="3+", fields=(
         Field("ThrottleTimeMs", "int32", "1+"),
         Field("ErrorCode", "int16", "0-3"),
         Field("ErrorMessage", "string", "1-3", nullable="1-3"),

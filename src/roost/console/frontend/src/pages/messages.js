@@ -1,13 +1,27 @@
 import { api, attempt, cell, download, el, fill, formatTime, status } from "../util.js";
 
 // One key or value as the server described it (text, hex, json; size, truncated, utf8).
+// A value in Confluent's wire format (magic byte 0, schema id) says its id, linked to the subject
+// it is registered under, and shows as decoded by that schema unless hex is asked for.
+function schemaNote(shown) {
+  if (shown.schema_id === undefined) return null;
+  const decoded = shown.decoded;
+  const said = decoded === undefined ? " (start the console with --schema-registry to decode it)"
+    : decoded.error ? `: ${decoded.error}` : ` (${decoded.schema_type})`;
+  return el("div", { class: "schema-id" }, "schema id ",
+    el("a", { href: `/schemas/id/${shown.schema_id}`, text: String(shown.schema_id) }), said);
+}
+
 function payloadCell(shown, mode) {
   if (!shown) return cell(el("span", { class: "muted", text: "null" }), { class: "payload" });
-  const text = mode === "hex" ? shown.hex : mode === "json" && shown.json !== undefined ? shown.json : shown.text;
+  const decoded = shown.decoded && shown.decoded.json !== undefined && mode !== "hex" ? shown.decoded.json : undefined;
+  const text = decoded !== undefined ? decoded : mode === "hex" ? shown.hex
+    : mode === "json" && shown.json !== undefined ? shown.json : shown.text;
   const notes = [];
   if (shown.truncated) notes.push(`showing ${mode === "hex" ? "the first" : "the start of"} ${shown.size} bytes`);
-  if (!shown.utf8) notes.push("not valid UTF-8");
-  return el("td", { class: "payload" }, el("pre", { text }), notes.length ? el("div", { class: "cut", text: notes.join("; ") }) : null);
+  if (!shown.utf8 && decoded === undefined) notes.push("not valid UTF-8");
+  return el("td", { class: "payload" }, schemaNote(shown), el("pre", { text }),
+    notes.length ? el("div", { class: "cut", text: notes.join("; ") }) : null);
 }
 
 function headersCell(headers) {

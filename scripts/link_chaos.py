@@ -1,0 +1,645 @@
+#!/usr/bin/env python3
+"""Two regions and a cluster link between them, then the source region lost: RPO, RTO, failback.
+
+Region A (the source) and region B (the destination) are network namespaces this script creates
+(`links-a`, `links-b`: it must run as root), each with a keeper and three brokers on its own
+address, joined by one veth pair: the inter-region link. Then:
+
+1. an acks=all idempotent producer and a transactional one write to topic `chaos` on A, a
+   consumer group reads it on A; link `chaos` on B mirrors it (same offsets);
+2. the inter-region link is cut (`ip link set down`: tc netem does not work on this machine) for
+   --cut-seconds while the producers go on; a broker is killed and restarted on each side during
+   the cut; the link heals and the mirror catches up (the catch-up time is printed);
+3. with the producers paused, every partition on B is compared with A batch by batch (bytes,
+   offsets) and read_committed on both sides must give the same records;
+4. region A is lost: every process in it killed at once, while the producers write (by default
+   the link was cut --loss-cut-seconds before, so that A acknowledged records B never got). B fails over
+   (`roost link failover --all`). Printed: **RPO** = the records A acknowledged that B does not
+   hold, with the age of the oldest and of the newest of them at the loss; **RTO** = from the loss
+   to the first produce accepted on B and to the group's first record read on B (this run fails
+   over at once: a real RTO adds detecting the loss and deciding); the group's re-reads (records
+   after its last offset sync); a check that every acknowledged record B had mirrored is there;
+5. region A comes back (the same data) and `roost link failback --all` runs while a producer
+   writes to B: A's divergent suffix (what it acknowledged and never sent, and anything after)
+   is cut and reported, A takes B's writes, is promoted again and B mirrors it again. Then A and B
+   must hold the same batches, and every record B acknowledged must be on A.
+
+    sudo .venv/bin/python scripts/link_chaos.py                   # about 4 minutes with the 60 s cut
+    sudo .venv/bin/python scripts/link_chaos.py --cut-seconds 15 --rate 200
+
+Exit status 0 only if every check held. Every namespace and process is removed at the end, also
+on a failure or Ctrl-C; a namespace left by an earlier killed run is removed first. The CI runs
+the loopback tests of tests/link instead (two clusters on 127.0.0.1): this run does not fit its
+budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "src"))
+
+NS_A, NS_B = "links-a", "links-b"
+ADDRESS = {NS_A: "10.213.1.1", NS_B: "10.213.2.1"}  # each region's service address (on its lo)
+VETH = {NS_A: ("links-ab", "10.213.0.1"), NS_B: ("links-ba", "10.213.0.2")}  # the inter-region link
+TOPIC, LINK, GROUP, PARTITIONS = "chaos", "chaos", "chaos-readers", 4
+KEEPER_PORT, BROKER_PORT = 2181, 9091
+PYTHON = sys.executable
+
+
+# -- pure measures (tests/link/test_link_chaos_measures.py) -----------------------------------------
+@dataclass(frozen=True)
+class Ack:
+    partition: int
+    offset: int
+    value: str
+    at: float  # wall-clock seconds when the producer was told
+
+
+@dataclass(frozen=True)
+class Rpo:
+    lost: int
+    oldest_age_s: float | None  # at the loss, of the oldest acknowledged record lost
+    newest_age_s: float | None  # at the loss, of the newest acknowledged record lost
+    per_partition: dict[int, int]
+
+
+def rpo(acks: Sequence[Ack], mirror_ends: dict[int, int], lost_at: float) -> Rpo:
+    """The records acknowledged on the source (before `lost_at`) at or past the mirror's end
+    (`mirror_ends`: per partition, the first offset the mirror did not hold)."""
+    lost = [a for a in acks if a.at <= lost_at and a.offset >= mirror_ends.get(a.partition, 0)]
+    per: dict[int, int] = {}
+    for ack in lost:
+        per[ack.partition] = per.get(ack.partition, 0) + 1
+    if not lost:
+        return Rpo(0, None, None, per)
+    return Rpo(len(lost), lost_at - min(a.at for a in lost), lost_at - max(a.at for a in lost), per)
+
+
+def missing_below_end(acks: Sequence[Ack], mirror_ends: dict[int, int],
+                      held: dict[tuple[int, int], str]) -> list[Ack]:
+    """Acknowledged records the mirror should hold (below its end) that it does not, or holds
+    with another value: must be none."""
+    return [a for a in acks if a.offset < mirror_ends.get(a.partition, 0)
+            and held.get((a.partition, a.offset)) != a.value]
+
+
+def read_acks(path: Path) -> list[Ack]:
+    found = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                found.append(Ack(int(parts[0]), int(parts[1]), parts[2], float(parts[3])))
+    return found
+
+
+# -- helpers run inside a namespace (python scripts/link_chaos.py --role ...) -------------------------
+def role_produce(args: argparse.Namespace) -> None:
+    """Write `args.rate` records a second until the stop file exists; log each acknowledged one."""
+    from confluent_kafka import KafkaException, Producer
+
+    out = open(args.out, "a", buffering=1)  # noqa: SIM115 - one line per ack, until killed
+    stop, pause = Path(args.stop), Path(args.pause)
+    config = {"bootstrap.servers": args.bootstrap, "acks": "all", "linger.ms": 5, "message.timeout.ms": 30000}
+    if args.transactional:
+        config["transactional.id"] = f"chaos-{os.getpid()}"
+    else:
+        config["enable.idempotence"] = True
+    producer = Producer(config)
+    pending: list[tuple[int, int, str]] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is None:
+            entry = (message.partition(), message.offset(), message.value().decode())
+            if args.transactional:
+                pending.append(entry)  # acknowledged only once its transaction commits
+            else:
+                out.write(f"{entry[0]} {entry[1]} {entry[2]} {time.time():.6f}\n")
+
+    if args.transactional:
+        producer.init_transactions(60)
+    sequence, started = 0, time.monotonic()
+    while not stop.exists():
+        if pause.exists():
+            producer.flush(1)
+            time.sleep(0.1)
+            continue
+        try:
+            if args.transactional:
+                producer.begin_transaction()
+            for _ in range(20):
+                value = f"{args.tag}-{sequence}"
+                producer.produce(args.topic, value=value.encode(), partition=sequence % PARTITIONS,
+                                 on_delivery=delivered)
+                sequence += 1
+            if args.transactional:
+                producer.flush(30)
+                if sequence % 100 == 0:  # every fifth transaction is aborted
+                    producer.abort_transaction(30)
+                    pending.clear()
+                else:
+                    producer.commit_transaction(30)
+                    now = time.time()
+                    for p, o, v in pending:
+                        out.write(f"{p} {o} {v} {now:.6f}\n")
+                    pending.clear()
+            else:
+                producer.poll(0)
+        except (KafkaException, BufferError) as error:
+            print(f"producer {args.tag}: {error}", file=sys.stderr, flush=True)
+            if args.transactional:
+                pending.clear()
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(10)
+            time.sleep(0.5)
+        # Pace: `rate` records a second overall.
+        ahead = sequence / max(args.rate, 1) - (time.monotonic() - started)
+        if ahead > 0:
+            time.sleep(min(ahead, 1.0))
+    producer.flush(30)
+
+
+def role_consume(args: argparse.Namespace) -> None:
+    """The group reads `args.topic` and commits every second; each commit is logged."""
+    from confluent_kafka import Consumer, KafkaException
+
+    out = open(args.out, "a", buffering=1)  # noqa: SIM115
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([args.topic])
+    positions: dict[int, int] = {}
+    next_commit = time.monotonic() + 1.0
+    while not Path(args.stop).exists():
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            if args.first_read and message.partition() not in positions:
+                out.write(f"first-read {time.time():.6f} {message.partition()} {message.offset()}\n")
+            positions[message.partition()] = message.offset() + 1
+        if time.monotonic() >= next_commit and positions:
+            next_commit = time.monotonic() + 1.0
+            with contextlib.suppress(KafkaException):
+                consumer.commit(asynchronous=False)
+                out.write("commit " + " ".join(f"{p}:{o}" for p, o in sorted(positions.items())) + "\n")
+    consumer.close()
+
+
+def role_probe(args: argparse.Namespace) -> None:
+    """On B from before the loss: produce to every partition until each takes a record (a mirror
+    refuses them); log when and at which offset (the mirror's end at promotion); then go on
+    writing (the writes a failback must carry back) until the stop file exists."""
+    from confluent_kafka import Producer
+
+    out = open(args.out, "a", buffering=1)  # noqa: SIM115
+    # Not idempotent: a mirror's INVALID_REQUEST must fail the record, not the producer.
+    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": "all", "message.timeout.ms": 5000})
+    first: dict[int, int] = {}
+    sequence = 0
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is None:
+            p, o = message.partition(), message.offset()
+            if p not in first:
+                first[p] = o
+                out.write(f"first-accepted {p} {o} {time.time():.6f}\n")
+            out.write(f"ack {p} {o} {message.value().decode()} {time.time():.6f}\n")
+
+    while not Path(args.stop).exists():
+        for p in range(PARTITIONS):
+            if len(first) < PARTITIONS and p in first:
+                continue
+            producer.produce(args.topic, value=f"probe-{sequence}".encode(), partition=p, on_delivery=delivered)
+            sequence += 1
+        producer.flush(6)
+        time.sleep(0.05 if len(first) < PARTITIONS else 0.2)
+    producer.flush(10)
+
+
+def role_dump(args: argparse.Namespace) -> None:
+    """Print, per partition, each batch's base offset and sha256, and read_committed's records."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from tests.link.raw import batches
+
+    found: dict[str, Any] = {"batches": {}, "records": []}
+    for p in range(PARTITIONS):
+        found["batches"][str(p)] = [[int.from_bytes(b[:8], "big"), hashlib.sha256(b).hexdigest()]
+                                    for b in batches(args.bootstrap, args.topic, p, max_rounds=100_000)]
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"dump-{os.getpid()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in range(PARTITIONS)])
+    ended: set[int] = set()
+    deadline = time.monotonic() + 120
+    while len(ended) < PARTITIONS and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+                continue
+            found["records"].append([message.partition(), message.offset(), message.value().decode()])
+    consumer.close()
+    found["complete"] = len(ended) == PARTITIONS
+    print(json.dumps(found))
+
+
+def role_ready(args: argparse.Namespace) -> None:
+    """Exit 0 once the cluster at `args.bootstrap` lists `args.brokers` brokers."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if len(admin.list_topics(timeout=5).brokers) >= args.brokers:
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"{args.bootstrap}: fewer than {args.brokers} brokers after 90 s")
+
+
+def role_create_topic(args: argparse.Namespace) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin.create_topics([NewTopic(args.topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
+        args.topic].result(60)
+
+
+ROLES = {"produce": role_produce, "consume": role_consume, "probe": role_probe, "dump": role_dump,
+         "ready": role_ready, "create-topic": role_create_topic}
+
+
+# -- the orchestrator ------------------------------------------------------------------------------
+def sh(*command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(command), capture_output=True, text=True, timeout=60, check=check)
+
+
+def in_ns(ns: str, *command: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, *command]
+
+
+@dataclass
+class Region:
+    ns: str
+    root: Path
+    brokers: dict[int, Any] = field(default_factory=dict)
+    keeper: Any = None
+
+    @property
+    def address(self) -> str:
+        return ADDRESS[self.ns]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.address}:{BROKER_PORT + i}" for i in (1, 2, 3))
+
+    @property
+    def zookeeper(self) -> str:
+        return f"{self.address}:{KEEPER_PORT}"
+
+
+class Run:
+    """Everything started, to be removed at the end."""
+
+    def __init__(self, root: Path, say: Any) -> None:
+        self.root = root
+        self.say = say
+        self.procs: list[subprocess.Popen[Any]] = []
+        self.regions: list[Region] = []
+        self.env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO}", "PYTHONUNBUFFERED": "1"}
+
+    # namespaces -------------------------------------------------------------------------------
+    def make_regions(self) -> None:
+        self.remove_namespaces()
+        for ns in (NS_A, NS_B):
+            sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", VETH[NS_A][0], "type", "veth", "peer", "name", VETH[NS_B][0])
+        for ns in (NS_A, NS_B):
+            device, address = VETH[ns]
+            sh("ip", "link", "set", device, "netns", ns)
+            sh(*in_ns(ns, "ip", "link", "set", "lo", "up"))
+            sh(*in_ns(ns, "ip", "addr", "add", f"{ADDRESS[ns]}/32", "dev", "lo"))
+            sh(*in_ns(ns, "ip", "addr", "add", f"{address}/30", "dev", device))
+        self.heal()
+
+    def cut(self) -> None:
+        for ns in (NS_A, NS_B):
+            sh(*in_ns(ns, "ip", "link", "set", VETH[ns][0], "down"))
+
+    def heal(self) -> None:
+        for ns in (NS_A, NS_B):
+            sh(*in_ns(ns, "ip", "link", "set", VETH[ns][0], "up"))
+        for ns, other in ((NS_A, NS_B), (NS_B, NS_A)):
+            # Routes through a device go when it goes down: put the other region's route back.
+            sh(*in_ns(ns, "ip", "route", "replace", f"{ADDRESS[other]}/32", "via", VETH[other][1]))
+
+    @staticmethod
+    def remove_namespaces() -> None:
+        for ns in (NS_A, NS_B):
+            sh("ip", "netns", "del", ns, check=False)
+
+    # processes --------------------------------------------------------------------------------
+    def start_region(self, region: Region) -> None:
+        from tests.support.cluster import TEST_BROKER_SETTINGS, write_toml
+        from tests.support.procs import start_roost
+
+        command = in_ns(region.ns, PYTHON, "-m", "roost.cli.main")
+        keeper_config = region.root / "keeper.toml"
+        write_toml(keeper_config, {"tickTime": 500, "dataDir": str(region.root / "keeper"),
+                                   "clientPort": KEEPER_PORT, "clientPortAddress": region.address})
+        region.keeper = start_roost(["keeper", "--config", str(keeper_config)], expect=("keeper",),
+                                    env=self.env, new_session=True, command=command)
+        self.procs.append(region.keeper.popen)
+        for broker_id in (1, 2, 3):
+            config = region.root / f"broker-{broker_id}.toml"
+            if not config.exists():
+                listener = f"PLAINTEXT://{region.address}:{BROKER_PORT + broker_id}"
+                write_toml(config, {"broker.id": broker_id, "zookeeper.connect": region.zookeeper,
+                                    "listeners": listener, "advertised.listeners": listener,
+                                    "log.dirs": str(region.root / f"broker-{broker_id}"),
+                                    "offsets.topic.replication.factor": 3,
+                                    "transaction.state.log.replication.factor": 3, "default.replication.factor": 3,
+                                    **TEST_BROKER_SETTINGS})
+            self.start_broker(region, broker_id, wait=False)
+        for broker in region.brokers.values():
+            broker.wait_ready(90)
+        self.helper(region.ns, "ready", "--bootstrap", region.bootstrap, "--brokers", "3")
+
+    def start_broker(self, region: Region, broker_id: int, wait: bool = True) -> None:
+        from tests.support.procs import start_roost
+
+        command = in_ns(region.ns, PYTHON, "-m", "roost.cli.main")
+        proc = start_roost(["broker", "--config", str(region.root / f"broker-{broker_id}.toml")],
+                           expect=(f"broker {broker_id} kafka",), env=self.env,
+                           new_session=True, command=command, wait=wait, timeout=90)
+        region.brokers[broker_id] = proc
+        self.procs.append(proc.popen)
+
+    def kill(self, popen: subprocess.Popen[Any]) -> None:
+        if popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(15)
+
+    def kill_region(self, region: Region) -> None:
+        for proc in [*region.brokers.values(), region.keeper]:
+            if proc is not None:
+                self.kill(proc.popen)
+
+    def spawn(self, ns: str, role: str, *args: str) -> subprocess.Popen[Any]:
+        log = open(self.root / f"{role}-{ns}-{len(self.procs)}.log", "w")  # noqa: SIM115
+        popen = subprocess.Popen(in_ns(ns, PYTHON, str(Path(__file__).resolve()), "--role", role, *args),
+                                 stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        self.procs.append(popen)
+        return popen
+
+    def helper(self, ns: str, role: str, *args: str, timeout: float = 300) -> str:
+        done = subprocess.run(in_ns(ns, PYTHON, str(Path(__file__).resolve()), "--role", role, *args),
+                              capture_output=True, text=True, env=self.env, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{role} in {ns} failed: {done.stderr.strip()[-800:]}")
+        return done.stdout
+
+    def roost(self, ns: str, *args: str, timeout: float = 600) -> str:
+        done = subprocess.run(in_ns(ns, PYTHON, "-m", "roost.cli.main", *args), capture_output=True, text=True,
+                              env=self.env, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"roost {' '.join(args[:2])} failed: {(done.stdout + done.stderr).strip()[-1500:]}")
+        return done.stdout
+
+    def close(self, regions: Sequence[Region] = ()) -> None:
+        for popen in reversed(self.procs):
+            self.kill(popen)
+        self.remove_namespaces()
+        for region in regions:  # what the brokers said, for a failure's post-mortem
+            for broker_id, proc in region.brokers.items():
+                with contextlib.suppress(OSError):
+                    (self.root / f"{region.ns}-broker-{broker_id}.log").write_text(proc.text())
+
+
+def link_partitions(run: Run, b: Region) -> list[dict[str, Any]]:
+    out = run.roost(NS_B, "link", "describe", LINK, "--zookeeper", b.zookeeper, "--format", "json")
+    return json.loads(out)["partitions"]
+
+
+def wait_until(what: str, timeout_s: float, check: Any, interval: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(RuntimeError, ValueError, KeyError, OSError):
+            found = check()
+            if found:
+                return found
+        time.sleep(interval)
+    raise AssertionError(f"{what}: not within {timeout_s:g} s")
+
+
+def caught_up(run: Run, b: Region) -> bool:
+    parts = link_partitions(run, b)
+    return len(parts) == PARTITIONS and all(p["lag_records"] == 0 and not p["error"] for p in parts)
+
+
+def same_logs(run: Run, a: Region, b: Region, what: str) -> dict[str, Any]:
+    """A and B hold the same batches at the same offsets and read_committed gives the same records."""
+    left = json.loads(run.helper(NS_A, "dump", "--bootstrap", a.bootstrap, "--topic", TOPIC))
+    right = json.loads(run.helper(NS_B, "dump", "--bootstrap", b.bootstrap, "--topic", TOPIC))
+    assert left["complete"] and right["complete"], f"{what}: a read_committed dump did not reach the end"
+    for p in map(str, range(PARTITIONS)):
+        assert left["batches"][p] == right["batches"][p], (
+            f"{what}: partition {p} differs: {len(left['batches'][p])} batches on A, {len(right['batches'][p])} on B")
+    assert sorted(map(tuple, left["records"])) == sorted(map(tuple, right["records"])), f"{what}: read_committed"
+    batches = sum(len(v) for v in left["batches"].values())
+    run.say(f"  {what}: {batches} batches equal byte for byte at the same offsets, "
+            f"{len(left['records'])} read_committed records equal")
+    return right
+
+
+def scenario(run: Run, args: argparse.Namespace) -> None:
+    say = run.say
+    a, b = Region(NS_A, run.root / "a"), Region(NS_B, run.root / "b")
+    run.regions = [a, b]
+    run.make_regions()
+    say(f"regions: {NS_A} ({a.address}) and {NS_B} ({b.address}), joined by {VETH[NS_A][0]}/{VETH[NS_B][0]}")
+    run.start_region(a)
+    run.start_region(b)
+    say(f"  region A: keeper {a.zookeeper}, brokers {a.bootstrap}; region B: keeper {b.zookeeper}, {b.bootstrap}")
+    run.helper(NS_A, "create-topic", "--bootstrap", a.bootstrap, "--topic", TOPIC)
+    files = {name: run.root / f"{name}.txt" for name in ("acks", "txn-acks", "group-a", "group-b", "probe")}
+    stop_a, pause_a, stop_b = run.root / "stop-a", run.root / "pause-a", run.root / "stop-b"
+    common = ["--bootstrap", a.bootstrap, "--topic", TOPIC, "--stop", str(stop_a), "--pause", str(pause_a)]
+    in_a = [
+        run.spawn(NS_A, "produce", *common, "--rate", str(args.rate), "--out", str(files["acks"]), "--tag", "idem"),
+        run.spawn(NS_A, "produce", *common, "--rate", str(max(args.rate // 4, 20)), "--out",
+                  str(files["txn-acks"]), "--tag", "txn", "--transactional"),
+        run.spawn(NS_A, "consume", *common, "--out", str(files["group-a"]))]
+    run.roost(NS_B, "link", "create", LINK, "--zookeeper", b.zookeeper, "--source-bootstrap", a.bootstrap,
+              "-c", f"topics=literal:{TOPIC}", "-c", "consumer.offset.sync.ms=2000", "-c", "metadata.max.age.ms=1000")
+    say(f"link {LINK} on B mirrors {TOPIC} from A; producers (idempotent {args.rate}/s, transactional) and group "
+        f"{GROUP} on A")
+    time.sleep(args.warm_seconds)
+    wait_until("the mirror caught up before the cut", 120, lambda: caught_up(run, b))
+
+    say(f"cutting the inter-region link for {args.cut_seconds:g} s (a broker killed and restarted on each side)")
+    run.cut()
+    cut_at = time.monotonic()
+    time.sleep(min(5.0, args.cut_seconds / 4))
+    for region in (a, b):
+        run.kill(region.brokers[3].popen)
+    time.sleep(min(5.0, args.cut_seconds / 4))
+    for region in (a, b):
+        run.start_broker(region, 3)
+    time.sleep(max(0.0, args.cut_seconds - (time.monotonic() - cut_at)))
+    status = link_partitions(run, b)
+    run.heal()
+    healed = time.monotonic()
+    say(f"  healed after {healed - cut_at:.1f} s; roost link describe then: lag up to "
+        f"{max(p['lag_ms'] for p in status) / 1000:.1f} s (the records lag is unknown while the source is "
+        f"silent: {sum(max(p['lag_records'], 0) for p in status)} as last seen)")
+    wait_until("the mirror caught up after the cut", 300, lambda: caught_up(run, b), interval=0.5)
+    say(f"  caught up {time.monotonic() - healed:.1f} s after the heal")
+    run.kill(a.brokers[1].popen)  # a source leader killed with the link up
+    run.start_broker(a, 1)
+    pause_a.touch()
+    time.sleep(2.0)
+    wait_until("the mirror caught up with the producers paused", 120, lambda: caught_up(run, b), interval=0.5)
+    time.sleep(3.0)  # the last published statuses
+    wait_until("the mirror caught up with the producers paused", 120, lambda: caught_up(run, b), interval=0.5)
+    same_logs(run, a, b, "after the cut and the kills")
+    pause_a.unlink()
+
+    # The region lost, the destination promoted.
+    run.spawn(NS_B, "probe", "--bootstrap", b.bootstrap, "--topic", TOPIC, "--stop", str(stop_b),
+              "--out", str(files["probe"]))
+    time.sleep(args.warm_seconds)
+    if args.loss_cut_seconds > 0:
+        say(f"the inter-region link cut {args.loss_cut_seconds:g} s before the loss (A goes on acknowledging)")
+        run.cut()
+        time.sleep(args.loss_cut_seconds)
+    lost_at = time.time()
+    run.kill_region(a)
+    for popen in in_a:  # the producers and the group in region A go with it
+        run.kill(popen)
+    say("region A lost: every process in it killed")
+    failover = run.roost(NS_B, "link", "failover", LINK, "--all", "-b", b.bootstrap, "--zookeeper", b.zookeeper,
+                         "--timeout", "30")
+    failed_over_at = time.time()
+    say("  " + failover.strip().replace("\n", "\n  "))
+    probe = wait_until("produce accepted on every promoted partition", 120,
+                       lambda: (lines := [ln.split() for ln in files["probe"].read_text().splitlines()
+                                          if ln.startswith("first-accepted")]) and len(lines) == PARTITIONS and lines)
+    ends = {int(p): int(o) for _, p, o, _ in probe}
+    first_produce = min(float(t) for *_, t in probe)
+    run.spawn(NS_B, "consume", "--bootstrap", b.bootstrap, "--topic", TOPIC, "--stop", str(stop_b), "--pause",
+              str(run.root / "never"), "--out", str(files["group-b"]), "--first-read")
+    first_read = wait_until("the group reading on B", 120, lambda: [
+        float(ln.split()[1]) for ln in files["group-b"].read_text().splitlines() if ln.startswith("first-read")])[0]
+    acks = read_acks(files["acks"]) + read_acks(files["txn-acks"])
+    loss = rpo(acks, ends, lost_at)
+    say(f"RPO: {loss.lost} acknowledged records lost of {len(acks)} acknowledged on A "
+        f"(per partition {dict(sorted(loss.per_partition.items()))}); "
+        + (f"the oldest lost was {loss.oldest_age_s:.3f} s old at the loss, the newest {loss.newest_age_s:.3f} s"
+           if loss.lost else "none lost"))
+    say(f"RTO: {first_produce - lost_at:.2f} s from the loss to the first produce accepted on B "
+        f"(failover command done at +{failed_over_at - lost_at:.2f} s), {first_read - lost_at:.2f} s to the "
+        f"group's first record read on B (failover started at once: detection and decision not included)")
+    commits_a = [ln for ln in files["group-a"].read_text().splitlines() if ln.startswith("commit")]
+    if commits_a:
+        last_a = {int(p): int(o) for p, o in (x.split(":") for x in commits_a[-1].split()[1:])}
+        first_b = wait_until("the group reading every partition on B", 60, lambda: (found := {
+            int(p): int(o) for _, _, p, o in (ln.split() for ln in files["group-b"].read_text().splitlines()
+                                              if ln.startswith("first-read"))}) and len(found) == PARTITIONS and found)
+        rereads = sum(max(0, last_a.get(p, 0) - o) for p, o in first_b.items())
+        say(f"  group {GROUP}: last commit on A {dict(sorted(last_a.items()))}, resumed on B at "
+            f"{dict(sorted(first_b.items()))}: {rereads} records re-read (committed on A after the last offset "
+            f"sync, every 2 s here); none skipped: {all(o <= last_a.get(p, o) for p, o in first_b.items())}")
+        assert all(o <= last_a.get(p, o) for p, o in first_b.items()), "the group skipped records on B"
+    dump_b = json.loads(run.helper(NS_B, "dump", "--bootstrap", b.bootstrap, "--topic", TOPIC))
+    held = {(p, o): v for p, o, v in dump_b["records"]}
+    missing = missing_below_end(acks, ends, held)
+    assert not missing, f"acknowledged records B had mirrored are missing: {missing[:5]}"
+    say(f"  every acknowledged record below the promotion point is on B ({sum(ends.values())} offsets)")
+
+    # Failback: A returns with its divergent suffix.
+    say("region A back (same data); roost link failback while a producer writes to B")
+    run.heal()
+    run.start_region(a)
+    back = run.roost(NS_B, "link", "failback", LINK, "--all", "--source-zookeeper", a.zookeeper, "--source-bootstrap",
+                     a.bootstrap, "-b", b.bootstrap, "--zookeeper", b.zookeeper, "--timeout", "30",
+                     "-c", "metadata.max.age.ms=1000", "-c", "consumer.offset.sync.ms=2000",
+                     "--catch-up-timeout", "300")
+    say("  " + back.strip().replace("\n", "\n  "))
+    stop_b.touch()
+    time.sleep(2.0)
+    dump = same_logs(run, a, b, "after failback")
+    held = {(p, o): v for p, o, v in dump["records"]}
+    probe_acks = [Ack(int(p), int(o), v, float(t)) for _, p, o, v, t in
+                  (ln.split() for ln in files["probe"].read_text().splitlines() if ln.startswith("ack "))]
+    lost_b = [x for x in probe_acks if held.get((x.partition, x.offset)) != x.value]
+    assert not lost_b, f"records B acknowledged are not on A after failback: {lost_b[:5]}"
+    say(f"  all {len(probe_acks)} records B acknowledged are on A; A is the source again and B mirrors it")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", default=TOPIC, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--stop", help=argparse.SUPPRESS)
+    parser.add_argument("--pause", default="/nonexistent", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="r", help=argparse.SUPPRESS)
+    parser.add_argument("--transactional", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-read", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--brokers", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=int, default=400, help="records a second from the idempotent producer")
+    parser.add_argument("--cut-seconds", type=float, default=60.0, help="how long the inter-region link is cut")
+    parser.add_argument("--warm-seconds", type=float, default=10.0, help="producing before the cut and the loss")
+    parser.add_argument("--loss-cut-seconds", type=float, default=5.0,
+                        help="the link is cut this long before region A is lost (0: lost with the link up)")
+    parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs) at the end")
+    args = parser.parse_args()
+    if args.role:
+        ROLES[args.role](args)
+        return 0
+    if os.geteuid() != 0:
+        print("link_chaos.py makes network namespaces: run it as root", file=sys.stderr)
+        return 2
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    started = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="links-chaos-"))
+    run = Run(root, lambda line: print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True))
+    try:
+        scenario(run, args)
+    except (AssertionError, RuntimeError) as failure:
+        print(f"FAILED: {failure}\nlogs: {root}", flush=True)
+        args.keep = True
+        return 1
+    finally:
+        run.close(run.regions)
+        if not args.keep:
+            with contextlib.suppress(OSError):
+                subprocess.run(["rm", "-rf", str(root)], check=False, timeout=60)
+    print(f"OK in {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The balancer's operator-side entry points (`roost balance`, `roost broker decommission`, the
+tests and bench): the shell lives in roost.broker.balance.execution, which the active
+controller's automatic balancer (`balancer.mode`) uses too; its names are re-exported here."""
+
+from __future__ import annotations
+
+from roost.broker.balance.execution import (
+    AUTO_PATH,
+    BROKER_RESOURCE,
+    EXECUTION_PATH,
+    LOAD_PATH,
+    STOP_PATH,
+    TOPIC_RESOURCE,
+    BalanceError,
+    ClusterOps,
+    ClusterView,
+    Throttles,
+    apply_throttles,
+    ask,
+    cluster_model,
+    execute,
+    make_plan,
+    read_auto,
+    read_loads,
+    read_state,
+    remove_throttles,
+    stop,
+    write_state,
+)
+
+__all__ = ["AUTO_PATH", "BROKER_RESOURCE", "EXECUTION_PATH", "LOAD_PATH", "STOP_PATH", "TOPIC_RESOURCE", "BalanceError",
+           "ClusterOps", "ClusterView", "Throttles", "apply_throttles", "ask", "cluster_model", "execute",
+           "make_plan", "read_auto", "read_loads", "read_state", "remove_throttles", "stop", "write_state"]

@@ -1,0 +1,51 @@
+"""What a handler receives and may answer: the shared vocabulary of connections, the dispatcher
+and the handlers (so none of them imports another)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from roost.principal import ANONYMOUS, KafkaPrincipal
+from roost.wire.kafka import RequestHeader
+
+NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)
+
+
+class Deferred:
+    """A response still to come: once `future` is done, its result is the response body (or
+    NO_RESPONSE), to be encoded for `header`. Handlers that wait (a parked fetch, a produce
+    waiting for replication or fsync) answer with a future rather than a coroutine: no task per
+    request, a callback when it is done."""
+
+    __slots__ = ("future", "header")
+
+    def __init__(self, header: RequestHeader, future: asyncio.Future[Any]) -> None:
+        self.header = header
+        self.future = future
+
+
+class Request:
+    """One decoded request and where it came from."""
+
+    __slots__ = ("body", "client_host", "connection", "header", "listener", "principal")
+
+    def __init__(self, header: RequestHeader, body: dict[str, Any], client_host: str,
+                 principal: KafkaPrincipal = ANONYMOUS, listener: str = "", connection: object = None) -> None:
+        self.header = header
+        self.body = body
+        self.client_host = client_host
+        self.principal = principal  # who sent it: ANONYMOUS until TLS or SASL proves otherwise
+        self.listener = listener  # the listener it came in on ("": an in-process call)
+        # The connection it came on (None in-process): state tied to a connection, such as a
+        # share session, is dropped when it closes (Broker._connection_closed).
+        self.connection = connection
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+# A handler returns a response body (dict), NO_RESPONSE, or a future (or other awaitable) of either.
+Handler = Callable[[Request], Any]

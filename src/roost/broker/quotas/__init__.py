@@ -1,0 +1,1 @@
+"""Kafka client quotas (produce/fetch byte rates, request time, connection limits): see core.py."""
