@@ -20,9 +20,11 @@ What is an error (each a `Verdict` problem with the operations that show it):
                that ends it (accept or reject) was answered ok — the claim of KIP-932's
                durable acknowledgements through any failover;
 - acquired twice: two deliveries of a record with one delivery count and no failover of the data
-               partition's leader between them: each acquisition raises the count, so two
-               consumers held it at once (or a count was not raised); only a new leader, resuming
-               from the persisted count, may hand out a count again;
+               partition's leader between them (none that began before the later answer and
+               ended after the first request: a poll invoked at the old leader may be answered
+               by the new one): each acquisition raises the count, so two consumers held it at
+               once (or a count was not raised); only a new leader, resuming from the persisted
+               count, may hand out a count again;
 - lost:        an acknowledged send that never ended: no accept or reject of it answered ok or
                unknown, and no delivery at the delivery limit (which archives it on its release
                or its lock's expiry); "never delivered" when no poll returned it;
@@ -183,7 +185,7 @@ def _counts(record: Record, found: list[Delivery], limit: int, failovers: list[t
                              f"(limit {limit})", [d.op]))
             return problems
     for d in known:  # a record has a few deliveries: quadratic is fine
-        since = _last_failover(failovers, d.op.invoke)
+        since = _last_failover(failovers, d.op.complete)  # d may come from a leader newer than its invoke's
         before = [e for e in known if e.op.complete < d.op.invoke and e.op.invoke > since]
         highest = max(before, key=lambda e: e.count or 0, default=None)
         if highest is not None and d.count is not None and highest.count is not None and d.count < highest.count:
@@ -202,7 +204,10 @@ def _twice(record: Record, found: list[Delivery], failovers: list[tuple[float, f
     for count, same in sorted(by_count.items()):
         same.sort(key=lambda d: d.op.invoke)
         for a, b in itertools.pairwise(same):
-            if _last_failover(failovers, b.op.invoke) < a.op.invoke:
+            # One may come from the old leader and one from the new if a failover began before
+            # the later of them answered (a poll spans the failover: invoked at the old leader,
+            # retried at the new) and ended after the first was asked for.
+            if _last_failover(failovers, max(a.op.complete, b.op.complete)) < a.op.invoke:
                 return [("acquired twice", f"{_name(record)} delivered to {a.op.process} and to {b.op.process} "
                          f"with delivery count {count}, no failover between", [a.op, b.op])]
     return []
@@ -210,6 +215,6 @@ def _twice(record: Record, found: list[Delivery], failovers: list[tuple[float, f
 
 def _last_failover(failovers: list[tuple[float, float]], before: float) -> float:
     """The latest end of a failover that began before `before` (-inf: none): a delivery invoked
-    after it came from the new leader; one invoked before it may have come from the old one."""
+    after that end came from the new leader; one invoked before it may have come from the old one."""
     i = bisect.bisect_left(failovers, (before, float("-inf")))
     return max((end for _start, end in failovers[:i]), default=float("-inf"))
