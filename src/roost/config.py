@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roost import message_format_version
 from roost.authorization_settings import UnknownAuthorizerError, authorizer_enabled, parse_super_users
 from roost.secret_ref import resolve_secret
 from roost.zkclient.connect_string import parse_connect_string
@@ -656,6 +657,11 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     # down-converted, so the setting has nothing to turn off (kept and shown).
     Setting("log.message.downconversion.enable", bool, True, "Kafka's down-conversion for Fetch v0-3, which "
             "Roost does not serve (nothing is ever down-converted)", topic_name="message.downconversion.enable"),
+    # Deprecated in Kafka and ignored by it since 3.0; taken (with Kafka's validation) so that
+    # configs copied from a Kafka topic apply here: Roost always writes v2 batches.
+    Setting("log.message.format.version", str, message_format_version.DEFAULT,
+            "deprecated, no effect: Kafka's message format version (Roost always writes v2 batches)",
+            message_format_version.complaint, topic_name="message.format.version"),
     Setting("log.preallocate", bool, False, "Kafka's preallocation of segment files (refused: Roost's recovery "
             "reads a segment to its file's end)",
             lambda value: "is not supported: Roost does not preallocate segment files" if value else None,

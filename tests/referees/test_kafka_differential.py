@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from roost import message_format_version
 from roost.wire.kafka.apis import APIS
 from tests.referees.differential import Count, ask_settled, intersection, normalise
 from tests.support.kafka_wire import WireClient
@@ -103,10 +104,8 @@ def test_every_api_and_version_with_a_minimal_request(kafka: str, roost: str) ->
     assert set(differences) == set(SWEEP_DIFFERENCES), "a documented difference is gone: update the lists"
 
 
-# Topic configs Kafka 3.9 takes and Roost refuses as unknown (INVALID_CONFIG): tiered storage,
-# compaction lags, timestamp bounds, and
-# settings of Kafka's own files (preallocate, index size, segment jitter, file delete delay).
-UNIMPLEMENTED_TOPIC_CONFIGS = frozenset({"message.format.version"})
+# Topic configs Kafka 3.9 takes and Roost refuses as unknown (INVALID_CONFIG): none left.
+UNIMPLEMENTED_TOPIC_CONFIGS: frozenset[str] = frozenset()
 CREATE_TOPICS_DIFFERENCES = {
     *(f"{key}=default" for key in UNIMPLEMENTED_TOPIC_CONFIGS),
     "retention.bytes=-5",  # Kafka takes any long (below 0: no limit); Roost asks -1 or >= 0
@@ -169,6 +168,22 @@ def test_create_topics_validation(kafka: str, roost: str) -> None:
     unexplained = {label: pair for label, pair in differences.items() if label not in CREATE_TOPICS_DIFFERENCES}
     assert not unexplained, unexplained
     assert set(differences) == CREATE_TOPICS_DIFFERENCES, "a documented difference is gone: update the lists"
+
+
+def test_message_format_version_values(kafka: str, roost: str) -> None:
+    """The deprecated message.format.version takes exactly Kafka's version names (every name
+    Roost's table holds, its next IV, parse variants, neighbours): each taken or refused alike."""
+    values = [*sorted(message_format_version.NAMES), "0.8.0-IV0", "2.8-IV2", "3.9-IV1", "3.0-IV2",
+              "3.0.1", "3.0.1.5", "0.10.2.1", "0.10.0.1-IV0", " 3.0", "0.8", "0.7.0", "0.12.0", "2.9",
+              "3.10", "4.0", "bogus", "-5", ""]
+    differences = {}
+    for value in values:
+        topic = _topic("mfv", configs=(("message.format.version", value),))
+        theirs, ours = ([t["error_code"] for t in _create(address, [topic])["topics"]] for address in (kafka, roost))
+        if theirs != ours:
+            differences[value] = (theirs, ours)
+    Count.cases += len(values)
+    assert not differences, differences
 
 
 # DescribeConfigs of a topic: Roost lists its broker default as a synonym where Kafka's broker
