@@ -1328,7 +1328,7 @@ MUTATIONS: tuple[Mutation, ...] = (
               "lock_ms=part.settings.lock_duration_ms, mode=mode)",
               "lock_ms=part.settings.lock_duration_ms)  # MUTATION: every fetch batch-optimized"),),
         (SHARE_WIRE + "test_record_limit_acquire_mode_splits_a_batch",),
-        must_load=("broker",)),
+        must_load=(BROKER,)),
     Mutation(
         "share-state-write-answered-before-replicated",
         "the share coordinator answers a state write only once its record is on min.insync.replicas",
