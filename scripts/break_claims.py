@@ -1321,6 +1321,15 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                    s for f, l, s, _c in run.pending.targets if f <= offset <= l)  # pending acks done\n"),),
         (SHARE_PARTITION + "test_a_failed_acknowledgement_is_not_passed_by_a_later_write_s_start_offset",)),
     Mutation(
+        "share-record-limit-ignored",
+        "a record-limit share fetch (ShareFetch v2 ShareAcquireMode 1) acquires at most MaxRecords, "
+        "splitting a log batch",
+        (edit("src/roost/broker/share/leader.py",
+              "lock_ms=part.settings.lock_duration_ms, mode=mode)",
+              "lock_ms=part.settings.lock_duration_ms)  # MUTATION: every fetch batch-optimized"),),
+        (SHARE_WIRE + "test_record_limit_acquire_mode_splits_a_batch",),
+        must_load=(BROKER,)),
+    Mutation(
         "share-state-write-answered-before-replicated",
         "the share coordinator answers a state write only once its record is on min.insync.replicas",
         (edit("src/roost/broker/share/coordinator.py",

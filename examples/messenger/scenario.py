@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from examples.messenger.events import DAY_MS, EVENTS_TOPIC, Event, MessageSent, MessagesRead, SimulatedClock
 from examples.messenger.service import MessengerService
-from examples.messenger.workers import Analytics, Emailer, MailService, Notifier, Worker, wait_for
+from examples.messenger.share_workers import PushService, ShareNotifier, configure_share_group
+from examples.messenger.workers import Analytics, Emailer, MailService, Watched, Worker, wait_for
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, simulated
 
@@ -41,6 +42,7 @@ class MessengerResult:
     sent: int = 0
     reads: int = 0
     notifications: int = 0
+    notifier_workers_busy: int = 0
     emails: int = 0
     emails_refused_while_down: int = 0
     email_retries: int = 0
@@ -59,7 +61,8 @@ class MessengerResult:
             f"messages sent: {self.sent} (read receipts: {self.reads}); "
             f"send latency median {self.send_ms_median:.3f} ms, max {self.send_ms_max:.3f} ms",
             f"  notifier : {self.notifications} notifications "
-            f"({self.notifications_during_outage} while the mail service was down)",
+            f"({self.notifications_during_outage} while the mail service was down), "
+            f"shared by {self.notifier_workers_busy} workers of one share group",
             f"  emailer  : {self.emails} emails to users idle for 24 h; {self.emails_during_outage} went out "
             f"during the outage, {self.email_retries} retries while it lasted",
             f"  analytics: {self.analytics_messages} messages, {self.analytics_reads} read receipts counted",
@@ -82,18 +85,28 @@ def emails_owed(events: list[Event], start_ms: int = START_MS) -> list[tuple[str
 
 
 def run_messenger(bootstrap: str, users: int = 20, messages: int = 300, seed: int = 3,
-                  topic: str = EVENTS_TOPIC, group_suffix: str = "", timeout: float = 120.0) -> MessengerResult:
+                  topic: str = EVENTS_TOPIC, group_suffix: str = "", timeout: float = 120.0,
+                  notify_workers: int = 3) -> MessengerResult:
     rng = random.Random(seed)
     create_events_topic(bootstrap, topic)
     clock = SimulatedClock(START_MS)
     mail = MailService(up=False)  # down from the start: the emailer must retry, nobody else waits
-    notifier = Notifier(bootstrap, topic=topic)
+    # Notifications are independent of each other and of order: a pool of share-group workers
+    # reads every partition together. The emailer and analytics keep per-user state built in
+    # event order, so they stay consumer groups.
+    push = PushService()
+    notify_group = f"notifiers{group_suffix}"
+    configure_share_group(bootstrap, notify_group)
+    notifiers = [ShareNotifier(bootstrap, notify_group, topic, push, f"notifier-{i}") for i in range(notify_workers)]
     emailer = Emailer(bootstrap, mail, START_MS, topic=topic)
     analytics = Analytics(bootstrap, topic=topic)
-    workers: list[Worker] = [notifier, emailer, analytics]
+    workers: list[Worker] = [emailer, analytics]
     for worker in workers:
         worker.group += group_suffix
         worker.start()
+    for notifier in notifiers:
+        notifier.start()
+    watched: list[Watched] = [*workers, *notifiers]
     service = MessengerService(bootstrap, clock, topic)
     result = MessengerResult()
     names = [f"user{i}" for i in range(users)]
@@ -116,21 +129,24 @@ def run_messenger(bootstrap: str, users: int = 20, messages: int = 300, seed: in
         result.reads = len(result.events) - result.sent
         total = len(result.events)
         # While the mail service is down, the other tasks still do all their work.
-        wait_for(lambda: notifier.processed == total and analytics.processed == total,
-                 "notifier and analytics to process every event", timeout, workers)
+        wait_for(lambda: sum(n.accepted for n in notifiers) == total and analytics.processed == total,
+                 "notifiers and analytics to process every event", timeout, watched)
         if emails_owed(result.events):
             # The emailer has reached an email it owes and is retrying it against the dead service.
-            wait_for(lambda: mail.refused > 0, "the emailer to hit the outage", timeout, workers)
-        result.notifications_during_outage = len(notifier.sent)
+            wait_for(lambda: mail.refused > 0, "the emailer to hit the outage", timeout, watched)
+        result.notifications_during_outage = len(push.delivered)
         result.emails_during_outage = len(mail.delivered)
         result.emails_refused_while_down = mail.refused
         result.email_retries = emailer.retries
         mail.up = True
-        wait_for(lambda: emailer.processed == total, "the emailer to catch up", timeout, workers)
+        wait_for(lambda: emailer.processed == total, "the emailer to catch up", timeout, watched)
     finally:
         for worker in workers:
             worker.stop()
-    result.notifications = len(notifier.sent)
+        for notifier in notifiers:
+            notifier.stop()
+    result.notifications = len(push.delivered)
+    result.notifier_workers_busy = len({name for name, _ in push.delivered})
     result.emails = len(mail.delivered)
     result.email_recipients = sorted((e.recipient, e.sent_at) for e in mail.delivered.values())
     result.analytics_messages = analytics.messages

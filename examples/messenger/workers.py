@@ -1,4 +1,5 @@
-"""The three tasks, each its own consumer group: notifier, emailer, analytics.
+"""Two of the three tasks, each its own consumer group: emailer and analytics (the notifier is a
+share group, examples/messenger/share_workers.py).
 
 A worker handles one event at a time and commits its offset only after the handler succeeded.
 A handler that fails with a transient error (the mail service is down) is retried with backoff,
@@ -12,7 +13,9 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from confluent_kafka import Consumer
 
@@ -89,20 +92,6 @@ class Notification:
     message_id: str
 
 
-class Notifier(Worker):
-    """Tells the recipient a message arrived (a push notification in real life)."""
-
-    group = "notifier"
-
-    def __init__(self, bootstrap: str, **kwargs: object) -> None:
-        super().__init__(bootstrap, **kwargs)  # type: ignore[arg-type]
-        self.sent: list[Notification] = []
-
-    def handle(self, event: Event) -> None:
-        if isinstance(event, MessageSent):
-            self.sent.append(Notification(event.recipient, event.message_id))
-
-
 @dataclass(frozen=True)
 class Email:
     recipient: str
@@ -175,7 +164,12 @@ class Analytics(Worker):
             self.reads += 1
 
 
-def wait_for(predicate: object, what: str, timeout: float, workers: list[Worker]) -> None:
+class Watched(Protocol):
+    group: str
+    failure: BaseException | None
+
+
+def wait_for(predicate: object, what: str, timeout: float, workers: Sequence[Watched]) -> None:
     """Poll `predicate` (bounded); stop early if a worker died."""
     deadline = time.monotonic() + timeout
     while not predicate():  # type: ignore[operator]

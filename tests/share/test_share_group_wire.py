@@ -173,11 +173,12 @@ SHARE_FETCH, SHARE_ACKNOWLEDGE, PRODUCE_API = 78, 79, 0
 
 
 def share_fetch(raw: WireClient, group: str, member: str, epoch: int, topics: list[dict[str, Any]],
-                version: int = 1, max_wait_ms: int = 0, forgotten: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                version: int = 1, max_wait_ms: int = 0, forgotten: list[dict[str, Any]] | None = None,
+                **extra: Any) -> dict[str, Any]:
     return raw.request(SHARE_FETCH, version, {
         "group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500, "topics": topics,
-        "forgotten_topics_data": forgotten or []})
+        "forgotten_topics_data": forgotten or [], **extra})
 
 
 def test_share_sessions_epochs_acknowledgements_and_close(broker: RoostProcess) -> None:
@@ -266,3 +267,42 @@ def test_share_sessions_epochs_acknowledgements_and_close(broker: RoostProcess) 
     assert unknown["responses"][0]["partitions"][0]["error_code"] == 100  # UNKNOWN_TOPIC_ID
     third.close()
     raw.close()
+
+
+def test_record_limit_acquire_mode_splits_a_batch(broker: RoostProcess) -> None:
+    """ShareFetch v2 ShareAcquireMode 1 (KIP-1206): never more than MaxRecords, even inside one
+    log batch; mode 0 (batch-optimized) finishes the batch it started."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": broker.address("kafka")})
+    for future in admin.create_topics([NewTopic("share-record-limit", 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": broker.address("kafka"), "linger.ms": 1000})
+    for i in range(10):
+        producer.produce("share-record-limit", value=b"r%d" % i)
+    assert producer.flush(30) == 0  # one batch, offsets 0-9
+    group = "wire-share-record-limit"
+    alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([alter]).values():
+        future.result(30)
+    raw, other = WireClient(broker.address("kafka")), WireClient(broker.address("kafka"))
+    try:
+        tid = topic_id(raw, "share-record-limit")
+        whole = [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]
+
+        def ranges(answer: dict[str, Any]) -> list[tuple[int, int]]:
+            assert answer["error_code"] == 0, answer
+            return [(r["first_offset"], r["last_offset"])
+                    for r in answer["responses"][0]["partitions"][0]["acquired_records"]]
+        assert ranges(share_fetch(raw, group, "m1", 0, whole, version=2, max_wait_ms=5000, max_records=3,
+                                  batch_size=3, share_acquire_mode=1)) == [(0, 2)]
+        assert ranges(share_fetch(raw, group, "m1", 1, [], version=2, max_records=3, batch_size=3,
+                                  share_acquire_mode=1)) == [(3, 5)]
+        assert ranges(share_fetch(other, group, "m2", 0, whole, version=2, max_wait_ms=5000, max_records=3,
+                                  batch_size=3, share_acquire_mode=0)) == [(6, 9)]
+        assert share_fetch(other, group, "m2", 1, [], version=2, share_acquire_mode=7)["error_code"] == 42
+    finally:
+        raw.close()
+        other.close()

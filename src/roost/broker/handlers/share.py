@@ -28,7 +28,7 @@ from roost.broker.replica.partition import Partition
 from roost.broker.share.group_configs import GroupConfigStore
 from roost.broker.share.keys import SharePartitionKey
 from roost.broker.share.leader import LeaderSharePartition, ShareLeader
-from roost.broker.share.partition import AckBatch, AckType
+from roost.broker.share.partition import AckBatch, AckType, AcquireMode
 from roost.broker.share.session import (
     INITIAL_EPOCH,
     ShareSession,
@@ -161,6 +161,8 @@ class ShareApi:
         if renew and any(body.get(k, 0) for k in ("max_bytes", "min_bytes", "max_records", "max_wait_ms")):
             return refused(ErrorCode.INVALID_REQUEST, "a renew acknowledgement fetches nothing: "
                                                       "MaxBytes, MinBytes, MaxRecords and MaxWaitMs must be 0")
+        if body.get("share_acquire_mode", 0) not in (AcquireMode.BATCH_OPTIMIZED, AcquireMode.RECORD_LIMIT):
+            return refused(ErrorCode.INVALID_REQUEST, f"unknown ShareAcquireMode {body.get('share_acquire_mode')}")
         merged = merge_topics(body["topics"])
         forgotten = [(t["topic_id"], p) for t in body.get("forgotten_topics_data") or [] for p in t["partitions"]]
         answer = self.sessions.for_fetch(group_id or "", member_id or "", epoch, merged, forgotten,
@@ -225,6 +227,7 @@ class ShareApi:
         max_wait = min(MAX_WAIT_S, max(0, body.get("max_wait_ms", 0)) / 1000)
         deadline = loop.time() + max_wait
         max_records = max(1, body.get("max_records", 500) or 500)
+        mode = AcquireMode(body.get("share_acquire_mode", 0))  # v2+; validated in _fetch
         max_bytes = body.get("max_bytes", 0x7FFFFFFF)
         for _attempt in range(10_000):  # bounded: each round waits for a wake-up or the deadline
             parts: list[tuple[TopicPartition, str, LeaderSharePartition]] = []
@@ -244,7 +247,7 @@ class ShareApi:
                 if remaining_records <= 0 or remaining_bytes <= 0:
                     break
                 acquired = self.leader.acquire(part, session.member_id, remaining_records, remaining_bytes,
-                                               first_read=not found)
+                                               first_read=not found, mode=mode)
                 if not acquired.ranges:
                     continue
                 found = True

@@ -61,7 +61,7 @@ ADVERTISED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # KIP-932 share groups, all flexible; v0 was Kafka 4.0's early access (gone from 4.1).
     ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-    ApiKey.SHARE_FETCH: (1, 2),              # 2 record-limit acquire mode (not yet honoured) and renew acks
+    ApiKey.SHARE_FETCH: (1, 2),              # 2 record-limit acquire mode (KIP-1206) and renew acks
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),        # 2 renew acks, AcquisitionLockTimeoutMs
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # 1 Lag (KIP-1226)
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),

@@ -43,6 +43,7 @@ from roost.broker.share.partition import (
     AbortedTxn,
     AckBatch,
     AcquiredRange,
+    AcquireMode,
     DeadLetter,
     Isolation,
     LogBatch,
@@ -216,9 +217,10 @@ class ShareLeader:
 
     # acquiring ------------------------------------------------------------------------------------------
     def acquire(self, part: LeaderSharePartition, member: str, max_records: int, max_bytes: int,
-                first_read: bool) -> Acquired:
+                first_read: bool, mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED) -> Acquired:
         """Acquire for `member` what the log holds from the core's fetch offset (nothing when the
-        window is full or there is nothing new)."""
+        window is full or there is nothing new); `mode` is the fetch's ShareAcquireMode (record
+        limit: never more than `max_records`, even splitting a log batch)."""
         core = part.core
         assert core is not None
         partition = part.partition
@@ -266,7 +268,7 @@ class ShareLeader:
                                 high_watermark=partition.high_watermark,
                                 last_stable_offset=partition.last_stable_offset,
                                 isolation=Isolation.READ_COMMITTED if read_committed else Isolation.READ_UNCOMMITTED,
-                                aborted=aborted, lock_ms=part.settings.lock_duration_ms)
+                                aborted=aborted, lock_ms=part.settings.lock_duration_ms, mode=mode)
         self._background(part, acquired.change)
         self._arm_timer(part)
         if not acquired.ranges:

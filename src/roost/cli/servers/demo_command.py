@@ -1,7 +1,8 @@
 """`roost demo`: start a Roost node, run both scenarios on it, print what happened.
 
-1. messenger (async tasks): messages sent while the mail service is down; notifier, emailer and
-   analytics consumer groups; the emails go out once the mail service is back.
+1. messenger (async tasks): messages sent while the mail service is down; a share group of
+   notify workers, emailer and analytics consumer groups; the emails go out once the mail
+   service is back.
 2. trending hashtags on Spark: generated posts, a Structured Streaming job through the roost
    source and sink, the trending table read back and checked against a plain-Python count.
 
