@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from examples.messenger.events import DAY_MS, EVENTS_TOPIC, Event, MessageSent, MessagesRead, SimulatedClock
 from examples.messenger.service import MessengerService
 from examples.messenger.share_workers import PushService, ShareNotifier, configure_share_group
-from examples.messenger.workers import Analytics, Emailer, MailService, Watched, Worker, wait_for
+from examples.messenger.workers import Analytics, BackgroundWorker, Emailer, MailService, Worker, wait_for
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, simulated
 
@@ -106,7 +106,7 @@ def run_messenger(bootstrap: str, users: int = 20, messages: int = 300, seed: in
         worker.start()
     for notifier in notifiers:
         notifier.start()
-    watched: list[Watched] = [*workers, *notifiers]
+    watched: list[BackgroundWorker] = [*workers, *notifiers]
     service = MessengerService(bootstrap, clock, topic)
     result = MessengerResult()
     names = [f"user{i}" for i in range(users)]

@@ -28,7 +28,7 @@ from confluent_kafka import AcknowledgeType, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from examples.messenger.events import Event, MessageSent, decode
-from examples.messenger.workers import Notification, TransientError
+from examples.messenger.workers import BackgroundWorker, Notification, TransientError
 
 log = logging.getLogger("messenger")
 
@@ -68,11 +68,12 @@ class PushService:
             self.delivered.append((worker, notification))
 
 
-class ShareNotifier:
+class ShareNotifier(BackgroundWorker):
     """One worker of the notify pool: a ShareConsumer with explicit acknowledgement."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, push: PushService, name: str,
                  max_poll_records: int = 5, is_poison: Callable[[Event], bool] = lambda event: False) -> None:
+        super().__init__(f"share-notifier-{name}")
         self.bootstrap = bootstrap
         self.group = group
         self.topic = topic
@@ -83,17 +84,6 @@ class ShareNotifier:
         self.accepted = 0
         self.released = 0
         self.rejected = 0
-        self.failure: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"share-notifier-{name}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"share notifier {self.name} did not stop"
 
     def verdict(self, value: bytes | None) -> AcknowledgeType:
         """Handle one event and say how to acknowledge it."""
@@ -111,7 +101,7 @@ class ShareNotifier:
                 return AcknowledgeType.RELEASE
         return AcknowledgeType.ACCEPT
 
-    def _run(self) -> None:
+    def _work(self) -> None:
         consumer = ShareConsumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                                   "share.acknowledgement.mode": "explicit",
                                   # a few records a poll, so the pool's workers split the work
@@ -132,8 +122,5 @@ class ShareNotifier:
                         self.rejected += 1
                 # Acknowledgements also ride on the next poll; committing makes them durable now.
                 consumer.commit_async()
-        except BaseException as error:  # surfaced to whoever checks the pool
-            self.failure = error
-            raise
         finally:
             consumer.close()

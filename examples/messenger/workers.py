@@ -15,7 +15,6 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from confluent_kafka import Consumer
 
@@ -28,23 +27,16 @@ class TransientError(Exception):
     """A failure worth retrying (a dependency is down); the event is not lost or skipped."""
 
 
-class Worker:
-    """Consumes EVENTS_TOPIC in its own group and calls `handle` for each event, in order."""
+class BackgroundWorker:
+    """A worker's thread: started, stopped within a bound, and its failure kept for whoever
+    watches it (`wait_for`). Subclasses consume in `_work` until `_stop` is set."""
 
-    group = "worker"
+    group: str
 
-    def __init__(self, bootstrap: str, topic: str = EVENTS_TOPIC, max_backoff: float = 1.0) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.max_backoff = max_backoff
-        self.processed = 0
-        self.retries = 0
+    def __init__(self, thread_name: str) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"{self.group}-worker", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
         self.failure: BaseException | None = None
-
-    def handle(self, event: Event) -> None:
-        raise NotImplementedError
 
     def start(self) -> None:
         self._thread.start()
@@ -52,9 +44,36 @@ class Worker:
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
         self._thread.join(timeout)
-        assert not self._thread.is_alive(), f"{self.group} worker did not stop"
+        assert not self._thread.is_alive(), f"{self._thread.name} did not stop"
 
     def _run(self) -> None:
+        try:
+            self._work()
+        except BaseException as error:  # surfaced to whoever checks the worker
+            self.failure = error
+            raise
+
+    def _work(self) -> None:
+        raise NotImplementedError
+
+
+class Worker(BackgroundWorker):
+    """Consumes EVENTS_TOPIC in its own group and calls `handle` for each event, in order."""
+
+    group = "worker"
+
+    def __init__(self, bootstrap: str, topic: str = EVENTS_TOPIC, max_backoff: float = 1.0) -> None:
+        super().__init__(f"{self.group}-worker")
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.max_backoff = max_backoff
+        self.processed = 0
+        self.retries = 0
+
+    def handle(self, event: Event) -> None:
+        raise NotImplementedError
+
+    def _work(self) -> None:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                              "session.timeout.ms": 10_000})
@@ -79,9 +98,6 @@ class Worker:
                     return  # stopping in the middle of a retry: the offset stays uncommitted
                 consumer.commit(message=message, asynchronous=True)
                 self.processed += 1
-        except BaseException as error:  # surfaced to whoever checks the worker
-            self.failure = error
-            raise
         finally:
             consumer.close()
 
@@ -164,12 +180,7 @@ class Analytics(Worker):
             self.reads += 1
 
 
-class Watched(Protocol):
-    group: str
-    failure: BaseException | None
-
-
-def wait_for(predicate: object, what: str, timeout: float, workers: Sequence[Watched]) -> None:
+def wait_for(predicate: object, what: str, timeout: float, workers: Sequence[BackgroundWorker]) -> None:
     """Poll `predicate` (bounded); stop early if a worker died."""
     deadline = time.monotonic() + timeout
     while not predicate():  # type: ignore[operator]

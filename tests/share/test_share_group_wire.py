@@ -172,6 +172,17 @@ def test_group_configs_are_validated_and_described(broker: RoostProcess) -> None
 SHARE_FETCH, SHARE_ACKNOWLEDGE, PRODUCE_API = 78, 79, 0
 
 
+def read_from_earliest(admin: AdminClient, group: str) -> None:
+    """Set the share group's `share.auto.offset.reset` to earliest (records produced before it
+    first fetches are handed out)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
+
+    alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([alter]).values():
+        future.result(30)
+
+
 def share_fetch(raw: WireClient, group: str, member: str, epoch: int, topics: list[dict[str, Any]],
                 version: int = 1, max_wait_ms: int = 0, forgotten: list[dict[str, Any]] | None = None,
                 **extra: Any) -> dict[str, Any]:
@@ -192,11 +203,7 @@ def test_share_sessions_epochs_acknowledgements_and_close(broker: RoostProcess) 
         producer.produce("share-sessions", value=b"r%d" % i)
     assert producer.flush(30) == 0
     group = "wire-share-sessions"
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
-    alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([alter]).values():
-        future.result(30)
+    read_from_earliest(admin, group)
     raw = WireClient(broker.address("kafka"))
     tid = topic_id(raw, "share-sessions")
     whole = [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]
@@ -273,7 +280,6 @@ def test_record_limit_acquire_mode_splits_a_batch(broker: RoostProcess) -> None:
     """ShareFetch v2 ShareAcquireMode 1 (KIP-1206): never more than MaxRecords, even inside one
     log batch; mode 0 (batch-optimized) finishes the batch it started."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
 
     admin = AdminClient({"bootstrap.servers": broker.address("kafka")})
     for future in admin.create_topics([NewTopic("share-record-limit", 1, 1)]).values():
@@ -283,10 +289,7 @@ def test_record_limit_acquire_mode_splits_a_batch(broker: RoostProcess) -> None:
         producer.produce("share-record-limit", value=b"r%d" % i)
     assert producer.flush(30) == 0  # one batch, offsets 0-9
     group = "wire-share-record-limit"
-    alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([alter]).values():
-        future.result(30)
+    read_from_earliest(admin, group)
     raw, other = WireClient(broker.address("kafka")), WireClient(broker.address("kafka"))
     try:
         tid = topic_id(raw, "share-record-limit")
