@@ -1742,6 +1742,24 @@ MUTATIONS: tuple[Mutation, ...] = (
               "                    pass  # MUTATION: the throttle time is not told to the client\n"),),
         (QUOTAS + "test_a_tenant_over_its_produce_quota_is_throttled_near_its_rate_and_another_is_not",),
         must_load=(BROKER,)),
+    Mutation(
+        "fetch-bytes-not-charged",
+        "a consumer's Fetch counts the bytes it reads against its consumer_byte_rate (here nothing is "
+        "charged)",
+        (edit("src/roost/broker/handlers/fetch.py",
+              "            over_ms = allowance.charge_unless_over(sum(outcome.size for outcome in outcomes))\n",
+              "            over_ms = 0  # MUTATION: fetched bytes are never charged\n"),),
+        (QUOTAS + "test_consumers_over_their_fetch_quota_are_held_near_its_rate",),
+        must_load=(BROKER,)),
+    Mutation(
+        "share-fetch-bytes-not-charged",
+        "a ShareFetch counts the bytes it acquires against the client's consumer_byte_rate (here "
+        "nothing is charged)",
+        (edit("src/roost/broker/handlers/share.py",
+              "            response[\"throttle_time_ms\"] = allowance.charge(sum(_size(item[\"records\"]) for item in out.values()))\n",
+              "            pass  # MUTATION: acquired bytes are never charged\n"),),
+        (QUOTAS + "test_consumers_over_their_fetch_quota_are_held_near_its_rate",),
+        must_load=(BROKER,)),
     # Issue 31, share groups: the leader's shell (share/leader.py, handlers/share.py, share/session.py).
     Mutation(
         "share-leader-lock-timer-never-set",

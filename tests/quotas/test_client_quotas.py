@@ -1,6 +1,7 @@
 """Client quotas on real `roost up` processes with real clients: AlterClientQuotas and
 DescribeClientQuotas (Roost's `roost quota`, Kafka's znodes), a confluent-kafka tenant over its
-produce quota throttled near its rate while another tenant is not, and the per-address
+produce quota throttled near its rate while another tenant is not, classic and share consumers
+over their fetch quota held near its rate, and the per-address
 connection limits."""
 
 from __future__ import annotations
@@ -13,10 +14,18 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Message, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from kazoo.client import KazooClient
 
 from tests.support.kafka_wire import WireClient
@@ -187,3 +196,90 @@ def test_connections_per_address_are_limited_and_logged_once(tmp_path: Path) -> 
                                       "values": [{"key": "consumer_byte_rate", "value": 4096.0}]}]
     finally:
         proc.stop()
+
+
+# Fetches far smaller than the quota's window (2 s of it here): with Kafka's 11 windows a 1 MiB
+# fetch is a tenth of the window, as these are of the test's 3; a fetch as large as the whole
+# window makes the rate step in window-sized jumps (Kafka's, and so Roost's).
+SMALL_FETCHES = {"fetch.max.bytes": 65536, "message.max.bytes": 65536, "max.partition.fetch.bytes": 65536}
+
+
+def _consume(consumer: Any, seconds: float, started: float, got: list[tuple[float, int]],
+             throttles: list[float]) -> None:
+    """Poll `consumer` (a Consumer or a ShareConsumer) for `seconds`, noting when each record's
+    bytes arrived."""
+    end = started + seconds
+    try:
+        while time.monotonic() < end:
+            polled = consumer.poll(0.2) if isinstance(consumer, Consumer) else consumer.poll(200)
+            for message in [polled] if isinstance(polled, Message) else polled or []:
+                if message is not None and message.error() is None:
+                    got.append((time.monotonic(), len(message.value())))
+    finally:
+        consumer.close()
+
+
+def test_consumers_over_their_fetch_quota_are_held_near_its_rate(node: RoostProcess) -> None:
+    """A classic consumer and a share consumer, each with a `consumer_byte_rate`, read a topic
+    with far more waiting than the quota allows: after the first windows' allowance each is held
+    near its rate (Kafka caps a quota'd fetch at the quota's window and answers an over-quota
+    fetch empty, so a 1 MiB fetch cannot carry a client far past it); a consumer with no quota
+    reads the same topic much faster."""
+    kafka = node.address("kafka")
+    admin = AdminClient({"bootstrap.servers": kafka})
+    topic = "fetch-quota-topic"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 20, "batch.size": 65536})
+    for _ in range(8_000):  # 8 MB: more than a reader held to the quota takes in 12 s
+        while True:
+            try:
+                producer.produce(topic, b"f" * 1000)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    # With the default user's client id: above the <default> user's quota an earlier test sets
+    # (Kafka's order: user and client id parts together before either alone).
+    for client in ("reader-a", "sharer-a"):
+        assert roost("quota", "set", "--user-default", "--client-id", client, f"consumer_byte_rate={QUOTA}",
+                     "-b", kafka).returncode == 0
+    share_group = "fetch-quota-share"
+    alter_group = ConfigResource(ResourceType.GROUP, share_group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([alter_group]).values():
+        future.result(30)
+    throttled: dict[str, list[float]] = {name: [] for name in ("reader-a", "sharer-a", "reader-b")}
+
+    def classic(client_id: str) -> Consumer:
+        consumer = Consumer({"bootstrap.servers": kafka, "client.id": client_id, "group.id": f"g-{client_id}",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False, **SMALL_FETCHES,
+                             "throttle_cb": lambda event: throttled[client_id].append(event.throttle_time)})
+        consumer.subscribe([topic])
+        return consumer
+
+    sharer = ShareConsumer({"bootstrap.servers": kafka, "client.id": "sharer-a", "group.id": share_group,
+                            **SMALL_FETCHES})
+    sharer.subscribe([topic])
+    readers = {"reader-a": classic("reader-a"), "reader-b": classic("reader-b"), "sharer-a": sharer}
+    seconds = 12.0
+    got: dict[str, list[tuple[float, int]]] = {name: [] for name in readers}
+    started = time.monotonic()
+    threads = [threading.Thread(target=_consume, args=(reader, seconds, started, got[name], throttled[name]))
+               for name, reader in readers.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    def rate(name: str, start: float, end: float) -> float:
+        return sum(size for at, size in got[name] if started + start <= at < started + end) / (end - start)
+
+    # After the first windows' allowance (the quota's whole window, 2 s here, may come at once).
+    print("steady B/s against", QUOTA, {name: round(rate(name, 4, seconds)) for name in got})
+    for name in ("reader-a", "sharer-a"):
+        steady = rate(name, 4, seconds)
+        assert QUOTA * 0.6 <= steady <= QUOTA * 1.3, f"{name} read {steady:.0f} B/s against a quota of {QUOTA}"
+    assert throttled["reader-a"] and max(throttled["reader-a"]) > 0, "reader-a was never told to slow down"
+    # The whole topic, far more than a reader held to the quota could take in the time.
+    free = sum(size for _, size in got["reader-b"])
+    assert free == 8_000 * 1000 > 2 * QUOTA * seconds, f"reader-b (no quota) read only {free} bytes"

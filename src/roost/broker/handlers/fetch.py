@@ -4,7 +4,8 @@ final. The door makes the leader-side checks, reads, and parks a fetch that foun
 MinBytes (`replica/fetch.py`, `replica/purgatory.py`); this handler only translates: topic ids
 and names to partitions (an unknown topic answers UNKNOWN_TOPIC_ID or UNKNOWN_TOPIC_OR_PARTITION,
 and the fetch at once), who may fetch as a follower (a live broker of the cluster), the leader
-hints of KIP-951, and the topic counters.
+hints of KIP-951, the topic counters, and what the client's fetch quota allows
+(`Request.fetch_allowance`: a cap on the bytes read, or an empty answer while it is over).
 
 Consumers read below the high watermark; followers (a replica id >= 0: other brokers of the
 cluster) read up to the log end. Records are never parsed: the response carries the segment
@@ -22,6 +23,7 @@ from typing import Any
 from roost.broker.metadata.cache import MetadataCache
 from roost.broker.net.request import Request
 from roost.broker.net.stats import BrokerStats
+from roost.broker.quotas.throttle import FetchAllowance
 from roost.broker.replica.fetch import NO_EPOCH, FetchOutcome, FetchParams, FetchWanted
 from roost.broker.replica.manager import ReplicaManager
 from roost.wire.kafka.errors import ErrorCode
@@ -102,15 +104,23 @@ class FetchApi:
             log.warning("replica fetch from %s claims broker id %d, which is not a live broker; refused",
                         request.client_host, replica_id)
             return _refuse_all(body, version)
-        asked = _Asked(self._metadata, version, body)
         follower = replica_id >= 0
+        max_bytes, min_bytes = body.get("max_bytes", 0x7FFFFFFF), body["min_bytes"]
+        allowance = request.fetch_allowance
+        if allowance is not None and not follower:
+            if allowance.over_quota_ms > 0:
+                return _throttled(allowance.over_quota_ms)
+            max_bytes = allowance.cap(max_bytes)
+            min_bytes = min(min_bytes, max_bytes)
+        asked = _Asked(self._metadata, version, body)
         # An unknown topic is an error in the answer: like a partition in error, it answers at once.
         max_wait_s = 0.0 if asked.missing else body["max_wait_ms"] / 1000
-        params = FetchParams(replica_id, max_wait_s, body["min_bytes"], body.get("max_bytes", 0x7FFFFFFF),
+        params = FetchParams(replica_id, max_wait_s, min_bytes, max_bytes,
                              read_committed=not follower and body.get("isolation_level", 0) == READ_COMMITTED)
         fetching = self._replicas.fetch(params, asked.wanted)
+        charged = allowance if allowance is not None and not follower else None
         if fetching.done is None:
-            return self._answer(asked, fetching.outcomes, version, request.listener)
+            return self._answer(asked, fetching.outcomes, version, request.listener, charged)
         # A future of the door's kind (the event loop's in a broker, the simulated clock's in the
         # replication simulation, which runs this handler).
         door = fetching.done
@@ -118,7 +128,7 @@ class FetchApi:
 
         def settled(done: Any) -> None:
             if not answered.done() and not done.cancelled():
-                answered.set_result(self._answer(asked, done.result(), version, request.listener))
+                answered.set_result(self._answer(asked, done.result(), version, request.listener, charged))
 
         def abandoned(answer: Any) -> None:
             if answer.cancelled():  # the connection closed: the parked fetch goes too
@@ -128,9 +138,15 @@ class FetchApi:
         answered.add_done_callback(abandoned)
         return answered
 
-    def _answer(self, asked: _Asked, outcomes: list[FetchOutcome], version: int, listener: str) -> dict[str, Any]:
+    def _answer(self, asked: _Asked, outcomes: list[FetchOutcome], version: int, listener: str,
+                allowance: FetchAllowance | None = None) -> dict[str, Any]:
         """The door's outcomes, in the request's order, as the Fetch response (and the topic
-        counters of the read that answers)."""
+        counters of the read that answers); empty when the read would put the client over its
+        fetch quota (`allowance`)."""
+        if allowance is not None:
+            over_ms = allowance.charge_unless_over(sum(outcome.size for outcome in outcomes))
+            if over_ms > 0:
+                return _throttled(over_ms)
         metadata = self._metadata
         hints = version >= FIRST_LEADER_HINT_VERSION
         hinted: set[int] = set()
@@ -170,6 +186,12 @@ class FetchApi:
                 for e in (metadata.client_endpoint(b, listener) for b in sorted(hinted))
                 if e is not None]
         return response
+
+
+def _throttled(throttle_ms: int) -> dict[str, Any]:
+    """A client over its fetch quota: no partitions, read nothing (Kafka's throttled response
+    of a sessionless fetch); it fetches again from the same offsets once the throttle ends."""
+    return {"throttle_time_ms": throttle_ms, "error_code": 0, "session_id": 0, "responses": []}
 
 
 def _refuse_all(body: dict[str, Any], version: int) -> dict[str, Any]:

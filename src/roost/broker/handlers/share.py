@@ -11,6 +11,10 @@ broker; so does the connection closing (`connection_closed`).
 
 A full response (epoch 0) lists every partition the request named; an incremental one only the
 partitions with records, errors or acknowledgement results. Records are never null (v1+).
+
+A client's fetch quota (`Request.fetch_allowance`) caps the bytes acquired at once; while the
+client is over it, its acknowledgements are applied and nothing is acquired (Kafka acquires,
+then answers empty, leaving what it acquired locked until the lock expires).
 """
 
 from __future__ import annotations
@@ -193,11 +197,21 @@ class ShareApi:
                 item["acknowledge_error_code"], item["acknowledge_error_message"] = code, message
                 if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     item["current_leader"] = self._leader_hint(name, tp[1], hinted)
-        if answer.closing or renew:
+        allowance = request.fetch_allowance
+        if allowance is not None:
+            body = {**body, "max_bytes": allowance.cap(body.get("max_bytes", 0x7FFFFFFF))}
+        # Over its fetch quota, the client's acknowledgements are applied but nothing is
+        # acquired: it is answered at once and is muted for the throttle time anyway.
+        throttled = allowance is not None and allowance.over_quota_ms > 0
+        if answer.closing or renew or throttled:
             await acknowledged()
             if answer.closing:
                 self._close(session)
-            return self._response(out, lock_ms, hinted, request.listener)
+            response = self._response(out, lock_ms, hinted, request.listener)
+            if throttled:
+                assert allowance is not None
+                response["throttle_time_ms"] = allowance.over_quota_ms
+            return response
         for tp, name, _ in pending:  # the acknowledged partitions come first in the answer, as before
             entry(tp, name)
         if _releases(merged):
@@ -218,7 +232,10 @@ class ShareApi:
             for tp in merged:
                 name, _ = self._resolve(tp)
                 entry(tp, name)
-        return self._response(out, lock_ms, hinted, request.listener)
+        response = self._response(out, lock_ms, hinted, request.listener)
+        if allowance is not None:  # acquired, so sent: the client's next fetch waits instead
+            response["throttle_time_ms"] = allowance.charge(sum(_size(item["records"]) for item in out.values()))
+        return response
 
     async def _acquire_all(self, session: ShareSession, body: dict[str, Any], entry: Any, hinted: set[int]) -> None:
         """Acquire from every partition of the session; when nothing is acquired and nothing
@@ -328,3 +345,8 @@ class ShareApi:
 def _releases(acks: dict[TopicPartition, list[dict[str, Any]]]) -> bool:
     """Whether any acknowledgement releases records (type 2, Release)."""
     return any(AckType.RELEASE in batch["acknowledge_types"] for batches in acks.values() for batch in batches)
+
+
+def _size(records: bytes | list[bytes | memoryview]) -> int:
+    """The bytes of a partition's records in the answer (b"", or the batches acquired)."""
+    return len(records) if isinstance(records, bytes) else sum(len(chunk) for chunk in records)

@@ -183,7 +183,9 @@ class Dispatcher:
         throttler = self.throttler
         if throttler is not None and throttler.applies(key, body, principal):
             started = time.perf_counter()
-            result = self._routes[key](Request(header, body, client_host, principal, listener, connection))  # type: ignore[index]
+            allowance = throttler.fetch_allowance(key, header.client_id, principal)
+            result = self._routes[key](Request(header, body, client_host, principal, listener, connection,  # type: ignore[index]
+                                               allowance))
             if type(result) is not dict and result is not NO_RESPONSE and not isinstance(result, asyncio.Future):
                 result = asyncio.ensure_future(result)
             result = throttler.settle(key, header.api_version, header.client_id, principal, frame_size,

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roost.principal import ANONYMOUS, KafkaPrincipal
 from roost.wire.kafka import RequestHeader
+
+if TYPE_CHECKING:
+    from roost.broker.quotas.throttle import FetchAllowance
 
 NO_RESPONSE = object()  # a handler's answer when the request gets no response (acks=0)
 
@@ -29,10 +32,11 @@ class Deferred:
 class Request:
     """One decoded request and where it came from."""
 
-    __slots__ = ("body", "client_host", "connection", "header", "listener", "principal")
+    __slots__ = ("body", "client_host", "connection", "fetch_allowance", "header", "listener", "principal")
 
     def __init__(self, header: RequestHeader, body: dict[str, Any], client_host: str,
-                 principal: KafkaPrincipal = ANONYMOUS, listener: str = "", connection: object = None) -> None:
+                 principal: KafkaPrincipal = ANONYMOUS, listener: str = "", connection: object = None,
+                 fetch_allowance: FetchAllowance | None = None) -> None:
         self.header = header
         self.body = body
         self.client_host = client_host
@@ -41,6 +45,8 @@ class Request:
         # The connection it came on (None in-process): state tied to a connection, such as a
         # share session, is dropped when it closes (Broker._connection_closed).
         self.connection = connection
+        # What a consumer's fetch may read under its fetch quota (None: no quota applies).
+        self.fetch_allowance = fetch_allowance
 
     @property
     def version(self) -> int:

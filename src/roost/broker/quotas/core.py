@@ -254,6 +254,33 @@ class ClientQuotaManager:
         sensor.rate.record(value, now_ms)  # recorded even when over the quota, as Kafka does
         return throttle_ms(sensor.rate, bound, now_ms, self.max_throttle_ms)
 
+    def record_unless_over(self, user: str, client_id: str, value: float, now_ms: int) -> int:
+        """As `record`, but a value that would put the entity over its quota is taken back (Kafka
+        unrecords a fetch it answers empty instead): the throttle time, and 0 when `value` was
+        counted."""
+        throttle = self.record(user, client_id, value, now_ms)
+        if throttle > 0:
+            self.record(user, client_id, -value, now_ms)
+        return throttle
+
+    def throttle_now(self, user: str, client_id: str, now_ms: int) -> int:
+        """The throttle time of the entity (`user`, `client_id`) falls under with nothing more
+        recorded: > 0 while it is over its quota (0 when no quota applies)."""
+        found = self.configs.resolve(self.key, user, client_id)
+        if found is None:
+            return 0
+        sensor = self._sensors.get(found[0])
+        return 0 if sensor is None else throttle_ms(sensor.rate, found[1], now_ms, self.max_throttle_ms)
+
+    def max_in_window(self, user: str, client_id: str) -> int | None:
+        """The most one request may charge without being throttled for certain, even after a
+        quiet spell (Kafka's maxValueInQuotaWindow: the quota over all but the current window);
+        None when no quota applies."""
+        found = self.configs.resolve(self.key, user, client_id)
+        if found is None:
+            return None
+        return max(1, int(found[1] * (self.samples - 1) * self.window_ms / 1000))
+
     def rate(self, user: str, client_id: str, now_ms: int) -> float:
         """The measured rate of the entity (`user`, `client_id`) falls under (0 if none)."""
         found = self.configs.resolve(self.key, user, client_id)

@@ -4,15 +4,16 @@ managers' throttle callbacks).
 For each request from a client (not another broker, not a follower's fetch, not the cluster's
 own APIs), as Kafka does:
 - Produce: the request's size is recorded against `producer_byte_rate`;
-- Fetch (and any other API whose response carries records, such as ShareFetch): the response's
-  record bytes against `consumer_byte_rate`, when the response is ready;
+- Fetch (and ShareFetch): the bytes of records read against `consumer_byte_rate`, charged by the
+  handler through the request's `FetchAllowance` (which also caps what it reads, and answers it
+  empty while the client is over), as Kafka's KafkaApis charges a fetch itself;
 - every request: the time its handler took against `request_percentage`;
 the response's throttle_time_ms is the largest of those throttle times (KIP-219: answered at once
 with the throttle time, not delayed), and the connection is muted for that long (it reads no
 further request), so a client that ignores the throttle time is held back all the same.
 
-`Throttler.settle(...)` is the whole interface for the dispatcher; a handler with a byte count of
-its own to charge can call `ClientQuotas.fetch.record(...)` directly.
+`Throttler.fetch_allowance(...)` (before a fetch-like request is handled; the dispatcher puts it
+on the `Request`) and `Throttler.settle(...)` (after) are the whole interface for the dispatcher.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from roost.broker.quotas.core import ClientQuotas
+from roost.broker.quotas.core import ClientQuotaManager, ClientQuotas
 from roost.principal import KafkaPrincipal
 from roost.wire.kafka import ApiKey
 from roost.wire.kafka.apis import APIS
@@ -47,21 +48,36 @@ _THROTTLE_FIELD: Final = {(key, version): _has_throttle_field(key, version)
                           for version in range(api.request.versions.low, api.request.versions.high + 1)}
 
 
-def record_bytes(body: Any) -> int:
-    """The bytes of every `records` field in a response body (Kafka charges a fetch's size)."""
-    total = 0
-    stack = [body]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if key == "records" and item is not None:
-                    total += sum(len(part) for part in item) if isinstance(item, list) else len(item)
-                elif isinstance(item, (dict, list)):
-                    stack.append(item)
-        elif isinstance(value, list):
-            stack.extend(item for item in value if isinstance(item, (dict, list)))
-    return total
+class FetchAllowance:
+    """What one consumer fetch (Fetch from a client, or ShareFetch) may read under the client's
+    `consumer_byte_rate` quota, and where the handler charges what it read, as Kafka's KafkaApis
+    does: a response carries at most the quota's whole window (`max_bytes`), so one 1 MiB fetch
+    cannot carry a client far past its rate; a client already over its quota
+    (`over_quota_ms` > 0) reads nothing and is answered at once, empty, with that throttle time; a
+    Fetch whose read would put the client over is answered empty instead (`charge_unless_over`,
+    the read taken back), so what a client receives never runs ahead of its rate. A ShareFetch
+    has acquired what it read, so it is sent and charged (`charge`): the next fetch waits."""
+
+    __slots__ = ("_client", "_clock_ms", "_manager", "_user", "max_bytes", "over_quota_ms")
+
+    def __init__(self, manager: ClientQuotaManager, user: str, client: str, clock_ms: Callable[[], int]) -> None:
+        window = manager.max_in_window(user, client)
+        assert window is not None, "an allowance only where a consumer_byte_rate applies"
+        self._manager, self._user, self._client, self._clock_ms = manager, user, client, clock_ms
+        self.max_bytes = window
+        self.over_quota_ms = manager.throttle_now(user, client, clock_ms())
+
+    def cap(self, asked_max_bytes: int) -> int:
+        return min(asked_max_bytes, self.max_bytes)
+
+    def charge(self, size: int) -> int:
+        """Count `size` bytes sent: the throttle time (0 within the quota)."""
+        return self._manager.record(self._user, self._client, size, self._clock_ms())
+
+    def charge_unless_over(self, size: int) -> int:
+        """Count `size` bytes unless they would put the client over its quota: 0 when counted (send
+        them), else the throttle time (send nothing)."""
+        return self._manager.record_unless_over(self._user, self._client, size, self._clock_ms())
 
 
 def is_follower_fetch(body: dict[str, Any]) -> bool:
@@ -85,6 +101,16 @@ class Throttler:
             return False
         return not (api_key == _FETCH and is_follower_fetch(body))
 
+    def fetch_allowance(self, api_key: int, client_id: str | None, principal: KafkaPrincipal) -> FetchAllowance | None:
+        """The allowance of a client's fetch-like request (None: not fetch-like, or no
+        `consumer_byte_rate` applies). Called only for requests `applies` to."""
+        if api_key not in self._byte_responses:
+            return None
+        user, client = principal.name, client_id or ""
+        if self.quotas.fetch.quota(user, client) is None:
+            return None
+        return FetchAllowance(self.quotas.fetch, user, client, self._clock_ms)
+
     def settle(self, api_key: int, version: int, client_id: str | None, principal: KafkaPrincipal,
                request_bytes: int, handler_seconds: float, answer: Any, mute: Mute | None) -> Any:
         """Charge the request; `answer` (a body dict, NO_RESPONSE, or a future of either) comes
@@ -100,7 +126,8 @@ class Throttler:
         def finish(body: Any) -> Any:
             total = throttle
             if charges_bytes and isinstance(body, dict):
-                total = max(total, self.quotas.fetch.record(user, client, record_bytes(body), self._clock_ms()))
+                # The handler charged what it read (FetchAllowance) and put its throttle here.
+                total = max(total, body.get("throttle_time_ms") or 0)
             if total > 0:
                 if has_field and isinstance(body, dict):
                     body["throttle_time_ms"] = max(total, body.get("throttle_time_ms") or 0)
