@@ -64,8 +64,12 @@ class ConsoleProcess:
 @pytest.fixture(scope="package")
 def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # Each broker serves its Prometheus metrics on a free port ("broker N metrics" listener).
+    # The balancer page's test: load samples each second (not 30 s), and a replication throttle
+    # measured over 2 windows of 1 s (not 11), so a throttled move of a few hundred kB lasts
+    # seconds rather than passing in the first windows' allowance.
     cluster = LocalCluster.start(tmp_path_factory.mktemp("console-cluster"), brokers=3, keepers=3,
-                                 settings={"metrics.port": 0})
+                                 settings={"metrics.port": 0, "balancer.load.sample.interval.ms": 1000,
+                                           "balancer.load.windows": 2, "replication.quota.window.num": 2})
     try:
         yield cluster
     finally:
