@@ -366,7 +366,7 @@ def test_decommission_drains_a_broker_and_loses_no_acknowledged_record(cluster: 
 
 
 def test_throttle_configs_are_checked(cluster: LocalCluster) -> None:
-    # Its own topic: the throttle test that also creates one may be deselected (quarantine).
+    # Its own topic: the throttle test that also creates one may be deselected (-k).
     create(cluster, "throttle-checks", [[1, 2]])
     ops = ClusterOps(cluster.bootstrap)
     ops.view()
