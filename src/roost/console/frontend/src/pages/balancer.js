@@ -11,6 +11,8 @@ const PHASES = {
   LEADER_MOVEMENT_TASK_IN_PROGRESS: "moving leaders", STOPPING_EXECUTION: "stopping", COMPLETED: "completed",
   STOPPED: "stopped",
 };
+// A violation in the goal's own measure: bytes run to millions, replicas to a few.
+const compact = new Intl.NumberFormat("en", { notation: "compact", maximumSignificantDigits: 3 });
 const words = (key) => key.replaceAll("_", " ");
 const at = (seconds) => (seconds ? formatTime(seconds * 1000) : "—");
 
@@ -72,8 +74,8 @@ function renderPlan(plan, heading, note) {
     return;
   }
   fill(document.querySelector("#plan-goals tbody"), plan.goals.map((g) => el("tr", { "data-goal": g.goal, class: g.after > 0 && g.hard ? "bad" : "" },
-    cell(g.goal, { class: "mono" }), cell(g.hard ? "hard" : "soft"), cell(Number(g.before.toPrecision(3)), { class: "num" }),
-    cell(Number(g.after.toPrecision(3)), { class: `num${g.after > 0 ? "" : " met"}` }), cell(g.proposals, { class: "num" }))));
+    cell(g.goal, { class: "mono" }), cell(g.hard ? "hard" : "soft"), cell(compact.format(g.before), { class: "num" }),
+    cell(compact.format(g.after), { class: `num${g.after > 0 ? "" : " met"}` }), cell(g.proposals, { class: "num" }))));
   fill(document.querySelector("#plan-brokers tbody"), plan.brokers.map(({ broker, before, after }) => el("tr", { "data-broker": broker },
     cell(broker, { class: "num" }), cell(arrow(before.replicas, after.replicas), { class: "num" }),
     cell(arrow(before.leaders, after.leaders), { class: "num" }),
