@@ -180,6 +180,7 @@ BALANCE = "tests/broker/balance/test_planner.py::"
 BALANCE_EXECUTOR = "tests/broker/balance/test_executor.py::"
 BALANCE_CLUSTER = "tests/broker/balance/test_balance_cluster.py::"
 BALANCE_AUTO = "tests/broker/balance/test_autocore.py::"
+BALANCE_VIEW = "tests/console/test_console_balance_view.py::"
 BALANCE_AUTO_CLUSTER = "tests/broker/balance/test_auto_cluster.py::"
 SHARE_PARTITION = "tests/broker/test_share_partition.py::"
 SHARE_PROPERTIES = ("tests/broker/test_share_partition_properties.py::"
@@ -1658,6 +1659,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               "            log.info(\"reassignment of %s-%d: %s all in sync; completing\", *tp, target)\n"),),
         (BALANCE_CLUSTER + "test_the_replication_throttle_holds_a_move_to_its_rate",),
         must_load=(BROKER,)),
+    Mutation(
+        "balance-view-done-while-moving",
+        "the console's balancer page shows a proposal done only once its partition holds the target's replicas "
+        "and no reassignment of it is in progress",
+        (edit("src/roost/console/balance_view.py",
+              "    if replicas is not None and key not in moving and set(replicas) == set(proposal[\"new_replicas\"]):\n",
+              "    if replicas is not None and set(replicas) == set(proposal[\"new_replicas\"]):  # MUTATION: moving ignored\n"),),
+        (BALANCE_VIEW + "test_a_proposal_is_done_only_once_its_partition_holds_the_target_and_is_not_moving",)),
     Mutation(
         "balance-batch-limit-ignored",
         "the executor keeps at most num.concurrent.partition.movements.per.broker moves in progress per broker",

@@ -64,8 +64,14 @@ class ConsoleProcess:
 @pytest.fixture(scope="package")
 def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     # Each broker serves its Prometheus metrics on a free port ("broker N metrics" listener).
+    # The balancer page's test: load samples each second (not 30 s), and a replication throttle
+    # measured over 2 windows of 1 s (not 11) on fetches of at most 64 kB a partition (not 1 MB),
+    # so that a throttled move of a few hundred kB lasts seconds instead of passing whole in the
+    # first windows' allowance or in one fetch.
     cluster = LocalCluster.start(tmp_path_factory.mktemp("console-cluster"), brokers=3, keepers=3,
-                                 settings={"metrics.port": 0})
+                                 settings={"metrics.port": 0, "balancer.load.sample.interval.ms": 1000,
+                                           "balancer.load.windows": 2, "replication.quota.window.num": 2,
+                                           "replica.fetch.max.bytes": 65_536})
     try:
         yield cluster
     finally:

@@ -75,11 +75,11 @@ def keep_producing(bootstrap: str, stop: threading.Event) -> None:
 
 
 # Pages whose picture their own browser test takes, at the moment their figures are known.
-TAKEN_BY_THEIR_TESTS = ("share-group", "link", "schema", "schema-messages")
+TAKEN_BY_THEIR_TESTS = ("share-group", "link", "schema", "schema-messages", "balancer")
 
 
 def shoot(page: Any, name: str) -> Path:
-    """One page as it is now (the share group, link and schema pages are taken by their own
+    """One page as it is now (the share group, link, schema and balancer pages are taken by their own
     tests, at the moment their figures are known), as docs/screenshots/console-NAME.png."""
     assert name in TAKEN_BY_THEIR_TESTS, name
     out = output_dir()

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from roost.console import (
+    routes_balancer,
     routes_groups,
     routes_keeper,
     routes_links,
@@ -129,7 +130,7 @@ def create_app(settings: ConsoleSettings, kafka: KafkaSide | None = None,
     console = Console(settings, kafka, keeper)
     app[CONSOLE] = console
     for module in (routes_login, routes_overview, routes_topics, routes_messages, routes_groups, routes_keeper,
-                   routes_transactions, routes_share_groups, routes_links, routes_schemas):
+                   routes_transactions, routes_share_groups, routes_links, routes_schemas, routes_balancer):
         app.router.add_routes(module.routes)
     app.router.add_static(STATIC, HERE / "static")
 

@@ -17,6 +17,7 @@ import jinja2
 from aiohttp import web
 
 from roost.console.assets import Assets
+from roost.console.balancer_side import BalancerSide
 from roost.console.browse import Browser
 from roost.console.errors import ConsoleError
 from roost.console.history import History, TopicRates
@@ -45,6 +46,7 @@ class Console:
         self.registry = RegistrySide(settings.schema_registry, settings.request_timeout_s)
         self.browser = Browser(self.kafka, settings.bounds, self.registry)
         self.links = LinksSide(self.keeper, self.kafka)
+        self.balancer = BalancerSide(settings, self.keeper)
         self.history = History()
         self.topic_rates = TopicRates()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="roost-console")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from roost.broker.balance.goals import RackAwareGoal, default_goals
 from roost.broker.balance.model import BrokerInfo, ClusterModel, PartitionInfo, PartitionLoad, Resource
 from roost.broker.balance.planner import OptimizationFailure, Plan, plan, steps
+from roost.broker.balance.report import plan_document
 
 
 @st.composite
@@ -177,3 +178,24 @@ def test_a_broker_over_its_capacity_sheds_load_below_the_threshold() -> None:
     result = plan(brokers, partitions)
     assert all(result.after[b].load[Resource.NW_IN] <= 0.8 * 10e6 + 1 for b in (1, 2, 3, 4))
     assert math.isclose(sum(result.after[b].load[Resource.NW_IN] for b in (1, 2, 3, 4)), 8 * 3e6)
+
+
+@PROPERTY
+@given(clusters())
+def test_every_proposal_names_the_goals_it_was_made_for(cluster: tuple[list[BrokerInfo], list[PartitionInfo]]) -> None:
+    """What the console shows beside each proposal (roost.broker.balance.report): the goals whose
+    kept actions moved the partition, in priority order; a moved partition always has one."""
+    brokers, partitions = cluster
+    result = plan_or_none(brokers, partitions)
+    if result is None:
+        return
+    assert len(result.action_goals) == len(result.actions)
+    assert set(result.hard_goals) == {g.name for g in default_goals() if g.hard}
+    goals_of = result.goals_of()
+    rank = {name: index for index, name in enumerate(result.goal_order)}
+    for proposal in result.proposals:
+        names = goals_of[proposal.partition]
+        assert names and [rank[n] for n in names] == sorted(rank[n] for n in names), names
+    document = plan_document(result)
+    assert [p["goals"] for p in document["proposals"]] == [list(goals_of[p.partition]) for p in result.proposals]
+    assert sum(g["proposals"] for g in document["goals"]) >= len(result.proposals)

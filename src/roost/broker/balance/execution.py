@@ -27,7 +27,8 @@ from typing import Any
 from roost.broker.balance.executor import Executor, Observed, Phase, TaskState
 from roost.broker.balance.load import Placement, model_from_loads
 from roost.broker.balance.model import BrokerInfo, PartitionInfo
-from roost.broker.balance.planner import Plan, plan
+from roost.broker.balance.planner import BrokerLoad, OptimizationFailure, Plan, broker_loads, plan  # noqa: F401 (OptimizationFailure: re-exported)
+from roost.broker.balance.report import model_document, plan_document
 from roost.wire.kafka import ApiKey, KafkaCodecError, RequestHeader, decode_response, encode_request
 
 log = logging.getLogger("roost.broker.balance")
@@ -36,6 +37,7 @@ LOAD_PATH = "/roost/balancer/load"
 EXECUTION_PATH = "/roost/balancer/execution"
 AUTO_PATH = "/roost/balancer/auto"  # the automatic balancer's status (roost.broker.balance.auto)
 STOP_PATH = "/roost/balancer/stop"
+PLAN_PATH = "/roost/balancer/plan"  # the plan the last execution carries out (its readers: the console)
 MAX_ANSWER_BYTES = 64 << 20
 # Kafka's KIP-73 configs (roost.broker.replica.throttle has them on the broker's side).
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
@@ -253,7 +255,42 @@ def make_plan(ops: ClusterOps, zk: Any, *, excluded: Iterable[int] = (), max_act
     return plan(brokers, partitions, max_actions=max_actions)
 
 
+def load_model(view: ClusterView, loads: Mapping[int, Mapping[str, Any]]) -> tuple[dict[int, BrokerInfo],
+                                                                             dict[int, BrokerLoad]]:
+    """The planner's model of each broker now (its info, its load) without planning."""
+    brokers, partitions = cluster_model(view, loads)
+    return {b.broker_id: b for b in brokers}, broker_loads(brokers, partitions)
+
+
+def model_rows(view: ClusterView, loads: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return model_document(*load_model(view, loads))
+
+
 # executing ------------------------------------------------------------------------------------
+def write_plan(zk: Any, the_plan: Plan, started: float) -> None:
+    """Publish the plan an execution carries out, once at its start. It is for readers only, so
+    a failure to write it is logged and the execution goes on."""
+    data = json.dumps({"started": started, **plan_document(the_plan)}, sort_keys=True).encode()
+    try:
+        if zk.exists(PLAN_PATH) is None:
+            zk.ensure_path(PLAN_PATH)
+        zk.set(PLAN_PATH, data)
+    except Exception as error:  # kazoo's and roost.zkclient's errors have no common base
+        log.warning("balance: the plan was not published at %s: %r", PLAN_PATH, error)
+
+
+def read_plan(zk: Any) -> dict[str, Any] | None:
+    """The plan the last execution published (None: none has)."""
+    try:
+        data, _ = zk.get(PLAN_PATH)
+    except no_node_errors():
+        return None
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
+
+
 def write_state(zk: Any, document: Mapping[str, Any]) -> None:
     data = json.dumps(document, sort_keys=True).encode()
     if zk.exists(EXECUTION_PATH) is None:
@@ -351,6 +388,7 @@ def execute(ops: ClusterOps, zk: Any, the_plan: Plan, *, moves_per_broker: int =
                          "updated": time.time(), "owner": dict(owner) if owner is not None else None})
 
     save()
+    write_plan(zk, the_plan, started_at)
     elections_tried = 0
     try:
         while not executor.finished:

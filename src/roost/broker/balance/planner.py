@@ -101,15 +101,34 @@ class Plan:
     truncated: bool  # the action budget ran out before every goal was done
     bytes_to_move: float = 0.0
     goal_order: tuple[str, ...] = field(default=())
+    # The goal each action was kept for (parallel to `actions`), and the hard ones: what a person
+    # reading the plan asks first is why a partition moves.
+    action_goals: tuple[str, ...] = field(default=())
+    hard_goals: tuple[str, ...] = field(default=())
 
     @property
     def empty(self) -> bool:
         return not self.proposals
 
+    def goals_of(self) -> dict[tuple[str, int], tuple[str, ...]]:
+        """Each changed partition's goals: those whose actions moved it, in priority order."""
+        found: dict[tuple[str, int], set[str]] = {}
+        for action, goal in zip(self.actions, self.action_goals, strict=True):
+            for move in single_moves(action):
+                found.setdefault(move.partition, set()).add(goal)
+        rank = {name: index for index, name in enumerate(self.goal_order)}
+        return {key: tuple(sorted(names, key=lambda n: rank.get(n, len(rank)))) for key, names in found.items()}
+
 
 def _broker_loads(model: ClusterModel) -> dict[int, BrokerLoad]:
     return {b: BrokerLoad(model.replica_count[b], model.leader_count[b], dict(model.load[b]))
             for b in sorted(model.brokers)}
+
+
+def broker_loads(brokers: Iterable[BrokerInfo], partitions: Iterable[PartitionInfo]) -> dict[int, BrokerLoad]:
+    """The load model per broker now, without planning (the console shows it on every refresh;
+    a plan costs seconds on a large cluster)."""
+    return _broker_loads(ClusterModel(brokers, partitions))
 
 
 def plan(brokers: Iterable[BrokerInfo], partitions: Iterable[PartitionInfo], *,
@@ -124,12 +143,15 @@ def plan(brokers: Iterable[BrokerInfo], partitions: Iterable[PartitionInfo], *,
     before = _broker_loads(model)
     violations_before = {g.name: g.violation(model) for g in goals}
     actions: list[Action] = []
+    served: list[str] = []  # the goal of each action
     truncated = False
     # Each pass but the last adds an action, so at most max_actions + 1 passes.
     for _ in range(max_actions + 1):
         added = len(actions)
         for index, goal in enumerate(goals):
+            kept = len(actions)
             truncated = _optimize(model, goal, goals[:index], actions, max_actions) or truncated
+            served += [goal.name] * (len(actions) - kept)
             if goal.hard and not truncated and not negligible(goal.violation(model), goal.scale(model)):
                 raise OptimizationFailure(goal.name, goal.violation(model))
         if len(actions) == added or truncated:
@@ -140,7 +162,8 @@ def plan(brokers: Iterable[BrokerInfo], partitions: Iterable[PartitionInfo], *,
         if p.replicas != initial[key].replicas or p.leader != initial[key].leader)
     moved = sum(initial[p.partition].load.disk * len(p.adding) for p in proposals)
     return Plan(tuple(actions), proposals, before, _broker_loads(model), violations_before,
-                {g.name: g.violation(model) for g in goals}, truncated, moved, tuple(g.name for g in goals))
+                {g.name: g.violation(model) for g in goals}, truncated, moved, tuple(g.name for g in goals),
+                tuple(served), tuple(g.name for g in goals if g.hard))
 
 
 def _optimize(model: ClusterModel, goal: Goal, optimized: Sequence[Goal], actions: list[Action],

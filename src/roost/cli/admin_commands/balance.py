@@ -99,8 +99,10 @@ def plan_document(the_plan: Plan) -> dict[str, Any]:
                         "out_kb_s": f"{before.load[Resource.NW_OUT] / 1e3:.1f} -> "
                                     f"{after.load[Resource.NW_OUT] / 1e3:.1f}",
                         "cpu": f"{before.load[Resource.CPU]:.3f} -> {after.load[Resource.CPU]:.3f}"})
+    goals_of = the_plan.goals_of()
     changes = [{"partition": f"{p.partition[0]}-{p.partition[1]}", "replicas": f"{list(p.old_replicas)} -> "
-                f"{list(p.new_replicas)}", "leader": f"{p.old_leader} -> {p.new_leader}"} for p in the_plan.proposals]
+                f"{list(p.new_replicas)}", "leader": f"{p.old_leader} -> {p.new_leader}",
+                "goals": ", ".join(goals_of.get(p.partition, ()))} for p in the_plan.proposals]
     return {"summary": [{"partitions_changed": len(the_plan.proposals), "actions": len(the_plan.actions),
                          "mb_to_move": round(the_plan.bytes_to_move / 1e6, 1), "truncated": the_plan.truncated}],
             "brokers": brokers, "proposals": changes, "moves": moves,
@@ -126,7 +128,7 @@ def _emit_plan(the_plan: Plan, output_format: str) -> None:
         ("summary", "plan", ["partitions_changed", "actions", "mb_to_move", "truncated"]),
         ("brokers", "load per broker (before -> after)",
          ["broker", "replicas", "leaders", "disk_mb", "in_kb_s", "out_kb_s", "cpu"]),
-        ("proposals", "partitions changed", ["partition", "replicas", "leader"])], output_format)
+        ("proposals", "partitions changed", ["partition", "replicas", "leader", "goals"])], output_format)
 
 
 def _plan(ops: ClusterOps, zk: Any, excluded: tuple[int, ...], max_actions: int) -> Plan:

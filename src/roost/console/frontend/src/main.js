@@ -15,10 +15,11 @@ import links from "./pages/links.js";
 import link from "./pages/link.js";
 import schemas from "./pages/schemas.js";
 import schema from "./pages/schema.js";
+import balancer from "./pages/balancer.js";
 
 const pages = {
   overview, topics, topic, messages, groups, group, keeper, transactions,
-  "share-groups": shareGroups, "share-group": shareGroup, links, link, schemas, schema,
+  "share-groups": shareGroups, "share-group": shareGroup, links, link, schemas, schema, balancer,
 };
 
 document.addEventListener("DOMContentLoaded", () => {
