@@ -100,3 +100,20 @@ def test_the_simple_assignor_shares_and_balances(members: int, partitions: int, 
         holders = sum(1 for p in assigned.values() if (topic, index) in p)
         assert holders == min(sharing, members), (index, assigned)
     assert all(counts), "every member gets work"
+
+
+def test_no_member_joins_a_group_while_its_deletion_runs() -> None:
+    """DeleteGroups marks an empty share group deleting while its share state goes: a join then
+    is told to retry (and its offsets cannot be altered), and once the group is gone the same
+    join makes a new group."""
+    core = ShareGroupCoordinator()
+    _, epoch, _ = beat(core, "m", 0, names=("orders",))
+    assert beat(core, "m", -1)[0] == ErrorCode.NONE  # left: the group is empty
+    core.deleting.add("g")
+    assert beat(core, "n", 0, names=("orders",))[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert core.group_for_offsets("g", create=True) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert beat(core, "n", 0, names=("orders",), group="other")[0] == ErrorCode.NONE  # other groups go on
+    assert core.remove_empty("g")
+    core.deleting.discard("g")
+    error, new_epoch, assigned = beat(core, "n", 0, names=("orders",))
+    assert error == ErrorCode.NONE and new_epoch == 1 and assigned == {(TOPIC.topic_id, 0)}

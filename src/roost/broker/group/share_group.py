@@ -120,6 +120,10 @@ class ShareGroupCoordinator:
         assert max_size >= 1
         self.max_size = max_size
         self.groups: dict[str, ShareGroup] = {}
+        # Empty groups whose share state DeleteGroups is deleting (an await at the share
+        # coordinators): a member joining meanwhile would fetch from state about to vanish and
+        # keep the group alive, so joins and offset alterations wait (a retriable error).
+        self.deleting: set[str] = set()
 
     # ShareGroupHeartbeat -------------------------------------------------------------------------
     def heartbeat(self, now: int, request: ShareHeartbeatRequest, topics: Mapping[str, TopicMeta],
@@ -136,6 +140,9 @@ class ShareGroupCoordinator:
         group = self.groups.get(request.group_id)
         if epoch == LEAVE_EPOCH:
             return self._leave(group, request, heartbeat_interval_ms)
+        if request.group_id in self.deleting:
+            raise ShareHeartbeatError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                      f"Group {request.group_id} is being deleted; retry.")
         if group is None:
             if epoch != JOIN_EPOCH:
                 raise ShareHeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
@@ -269,7 +276,10 @@ class ShareGroupCoordinator:
     # offsets administration (AlterShareGroupOffsets, DeleteShareGroupOffsets) -------------------------
     def group_for_offsets(self, group_id: str, create: bool) -> ShareGroup | ErrorCode:
         """The share group whose offsets are altered (`create`: a missing one is made, as Kafka's
-        getOrMaybeCreateShareGroup) or deleted: NON_EMPTY_GROUP while it has members."""
+        getOrMaybeCreateShareGroup) or deleted: NON_EMPTY_GROUP while it has members,
+        COORDINATOR_LOAD_IN_PROGRESS while DeleteGroups deletes it."""
+        if group_id in self.deleting:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         group = self.groups.get(group_id)
         if group is None:
             if not create:

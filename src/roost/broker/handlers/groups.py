@@ -455,10 +455,16 @@ def handle_delete_groups(ctx: GroupContext, request: Request) -> Any:
 async def _delete_share_groups(ctx: GroupContext, delete_state: Callable[[str], Awaitable[ErrorCode]],
                                names: list[str]) -> dict[str, Any]:
     """As Kafka's GroupCoordinatorService.deleteGroups: the share groups' state goes first, and a
-    group whose state could not be deleted (or that has members) stays, with that error."""
-    codes = await asyncio.gather(*(delete_state(g) for g in names))
-    refused: dict[str, ErrorCode] = {g: code for g, code in zip(names, codes, strict=True) if code != ErrorCode.NONE}
-    answer = _delete_groups(ctx, names, refused)
+    group whose state could not be deleted (or that has members) stays, with that error. While
+    its state is deleted, a member may not join it (`ShareGroupCoordinator.deleting`)."""
+    marked = [g for g in names if g not in ctx.groups.share.deleting]  # not another deletion's mark
+    try:
+        codes = await asyncio.gather(*(delete_state(g) for g in names))
+        refused = {g: code for g, code in zip(names, codes, strict=True) if code != ErrorCode.NONE}
+        # Removed (or kept) in this same step, before a join marked off meanwhile can come in.
+        answer = _delete_groups(ctx, names, refused)
+    finally:
+        ctx.groups.share.deleting.difference_update(marked)
     return await answer if isinstance(answer, Awaitable) else answer
 
 

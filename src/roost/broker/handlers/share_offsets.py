@@ -208,7 +208,9 @@ class ShareOffsetsApi:
         the same name starts from `share.auto.offset.reset`, not from the old group's start offset
         and acknowledged records. NONE when the group may go (or is no share group here: the
         group service answers for it), NON_EMPTY_GROUP while it has members, else the first
-        persister error (the group then stays, as in Kafka, and the delete may be retried)."""
+        persister error (the group then stays, as in Kafka, and the delete may be retried). An
+        empty group is marked deleting first (`ShareGroupCoordinator.deleting`): the caller
+        clears the mark once the group is removed or kept."""
         if self._group_problem(group_id) is not None:
             return ErrorCode.NONE
         group = self.groups.share.groups.get(group_id)
@@ -216,6 +218,10 @@ class ShareOffsetsApi:
             return ErrorCode.NONE
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
+        if group_id in self.groups.share.deleting:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # another DeleteGroups is at it: retry
+        # No await since the check: no member can join until DeleteGroups clears the mark.
+        self.groups.share.deleting.add(group_id)
         keys = [ShareKey(group_id, topic_id, p) for topic_id, (_name, parts) in sorted(group.initialized.items())
                 for p in sorted(parts)]
         codes = await asyncio.gather(*(self.persister.delete(key) for key in keys))
