@@ -107,7 +107,7 @@ def test_no_member_joins_a_group_while_its_deletion_runs() -> None:
     is told to retry (and its offsets cannot be altered), and once the group is gone the same
     join makes a new group."""
     core = ShareGroupCoordinator()
-    _, epoch, _ = beat(core, "m", 0, names=("orders",))
+    assert beat(core, "m", 0, names=("orders",))[0] == ErrorCode.NONE
     assert beat(core, "m", -1)[0] == ErrorCode.NONE  # left: the group is empty
     core.deleting.add("g")
     assert beat(core, "n", 0, names=("orders",))[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
