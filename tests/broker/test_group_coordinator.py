@@ -188,6 +188,21 @@ def test_the_generation_is_checked_before_the_state() -> None:
     assert coordinator.check_commit("g", 2, a, None) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
+def test_a_sync_naming_another_protocol_is_refused() -> None:
+    coordinator = GroupCoordinator(LIMITS)
+    a = join(coordinator, 0).last["member_id"]
+    answers = Answers()
+    coordinator.sync(1, group_id="g", generation=1, member_id=a, instance_id=None, assignments=[], reply=answers,
+                     protocol_type="consumer", protocol_name="roundrobin")
+    assert answers.last["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    coordinator.sync(2, group_id="g", generation=1, member_id=a, instance_id=None, assignments=[], reply=answers,
+                     protocol_type="connect", protocol_name="range")
+    assert answers.last["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    coordinator.sync(3, group_id="g", generation=1, member_id=a, instance_id=None, assignments=[(a, b"x")],
+                     reply=answers, protocol_type="consumer", protocol_name="range")
+    assert answers.last["error_code"] == 0
+
+
 def test_inconsistent_protocols_and_bad_session_timeouts_are_refused() -> None:
     coordinator = GroupCoordinator(LIMITS)
     join(coordinator, 0)

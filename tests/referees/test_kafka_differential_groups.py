@@ -33,6 +33,7 @@ from tests.referees.differential import Count, ask_settled, normalise
 from tests.support.kafka_wire import WireClient
 
 PRODUCE, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = 0, 3, 8, 9, 10, 11, 12, 13, 14
+OFFSET_DELETE = 47
 DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, INIT_PID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN = 15, 16, 19, 22, 24, 25, 26
 TXN_OFFSET_COMMIT, DELETE_GROUPS, DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 28, 42, 61, 65, 66
 TIMESTAMP = 1_700_000_000_000
@@ -170,6 +171,18 @@ def _listed(side: Side, step: str, group: str, states: list[str]) -> None:
                           "groups": [g for g in answer["groups"] if g["group_id"] == group]}
 
 
+def _offset_delete(side: Side, step: str, group: str, topic: str, *partitions: int) -> Any:
+    return side.ask(step, OFFSET_DELETE, 0, {"group_id": group, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p} for p in partitions]}]})
+
+
+def _fetch_batched(side: Side, step: str, groups: list[tuple[str, str | None]]) -> Any:
+    """OffsetFetch v8: several groups at once, a topic's partitions or (None) all it has."""
+    return side.ask(step, OFFSET_FETCH, 8, {"require_stable": True, "groups": [
+        {"group_id": g, "topics": None if t is None else [{"name": t, "partition_indexes": [0, 1]}]}
+        for g, t in groups]})
+
+
 def _leave(side: Side, step: str, group: str, *roles: str) -> Any:
     return side.ask(step, LEAVE, 4, {"group_id": group, "members": [
         {"member_id": side.members.get(role, role), "group_instance_id": None} for role in roles]})
@@ -200,6 +213,12 @@ def group_scenario(address: str, group: str, topic: str) -> Side:
     _commit(side, "commit, generation -1 to a live group", group, -1, "", topic, 6)
     _fetch_offsets(side, "offsets after a's commit", group, topic)
     _describe(side, "described, stable with one member", group, f"{group}-none")
+    side.ask("described with authorized operations", DESCRIBE_GROUPS, 5,
+             {"groups": [group], "include_authorized_operations": True})
+    _fetch_batched(side, "offsets of two groups at once", [(group, topic), (f"{group}-none", None)])
+    _fetch_batched(side, "all offsets of the group", [(group, None)])
+    _offset_delete(side, "offset delete, the topic is subscribed", group, topic, 0)
+    _offset_delete(side, "offset delete, unknown group", f"{group}-none", topic, 0)
     _listed(side, "listed as Stable", group, ["Stable"])
     _listed(side, "not listed as Empty", group, ["Empty"])
     _delete_groups(side, "delete refused while a member remains", group)
@@ -232,6 +251,10 @@ def group_scenario(address: str, group: str, topic: str) -> Side:
     _commit(side, "commit, the old generation", group, 1, a, topic, 7)
     _commit(side, "b commits", group, 2, b, topic, 9, partition=1)
     _fetch_offsets(side, "offsets after b's commit", group, topic)
+    side.ask("join, a member id the group does not know", JOIN, 7, _join_body(group, "nobody", subscription(topic, "n")))
+    side.ask("sync, another protocol name", SYNC, 5, {
+        "group_id": group, "generation_id": 2, "member_id": b, "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "roundrobin", "assignments": []})
     _join(side, "join, another protocol type", group, "member x", metadata=subscription(topic, "x"),
           protocol_type="connect")
     _join(side, "join, session timeout below the minimum", group, "member y", metadata=subscription(topic, "y"),
@@ -244,6 +267,9 @@ def group_scenario(address: str, group: str, topic: str) -> Side:
     _listed(side, "listed as Empty", group, ["Empty"])
     _commit(side, "commit, generation -1 to an empty group", group, -1, "", topic, 11)
     _fetch_offsets(side, "offsets of the empty group", group, topic)
+    _offset_delete(side, "offset delete, empty group", group, topic, 1)
+    _offset_delete(side, "offset delete, unknown topic", group, f"{topic}-none", 0)
+    _fetch_offsets(side, "offsets after the offset delete", group, topic)
     _delete_groups(side, "deleted", group, f"{group}-none")
     _fetch_offsets(side, "offsets after deletion", group, topic)
     _describe(side, "described after deletion", group)
@@ -438,9 +464,13 @@ def txn_scenario(address: str, txn: str, topic: str, group: str) -> Side:
     _coordinator_ready(side, group, 0)
     side.offsets_partition = offsets_partition(address, group)
     _init(side, "init, timeout over the maximum", txn, timeout_ms=2_000_000_000)
+    _init(side, "init, timeout 0", txn, timeout_ms=0)
     _init(side, "init", txn)
     _describe_txn(side, "described, empty", txn, f"{txn}-none")
     _end(side, "commit with nothing added", txn, True)
+    _end(side, "abort with nothing added", txn, False)
+    side.ask("add offsets, not begun", ADD_OFFSETS, 3, {"transactional_id": txn, "producer_id": side.producer[0],
+                                                        "producer_epoch": side.producer[1] + 2, "group_id": group})
     _add_partitions(side, "add a partition the topic lacks", txn, topic, [7])
     _add_partitions(side, "add a partition", txn, topic, [0])
     _add_partitions(side, "add an unknown topic", txn, f"{topic}-none", [0])
@@ -452,6 +482,10 @@ def txn_scenario(address: str, txn: str, topic: str, group: str) -> Side:
     _listed_txn(side, "listed as Ongoing", txn, ["Ongoing"])
     _listed_txn(side, "listed, unknown state", txn, ["Sleeping"])
     _producers(side, "producers while open", topic)
+    side.ask("producers of a partition the topic lacks, and of an unknown topic", DESCRIBE_PRODUCERS, 0, {"topics": [
+        {"name": topic, "partition_indexes": [9]}, {"name": f"{topic}-none", "partition_indexes": [0]}]})
+    side.ask("add offsets, wrong epoch", ADD_OFFSETS, 3, {"transactional_id": txn, "producer_id": side.producer[0],
+                                                          "producer_epoch": side.producer[1] + 2, "group_id": group})
     side.ask("add offsets", ADD_OFFSETS, 3, {"transactional_id": txn, "producer_id": side.producer[0],
                                              "producer_epoch": side.producer[1], "group_id": group})
     side.ask("txn offset commit", TXN_OFFSET_COMMIT, 3, {

@@ -342,7 +342,9 @@ class GroupCoordinator:
 
     # SyncGroup --------------------------------------------------------------------------------
     def sync(self, now: int, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
-             assignments: list[tuple[str, bytes]], reply: Reply) -> None:
+             assignments: list[tuple[str, bytes]], reply: Reply, protocol_type: str | None = None,
+             protocol_name: str | None = None) -> None:
+        """`protocol_type` and `protocol_name` (SyncGroup v5+; None before) must be the group's."""
         def answer(code: ErrorCode) -> None:
             reply(sync_error(code))
 
@@ -354,6 +356,9 @@ class GroupCoordinator:
         member = group.members[member_id]
         if generation != group.generation:
             return answer(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol):
+            return answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # as Kafka's validateSyncGroup
         member.last_heard_ms = now
         if group.state == GroupState.PREPARING_REBALANCE:
             return answer(ErrorCode.REBALANCE_IN_PROGRESS)

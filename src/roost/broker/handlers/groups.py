@@ -222,6 +222,8 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
         instance_id=body.get("group_instance_id"),
         assignments=[(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []],
         reply=reply,
+        protocol_type=body.get("protocol_type"),
+        protocol_name=body.get("protocol_name"),
     )
     if answer.done():
         return answer.result()
