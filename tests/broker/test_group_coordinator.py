@@ -139,6 +139,70 @@ def test_static_member_rejoins_without_rebalance_and_the_old_id_is_fenced() -> N
                                  instance_id="host-1") == ErrorCode.FENCED_INSTANCE_ID
 
 
+def test_a_restarted_static_leader_with_new_metadata_neither_rebalances_nor_leads() -> None:
+    """As Kafka 3.9 (tests/referees/test_kafka_differential_groups.py): only a change of the
+    selected protocol makes a rebalance; the answer names the old leader id and no members."""
+    coordinator = GroupCoordinator(LIMITS)
+    old = join(coordinator, 0, instance="host-1").last["member_id"]
+    sync(coordinator, 0, old, 1, [(old, b"mine")])
+    back = join(coordinator, 100, instance="host-1", protocols=[("range", b"new-meta"), ("roundrobin", b"rr")]).last
+    assert (back["error_code"], back["generation_id"], back["leader"], back["members"]) == (0, 1, old, [])
+    group = coordinator.groups["g"]
+    assert group.state == GroupState.STABLE and group.leader == back["member_id"]
+    assert group.members[back["member_id"]].metadata_for("range") == b"new-meta"
+    # A protocol the group would select otherwise does make one (its only member has rejoined,
+    # so it completes at once).
+    again = join(coordinator, 200, instance="host-1", protocols=[("roundrobin", b"rr")]).last
+    assert (again["generation_id"], again["protocol_name"], again["leader"]) == (2, "roundrobin", again["member_id"])
+
+
+def test_a_request_naming_an_instance_is_checked_by_the_instance_first() -> None:
+    """Kafka's validateCurrentMember: a known instance held by another id is FENCED_INSTANCE_ID
+    (whether or not the id is a member); an unknown instance is UNKNOWN_MEMBER_ID."""
+    coordinator = GroupCoordinator(LIMITS)
+    old = join(coordinator, 0, instance="host-1").last["member_id"]
+    sync(coordinator, 0, old, 1, [(old, b"mine")])
+    new = join(coordinator, 100, instance="host-1").last["member_id"]
+    assert coordinator.check_commit("g", 1, old, "host-1") == ErrorCode.FENCED_INSTANCE_ID
+    assert coordinator.heartbeat(101, group_id="g", generation=1, member_id=new, instance_id="host-2") == \
+        ErrorCode.UNKNOWN_MEMBER_ID
+    assert sync(coordinator, 102, new, 1, instance="host-2").last["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert coordinator.heartbeat(103, group_id="g", generation=1, member_id=new, instance_id="host-1") == 0
+
+
+def test_the_generation_is_checked_before_the_state() -> None:
+    """A heartbeat of another generation while a rebalance is prepared, and a commit of the old
+    generation before the new one's sync, are ILLEGAL_GENERATION, as in Kafka."""
+    coordinator = GroupCoordinator(LIMITS)
+    a = join(coordinator, 0).last["member_id"]
+    sync(coordinator, 0, a, 1, [(a, b"all")])
+    pending_b = join(coordinator, 1)
+    assert not pending_b.replies and coordinator.groups["g"].state == GroupState.PREPARING_REBALANCE
+    assert coordinator.heartbeat(2, group_id="g", generation=7, member_id=a, instance_id=None) == \
+        ErrorCode.ILLEGAL_GENERATION
+    assert coordinator.heartbeat(2, group_id="g", generation=1, member_id=a, instance_id=None) == \
+        ErrorCode.REBALANCE_IN_PROGRESS
+    join(coordinator, 3, a)
+    assert coordinator.groups["g"].state == GroupState.COMPLETING_REBALANCE
+    assert coordinator.check_commit("g", 1, a, None) == ErrorCode.ILLEGAL_GENERATION
+    assert coordinator.check_commit("g", 2, a, None) == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_a_sync_naming_another_protocol_is_refused() -> None:
+    coordinator = GroupCoordinator(LIMITS)
+    a = join(coordinator, 0).last["member_id"]
+    answers = Answers()
+    coordinator.sync(1, group_id="g", generation=1, member_id=a, instance_id=None, assignments=[], reply=answers,
+                     protocol_type="consumer", protocol_name="roundrobin")
+    assert answers.last["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    coordinator.sync(2, group_id="g", generation=1, member_id=a, instance_id=None, assignments=[], reply=answers,
+                     protocol_type="connect", protocol_name="range")
+    assert answers.last["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    coordinator.sync(3, group_id="g", generation=1, member_id=a, instance_id=None, assignments=[(a, b"x")],
+                     reply=answers, protocol_type="consumer", protocol_name="range")
+    assert answers.last["error_code"] == 0
+
+
 def test_inconsistent_protocols_and_bad_session_timeouts_are_refused() -> None:
     coordinator = GroupCoordinator(LIMITS)
     join(coordinator, 0)

@@ -175,6 +175,7 @@ def test_a_batch_resent_on_the_wire_is_not_appended_twice(broker: RoostProcess) 
 
         gap = produce_batch(client, topic, batch(5, 2))  # sequence 3 and 4 never came
         assert gap["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert gap["log_start_offset"] == 0  # Kafka names it with a refused sequence (and epoch)
         assert latest_offset(client, topic) == 3
 
         follow = produce_batch(client, topic, batch(3, 2))
@@ -185,7 +186,8 @@ def test_a_batch_resent_on_the_wire_is_not_appended_twice(broker: RoostProcess) 
         newer = build_batch([(b"k", b"new")], timestamp_ms=now, producer_id=pid, producer_epoch=epoch + 1,
                             base_sequence=0)
         assert produce_batch(client, topic, newer)["error_code"] == 0
-        assert produce_batch(client, topic, batch(5, 1))["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+        fenced = produce_batch(client, topic, batch(5, 1))
+        assert (fenced["error_code"], fenced["log_start_offset"]) == (ErrorCode.INVALID_PRODUCER_EPOCH, 0)
         assert latest_offset(client, topic) == 6
     finally:
         client.close()

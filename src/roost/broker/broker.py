@@ -47,6 +47,7 @@ from roost.broker.handlers.fetch import FetchApi
 from roost.broker.handlers.log_dirs import LogDirsApi
 from roost.broker.handlers.metadata import ApiVersionsApi, MetadataApi
 from roost.broker.handlers.offsets import OffsetsApi
+from roost.broker.handlers.open_operations import with_every_operation
 from roost.broker.handlers.produce import ProduceApi
 from roost.broker.handlers.share import ShareApi
 from roost.broker.handlers.share_offsets import ShareOffsetsApi
@@ -442,6 +443,8 @@ class Broker:
             })
         if self.authorizer is not None:
             routes = guard(routes, self.authorizer, self.metadata, auto_create is not None)
+        else:  # asked for authorized operations, Kafka with no authorizer answers every one
+            routes = with_every_operation(routes)
         return routes
 
     @property

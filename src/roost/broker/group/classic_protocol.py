@@ -175,11 +175,10 @@ class GroupCoordinator:
             self._add_member(now, group, member_id, instance_id, client_id, client_host, session_timeout_ms,
                              rebalance_timeout_ms, protocol_type, protocols, reply)
             return None
-        member = group.members.get(member_id)
-        if member is None:
-            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
-        if instance_id is not None and group.static.get(instance_id) != member_id:
-            return fail(ErrorCode.FENCED_INSTANCE_ID)
+        refused = member_error(group, member_id, instance_id)
+        if refused is not None:
+            return fail(refused)
+        member = group.members[member_id]
         member.last_heard_ms = now
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -233,6 +232,7 @@ class GroupCoordinator:
     def _replace_static_member(self, now: int, group: Group, old_id: str, new_id: str,
                                protocols: list[tuple[str, bytes]], reply: Reply) -> None:
         """A static member came back with a new process: it takes over its old identity."""
+        leader_before = group.leader
         old = group.members.pop(old_id)
         _fail_pending(old, ErrorCode.FENCED_INSTANCE_ID)
         old.member_id = new_id
@@ -242,10 +242,17 @@ class GroupCoordinator:
         group.static[old.instance_id] = new_id
         if group.leader == old_id:
             group.leader = new_id
-        if group.state == GroupState.STABLE and old.same_protocols(protocols):
-            # No rebalance: the assignment is unchanged; the member resumes with it.
-            reply(self._join_response(group, old))
-            return
+        if group.state == GroupState.STABLE:
+            before, old.protocols = old.protocols, list(protocols)
+            if group.select_protocol() == group.protocol:
+                # No rebalance (KIP-345), as in Kafka: its subscription may have changed, but
+                # only a change of the protocol the group would select makes one. The answer
+                # names the leader as it was before the replacement, and no members: a
+                # restarted leader sees another's id as the leader's, so it assigns nothing
+                # (a Stable group would not hand out what it assigned) and keeps its partitions.
+                reply({**self._join_response(group, old), "leader": leader_before or "", "members": []})
+                return
+            old.protocols = before
         old.protocols = list(protocols)
         old.join_reply = reply
         if group.state == GroupState.PREPARING_REBALANCE:
@@ -335,18 +342,23 @@ class GroupCoordinator:
 
     # SyncGroup --------------------------------------------------------------------------------
     def sync(self, now: int, *, group_id: str, generation: int, member_id: str, instance_id: str | None,
-             assignments: list[tuple[str, bytes]], reply: Reply) -> None:
+             assignments: list[tuple[str, bytes]], reply: Reply, protocol_type: str | None = None,
+             protocol_name: str | None = None) -> None:
+        """`protocol_type` and `protocol_name` (SyncGroup v5+; None before) must be the group's."""
         def answer(code: ErrorCode) -> None:
             reply(sync_error(code))
 
         group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+        refused = ErrorCode.UNKNOWN_MEMBER_ID if group is None else member_error(group, member_id, instance_id)
+        if refused is not None:
+            return answer(refused)
+        assert group is not None
         member = group.members[member_id]
-        if instance_id is not None and group.static.get(instance_id) != member_id:
-            return answer(ErrorCode.FENCED_INSTANCE_ID)
         if generation != group.generation:
             return answer(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol):
+            return answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # as Kafka's validateSyncGroup
         member.last_heard_ms = now
         if group.state == GroupState.PREPARING_REBALANCE:
             return answer(ErrorCode.REBALANCE_IN_PROGRESS)
@@ -376,18 +388,16 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.members.get(member_id)
-        if member is None:
-            if instance_id is not None and instance_id in group.static:
-                return ErrorCode.FENCED_INSTANCE_ID
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if instance_id is not None and group.static.get(instance_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        member.last_heard_ms = now
-        if group.state == GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
+        refused = member_error(group, member_id, instance_id)
+        if refused is not None:
+            return refused
+        # The generation before the state, as Kafka's validateHeartbeat: a heartbeat of another
+        # generation is ILLEGAL_GENERATION also while a rebalance is prepared.
         if generation != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
+        group.members[member_id].last_heard_ms = now
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
     def leave(self, now: int, *, group_id: str, member_id: str, instance_id: str | None) -> ErrorCode:
@@ -457,15 +467,15 @@ class GroupCoordinator:
             # group has no members, whatever member id it sends (librdkafka's consumer protocol
             # sends its own): Kafka's ClassicGroup.validateOffsetCommit looks at the generation only.
             return ErrorCode.NONE
-        if group is None or member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if instance_id is not None and group.static.get(instance_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
+        refused = ErrorCode.UNKNOWN_MEMBER_ID if group is None else member_error(group, member_id, instance_id)
+        if refused is not None:
+            return refused
+        assert group is not None
+        if generation != group.generation:  # before the state, as in Kafka's validateOffsetCommit
+            return ErrorCode.ILLEGAL_GENERATION
         if group.state == GroupState.COMPLETING_REBALANCE:
             # The new assignment is being handed out; the old generation's owners are unknown.
             return ErrorCode.REBALANCE_IN_PROGRESS
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
         # During PreparingRebalance a member of the current generation still owns its
         # partitions and may commit what it consumed (Kafka allows this too).
         return ErrorCode.NONE
@@ -545,6 +555,20 @@ class GroupCoordinator:
             for member in group.members.values():
                 _fail_pending(member, ErrorCode.NOT_COORDINATOR)
         return unloaded
+
+
+def member_error(group: Group, member_id: str, instance_id: str | None) -> ErrorCode | None:
+    """Whether a request names a current member (Kafka's validateCurrentMember): with an instance
+    id, the instance must be known (else UNKNOWN_MEMBER_ID) and held by `member_id` (else
+    FENCED_INSTANCE_ID, also when `member_id` is no member at all: an old process of that
+    instance); without one, `member_id` must be a member. None: it is."""
+    if instance_id is not None:
+        holder = group.static.get(instance_id)
+        if holder is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if holder != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    return None if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def join_error(code: ErrorCode, member_id: str) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def handle_consumer_group_heartbeat(ctx: GroupContext, request: Request) -> Any:
         owned=None if owned is None else frozenset(
             (t["topic_id"], index) for t in owned for index in t["partitions"]),
         client_id=request.header.client_id or "",
-        client_host=request.client_host,
+        client_host=request.member_host,
         may_describe=body.get(MAY_DESCRIBE_TOPIC),
     )
     if classic is not None:

@@ -136,7 +136,7 @@ def _join_group(ctx: GroupContext, request: Request) -> Any:
         member_id=body["member_id"],
         instance_id=body.get("group_instance_id"),
         client_id=header.client_id or "",
-        client_host=request.client_host,
+        client_host=request.member_host,
         session_timeout_ms=session_timeout,
         rebalance_timeout_ms=body.get("rebalance_timeout_ms", session_timeout),
         protocol_type=body["protocol_type"],
@@ -161,7 +161,7 @@ def _classic_join_to_consumer_group(ctx: GroupContext, request: Request) -> Any:
         return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, body["member_id"])
     answer = ctx.groups.consumer.classic_join(
         now, group_id, body["member_id"], body.get("group_instance_id"), header.client_id or "",
-        request.client_host, session_timeout, body.get("rebalance_timeout_ms", session_timeout),
+        request.member_host, session_timeout, body.get("rebalance_timeout_ms", session_timeout),
         body["protocol_type"], [(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
         request.version >= FIRST_MEMBER_ID_REQUIRED_VERSION, ctx.groups.topic_view())
     if answer["error_code"] != ErrorCode.NONE:
@@ -222,6 +222,8 @@ def handle_sync_group(ctx: GroupContext, request: Request) -> Any:
         instance_id=body.get("group_instance_id"),
         assignments=[(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []],
         reply=reply,
+        protocol_type=body.get("protocol_type"),
+        protocol_name=body.get("protocol_name"),
     )
     if answer.done():
         return answer.result()

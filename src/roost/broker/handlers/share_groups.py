@@ -42,7 +42,7 @@ def handle_share_group_heartbeat(ctx: GroupContext, configs: GroupConfigStore, r
         rack_id=body.get("rack_id"),
         subscribed_topic_names=tuple(names) if names is not None else None,
         client_id=request.header.client_id or "",
-        client_host=request.client_host,
+        client_host=request.member_host,
     ), ctx.groups.topic_view(), configs.settings(group_id).heartbeat_interval_ms if group_id else 0)
     assignment = None if result.assignment is None else {"topic_partitions": [
         {"topic_id": topic_id, "partitions": indexes} for topic_id, indexes in by_topic(result.assignment)]}

@@ -240,10 +240,10 @@ def handle_describe_transactions(ctx: TxnContext, request: Request) -> dict[str,
         md = ctx.txns.core.txns.get(transactional_id) if code == ErrorCode.NONE else None
         if code == ErrorCode.NONE and md is None:
             code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-        if md is None:
+        if md is None:  # the schema's defaults, as Kafka leaves them in an error entry
             states.append({"error_code": code, "transactional_id": transactional_id, "transaction_state": "",
-                           "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
-                           "producer_epoch": -1, "topics": []})
+                           "transaction_timeout_ms": 0, "transaction_start_time_ms": 0, "producer_id": 0,
+                           "producer_epoch": 0, "topics": []})
             continue
         topics: dict[str, list[int]] = {}
         for topic, index in sorted(md.partitions):

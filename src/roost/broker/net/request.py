@@ -4,6 +4,7 @@ and the handlers (so none of them imports another)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,31 @@ class Request:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def member_host(self) -> str:
+        """The client's address as a group member's `client_host`: Kafka's text for it."""
+        return java_address_text(self.client_host)
+
+
+def java_address_text(host: str) -> str:
+    """`host` (an IP address as the socket gives it) written as Java's InetAddress.toString writes
+    it, which is what Kafka reports as a group member's client host (DescribeGroups,
+    ConsumerGroupDescribe, ShareGroupDescribe; `kafka-consumer-groups --describe` prints it):
+    "/127.0.0.1"; IPv6 with every group and no "::" ("/0:0:0:0:0:0:0:1"); a v4-mapped IPv6
+    address as its IPv4 one, since Java makes an Inet4Address of it. Anything that is no address
+    is kept as it is."""
+    address, _, scope = host.partition("%")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"/{ip.ipv4_mapped}"
+        text = ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
+        return f"/{text}%{scope}" if scope else f"/{text}"
+    return f"/{ip}"
 
 
 # A handler returns a response body (dict), NO_RESPONSE, or a future (or other awaitable) of either.

@@ -649,9 +649,12 @@ class ReplicaManager:
                 return AppendOutcome(ErrorCode(invalid.error_code), str(invalid))
             if recompressed is not None:
                 records, batches = recompressed
+        # From here a refusal names the partition's log start offset, as Kafka's appendToLocalLog
+        # does for every error but unknown partition, not leader, too large, corrupt and storage.
         if acks == ACKS_ALL and partition.isr_below_min():
             return AppendOutcome(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                 f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas")
+                                 f"ISR {sorted(partition.state.isr)} is smaller than min.insync.replicas",
+                                 log_start_offset=partition.log_start_offset)
         if batches is not None and batches[0][1].producer_id >= 0:
             verdict = check_sequences(partition, batches)
             if isinstance(verdict, Duplicate):
@@ -660,7 +663,7 @@ class ReplicaManager:
                 return AppendOutcome(base_offset=verdict.first_offset, log_start_offset=partition.log_start_offset,
                                      required_offset=verdict.last_offset + 1, leader_epoch=partition.leader_epoch)
             if verdict != ErrorCode.NONE:
-                return AppendOutcome(verdict)
+                return AppendOutcome(verdict, log_start_offset=partition.log_start_offset)
         try:
             # Offsets assigned from the log end; each batch stamped with the epoch of the leader
             # that wrote it (outside the CRC: followers and the leader-epoch cache know from it
