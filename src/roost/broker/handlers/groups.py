@@ -462,7 +462,7 @@ async def _delete_share_groups(ctx: GroupContext, delete_state: Callable[[str], 
     marked = [g for g in names if g not in ctx.groups.share.deleting]  # not another deletion's mark
     try:
         codes = await asyncio.gather(*(delete_state(g) for g in names))
-        refused = {g: code for g, code in zip(names, codes, strict=True) if code != ErrorCode.NONE}
+        refused: dict[str, ErrorCode] = {g: c for g, c in zip(names, codes, strict=True) if c != ErrorCode.NONE}
         # Removed (or kept) in this same step, before a join marked off meanwhile can come in.
         answer = _delete_groups(ctx, names, refused)
     finally:
