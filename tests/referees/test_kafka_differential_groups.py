@@ -29,7 +29,7 @@ import pytest
 
 from roost.wire.kafka.consumer_protocol import encode_consumer_assignment, encode_consumer_subscription
 from roost.wire.kafka.records import build_batch
-from tests.referees.differential import Count, ask_settled, normalise
+from tests.referees.differential import NOT_READY, Count, ask, normalise
 from tests.support.kafka_wire import WireClient
 
 PRODUCE, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC = 0, 3, 8, 9, 10, 11, 12, 13, 14
@@ -38,6 +38,29 @@ DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, INIT_PID, ADD_PARTITIONS, ADD_OFFSE
 TXN_OFFSET_COMMIT, DELETE_GROUPS, DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 28, 42, 61, 65, 66
 TIMESTAMP = 1_700_000_000_000
 SESSION_MS, REBALANCE_MS = 10_000, 20_000
+
+
+def _not_ready(value: Any) -> bool:
+    """Whether any entry of an answer says its coordinator is still loading or not there yet."""
+    if isinstance(value, dict):
+        return value.get("error_code") in NOT_READY or any(_not_ready(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_not_ready(v) for v in value)
+    return False
+
+
+def ask_settled(address: str, api_key: int, version: int, body: dict[str, Any], attempts: int = 120) -> Any:
+    """The answer once no entry of it (not only its top level) is COORDINATOR_LOAD_IN_PROGRESS
+    or COORDINATOR_NOT_AVAILABLE: a fresh broker loads each partition of its internal topics on
+    its own, so an id on another partition than the scenario's (the "-none" ones) may still be
+    loading; only the settled answer is compared (bounded: 30 s)."""
+    answer: Any = None
+    for _ in range(attempts):
+        answer = ask(address, api_key, version, body)
+        if not _not_ready(answer):
+            return answer
+        time.sleep(0.25)
+    return answer
 
 
 @dataclass
