@@ -106,8 +106,8 @@ class FetchApi:
             return _refuse_all(body, version)
         follower = replica_id >= 0
         max_bytes, min_bytes = body.get("max_bytes", 0x7FFFFFFF), body["min_bytes"]
-        allowance = request.fetch_allowance
-        if allowance is not None and not follower:
+        allowance = None if follower else request.fetch_allowance  # a follower's fetch has no quota
+        if allowance is not None:
             if allowance.over_quota_ms > 0:
                 return _throttled(allowance.over_quota_ms)
             max_bytes = allowance.cap(max_bytes)
@@ -118,9 +118,8 @@ class FetchApi:
         params = FetchParams(replica_id, max_wait_s, min_bytes, max_bytes,
                              read_committed=not follower and body.get("isolation_level", 0) == READ_COMMITTED)
         fetching = self._replicas.fetch(params, asked.wanted)
-        charged = allowance if allowance is not None and not follower else None
         if fetching.done is None:
-            return self._answer(asked, fetching.outcomes, version, request.listener, charged)
+            return self._answer(asked, fetching.outcomes, version, request.listener, allowance)
         # A future of the door's kind (the event loop's in a broker, the simulated clock's in the
         # replication simulation, which runs this handler).
         door = fetching.done
@@ -128,7 +127,7 @@ class FetchApi:
 
         def settled(done: Any) -> None:
             if not answered.done() and not done.cancelled():
-                answered.set_result(self._answer(asked, done.result(), version, request.listener, charged))
+                answered.set_result(self._answer(asked, done.result(), version, request.listener, allowance))
 
         def abandoned(answer: Any) -> None:
             if answer.cancelled():  # the connection closed: the parked fetch goes too

@@ -60,9 +60,8 @@ class FetchAllowance:
 
     __slots__ = ("_client", "_clock_ms", "_manager", "_user", "max_bytes", "over_quota_ms")
 
-    def __init__(self, manager: ClientQuotaManager, user: str, client: str, clock_ms: Callable[[], int]) -> None:
-        window = manager.max_in_window(user, client)
-        assert window is not None, "an allowance only where a consumer_byte_rate applies"
+    def __init__(self, manager: ClientQuotaManager, user: str, client: str, clock_ms: Callable[[], int],
+                 window: int) -> None:
         self._manager, self._user, self._client, self._clock_ms = manager, user, client, clock_ms
         self.max_bytes = window
         self.over_quota_ms = manager.throttle_now(user, client, clock_ms())
@@ -107,9 +106,10 @@ class Throttler:
         if api_key not in self._byte_responses:
             return None
         user, client = principal.name, client_id or ""
-        if self.quotas.fetch.quota(user, client) is None:
+        window = self.quotas.fetch.max_in_window(user, client)  # None: no consumer_byte_rate applies
+        if window is None:
             return None
-        return FetchAllowance(self.quotas.fetch, user, client, self._clock_ms)
+        return FetchAllowance(self.quotas.fetch, user, client, self._clock_ms, window)
 
     def settle(self, api_key: int, version: int, client_id: str | None, principal: KafkaPrincipal,
                request_bytes: int, handler_seconds: float, answer: Any, mute: Mute | None) -> Any:
