@@ -22,6 +22,7 @@ from roost.wire.kafka.errors import ErrorCode
 from tests.support.cluster import LocalCluster
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import wait_for
+from tests.support.share_configs import read_from_earliest
 
 STATE_PARTITIONS = 3
 WRITE_TIMEOUT_MS = 1000
@@ -197,33 +198,31 @@ def test_a_share_fetch_answers_its_acknowledgements_only_once_durable(cluster: L
     cannot reach min.insync.replicas, and no answer with AcknowledgeErrorCode NONE comes while
     they are frozen; once they run again the answer comes, and the accepted records are done."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
 
-    topic = "sc-ack-durable"
+    topic, probe = "sc-ack-durable", "sc-ack-probe"
     admin = cluster.admin()
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(probe, 1, 1)])[probe].result(30)
+    cluster.wait_for_isr(probe)
+    state_rpc(cluster, ShareKey("sc-ack-probe", topic_id(cluster, probe), 0), ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0,
+              {"state_epoch": 0, "start_offset": 0})  # __share_group_state exists from here
+    cluster.wait_for_isr(SHARE_GROUP_STATE_TOPIC)
+    leaders = {index: leader for index, (leader, _r, _i) in cluster.partitions(SHARE_GROUP_STATE_TOPIC).items()}
+    # The data partition on a broker that leads a state partition, and a group whose state lives
+    # there: freezing that partition's followers leaves the data partition and the coordinator running.
+    data_leader = leaders[0]
+    admin.create_topics([NewTopic(topic, replica_assignment=[[data_leader]])])[topic].result(30)
     cluster.wait_for_isr(topic)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "batch.num.messages": 1})
     for i in range(4):
         producer.produce(topic, value=b"%d" % i)
     assert producer.flush(30) == 0
     tid = topic_id(cluster, topic)
-    data_leader = cluster.partitions(topic)[0][0]
-    # A group whose state partition the data partition's leader leads: freezing its followers
-    # leaves the data partition and the coordinator running.
-    state_rpc(cluster, ShareKey("sc-ack-probe", tid, 0), ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0,
-              {"state_epoch": 0, "start_offset": 0})  # __share_group_state exists from here
-    cluster.wait_for_isr(SHARE_GROUP_STATE_TOPIC)
-    leaders = {index: leader for index, (leader, _r, _i) in cluster.partitions(SHARE_GROUP_STATE_TOPIC).items()}
     group = next(g for g in (f"sc-ack-{i}" for i in range(1000))
                  if leaders[share_partition_for(ShareKey(g, tid, 0), STATE_PARTITIONS)] == data_leader)
     _leader, replicas, _isr = cluster.partitions(SHARE_GROUP_STATE_TOPIC)[
         share_partition_for(ShareKey(group, tid, 0), STATE_PARTITIONS)]
     followers = [cluster.brokers[b] for b in replicas if b != data_leader]
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
+    read_from_earliest(admin, group, seen_by=[cluster.brokers[data_leader].address])
     client = WireClient(cluster.brokers[data_leader].address, timeout=60)
 
     def fetch(epoch: int, acks: list[dict[str, Any]], max_wait_ms: int) -> int:
@@ -263,6 +262,8 @@ def test_a_share_fetch_answers_its_acknowledgements_only_once_durable(cluster: L
                 == [(2, 3, 2)], back
     finally:
         client.close()
+    # A frozen broker can outlive its ZooKeeper session: the next test needs it registered again.
+    cluster.wait_for_brokers(set(cluster.brokers))
     cluster.wait_for_isr(SHARE_GROUP_STATE_TOPIC)
 
 
@@ -275,9 +276,9 @@ def test_share_consumer_through_kills_of_the_data_leader_and_the_share_coordinat
     callback reported done is delivered again, and every record ends accepted (the share
     coordinator's start offset passes them all)."""
     from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
 
     topic, group, records = "sc-failover", f"failover-{uuid.uuid4().hex[:8]}", 1500
+    cluster.wait_for_brokers(set(cluster.brokers))
     admin = cluster.admin()
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
     cluster.wait_for_isr(topic)
@@ -286,10 +287,7 @@ def test_share_consumer_through_kills_of_the_data_leader_and_the_share_coordinat
     for i in range(records):
         producer.produce(topic, value=b"%d" % i)
     assert producer.flush(60) == 0
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
+    read_from_earliest(admin, group, seen_by=cluster.running_addresses())
     key = ShareKey(group, topic_id(cluster, topic), 0)
     coordinator_index = share_partition_for(key, STATE_PARTITIONS)
 

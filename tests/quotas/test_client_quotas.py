@@ -20,16 +20,13 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     NewTopic,
-    ResourceType,
 )
 from kazoo.client import KazooClient
 
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
+from tests.support.share_configs import read_from_earliest
 
 # Rates measured over 3 windows of 1 s (Kafka's 11 would make the test wait out a 10 s allowance).
 WINDOWS = ["--quota.window.num", "3", "--quota.window.size.seconds", "1"]
@@ -244,10 +241,7 @@ def test_consumers_over_their_fetch_quota_are_held_near_its_rate(node: RoostProc
         assert roost("quota", "set", "--user-default", "--client-id", client, f"consumer_byte_rate={QUOTA}",
                      "-b", kafka).returncode == 0
     share_group = "fetch-quota-share"
-    alter_group = ConfigResource(ResourceType.GROUP, share_group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([alter_group]).values():
-        future.result(30)
+    read_from_earliest(admin, share_group)
     throttled: dict[str, list[float]] = {name: [] for name in ("reader-a", "sharer-a", "reader-b")}
 
     def classic(client_id: str) -> Consumer:

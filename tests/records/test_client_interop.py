@@ -51,8 +51,7 @@ def test_decode_batches_produced_by_librdkafka(
         {
             "bootstrap.servers": f"{address[0]}:{address[1]}",
             "compression.type": CODEC_NAMES[codec],
-            # One batch for all messages (flush sends it at once): a batch that a slow machine's
-            # linger cut short can be too small to compress, and librdkafka then sends it plain.
+            # One batch for all messages as a rule (flush sends it at once).
             "linger.ms": 10_000,
         }
     )
@@ -65,6 +64,7 @@ def test_decode_batches_produced_by_librdkafka(
     # The mock answers a fetch with what it has at hand, which under load can be the first of
     # two batches: fetch on from the next offset until every message is in (a bounded number).
     decoded: list[rec.Record] = []
+    codecs: set[int] = set()
     for _ in range(10):
         error, raw = fetch_raw(address, topic, 0, len(decoded))
         assert error == 0
@@ -72,10 +72,13 @@ def test_decode_batches_produced_by_librdkafka(
             time.sleep(0.1)
             continue
         batches = rec.validate_batches(memoryview(raw))  # every CRC checks out
-        assert {header.compression for _, header in batches} == {codec}
+        codecs |= {header.compression for _, header in batches}
         decoded += rec.iter_records(raw)
         if len(decoded) >= len(MESSAGES):
             break
+    # librdkafka sends a batch plain when compressing would not shrink it (a batch a loaded
+    # machine's flush cut to a message or two, once in CI): the rest come compressed with `codec`.
+    assert codec in codecs and codecs <= {codec, rec.COMPRESSION_NONE}, codecs
     assert [(r.key, r.value, r.headers) for r in decoded] == [(k, v, h) for k, v, h in MESSAGES]
     assert [r.offset for r in decoded] == list(range(len(MESSAGES)))
     assert {r.timestamp for r in decoded} == {1_700_000_000_000}

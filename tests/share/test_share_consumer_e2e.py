@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import NewTopic
 
 from tests.support.cluster import LocalCluster
+from tests.support.share_configs import set_group_configs
 
 RECORDS = 20_000
 
@@ -57,12 +58,9 @@ def produce(cluster: LocalCluster, name: str, records: int, value_size: int = 20
 
 
 def group_configs(cluster: LocalCluster, group: str, **configs: str) -> None:
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(key.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
-        for key, value in configs.items()])
-    admin = cluster.admin()  # kept until the answer: a destroyed client fails its futures
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
+    """Set (`share_auto_offset_reset` for `share.auto.offset.reset`) and wait until every broker has them."""
+    set_group_configs(cluster.admin(), group, {key.replace("_", "."): value for key, value in configs.items()},
+                      seen_by=cluster.running_addresses())
 
 
 def share_consumer(cluster: LocalCluster, group: str, topic: str, **extra: Any) -> ShareConsumer:

@@ -30,11 +30,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
     NewTopic,
-    ResourceType,
 )
 
 from roost.admin.errors import AdminError
@@ -45,6 +41,7 @@ from tests.support import referees
 from tests.support.jvm import java_binary, referee_classpath
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
+from tests.support.share_configs import read_from_earliest, set_group_configs
 
 API_VERSIONS, FIND_COORDINATOR = 18, 10
 DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
@@ -69,14 +66,6 @@ def make_topic(broker: RoostProcess, name: str, records: int, partitions: int = 
     for i in range(records):
         producer.produce(name, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % partitions)
     assert producer.flush(30) == 0
-
-
-def earliest(broker: RoostProcess, group: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.address("kafka")})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
 
 
 def consume(broker: RoostProcess, group: str, topic: str, count: int, timeout: float = 30.0,
@@ -123,7 +112,7 @@ def offsets(raw: WireClient, group: str, topic: str) -> dict[int, tuple[int, int
 def test_offsets_are_described_altered_and_deleted(broker: RoostProcess) -> None:
     topic, group = "admin-orders", f"admin-{uuid.uuid4().hex[:8]}"
     make_topic(broker, topic, 10)
-    earliest(broker, group)
+    read_from_earliest(broker.address("kafka"), group)
     raw = coordinator(broker, group)
     versions = {a["api_key"]: (a["min_version"], a["max_version"])
                 for a in raw.request(API_VERSIONS, 3, {"client_software_name": "t",
@@ -235,7 +224,7 @@ def test_reset_offsets_with_roost_and_kafka_share_groups(broker: RoostProcess,
     topic, group = "admin-reset", f"reset-{uuid.uuid4().hex[:8]}"
     bootstrap = broker.address("kafka")
     make_topic(broker, topic, 6)
-    earliest(broker, group)
+    read_from_earliest(broker.address("kafka"), group)
     got, _ = consume(broker, group, topic, 6)
     assert len(got) == 6
     deadline = time.monotonic() + 20
@@ -297,14 +286,6 @@ DLT_HEADERS = ("roost.dlt.origin.topic", "roost.dlt.origin.partition", "roost.dl
                "roost.dlt.delivery.count", "roost.dlt.reason")
 
 
-def group_configs(broker: RoostProcess, group: str, **configs: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.address("kafka")})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in configs.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
-
-
 def read_topic(broker: RoostProcess, topic: str, count: int, timeout: float = 20.0, start: int = OFFSET_BEGINNING
                ) -> list[Any]:
     consumer = Consumer({"bootstrap.servers": broker.address("kafka"), "group.id": f"read-{uuid.uuid4().hex[:6]}",
@@ -336,8 +317,9 @@ def test_rejected_and_exhausted_records_land_in_the_dead_letter_topic(broker: Ro
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("trace", f"t{i}".encode())])
     assert producer.flush(30) == 0
     with pytest.raises(KafkaException, match="INVALID_CONFIG"):
-        group_configs(broker, group, **{"roost.share.dead.letter.topic": "not a topic!"})
-    group_configs(broker, group, **{"share.auto.offset.reset": "earliest", "roost.share.dead.letter.topic": dlt})
+        set_group_configs(broker.address("kafka"), group, {"roost.share.dead.letter.topic": "not a topic!"})
+    set_group_configs(broker.address("kafka"), group, {"share.auto.offset.reset": "earliest",
+                                                       "roost.share.dead.letter.topic": dlt})
 
     consumer = ShareConsumer({"bootstrap.servers": broker.address("kafka"), "group.id": group,
                               "share.acknowledgement.mode": "explicit"})
@@ -415,7 +397,7 @@ def test_deleting_a_share_group_deletes_its_share_state(broker: RoostProcess,
     topic, group = "admin-delete", f"delete-{uuid.uuid4().hex[:8]}"
     bootstrap = broker.address("kafka")
     make_topic(broker, topic, 6)
-    earliest(broker, group)
+    read_from_earliest(broker.address("kafka"), group)
     got, _ = consume(broker, group, topic, 6)
     assert len(got) == 6
     deadline = time.monotonic() + 20

@@ -17,6 +17,7 @@ from tests.cli.kafka_cli import run_cli, run_json
 from tests.support.kafka_wire import WireClient
 from tests.support.procs import RoostProcess, start_roost
 from tests.support.scrape import scrape, value
+from tests.support.share_configs import read_from_earliest
 
 FIND_COORDINATOR, LIST_GROUPS, DELETE_GROUPS, METADATA = 10, 16, 42, 3
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
@@ -170,17 +171,6 @@ def test_group_configs_are_validated_and_described(broker: RoostProcess) -> None
 
 
 SHARE_FETCH, SHARE_ACKNOWLEDGE, PRODUCE_API = 78, 79, 0
-
-
-def read_from_earliest(admin: AdminClient, group: str) -> None:
-    """Set the share group's `share.auto.offset.reset` to earliest (records produced before it
-    first fetches are handed out)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ResourceType
-
-    alter = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([alter]).values():
-        future.result(30)
 
 
 def share_fetch(raw: WireClient, group: str, member: str, epoch: int, topics: list[dict[str, Any]],

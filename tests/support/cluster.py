@@ -200,6 +200,10 @@ class LocalCluster:
     def running_bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{n.advertised_port}" for n in self.brokers.values() if n.running)
 
+    def running_addresses(self) -> list[str]:
+        """Each running broker's own listener (to ask one broker what it alone holds)."""
+        return [n.address for n in self.brokers.values() if n.running]
+
     # what the cluster says ----------------------------------------------------------------------
     def admin(self) -> AdminClient:
         return AdminClient({"bootstrap.servers": self.running_bootstrap(), "socket.timeout.ms": 10000})

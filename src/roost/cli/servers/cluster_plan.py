@@ -35,6 +35,7 @@ KEEPER_TICK_MS = 500
 # Not envi, conf, cons or stat: they describe the host and every connected client.
 LOCAL_FOUR_LETTER_WORDS = "srvr,ruok,mntr"
 MAX_REPLICATION = 3  # the internal topics' and default.replication.factor: min(3, N)
+REGISTRY_REPLICATION = "schema.registry.kafkastore.topic.replication.factor"
 ENSEMBLE_SIZES = (1, 3, 5, 7)
 
 # Set per broker by the supervisor; a user's value would make the brokers collide.
@@ -131,7 +132,7 @@ def plan_brokers(data_dir: Path, host: str, ports: list[int], connect: str,
             raise ConfigError(f"setting '{name}' is chosen per broker by roost up --brokers: {why}")
     count = len(ports)
     replicated = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-                  "default.replication.factor")
+                  "default.replication.factor", REGISTRY_REPLICATION)
     replication = {name: min(MAX_REPLICATION, count)
                    for name in replicated
                    if name not in given}

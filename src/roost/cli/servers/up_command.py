@@ -128,8 +128,11 @@ def run(args: argparse.Namespace) -> int:
             refuse_cluster_flags(args)
             extra = []
             if wants_registry:
-                extra.append(("--schema-registry-port", {
-                    "schema.registry.listeners": f"http://{cluster_plan.hostport(args.host, args.schema_registry_port)}"}))
+                registry: dict[str, Any] = {"schema.registry.listeners": f"http://{cluster_plan.hostport(args.host, args.schema_registry_port)}"}
+                if cluster_plan.REGISTRY_REPLICATION not in settings.names():
+                    # One broker: the registry would otherwise wait 30 s for the two more its default wants.
+                    registry[cluster_plan.REGISTRY_REPLICATION] = 1
+                extra.append(("--schema-registry-port", registry))
             if security is not None:
                 kafka_port = DEFAULT_KAFKA_PORT if args.kafka_port is None else args.kafka_port
                 extra.append(("--security", {**security.settings,
