@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,17 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _flat(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML's dotted keys read back as the flat names written (`broker.id`, not {broker: {id}})."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def write_toml(path: Path, settings: dict[str, Any]) -> None:
@@ -148,6 +160,20 @@ class LocalCluster:
         for node in self.keepers.values():
             node.process = start_roost(["keeper", "--config", str(node.config)], expect=("keeper",))
         return ",".join(node.address for node in self.keepers.values())
+
+    def add_broker(self, broker_id: int) -> int:
+        """A broker joining the cluster later: broker 1's settings with its own id, port and
+        directory, and a metrics endpoint, whose port is returned."""
+        settings = _flat(tomllib.loads(self.brokers[1].config.read_text()))
+        port, metrics_port = free_ports(2)
+        settings.update({"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                         "log.dirs": str(self.root / f"broker-{broker_id}"), "metrics.port": metrics_port})
+        node = BrokerNode(broker_id, port, self.root / f"broker-{broker_id}.toml", port)
+        write_toml(node.config, settings)
+        self.brokers[broker_id] = node
+        self.start_broker(broker_id)
+        return metrics_port
 
     # brokers ----------------------------------------------------------------------------------
     def start_broker(self, broker_id: int, wait: bool = True) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import tomllib
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -29,8 +28,8 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from roost.admin.balancer import ClusterOps
 from roost.cli.main import cli
-from tests.support.cluster import BrokerNode, LocalCluster, write_toml
-from tests.support.procs import free_ports, wait_for
+from tests.support.cluster import LocalCluster
+from tests.support.procs import wait_for
 
 FAST = {"balancer.check.interval.ms": 300, "balancer.load.sample.interval.ms": 500, "balancer.load.windows": 2,
         "replica.lag.time.max.ms": 30_000}
@@ -63,32 +62,6 @@ def continuous_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loc
         yield cluster
     finally:
         cluster.close()
-
-
-def _flat(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """TOML's dotted keys read back as the flat names written (`broker.id`, not {broker: {id}})."""
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def add_broker(cluster: LocalCluster, broker_id: int) -> int:
-    """A broker joining the cluster later: broker 1's settings, its own id, port and directory,
-    and a metrics endpoint (its port returned)."""
-    settings = _flat(tomllib.loads(cluster.brokers[1].config.read_text()))
-    port, metrics_port = free_ports(2)
-    settings.update({"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                     "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                     "log.dirs": str(cluster.root / f"broker-{broker_id}"), "metrics.port": metrics_port})
-    node = BrokerNode(broker_id, port, cluster.root / f"broker-{broker_id}.toml", port)
-    write_toml(node.config, settings)
-    cluster.brokers[broker_id] = node
-    cluster.start_broker(broker_id)
-    return metrics_port
 
 
 def create(cluster: LocalCluster, name: str, assignment: list[list[int]], **configs: str) -> None:
@@ -141,7 +114,7 @@ def test_node_add_gives_a_broker_added_later_its_share_without_a_command(node_ad
     observer.start()
     started = time.monotonic()
     try:
-        metrics_port = add_broker(cluster, 4)
+        metrics_port = cluster.add_broker(4)
 
         def share() -> int:
             return sum(4 in rs and set(isr) == set(rs) for name in topics
@@ -261,7 +234,7 @@ def test_a_controller_taking_over_finishes_the_old_ones_moves_before_planning(no
 
     cluster = node_add_cluster
     if 4 not in cluster.brokers:
-        add_broker(cluster, 4)
+        cluster.add_broker(4)
     create(cluster, "inflight", [[1, 2]])
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
     for i in range(85):  # 850 kB
@@ -351,7 +324,7 @@ def test_roost_balance_stop_holds_the_automatic_balancer(node_add_cluster: Local
     balancer STOP_HOLD_S), though a topic piled on two brokers wants moves."""
     cluster = node_add_cluster
     if 4 not in cluster.brokers:
-        add_broker(cluster, 4)
+        cluster.add_broker(4)
     wait_for(lambda: not status(cluster)["reassignments"], 60, interval=0.3, what="no reassignment in progress")
     ran = CliRunner().invoke(cli, ["balance", "stop", "-b", cluster.running_bootstrap(), "--zookeeper",
                                    cluster.zookeeper, "--format", "json"], catch_exceptions=False)

@@ -88,8 +88,12 @@ class SyncZk:
 
 
 def settings_of(config: BrokerConfig) -> Settings:
+    # A moved leader reports a rate after its first whole window; the smoothed load is the mean
+    # of balancer.load.windows of them.
+    sample_ms = int(config["balancer.load.sample.interval.ms"])
     return Settings(str(config["balancer.mode"]), int(config["balancer.broker.unavailable.delay.ms"]),
-                    float(config["balancer.imbalance.threshold"]))
+                    float(config["balancer.imbalance.threshold"]),
+                    remeasure_ms=(int(config["balancer.load.windows"]) + 1) * sample_ms)
 
 
 class AutoBalancer:
@@ -108,6 +112,7 @@ class AutoBalancer:
         self.moves_per_broker = int(config["balancer.moves.per.broker"])
         self.max_actions = int(config["balancer.max.actions"])
         self.missing: dict[int, int] = {}
+        self.last_moved_ms: int | None = None  # when an execution of ours that moved something ended
         self.quiet: tuple[str, int] = ("", 0)  # a reason whose plan moved nothing, and until when it is quiet
         self.last_decision: Decision | None = None
         self.last_action: dict[str, Any] = {}
@@ -189,7 +194,8 @@ class AutoBalancer:
                                             had.bytes_in + p.load.bytes_in)
         now = self.clock_ms()
         self.missing = track_missing(self.missing, view.brokers, {r for p in partitions for r in p.replicas}, now)
-        facts = Facts(now, self.in_charge_now(epoch), frozenset(view.brokers), loads, dict(self.missing), busy)
+        facts = Facts(now, self.in_charge_now(epoch), frozenset(view.brokers), loads, dict(self.missing), busy,
+                      self.last_moved_ms)
         decision = decide(self.settings, facts)
         if decision.acts and decision.reason == self.quiet[0] and now < self.quiet[1]:
             decision = Decision(Kind.HOLD, f"balanced as far as the planner can ({decision.reason})")
@@ -212,6 +218,7 @@ class AutoBalancer:
                            poll_s=EXECUTION_POLL_S, timeout_s=EXECUTION_TIMEOUT_S,
                            in_charge=lambda: self.in_charge_now(epoch), owner=owner, dead_at_start=decision.heal)
         status = executor.status()
+        self.last_moved_ms = self.clock_ms()
         self.executions[status["phase"]] = self.executions.get(status["phase"], 0) + 1
         outcome = f"{status['phase']}: {status['tasks']}" + (f" ({status['stop_reason']})" if status["stop_reason"]
                                                                else "")

@@ -13,7 +13,11 @@ Modes (Redpanda's `partition_autobalancing_mode`):
   `partition_autobalancing_node_availability_timeout_sec`) and skew (replicas, leaders or bytes in
   of a live broker further from the mean than the threshold). While a broker is down but not yet
   past the delay, nothing moves at all: a broker restarting is not worth moving data for, and a
-  plan made then would heal it at once.
+  plan made then would heal it at once. Skew is not acted on until the load has been measured
+  again after the last moves (`remeasure_ms`: the smoothed windows, and the window a moved
+  leader needs before it reports a rate): a partition whose leadership just moved reports no
+  rate yet, and a plan made on that would treat a hot partition as cold and move it again, and
+  the next plan back (measured: leaders flapping every check for minutes).
 
 Safety, in order: only the active controller acts; never while an execution (ours or an
 operator's) is running or a reassignment is in progress (so a controller that takes over never
@@ -41,10 +45,11 @@ class Settings:
     mode: str = "off"
     unavailable_delay_ms: int = 300_000
     threshold: float = 0.10
+    remeasure_ms: int = 0  # after moves, how long until the load windows are measured afresh
 
     def __post_init__(self) -> None:
         assert self.mode in MODES, self.mode
-        assert self.unavailable_delay_ms >= 0 and self.threshold >= 0
+        assert self.unavailable_delay_ms >= 0 and self.threshold >= 0 and self.remeasure_ms >= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ class Facts:
     loads: Mapping[int, BrokerLoad]  # every live broker, and every dead one still named by a replica
     missing_since: Mapping[int, int]  # brokers named by a replica but not live -> first seen missing (ms)
     busy: str = ""  # why an execution or reassignment is under way ("" if none)
+    last_moved_ms: int | None = None  # when this balancer's last execution that moved something ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,5 +154,9 @@ def decide(settings: Settings, facts: Facts) -> Decision:
     if settings.mode == "continuous":
         worst, what = skew(facts.loads, facts.live)
         if worst > settings.threshold:
+            since = None if facts.last_moved_ms is None else facts.now_ms - facts.last_moved_ms
+            if since is not None and since < settings.remeasure_ms:
+                return Decision(Kind.HOLD, f"skew {worst:.2f} ({what}): the load is measured again after the last "
+                                           f"moves, for {(settings.remeasure_ms - since) / 1000:.1f} s more")
             return Decision(Kind.SKEW, f"skew {worst:.2f} over the threshold {settings.threshold:g} ({what})")
     return Decision(Kind.HOLD, "balanced")
