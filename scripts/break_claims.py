@@ -1660,6 +1660,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (BALANCE_CLUSTER + "test_the_replication_throttle_holds_a_move_to_its_rate",),
         must_load=(BROKER,)),
     Mutation(
+        "balance-skew-on-stale-load",
+        "after its moves the continuous balancer acts on skew only once the load has been measured afresh",
+        (edit("src/roost/broker/balance/autocore.py",
+              "            if since is not None and since < settings.remeasure_ms:\n",
+              "            if False:  # MUTATION: skew judged on the windows from before the moves\n"),),
+        (BALANCE_AUTO + "test_skew_waits_for_the_load_measured_after_the_last_moves_and_node_add_does_not",)),
+    Mutation(
         "balance-view-done-while-moving",
         "the console's balancer page shows a proposal done only once its partition holds the target's replicas "
         "and no reassignment of it is in progress",
