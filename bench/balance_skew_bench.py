@@ -23,7 +23,7 @@ Why 8 hot partitions by default: the planner keeps Cruise Control's goal order, 
 CPU distribution before leader counts, and a leader's network out carries its partition's
 replication. With 6 hot partitions (x10) on 4 brokers, a broker leading two of them is within 10 %
 of the mean network out only while it leads at most 5 partitions of 30: the leader share (20 %:
-6) then fails whenever broker 4 is given two hot leaders (measured: 5 of 30 leaders in 2 of 4
+6) then fails whenever broker 4 is given two hot leaders (measured: 5 of 30 leaders in 3 of 4
 runs, network out and bytes in balanced within 10 %). With 8, every broker leads two hot
 partitions and both balances are possible at once.
 
