@@ -1660,6 +1660,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (BALANCE_CLUSTER + "test_the_replication_throttle_holds_a_move_to_its_rate",),
         must_load=(BROKER,)),
     Mutation(
+        "balance-move-cost-ignored",
+        "the planner copies a replica to even out network rates only when the rate it evens pays for the copy",
+        (edit("src/roost/broker/balance/goals.py",
+              "        return gain * self.payback_s >= copied\n",
+              "        return True  # MUTATION: any sliver of rate is worth any copy\n"),),
+        (BALANCE + "test_a_replica_is_copied_for_network_rates_only_when_the_rate_pays_for_the_copy",)),
+    Mutation(
         "balance-skew-on-stale-load",
         "after its moves the continuous balancer acts on skew only once the load has been measured afresh",
         (edit("src/roost/broker/balance/autocore.py",

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roost.broker.balance.executor import Executor, Observed, Phase, TaskState
-from roost.broker.balance.load import LoadWindows, PartitionCounters, Placement, Sample, model_from_loads
+from roost.broker.balance.load import (
+    LoadWindows,
+    PartitionCounters,
+    Placement,
+    Sample,
+    model_from_loads,
+    predicted_rate,
+)
 from roost.broker.balance.planner import Proposal
 
 BROKERS = list(range(1, 7))
@@ -106,17 +113,36 @@ def test_throttled_replicas_name_every_old_and_new_replica() -> None:
     assert [p.partition for p in executor.leadership] == [("a", 1)]
 
 
-def test_load_windows_smooth_a_spike_and_follow_a_trend() -> None:
+def test_load_windows_ignore_a_spike_and_follow_a_level_and_a_trend() -> None:
     windows = LoadWindows(5)
     total = 0
     for second in range(6):
         total += 1000 if second != 5 else 11_000  # 1 kB/s, then one window at 11 kB/s
         windows.add(Sample(second * 1000, 0.0, {("t", 0): PartitionCounters(True, total, 0, total // 100, total)}))
-    assert abs(windows.smoothed()[("t", 0)].bytes_in - 3000) < 1e-6  # (4 x 1000 + 11000) / 5
+    assert abs(windows.smoothed()[("t", 0)].bytes_in - 1000) < 1e-6  # the mean would say 3000
     for second in range(6, 11):
         total += 11_000
         windows.add(Sample(second * 1000, 0.0, {("t", 0): PartitionCounters(True, total, 0, 0, total)}))
     assert abs(windows.smoothed()[("t", 0)].bytes_in - 11_000) < 1e-6
+    for second in range(11, 16):  # rising by 2 kB/s a window: planned at the next window's rate
+        total += 11_000 + (second - 10) * 2000
+        windows.add(Sample(second * 1000, 0.0, {("t", 0): PartitionCounters(True, total, 0, 0, total)}))
+    assert abs(windows.smoothed()[("t", 0)].bytes_in - 23_000) < 1e-6  # 13..21 kB/s so far; their mean 17
+
+
+@given(st.lists(st.floats(0, 1e9), min_size=1, max_size=12), st.floats(0, 1e9))
+def test_a_predicted_rate_is_never_negative_and_a_constant_rate_predicts_itself(rates: list[float],
+                                                                              level: float) -> None:
+    assert predicted_rate(rates) >= 0
+    for windows in range(1, 8):
+        assert abs(predicted_rate([level] * windows) - level) <= 1e-6 * max(1.0, level)
+
+
+def test_a_predicted_rate_ignores_one_outlier_in_five_windows_wherever_it_is() -> None:
+    for where in range(5):
+        rates = [1000.0] * 5
+        rates[where] = 50_000.0
+        assert abs(predicted_rate(rates) - 1000) < 1e-6, (where, predicted_rate(rates))
 
 
 def test_a_leadership_that_came_mid_window_has_no_rate_until_a_whole_window() -> None:

@@ -180,6 +180,21 @@ def test_a_broker_over_its_capacity_sheds_load_below_the_threshold() -> None:
     assert math.isclose(sum(result.after[b].load[Resource.NW_IN] for b in (1, 2, 3, 4)), 8 * 3e6)
 
 
+@pytest.mark.parametrize(("size", "moves"), [(10e6, True), (1e9, False)])
+def test_a_replica_is_copied_for_network_rates_only_when_the_rate_pays_for_the_copy(size: float,
+                                                                                   moves: bool) -> None:
+    """Bytes in 300 and 200 kB/s on two brokers (20 kB/s over the band on each side): swapping a
+    150 kB/s partition with a 100 kB/s one evens them, taking 50 kB/s off (180 MB over the hour
+    of move_payback_s). Two 10 MB replicas are worth copying for that; two 1 GB ones are not."""
+    brokers = [BrokerInfo(1), BrokerInfo(2)]
+    partitions = [PartitionInfo("t", index, (broker,), broker, PartitionLoad(rate, 0.0, size), 1)
+                  for index, (broker, rate) in enumerate([(1, 1.5e5), (1, 1.5e5), (2, 1e5), (2, 1e5)])]
+    result = plan(brokers, partitions)
+    assert result.empty is not moves, result.proposals
+    if moves:
+        assert result.after[1].load[Resource.NW_IN] == result.after[2].load[Resource.NW_IN] == 2.5e5
+
+
 @PROPERTY
 @given(clusters())
 def test_every_proposal_names_the_goals_it_was_made_for(cluster: tuple[list[BrokerInfo], list[PartitionInfo]]) -> None:

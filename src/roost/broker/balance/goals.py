@@ -40,6 +40,9 @@ class Thresholds:
         (Resource.DISK, 0.8), (Resource.NW_IN, 0.8), (Resource.NW_OUT, 0.8), (Resource.CPU, 0.7))
     balance: float = 0.10  # *.balance.threshold 1.10
     max_replicas_per_broker: int = 10_000
+    # A replica moved to even out network rates must pay for its copy within this long: the
+    # bytes/s it takes off the band's edge, over this time, at least the bytes it copies.
+    move_payback_s: float = 3600.0
 
 
 class Goal:
@@ -66,6 +69,11 @@ class Goal:
                 violation_before: float) -> bool:
         """Called with `action` applied to `model` (`befores`: the partitions as they were)."""
         return self.violation(model) <= violation_before + 1e-9 * max(1.0, self.scale(model))
+
+    def worth(self, model: ClusterModel, action: Action, gain: float) -> bool:
+        """Whether `gain` (this goal's violation taken off by `action`) is worth what the action
+        costs: any gain is, but for goals that weigh it against the bytes copied."""
+        return True
 
 
 # ------------------------------------------------------------------------------ hard goals
@@ -252,6 +260,17 @@ class ResourceDistributionGoal(DistributionGoal):
                  Resource.NW_OUT: "NetworkOutboundUsageDistributionGoal", Resource.CPU: "CpuUsageDistributionGoal"}
         super().__init__(names[resource], thresholds.balance, integral=False)
         self.resource = resource
+        self.payback_s = thresholds.move_payback_s
+
+    def worth(self, model: ClusterModel, action: Action, gain: float) -> bool:
+        """Network rates are bytes/s: a replica copied to even them out must take off at least
+        its size over `move_payback_s` (a big, lukewarm partition is not copied for a sliver of
+        rate). Leadership moves copy nothing; disk and CPU are not rates of bytes."""
+        if self.resource not in (Resource.NW_IN, Resource.NW_OUT):
+            return True
+        copied = sum(model.partitions[m.partition].load.disk for m in single_moves(action)
+                     if isinstance(m, ReplicaMove))
+        return gain * self.payback_s >= copied
 
     def value(self, model: ClusterModel, broker: int) -> float:
         return model.load[broker][self.resource]

@@ -5,9 +5,13 @@ Each broker samples, every `balancer.load.sample.interval.ms`, the counters each
 leads keeps (bytes produced to it, records, bytes consumers fetched), every hosted replica's size
 on disk and its own process CPU time. `LoadWindows` turns successive samples into one rate per
 window and keeps the last `balancer.load.windows` windows (Cruise Control's
-num.partition.metrics.windows, 5); the smoothed load is their mean, so a spike that fills one
-window of five moves a fifth of its height, and a lasting trend moves all of it. A partition
-whose leadership came here mid-window has its counters started afresh (no negative rates).
+num.partition.metrics.windows, 5). The load the planner sees is each partition's rate predicted
+for the next window from those windows (`predicted_rate`: a Theil-Sen line, the median of the
+pairwise slopes, robust to a minority of outliers): a spike that fills one window of five moves
+nothing, a level that has held for most of the windows moves all of it, and a rate rising or
+falling window after window is planned at where it is heading, not at its past mean. With fewer
+than three windows the mean is all there is. A partition whose leadership came here mid-window
+has its counters started afresh (no negative rates).
 
 `model_from_loads` turns the brokers' published documents (`LoadWindows.document`) and the
 cluster's metadata into the planner's `BrokerInfo`s and `PartitionInfo`s. Cruise Control's
@@ -20,8 +24,9 @@ No clock, no I/O: times and counters are passed in.
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +62,26 @@ class Sample:
     time_ms: int
     cpu_seconds: float  # the process's CPU time so far
     partitions: Mapping[tuple[str, int], PartitionCounters]
+
+
+TREND_MIN_WINDOWS = 3  # fewer windows: the mean (two points make a line any spike can tilt)
+
+
+def predicted_rate(rates: Sequence[float]) -> float:
+    """The rate one window after the last of `rates` (oldest first), on the Theil-Sen line:
+    slope the median of the slopes between every two windows, intercept the median of what the
+    windows leave over the slope. One outlier among five windows moves neither median, so a
+    one-window spike is ignored, while a steady rise is followed past its mean. Never negative.
+    Written here rather than taken from scipy's `theilslopes`: five points, and scipy is not a
+    dependency of the broker."""
+    n = len(rates)
+    if n == 0:
+        return 0.0
+    if n < TREND_MIN_WINDOWS:
+        return sum(rates) / n
+    slope = statistics.median((rates[j] - rates[i]) / (j - i) for i in range(n) for j in range(i + 1, n))
+    intercept = statistics.median(rate - slope * index for index, rate in enumerate(rates))
+    return max(0.0, intercept + slope * n)
 
 
 class LoadWindows:
@@ -98,16 +123,16 @@ class LoadWindows:
         return len(self._rates)
 
     def smoothed(self) -> dict[tuple[str, int], PartitionRates]:
-        """Each partition led here now: its mean rate over the kept windows (a window in which it
-        was not led here counts as no data, not as zero)."""
+        """Each partition led here now: its rate predicted from the kept windows
+        (`predicted_rate`; a window in which it was not led here counts as no data, not as zero)."""
         out: dict[tuple[str, int], PartitionRates] = {}
         for key in sorted(self._leading):
             seen = [window[key] for window in self._rates if key in window]
             if not seen:
                 continue
-            n = len(seen)
-            out[key] = PartitionRates(sum(r.bytes_in for r in seen) / n, sum(r.bytes_out for r in seen) / n,
-                                      sum(r.messages_in for r in seen) / n)
+            out[key] = PartitionRates(predicted_rate([r.bytes_in for r in seen]),
+                                      predicted_rate([r.bytes_out for r in seen]),
+                                      predicted_rate([r.messages_in for r in seen]))
         return out
 
     def cpu_cores(self) -> float:

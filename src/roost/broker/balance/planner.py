@@ -183,7 +183,7 @@ def _optimize(model: ClusterModel, goal: Goal, optimized: Sequence[Goal], action
                 continue
             undo = model.apply(candidate)
             gain = violation - goal.violation_after(model, candidate, violation)
-            if gain > 0 and not negligible(gain, scale) and all(
+            if gain > 0 and not negligible(gain, scale) and goal.worth(model, candidate, gain) and all(
                     g.accepts(model, candidate, undo, was) for g, was in earlier):
                 actions.append(candidate)
                 break
