@@ -1665,7 +1665,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/broker/balance/goals.py",
               "        return gain * self.payback_s >= copied\n",
               "        return True  # MUTATION: any sliver of rate is worth any copy\n"),),
-        (BALANCE + "test_a_replica_is_copied_for_network_rates_only_when_the_rate_pays_for_the_copy",)),
+        (BALANCE + "test_a_replica_is_copied_for_network_rates_only_when_the_rate_pays_for_the_copy[1000000000.0-False]",)),
     Mutation(
         "balance-skew-on-stale-load",
         "after its moves the continuous balancer acts on skew only once the load has been measured afresh",
