@@ -152,6 +152,8 @@ def test_settings_layers_file_then_set_then_flags(tmp_path: Path) -> None:
     (["--brokers", "2", "--listeners", "PLAINTEXT://127.0.0.1:0"], "setting 'listeners' is chosen per broker"),
     (["--brokers", "2", "--offsets.topic.replication.factor", "3"],
      "'offsets.topic.replication.factor' = 3 needs at least 3 brokers; --brokers is 2"),
+    (["--brokers", "1", "--schema.registry.kafkastore.topic.replication.factor", "2"],
+     "'schema.registry.kafkastore.topic.replication.factor' = 2 needs at least 2 brokers; --brokers is 1"),
     (["--brokers", "2", "--replica.lag.time.max.ms", "100"], "'replica.lag.time.max.ms' = 100 must exceed"),
     (["--brokers", "1", "--bogus.setting", "1"], "unrecognized arguments: --bogus.setting 1"),  # argparse
 ])
@@ -232,6 +234,7 @@ def test_plan_gives_each_broker_its_own_settings_and_shares_the_users(tmp_path: 
         "broker.id": 3, "listeners": "PLAINTEXT://127.0.0.1:19094", "log.dirs": str(tmp_path / "broker-3"),
         "zookeeper.connect": plan.zookeeper_connect, "num.partitions": 6, "default.replication.factor": 2,
         "offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
+        "schema.registry.kafkastore.topic.replication.factor": 3,  # the registry's _schemas, min(3, N) too
         "zookeeper.session.timeout.ms": 15000,
         "replica.lag.time.max.ms": 20000,
         "balancer.mode": "continuous"}  # a local cluster balances itself (docs/balancing.md)
