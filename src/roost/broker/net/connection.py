@@ -140,6 +140,12 @@ class KafkaConnection(asyncio.Protocol):
         self._memory_available_callback = self._memory_available  # one object, to forget it by
 
     @property
+    def made(self) -> bool:
+        """Whether the loop has handed this connection its transport (on a TLS listener: once the
+        handshake is done; the loop never says when one fails, see roost.broker.net.tls_handshakes)."""
+        return self._transport is not None
+
+    @property
     def requests_in_flight(self) -> int:
         """Requests received and not yet answered, and whole frames waiting to be handled."""
         return len(self._slots) + len(self._waiting)
