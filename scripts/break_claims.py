@@ -745,6 +745,43 @@ MUTATIONS: tuple[Mutation, ...] = (
         (TLS_ABUSE + "test_handshakes_never_begun_stalled_or_not_tls_are_cut_off_and_others_served",),
         must_load=(BROKER,)),
     Mutation(
+        "console-header-timeout-ignored",
+        "roost console --header-timeout: a connection sending no whole request head that long after it opened "
+        "or after its last answer is closed (slow-loris, silent and idle kept-alive connections)",
+        (edit("src/roost/console/slow_clients.py",
+              "    if timeout_s <= 0 or clock.requests:\n",
+              "    if True:  # MUTATION: a head may take forever\n"),),
+        (CONSOLE_ABUSE + "test_slow_and_silent_clients_are_closed_and_pages_still_served",
+         CONSOLE_ABUSE + "test_a_kept_alive_connection_in_use_is_not_cut_and_an_idle_one_is"),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-header-bytes-earn-time",
+        "the console's header timeout counts from the connection's opening (or last answer), not its last byte: "
+        "a head trickled a byte at a time earns no time",
+        (edit("src/roost/console/http_guard.py",
+              "            self._clock.received += len(data)\n",
+              "            self._clock.received += len(data)\n"
+              "            self._clock.waiting_since = asyncio.get_running_loop().time()  # MUTATION: each byte earns time\n"),),
+        (CONSOLE_ABUSE + "test_slow_and_silent_clients_are_closed_and_pages_still_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-cuts-logged-each",
+        "the console says once a minute at most what its header timeout closed, not once per connection",
+        (edit("src/roost/console/http_guard.py",
+              "        self._guard.cut(kind)\n",
+              "        self._guard.cut(kind)\n"
+              "        log.warning(\"closed a connection that sent no whole request within the timeout\")  # MUTATION\n"),),
+        (CONSOLE_ABUSE + "test_slow_and_silent_clients_are_closed_and_pages_still_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-tls-handshake-unbounded",
+        "the HTTPS console cuts a TLS handshake not done within --header-timeout",
+        (edit("src/roost/console/server.py",
+              "    handshake_s = settings.header_timeout_s if settings.header_timeout_s > 0 else None\n",
+              "    handshake_s = None  # MUTATION: asyncio's 60 s\n"),),
+        (CONSOLE_ABUSE + "test_https_handshakes_never_finished_are_cut_and_pages_still_served",),
+        must_load=(BROKER,)),
+    Mutation(
         "receive-timeout-without-size-allowance",
         "request.receive.min.bytes.per.second: a large request arriving steadily gets time for its size",
         (edit("src/roost/broker/net/deadlines.py",
