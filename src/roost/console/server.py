@@ -66,7 +66,7 @@ async def start_console(settings: ConsoleSettings) -> RunningConsole:
     handshake_s = settings.header_timeout_s if settings.header_timeout_s > 0 else None
     try:
         server = await asyncio.get_running_loop().create_server(
-            guard.factory(runner.server), settings.host, settings.port, reuse_address=True, ssl=context,
+            guard.factory(runner.server), settings.host, settings.port, reuse_address=True, backlog=1024, ssl=context,
             ssl_handshake_timeout=handshake_s if context is not None else None)
     except BaseException:
         await runner.cleanup()
