@@ -732,8 +732,8 @@ class Broker:
             # The loop drops a failed or timed-out handshake without telling the connection: look
             # once it must be over (roost.broker.net.tls_handshakes).
             loop = asyncio.get_running_loop()
-            loop.call_at(tls_handshakes.overdue_at(loop.time(), tls.handshake_timeout_s), self._handshake_overdue,
-                         connection, tls.handshake_timeout_s)
+            connection.handshake_timer = loop.call_at(tls_handshakes.overdue_at(loop.time(), tls.handshake_timeout_s),
+                                                      self._handshake_overdue, connection, tls.handshake_timeout_s)
         return connection
 
     def _handshake_overdue(self, connection: KafkaConnection, timeout_s: float) -> None:

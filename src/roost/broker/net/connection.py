@@ -124,6 +124,9 @@ class KafkaConnection(asyncio.Protocol):
         self.admitted = False  # counted by `admit`, to be released when it closes
         # Told before a deadline closes this connection (the broker logs it, rate-limited).
         self.on_expired: Callable[[KafkaConnection, str, str], None] | None = None
+        # On a TLS listener, the broker's look once the handshake must be over (roost.broker.net.
+        # tls_handshakes): cancelled once the handshake is done, so that it holds nothing after.
+        self.handshake_timer: asyncio.TimerHandle | None = None
         # The idle and partial-request deadlines (roost.broker.net.deadlines): one timer, looked
         # at lazily (an activity only notes the time; the timer, when it fires, looks again).
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -154,6 +157,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport's methods without subclassing it.
         self._transport = transport  # type: ignore[assignment]
+        if self.handshake_timer is not None:
+            self.handshake_timer.cancel()
+            self.handshake_timer = None
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else "?"
