@@ -112,8 +112,9 @@ def test_handshakes_never_begun_stalled_or_not_tls_are_cut_off_and_others_served
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     abusers = silent + stalled + not_tls
     try:
+        # (Not TLS at all may be refused at once, or when its handshake times out: either will do.)
         if time.monotonic() - started < HANDSHAKE_S - 0.5:  # (a loaded machine may be slower to open them)
-            assert count_open(abusers) == len(abusers), "closed before ssl.handshake.timeout.ms"
+            assert count_open(silent + stalled) == len(silent + stalled), "closed before ssl.handshake.timeout.ms"
         held = rss_mib(proc.popen.pid)
         served(tls, "tls-handshake-held")
         waited = wait_closed(abusers, HANDSHAKE_S + 3)
