@@ -48,7 +48,8 @@ class HeadGuard:
             connection = GuardedConnection(self, inner())
             if self.tls and self.timeout_s > 0:
                 loop = asyncio.get_running_loop()
-                loop.call_at(loop.time() + self.timeout_s + HANDSHAKE_GRACE_S, self._handshake_over, connection)
+                connection.handshake_timer = loop.call_at(loop.time() + self.timeout_s + HANDSHAKE_GRACE_S,
+                                                          self._handshake_over, connection)
             return connection
         return make
 
@@ -90,10 +91,16 @@ class GuardedConnection(asyncio.Protocol):
         self._clock = HeadClock(waiting_since=0.0)
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
+        # On HTTPS, the guard's look once the handshake must be over: cancelled once it is done,
+        # so that it holds nothing of the connection after.
+        self.handshake_timer: asyncio.TimerHandle | None = None
 
     # asyncio.Protocol: aiohttp's, with the clock kept ---------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        if self.handshake_timer is not None:
+            self.handshake_timer.cancel()
+            self.handshake_timer = None
         self._clock.waiting_since = asyncio.get_running_loop().time()
         self._inner.connection_made(transport)
         self._arm()
