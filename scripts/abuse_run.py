@@ -9,6 +9,8 @@ each abuse, with the conditions. The bounded versions are tests/hostile/.
     .venv/bin/python scripts/abuse_run.py noread --clients 50 --topic-mib 64
     .venv/bin/python scripts/abuse_run.py partial --connections 200 --sent-mib 4
     .venv/bin/python scripts/abuse_run.py keeper --connections 5000
+    .venv/bin/python scripts/abuse_run.py tls-loris --connections 2000
+    .venv/bin/python scripts/abuse_run.py console-loris --connections 1000
 
 Scenarios:
 - idle: N connections that never send a byte (the broker's max.connections raised above N), held
@@ -20,6 +22,12 @@ Scenarios:
   memory a partial request holds, until its receive deadline.
 - keeper: N connections to the keeper's port from one address over maxClientCnxns, and N that
   never ask for a session, while kazoo works.
+- tls-loris: on a broker's SSL listener, N/2 connections that never begin the TLS handshake, N/4
+  that send half a ClientHello and stall (both cut by `ssl.handshake.timeout.ms`), and N/4 that
+  finish the handshake and then trickle a request one byte a second (`request.receive.timeout.ms`),
+  while a confluent-kafka client produces and consumes over TLS.
+- console-loris: on `roost console`, N/2 connections trickling a request's headers one byte a
+  second and N/2 that send nothing, cut by `--header-timeout`, while urllib fetches pages.
 
 Only loopback; every process started is stopped; every wait is bounded.
 """
@@ -37,6 +45,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.abuse import (
+    Latency,
+    client_hello,
     close_all,
     connect,
     consume_all,
@@ -49,6 +59,7 @@ from tests.support.abuse import (
     raise_open_files,
     rss_mib,
     start_slow_loris,
+    tls_connect,
 )
 from tests.support.procs import RoostProcess, start_roost
 
@@ -61,19 +72,25 @@ def cpu_s(pid: int) -> float:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, *flags: str) -> None:
-        self.proc: RoostProcess = start_roost(["up", "--no-keeper", "--data-dir", str(data_dir), "--kafka-port", "0",
-                                               "--group.initial.rebalance.delay.ms", "500", *flags])
-        self.host, self.port = self.proc.listeners["kafka"]
+    def __init__(self, data_dir: Path, *flags: str, args: list[str] | None = None, listener: str = "kafka",
+                 client: dict[str, str] | None = None) -> None:
+        """A `roost up --no-keeper` broker (`args`: other arguments for `roost`); the well-behaved
+        client uses `listener` with the `client` settings."""
+        self.proc: RoostProcess = start_roost(
+            (args or ["up", "--no-keeper", "--data-dir", str(data_dir), "--kafka-port", "0"])
+            + ["--group.initial.rebalance.delay.ms", "500", *flags], expect=(listener,))
+        self.host, self.port = self.proc.listeners[listener]
         self.bootstrap = f"{self.host}:{self.port}"
         self.pid = self.proc.popen.pid
+        self.client = client
 
     def figures(self, label: str, topic: str | None = None) -> None:
         line = f"  {label:<28} RSS {rss_mib(self.pid):7.1f} MiB   CPU {cpu_s(self.pid):7.2f} s"
         if topic is not None:
-            latency = produce_latency(self.bootstrap, topic, 300)
+            latency = produce_latency(self.bootstrap, topic, 300, settings=self.client)
             line += f"   produce acks=all {latency}"
-            assert consume_all(self.bootstrap, topic, 301) == 301, "the well-behaved consumer did not get its records"
+            assert consume_all(self.bootstrap, topic, 301, settings=self.client) == 301, \
+                "the well-behaved consumer did not get its records"
             line += "; consumer read all back"
         print(line, flush=True)
 
@@ -232,21 +249,135 @@ def keeper(args: argparse.Namespace, work: Path) -> None:
               f"refusal lines in the log: {proc.text().count('too many connections')}")
 
 
+def tls_loris(args: argparse.Namespace, work: Path) -> None:
+    from tests.hostile.test_abusive_tls_clients import SSL_LISTENER, make_certificates, tls_broker_args
+
+    n = args.connections
+    raise_open_files(n + 2000)
+    (work / "tls").mkdir()
+    ca, pem = make_certificates(work / "tls")
+    broker = Broker(work / "tls", "--max.connections", str(n + 1000),
+                    args=tls_broker_args(work / "tls" / "data", pem), listener=SSL_LISTENER,
+                    client={"security.protocol": "SSL", "ssl.ca.location": str(ca)})
+    silent_n, stalled_n = n // 2, n // 4
+    trickle_n = n - silent_n - stalled_n
+    print(f"tls-loris: on the SSL listener, {silent_n} connections that never begin the TLS handshake, "
+          f"{stalled_n} that send half a ClientHello, {trickle_n} that finish it and trickle a request one byte "
+          "a second; ssl.handshake.timeout.ms=10000, request.receive.timeout.ms=30000 (the defaults); "
+          "the well-behaved client over TLS")
+    try:
+        broker.figures("unloaded", "tls-before")
+        started = time.monotonic()
+        silent = open_idle(broker.host, broker.port, silent_n)
+        hello = client_hello()
+        stalled = [connect(broker.host, broker.port) for _ in range(stalled_n)]
+        for sock in stalled:
+            sock.sendall(hello[:len(hello) // 2])
+        trickle = [tls_connect(broker.host, broker.port, ca) for _ in range(trickle_n)]
+        for sock in trickle:
+            sock.sendall(b"\x00\x00\x03\xe8\x00")  # a 1000-byte request's length prefix and one byte
+        print(f"  opened {n} in {time.monotonic() - started:.1f} s")
+        broker.figures(f"{n} held", "tls-held")
+        handshakes = wait_until_closed(silent + stalled, 60)
+        print(f"  {len(silent) + len(stalled) - count_open(silent + stalled)} of {len(silent) + len(stalled)} "
+              f"handshakes cut {time.monotonic() - started:.1f} s after the first opened ({handshakes:.1f} s of waiting)")
+        while count_open(trickle) and time.monotonic() - started < 120:
+            for sock in trickle:
+                try:
+                    sock.send(b"\x00")
+                except OSError:
+                    pass
+            time.sleep(1)
+        print(f"  {trickle_n - count_open(trickle)} of {trickle_n} trickling senders cut "
+              f"{time.monotonic() - started:.1f} s after opening")
+        close_all(silent)
+        close_all(stalled)
+        close_all(trickle)
+        time.sleep(1)
+        broker.figures("after", "tls-after")
+        text = broker.proc.text()
+        print(f"  log lines: {text.count('TLS handshake not done within')} for the handshakes, "
+              f"{text.count('still incomplete')} for the trickled requests")
+    finally:
+        broker.stop()
+
+
+def console_loris(args: argparse.Namespace, work: Path) -> None:
+    import urllib.request
+
+    from tests.hostile.test_abusive_console_clients import SUMMARY, console_args
+
+    n = args.connections
+    raise_open_files(n + 2000)
+    broker = Broker(work / "console-broker")
+    console = start_roost(console_args(broker.bootstrap), expect=("console",))
+    host, port = console.listeners["console"]
+    pid = console.popen.pid
+
+    def pages(count: int = 100) -> Latency:
+        times = []
+        for _ in range(count):
+            began = time.perf_counter()
+            with urllib.request.urlopen(f"http://{host}:{port}/api/topics", timeout=10) as answer:
+                answer.read()
+            times.append((time.perf_counter() - began) * 1000)
+        times.sort()
+        return Latency(times[len(times) // 2], times[int(len(times) * 0.99)], times[-1], len(times))
+
+    def figures(label: str) -> None:
+        print(f"  {label:<28} console RSS {rss_mib(pid):7.1f} MiB   CPU {cpu_s(pid):7.2f} s   "
+              f"GET /api/topics {pages()}", flush=True)
+
+    print(f"console-loris: {n // 2} connections trickling a request's headers one byte a second, {n - n // 2} "
+          "that send nothing; --header-timeout 20 (the default); urllib fetching /api/topics")
+    try:
+        figures("unloaded")
+        started = time.monotonic()
+        trickle = [connect(host, port) for _ in range(n // 2)]
+        silent = open_idle(host, port, n - n // 2)
+        head = b"GET /api/topics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 1000
+        print(f"  opened {n} in {time.monotonic() - started:.1f} s")
+        measured, sent = False, 0
+        while count_open(trickle + silent) and time.monotonic() - started < 90:
+            for sock in trickle:
+                try:
+                    sock.send(head[sent:sent + 1])
+                except OSError:
+                    pass
+            sent += 1
+            if not measured and time.monotonic() - started > 5:
+                figures(f"{n} held")
+                measured = True
+            time.sleep(1)
+        print(f"  {n - count_open(trickle + silent)} of {n} closed {time.monotonic() - started:.1f} s after opening")
+        close_all(trickle)
+        close_all(silent)
+        time.sleep(2)
+        figures("after")
+        print(f"  summary lines in the console's log: {console.text().count(SUMMARY)}")
+    finally:
+        console.stop()
+        broker.stop()
+
+
 SCENARIOS: dict[str, Callable[[argparse.Namespace, Path], None]] = {
-    "idle": idle, "loris": loris, "noread": noread, "partial": partial, "keeper": keeper}
+    "idle": idle, "loris": loris, "noread": noread, "partial": partial, "keeper": keeper,
+    "tls-loris": tls_loris, "console-loris": console_loris}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenario", nargs="*", choices=[*SCENARIOS, []], help="default: all")
-    parser.add_argument("--connections", type=int, default=0, help="idle 10000, loris 2000, partial 200, keeper 5000")
+    parser.add_argument("--connections", type=int, default=0,
+                        help="idle 10000, loris 2000, partial 200, keeper 5000, tls-loris 2000, console-loris 1000")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--topic-mib", type=int, default=64)
     parser.add_argument("--sent-mib", type=int, default=4)
     parser.add_argument("--request-memory-mib", type=int, default=0,
                         help="partial: queued.max.request.bytes in MiB (default: none, as Kafka)")
     args = parser.parse_args()
-    defaults = {"idle": 10_000, "loris": 2_000, "partial": 200, "keeper": 5_000}
+    defaults = {"idle": 10_000, "loris": 2_000, "partial": 200, "keeper": 5_000, "tls-loris": 2_000,
+                "console-loris": 1_000}
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; every figure on loopback")
     with tempfile.TemporaryDirectory(prefix="roost-abuse-") as work:
         for name in args.scenario or list(SCENARIOS):

@@ -169,6 +169,8 @@ FAULT_RUN = "tests/faults/test_fault_run.py::"
 KEEPER_FAULT_RUN = (FAULT_RUN + "test_a_keeper_ensemble_under_every_fault_stays_linearizable",)
 ABUSE = "tests/hostile/test_abusive_clients.py::"
 KEEPER_ABUSE = "tests/hostile/test_abusive_keeper_clients.py::"
+TLS_ABUSE = "tests/hostile/test_abusive_tls_clients.py::"
+CONSOLE_ABUSE = "tests/hostile/test_abusive_console_clients.py::"
 BROKER_FAULT_RUN = (FAULT_RUN + "test_a_broker_cluster_under_every_fault_loses_duplicates_and_reorders_nothing",)
 SHARE_FAULT_RUN = ("tests/faults/test_share_fault_run.py::"
                    "test_share_acknowledgements_survive_kills_of_the_data_leader_and_the_share_coordinator",)
@@ -714,7 +716,70 @@ MUTATIONS: tuple[Mutation, ...] = (
         (edit("src/roost/broker/net/deadlines.py",
               "    if limits.receive_s <= 0 or clock.frame_started is None:\n",
               "    if True:  # MUTATION: a partial request may take forever\n"),),
-        (ABUSE + "test_slow_loris_senders_are_cut_off_and_others_served",),
+        (ABUSE + "test_slow_loris_senders_are_cut_off_and_others_served",
+         TLS_ABUSE + "test_a_request_trickled_after_the_handshake_is_cut_off_by_the_receive_timeout"),
+        must_load=(BROKER,)),
+    Mutation(
+        "tls-handshake-timeout-ignored",
+        "ssl.handshake.timeout.ms: a TLS handshake never begun, stalled in its ClientHello or not TLS at all "
+        "is cut off that long after the connection opened",
+        (edit("src/roost/broker/broker.py",
+              "ssl_handshake_timeout=tls.handshake_timeout_s if tls else None)",
+              "ssl_handshake_timeout=None)  # MUTATION: the loop's default (60 s)"),),
+        (TLS_ABUSE + "test_handshakes_never_begun_stalled_or_not_tls_are_cut_off_and_others_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "tls-given-up-handshakes-kept",
+        "a TLS connection whose handshake the loop gave up gives back its place under max.connections",
+        (edit("src/roost/broker/broker.py",
+              "        if connection.made or connection not in self._connections:\n            return\n",
+              "        if True:  # MUTATION: the loop said nothing, so it stays counted\n            return\n"),),
+        (TLS_ABUSE + "test_given_up_handshakes_give_back_their_places_under_max_connections",),
+        must_load=(BROKER,)),
+    Mutation(
+        "tls-given-up-handshakes-logged-each",
+        "TLS handshakes given up are said once a minute per listener, not once per connection",
+        (edit("src/roost/broker/net/tls_handshakes.py",
+              "        if last is not None and now - last < LOG_EVERY_S:\n",
+              "        if False:  # MUTATION: a line per connection\n"),),
+        (TLS_ABUSE + "test_handshakes_never_begun_stalled_or_not_tls_are_cut_off_and_others_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-header-timeout-ignored",
+        "roost console --header-timeout: a connection sending no whole request head that long after it opened "
+        "or after its last answer is closed (slow-loris, silent and idle kept-alive connections)",
+        (edit("src/roost/console/slow_clients.py",
+              "    if timeout_s <= 0 or clock.requests:\n",
+              "    if True:  # MUTATION: a head may take forever\n"),),
+        (CONSOLE_ABUSE + "test_slow_and_silent_clients_are_closed_and_pages_still_served",
+         CONSOLE_ABUSE + "test_a_kept_alive_connection_in_use_is_not_cut_and_an_idle_one_is"),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-header-bytes-earn-time",
+        "the console's header timeout counts from the connection's opening (or last answer), not its last byte: "
+        "a head trickled a byte at a time earns no time",
+        (edit("src/roost/console/http_guard.py",
+              "            self._clock.received += len(data)\n",
+              "            self._clock.received += len(data)\n"
+              "            self._clock.waiting_since = asyncio.get_running_loop().time()  # MUTATION: each byte earns time\n"),),
+        (CONSOLE_ABUSE + "test_slow_and_silent_clients_are_closed_and_pages_still_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-cuts-logged-each",
+        "the console says once a minute at most what its header timeout closed, not once per connection",
+        (edit("src/roost/console/http_guard.py",
+              "        self._guard.cut(kind)\n",
+              "        self._guard.cut(kind)\n"
+              "        log.warning(\"closed a connection that sent no whole request within the timeout\")  # MUTATION\n"),),
+        (CONSOLE_ABUSE + "test_slow_and_silent_clients_are_closed_and_pages_still_served",),
+        must_load=(BROKER,)),
+    Mutation(
+        "console-tls-handshake-unbounded",
+        "the HTTPS console cuts a TLS handshake not done within --header-timeout",
+        (edit("src/roost/console/server.py",
+              "    handshake_s = settings.header_timeout_s if settings.header_timeout_s > 0 else None\n",
+              "    handshake_s = None  # MUTATION: asyncio's 60 s\n"),),
+        (CONSOLE_ABUSE + "test_https_handshakes_never_finished_are_cut_and_pages_still_served",),
         must_load=(BROKER,)),
     Mutation(
         "receive-timeout-without-size-allowance",

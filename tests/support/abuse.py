@@ -11,6 +11,7 @@ import contextlib
 import os
 import resource
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
@@ -171,10 +172,13 @@ class Latency:
         return f"p50 {self.p50_ms:.2f} ms, p99 {self.p99_ms:.2f} ms, max {self.max_ms:.2f} ms over {self.count}"
 
 
-def produce_latency(bootstrap: str, topic: str, count: int = 200, timeout: float = 10.0) -> Latency:
-    """Send `count` 100-byte records one at a time (acks=all, each flushed) and time each."""
+def produce_latency(bootstrap: str, topic: str, count: int = 200, timeout: float = 10.0,
+                    settings: dict[str, str] | None = None) -> Latency:
+    """Send `count` 100-byte records one at a time (acks=all, each flushed) and time each.
+    `settings`: more client settings (security.protocol, ssl.ca.location, ...)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
-                         "socket.timeout.ms": int(timeout * 1000), "message.timeout.ms": int(timeout * 1000)})
+                         "socket.timeout.ms": int(timeout * 1000), "message.timeout.ms": int(timeout * 1000),
+                         **(settings or {})})
     errors: list[str] = []
     acknowledged = [0]
 
@@ -202,11 +206,12 @@ def produce_latency(bootstrap: str, topic: str, count: int = 200, timeout: float
     return Latency(times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.99))], times[-1], len(times))
 
 
-def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> int:
+def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 30.0,
+                settings: dict[str, str] | None = None) -> int:
     """Read `topic` from the start with a consumer group until `expected` records came (or the
     timeout); returns how many came."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"abuse-check-{topic}-{os.getpid()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **(settings or {})})
     got = 0
     try:
         consumer.subscribe([topic])
@@ -234,6 +239,24 @@ def fill_topic(bootstrap: str, topic: str, mib: int) -> None:
                 producer.poll(0.05)
     if producer.flush(120) != 0:
         raise AssertionError(f"filling {topic} did not finish")
+
+
+def client_hello() -> bytes:
+    """The ClientHello a TLS 1.2/1.3 client opens with (made by `ssl` in memory, sent nowhere)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    handshake = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        handshake.do_handshake()
+    return outgoing.read()
+
+
+def tls_connect(host: str, port: int, ca: Path, timeout: float = 10.0) -> ssl.SSLSocket:
+    """A connection whose TLS handshake is done (the server's certificate checked against `ca`)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    return context.wrap_socket(connect(host, port, timeout=timeout), server_hostname=host)
 
 
 @contextlib.contextmanager

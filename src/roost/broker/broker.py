@@ -60,6 +60,7 @@ from roost.broker.metadata.catalog import (
     TopicCatalog,
 )
 from roost.broker.metadata.reachability import PeerReachability
+from roost.broker.net import tls_handshakes
 from roost.broker.net.connection import ConnectionLimits, KafkaConnection
 from roost.broker.net.deadlines import IDLE, Deadlines
 from roost.broker.net.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
@@ -180,6 +181,7 @@ class Broker:
         self.producer_ids: ProducerIdAllocator | ZkProducerIdAllocator = \
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self._connections: set[KafkaConnection] = set()
+        self._handshakes_given_up = tls_handshakes.OverdueLog()
         self._background: set[asyncio.Future[None]] = set()
         self._servers: list[asyncio.Server] = []
         # Every listener (`listeners`, else PLAINTEXT on host:port), the inter-broker one first.
@@ -725,7 +727,24 @@ class Broker:
         connection.admit = self._admit
         connection.on_expired = self._connection_expired
         self._connections.add(connection)
+        tls = security.tls
+        if tls is not None:
+            # The loop drops a failed or timed-out handshake without telling the connection: look
+            # once it must be over (roost.broker.net.tls_handshakes).
+            loop = asyncio.get_running_loop()
+            connection.handshake_timer = loop.call_at(tls_handshakes.overdue_at(loop.time(), tls.handshake_timeout_s),
+                                                      self._handshake_overdue, connection, tls.handshake_timeout_s)
         return connection
+
+    def _handshake_overdue(self, connection: KafkaConnection, timeout_s: float) -> None:
+        """A TLS connection whose handshake must be over and was never made ready is gone: forget
+        it (its place under max.connections with it) and say so, once a minute per listener."""
+        if connection.made or connection not in self._connections:
+            return
+        self._connection_closed(connection)
+        line = self._handshakes_given_up.given_up(connection.listener, timeout_s, asyncio.get_running_loop().time())
+        if line is not None:
+            log.warning(line)
 
     def _admit(self, connection: KafkaConnection) -> str | None:
         """Why a new connection is refused (max.connections, the per-address limits), or None.

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roost.console.slow_clients import DEFAULT_HEADER_TIMEOUT_S
+
 DEFAULT_CONSOLE_PORT = 8080
 
 
@@ -49,6 +51,9 @@ class ConsoleSettings:
     port: int = DEFAULT_CONSOLE_PORT
     read_only: bool = False
     request_timeout_s: float = 10.0
+    # A connection that sends no whole request head this long after it opened or after its last
+    # answer is closed, and a TLS handshake not done in it (roost.console.slow_clients); <= 0: never.
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     bounds: Bounds = Bounds()
     # confluent-kafka settings for every client the console makes (security.protocol, sasl.*,
     # ssl.*: the principal it acts as), secret references already resolved; never shown.

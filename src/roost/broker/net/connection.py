@@ -124,6 +124,9 @@ class KafkaConnection(asyncio.Protocol):
         self.admitted = False  # counted by `admit`, to be released when it closes
         # Told before a deadline closes this connection (the broker logs it, rate-limited).
         self.on_expired: Callable[[KafkaConnection, str, str], None] | None = None
+        # On a TLS listener, the broker's look once the handshake must be over (roost.broker.net.
+        # tls_handshakes): cancelled once the handshake is done, so that it holds nothing after.
+        self.handshake_timer: asyncio.TimerHandle | None = None
         # The idle and partial-request deadlines (roost.broker.net.deadlines): one timer, looked
         # at lazily (an activity only notes the time; the timer, when it fires, looks again).
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -140,6 +143,12 @@ class KafkaConnection(asyncio.Protocol):
         self._memory_available_callback = self._memory_available  # one object, to forget it by
 
     @property
+    def made(self) -> bool:
+        """Whether the loop has handed this connection its transport (on a TLS listener: once the
+        handshake is done; the loop never says when one fails, see roost.broker.net.tls_handshakes)."""
+        return self._transport is not None
+
+    @property
     def requests_in_flight(self) -> int:
         """Requests received and not yet answered, and whole frames waiting to be handled."""
         return len(self._slots) + len(self._waiting)
@@ -148,6 +157,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport's methods without subclassing it.
         self._transport = transport  # type: ignore[assignment]
+        if self.handshake_timer is not None:
+            self.handshake_timer.cancel()
+            self.handshake_timer = None
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else "?"

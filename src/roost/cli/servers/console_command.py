@@ -30,6 +30,7 @@ import click
 from roost.cli.client.client_options import CliError, load_profile, parse_settings
 from roost.cli.servers.console_common import announce, login_of
 from roost.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings, ServerTls
+from roost.console.slow_clients import DEFAULT_HEADER_TIMEOUT_S
 
 KEEPER_PREFIX = "zookeeper."
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -54,7 +55,8 @@ def security_settings(profile: dict[str, Any], pairs: tuple[str, ...], source: s
 def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tuple[str, ...], profile: str | None,
                      host: str, port: int, read_only: bool, login_user: str | None, login_password: str | None,
                      tls_cert: Path | None, tls_key: Path | None, broker_metrics: tuple[str, ...] = (),
-                     schema_registry: str | None = None) -> ConsoleSettings:
+                     schema_registry: str | None = None,
+                     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S) -> ConsoleSettings:
     """The command's options over the profile's values (its settings and `console` table)."""
     chosen = load_profile(profile) if profile else {}
     own = dict(chosen.get("console", {}))
@@ -75,7 +77,7 @@ def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tupl
             raise CliError(str(error)) from None
     return ConsoleSettings(
         bootstrap=str(bootstrap), zookeeper=zookeeper or chosen.get("zookeeper"), host=host, port=port,
-        read_only=read_only, client_settings=kafka, keeper_settings=keeper,
+        read_only=read_only, client_settings=kafka, keeper_settings=keeper, header_timeout_s=header_timeout_s,
         login=login_of(login_user or own.get("login-user"), login_password or own.get("login-password")),
         tls=ServerTls(tls_cert, tls_key) if tls_cert else None,
         broker_metrics=tuple(broker_metrics or own.get("broker-metrics", ())),
@@ -106,13 +108,18 @@ def console_settings(bootstrap: str | None, zookeeper: str | None, setting: tupl
               help="a broker's Prometheus /metrics URL (repeatable): the share group page's in-flight figures")
 @click.option("--schema-registry", metavar="URL", envvar="ROOST_SCHEMA_REGISTRY",
               help="a schema registry's URL, for the schema pages (env ROOST_SCHEMA_REGISTRY)")
+@click.option("--header-timeout", "header_timeout_s", type=click.FloatRange(min=0), default=DEFAULT_HEADER_TIMEOUT_S,
+              show_default=True, metavar="SECONDS",
+              help="close a connection that sends no whole request head this long after it opened or after its "
+                   "last answer, and a TLS handshake not done in it (slow clients; 0: never)")
 def command(bootstrap: str | None, zookeeper: str | None, setting: tuple[str, ...], profile: str | None,
             host: str, port: int, read_only: bool, login_user: str | None, login_password: str | None,
             tls_cert: Path | None, tls_key: Path | None, broker_metrics: tuple[str, ...],
-            schema_registry: str | None) -> int:
+            schema_registry: str | None, header_timeout_s: float) -> int:
     """Serve the web console: overview, topics, messages, consumer groups, share groups, links, schemas, keeper."""
     settings = console_settings(bootstrap, zookeeper, setting, profile, host, port, read_only,
-                                login_user, login_password, tls_cert, tls_key, broker_metrics, schema_registry)
+                                login_user, login_password, tls_cert, tls_key, broker_metrics, schema_registry,
+                                header_timeout_s)
     # Its own log lines (logins, refusals, failed requests) at INFO; other libraries' at WARNING.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
