@@ -24,11 +24,25 @@ address, joined by one veth pair: the inter-region link. Then:
    is cut and reported, A takes B's writes, is promoted again and B mirrors it again. Then A and B
    must hold the same batches, and every record B acknowledged must be on A.
 
+With Spark (the default; `--no-spark` leaves it out): a structured-streaming query on Roost's
+Spark source reads `chaos` in region A from the start, with its checkpoint on the host's file
+system (standing for storage both regions reach), and dies with region A. After the failover the
+same query (same checkpoint directory) starts in region B against B's brokers. Printed and
+checked (scripts/link_chaos_spark.py): every record the checkpoint had committed below the
+promotion point is on B at the same offset with the same value; every record B holds past the
+checkpoint is read by the resumed query; the re-reads (the micro-batch not committed at the
+loss, replayed); the records the query had read on A that B never got, and B's new writes at the
+offsets the checkpoint had passed (never read: counted); the Spark RTO, the loss to the resumed
+query's first micro-batch on B.
+
     sudo .venv/bin/python scripts/link_chaos.py                   # about 4 minutes with the 60 s cut
     sudo .venv/bin/python scripts/link_chaos.py --cut-seconds 15 --rate 200
+    sudo .venv/bin/python scripts/link_chaos.py --no-spark        # without the Spark query (its JVM)
 
 Exit status 0 only if every check held. Every namespace and process is removed at the end, also
-on a failure or Ctrl-C; a namespace left by an earlier killed run is removed first. The CI runs
+on a failure or Ctrl-C (each process this run starts carries the run's directory in its
+environment, so that Spark's JVM and Python workers are found and killed too); a namespace left
+by an earlier killed run is removed first. The CI runs
 the loopback tests of tests/link instead (two clusters on 127.0.0.1): this run does not fit its
 budget.
 """
@@ -53,6 +67,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import link_chaos_spark as spark_half  # noqa: E402 - found through the path set just above
 
 NS_A, NS_B = "links-a", "links-b"
 ADDRESS = {NS_A: "10.213.1.1", NS_B: "10.213.2.1"}  # each region's service address (on its lo)
@@ -279,8 +296,15 @@ def role_create_topic(args: argparse.Namespace) -> None:
         args.topic].result(60)
 
 
+def role_spark(args: argparse.Namespace) -> None:
+    """The Spark structured-streaming query (scripts/link_chaos_spark.py) until the stop file exists."""
+    if spark_half.run_query(args.bootstrap, args.topic, args.checkpoint, args.out, args.stop):
+        raise SystemExit(1)
+
+
 ROLES = {"produce": role_produce, "consume": role_consume, "probe": role_probe, "dump": role_dump,
-         "ready": role_ready, "create-topic": role_create_topic}
+         "ready": role_ready, "create-topic": role_create_topic, "spark": role_spark}
+RUN_MARK = "ROOST_LINK_CHAOS_RUN"  # in every process this run starts: found by it at the end
 
 
 # -- the orchestrator ------------------------------------------------------------------------------
@@ -319,8 +343,10 @@ class Run:
         self.root = root
         self.say = say
         self.procs: list[subprocess.Popen[Any]] = []
+        self.logs: dict[int, Path] = {}
         self.regions: list[Region] = []
-        self.env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO}", "PYTHONUNBUFFERED": "1"}
+        self.env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO}", "PYTHONUNBUFFERED": "1",
+                    RUN_MARK: str(root)}
 
     # namespaces -------------------------------------------------------------------------------
     def make_regions(self) -> None:
@@ -396,16 +422,36 @@ class Run:
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(15)
 
+    def kill_tree(self, popen: subprocess.Popen[Any]) -> None:
+        """A process, its group and its descendants in other groups (Spark's Python daemon makes its
+        own), at once: SIGKILL, as a region lost."""
+        doomed = descendants(popen.pid) if popen.poll() is None else []
+        self.kill(popen)
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def kill_marked(self) -> None:
+        """Any process still carrying this run's mark (one whose parent died first), by pid."""
+        mark = f"{RUN_MARK}={self.root}".encode()
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(environ.parent.name)
+                if pid != os.getpid() and mark in environ.read_bytes().split(b"\0"):
+                    os.kill(pid, signal.SIGKILL)
+
     def kill_region(self, region: Region) -> None:
         for proc in [*region.brokers.values(), region.keeper]:
             if proc is not None:
                 self.kill(proc.popen)
 
     def spawn(self, ns: str, role: str, *args: str) -> subprocess.Popen[Any]:
-        log = open(self.root / f"{role}-{ns}-{len(self.procs)}.log", "w")  # noqa: SIM115
+        path = self.root / f"{role}-{ns}-{len(self.procs)}.log"
+        log = open(path, "w")  # noqa: SIM115
         popen = subprocess.Popen(in_ns(ns, PYTHON, str(Path(__file__).resolve()), "--role", role, *args),
                                  stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         self.procs.append(popen)
+        self.logs[popen.pid] = path
         return popen
 
     def helper(self, ns: str, role: str, *args: str, timeout: float = 300) -> str:
@@ -425,11 +471,27 @@ class Run:
     def close(self, regions: Sequence[Region] = ()) -> None:
         for popen in reversed(self.procs):
             self.kill(popen)
+        self.kill_marked()
         self.remove_namespaces()
         for region in regions:  # what the brokers said, for a failure's post-mortem
             for broker_id, proc in region.brokers.items():
                 with contextlib.suppress(OSError):
                     (self.root / f"{region.ns}-broker-{broker_id}.log").write_text(proc.text())
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living descendant of `pid` (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def link_partitions(run: Run, b: Region) -> list[dict[str, Any]]:
@@ -468,6 +530,43 @@ def same_logs(run: Run, a: Region, b: Region, what: str) -> dict[str, Any]:
     return right
 
 
+def check_spark(run: Run, query: subprocess.Popen[Any], files: dict[str, Path],
+                checkpointed: tuple[int | None, dict[int, int]], ends: dict[int, int],
+                held: dict[tuple[int, int], str], lost_at: float, stop: Path) -> None:
+    """The Spark query resumed on B from its checkpoint: its RTO, what it re-read, lost or skipped."""
+    batch, committed = checkpointed
+    assert batch is not None, "the Spark query on A had committed no micro-batch before the loss"
+
+    def reads_b() -> tuple[list[spark_half.SparkRead], list[tuple[int, float, int]]]:
+        if query.poll() is not None:
+            tail = run.logs[query.pid].read_text()[-1500:] if query.pid in run.logs else ""
+            raise AssertionError(f"the Spark query on B exited ({query.returncode}): {tail}")
+        return spark_half.parse_reads(files["spark-b"].read_text() if files["spark-b"].exists() else "")
+
+    first = wait_until("the Spark query's first micro-batch on B", 300, lambda: reads_b()[1])[0]
+    wait_until("the Spark query on B reading to B's end", 300, lambda: spark_half.read_to(reads_b()[0], held))
+    read_b = reads_b()[0]
+    stop.touch()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        query.wait(60)
+    run.kill_tree(query)
+    read_a = spark_half.parse_reads(files["spark-a"].read_text())[0]
+    found = spark_half.spark_resume(read_a, committed, ends, held, read_b)
+    run.say(f"Spark: checkpoint at the loss: micro-batch {batch}, next offsets {dict(sorted(committed.items()))}; "
+            f"promotion point {dict(sorted(ends.items()))}")
+    run.say(f"  {found.checked} records committed in the checkpoint below the promotion point: on B at the same "
+            f"offsets with the same values except {len(found.changed)}; {found.lost_with_a} more the query had "
+            f"committed on A were never mirrored (lost with A)")
+    run.say(f"  Spark RTO: {first[1] - lost_at:.2f} s from the loss to the resumed query's first micro-batch on B "
+            f"(micro-batch {first[0]}, {first[2]} records; a new JVM and SparkSession included)")
+    run.say(f"  resumed on B: {found.must_read} records B holds past the checkpoint, {len(found.missing)} of them "
+            f"not read; {found.rereads} re-read (the micro-batch uncommitted at the loss, replayed), "
+            f"{found.duplicates_on_b} read twice on B; {len(found.skipped_on_b)} of B's new writes at offsets the "
+            f"checkpoint had passed, never read")
+    assert not found.changed, f"checkpointed records changed or gone on B: {found.changed[:5]}"
+    assert not found.missing, f"records on B past the checkpoint the resumed query did not read: {found.missing[:5]}"
+
+
 def scenario(run: Run, args: argparse.Namespace) -> None:
     say = run.say
     a, b = Region(NS_A, run.root / "a"), Region(NS_B, run.root / "b")
@@ -478,7 +577,8 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     run.start_region(b)
     say(f"  region A: keeper {a.zookeeper}, brokers {a.bootstrap}; region B: keeper {b.zookeeper}, {b.bootstrap}")
     run.helper(NS_A, "create-topic", "--bootstrap", a.bootstrap, "--topic", TOPIC)
-    files = {name: run.root / f"{name}.txt" for name in ("acks", "txn-acks", "group-a", "group-b", "probe")}
+    files = {name: run.root / f"{name}.txt"
+             for name in ("acks", "txn-acks", "group-a", "group-b", "probe", "spark-a", "spark-b")}
     stop_a, pause_a, stop_b = run.root / "stop-a", run.root / "pause-a", run.root / "stop-b"
     common = ["--bootstrap", a.bootstrap, "--topic", TOPIC, "--stop", str(stop_a), "--pause", str(pause_a)]
     in_a = [
@@ -486,6 +586,10 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
         run.spawn(NS_A, "produce", *common, "--rate", str(max(args.rate // 4, 20)), "--out",
                   str(files["txn-acks"]), "--tag", "txn", "--transactional"),
         run.spawn(NS_A, "consume", *common, "--out", str(files["group-a"]))]
+    checkpoint, stop_spark = run.root / "spark-checkpoint", run.root / "stop-spark"
+    spark_args = ["--topic", TOPIC, "--checkpoint", str(checkpoint), "--stop", str(stop_spark)]
+    if not args.no_spark:
+        in_a.append(run.spawn(NS_A, "spark", "--bootstrap", a.bootstrap, *spark_args, "--out", str(files["spark-a"])))
     run.roost(NS_B, "link", "create", LINK, "--zookeeper", b.zookeeper, "--source-bootstrap", a.bootstrap,
               "-c", f"topics=literal:{TOPIC}", "-c", "consumer.offset.sync.ms=2000", "-c", "metadata.max.age.ms=1000")
     say(f"link {LINK} on B mirrors {TOPIC} from A; producers (idempotent {args.rate}/s, transactional) and group "
@@ -518,8 +622,14 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     wait_until("the mirror caught up with the producers paused", 120, lambda: caught_up(run, b), interval=0.5)
     time.sleep(3.0)  # the last published statuses
     wait_until("the mirror caught up with the producers paused", 120, lambda: caught_up(run, b), interval=0.5)
-    same_logs(run, a, b, "after the cut and the kills")
+    paused = same_logs(run, a, b, "after the cut and the kills")
     pause_a.unlink()
+    if not args.no_spark:  # the query on A has read at least what A held with the producers paused
+        held_then: dict[int, int] = {}
+        for p, o, _ in paused["records"]:
+            held_then[p] = max(held_then.get(p, 0), o + 1)
+        wait_until("the Spark query on A reading to the paused end", 300, lambda: all(
+            spark_half.checkpoint_offsets(checkpoint, TOPIC)[1].get(p, 0) >= o for p, o in held_then.items()))
 
     # The region lost, the destination promoted.
     run.spawn(NS_B, "probe", "--bootstrap", b.bootstrap, "--topic", TOPIC, "--stop", str(stop_b),
@@ -531,13 +641,17 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
         time.sleep(args.loss_cut_seconds)
     lost_at = time.time()
     run.kill_region(a)
-    for popen in in_a:  # the producers and the group in region A go with it
-        run.kill(popen)
+    for popen in in_a:  # the producers, the group and the Spark query in region A go with it
+        run.kill_tree(popen)
     say("region A lost: every process in it killed")
     failover = run.roost(NS_B, "link", "failover", LINK, "--all", "-b", b.bootstrap, "--zookeeper", b.zookeeper,
                          "--timeout", "30")
     failed_over_at = time.time()
     say("  " + failover.strip().replace("\n", "\n  "))
+    spark_b = None
+    if not args.no_spark:  # the same query, the same checkpoint, B's brokers
+        checkpointed = spark_half.checkpoint_offsets(checkpoint, TOPIC)
+        spark_b = run.spawn(NS_B, "spark", "--bootstrap", b.bootstrap, *spark_args, "--out", str(files["spark-b"]))
     probe = wait_until("produce accepted on every promoted partition", 120,
                        lambda: (lines := [ln.split() for ln in files["probe"].read_text().splitlines()
                                           if ln.startswith("first-accepted")]) and len(lines) == PARTITIONS and lines)
@@ -572,6 +686,8 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     missing = missing_below_end(acks, ends, held)
     assert not missing, f"acknowledged records B had mirrored are missing: {missing[:5]}"
     say(f"  every acknowledged record below the promotion point is on B ({sum(ends.values())} offsets)")
+    if spark_b is not None:
+        check_spark(run, spark_b, files, checkpointed, ends, held, lost_at, stop_spark)
 
     # Failback: A returns with its divergent suffix.
     say("region A back (same data); roost link failback while a producer writes to B")
@@ -605,6 +721,9 @@ def main() -> int:
     parser.add_argument("--transactional", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-read", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--brokers", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--no-spark", action="store_true",
+                        help="leave out the Spark streaming query (a JVM of about 1.5 GB and a minute of start-up)")
     parser.add_argument("--rate", type=int, default=400, help="records a second from the idempotent producer")
     parser.add_argument("--cut-seconds", type=float, default=60.0, help="how long the inter-region link is cut")
     parser.add_argument("--warm-seconds", type=float, default=10.0, help="producing before the cut and the loss")
