@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 TRIGGER = "1 second"
-MAX_OFFSETS_PER_TRIGGER = 4000
+MAX_OFFSETS_PER_TRIGGER = 20000  # bounds a catch-up batch (a backlog after Spark's start-up)
 
 
 # -- pure: what the query read, what its checkpoint says, what the resume did ---------------------
@@ -67,10 +67,19 @@ def checkpoint_offsets(checkpoint: Path, topic: str) -> tuple[int | None, dict[i
     """The last committed micro-batch of a Spark checkpoint and the end offsets it read to (the next
     offset to read, per partition). Spark writes `offsets/<id>` (a version line, the batch's
     metadata, then one line per source) before a batch runs and `commits/<id>` once its sink is done."""
-    commits = [int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()]
-    if not commits:
+    return _last(checkpoint, "commits", topic)
+
+
+def planned_offsets(checkpoint: Path, topic: str) -> tuple[int | None, dict[int, int]]:
+    """The last micro-batch planned (committed or not) and the end offsets it reads to."""
+    return _last(checkpoint, "offsets", topic)
+
+
+def _last(checkpoint: Path, log: str, topic: str) -> tuple[int | None, dict[int, int]]:
+    batches = [int(p.name) for p in (checkpoint / log).glob("*") if p.name.isdigit()]
+    if not batches:
         return None, {}
-    last = max(commits)
+    last = max(batches)
     lines = (checkpoint / "offsets" / str(last)).read_text().splitlines()
     data: Any = json.loads(lines[2])
     if isinstance(data, str):  # a Python data source's offset is kept as its JSON text

@@ -47,6 +47,7 @@ def test_checkpoint_offsets_are_the_last_committed_batch_end(tmp_path: Path) -> 
         if batch < 2:  # batch 2 planned, its sink not done when the driver died
             (tmp_path / "commits" / str(batch)).write_text("v1\n{}")
     assert spark.checkpoint_offsets(tmp_path, "chaos") == (1, {0: 9, 1: 5})
+    assert spark.planned_offsets(tmp_path, "chaos") == (2, {0: 20, 1: 8})
 
 
 def test_parse_reads_drops_a_line_cut_by_the_kill() -> None:
