@@ -155,7 +155,7 @@ def run_query(bootstrap: str, topic: str, checkpoint: str, out_path: str, stop: 
              .trigger(processingTime=TRIGGER).start())
     deadline = time.monotonic() + 3600  # bounded: the orchestrator stops or kills it long before
     while query.isActive and not Path(stop).exists() and time.monotonic() < deadline:
-        query.awaitTermination(0.5)
+        query.awaitTermination(1)
     failure = query.exception()
     if failure is not None:
         print(f"spark query failed: {failure}", file=sys.stderr, flush=True)
