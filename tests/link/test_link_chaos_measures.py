@@ -36,6 +36,17 @@ def test_missing_below_end_names_lost_or_changed_records() -> None:
     assert chaos.missing_below_end(acks, {0: 3}, {(0, 0): "a", (0, 1): "b"}) == [acks[2]]
 
 
+def test_unmarked_commits_are_at_most_the_transactions_the_promotion_aborted() -> None:
+    # txn-40..44: one transaction (20 records each), idem-7: not transactional.
+    txn = [Ack(2, 100 + n, f"txn-{40 + n}", 1.0) for n in range(5)]
+    idem = [Ack(1, 9, "idem-7", 1.0)]
+    assert chaos.unmarked_commits(txn + idem, 1) == (txn, idem)
+    assert chaos.unmarked_commits(txn, 0) == ([], txn)  # nothing aborted: a real loss
+    two = [*txn, Ack(3, 7, "txn-60", 1.0)]
+    assert chaos.unmarked_commits(two, 1) == ([], two)  # more transactions than were aborted
+    assert chaos.unmarked_commits(two, 2) == (two, [])
+
+
 def test_checkpoint_offsets_are_the_last_committed_batch_end(tmp_path: Path) -> None:
     assert spark.checkpoint_offsets(tmp_path, "chaos") == (None, {})
     (tmp_path / "commits").mkdir()
