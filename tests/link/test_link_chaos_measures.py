@@ -36,6 +36,13 @@ def test_missing_below_end_names_lost_or_changed_records() -> None:
     assert chaos.missing_below_end(acks, {0: 3}, {(0, 0): "a", (0, 1): "b"}) == [acks[2]]
 
 
+def test_group_skipped_ignores_offsets_without_a_visible_record() -> None:
+    # Offsets 5-7 of partition 0 hold an aborted transaction and its marker: no record there.
+    held = {(0, o): f"v{o}" for o in (3, 4, 8, 9)} | {(1, o): f"w{o}" for o in range(6)}
+    assert chaos.group_skipped({0: 5, 1: 2}, {0: 8, 1: 1}, held) == []
+    assert chaos.group_skipped({0: 4, 1: 2}, {0: 8, 1: 4}, held) == [(0, 4), (1, 2), (1, 3)]
+
+
 def test_unmarked_commits_are_at_most_the_transactions_the_promotion_aborted() -> None:
     # txn-40..44: one transaction (20 records each), idem-7: not transactional.
     txn = [Ack(2, 100 + n, f"txn-{40 + n}", 1.0) for n in range(5)]
