@@ -1682,6 +1682,15 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/link/test_link_security.py::test_a_limited_link_principal_mirrors_and_one_without_read_is_refused"),
         must_load=(BROKER,)),
     Mutation(
+        "link-chaos-spark-offsets-only",
+        "scripts/link_chaos.py's Spark check holds the records the query's checkpoint committed on the source "
+        "to the same values at the same offsets on the promoted destination: here only the offsets are "
+        "compared, so a mirror that renumbered records would pass",
+        (edit("scripts/link_chaos_spark.py",
+              "    changed = sorted(k for k, v in below.items() if held_b.get(k) != v)\n",
+              "    changed = sorted(k for k in below if k not in held_b)  # MUTATION: offsets only\n"),),
+        ("tests/link/test_link_chaos_measures.py::test_spark_resume_checks_values_counts_rereads_losses_and_skips",)),
+    Mutation(
         "balance-rack-awareness-ignored",
         "the balancer never places two replicas of a partition on one rack, and fails a plan that cannot avoid it",
         (edit("src/roost/broker/balance/goals.py",
