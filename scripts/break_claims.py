@@ -1734,6 +1734,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         (BALANCE_CLUSTER + "test_the_replication_throttle_holds_a_move_to_its_rate",),
         must_load=(BROKER,)),
     Mutation(
+        "fetchers-share-the-peer-connections",
+        "the replica fetchers have their own connections, so no request waiting for replication holds back "
+        "the fetch response that replication needs",
+        (edit("src/roost/broker/broker.py",
+              "        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.fetch_peers, self.clock_ms)\n",
+              "        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers, self.clock_ms)"
+              "  # MUTATION: one connection for all\n"),),
+        ("tests/cluster/test_admin.py::test_transactions_commit_promptly_beside_acks_all_load",),
+        must_load=(BROKER,)),
+    Mutation(
         "balance-move-cost-ignored",
         "the planner copies a replica to even out network rates only when the rate it evens pays for the copy",
         (edit("src/roost/broker/balance/goals.py",

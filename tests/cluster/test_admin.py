@@ -155,6 +155,50 @@ def test_producer_ids_are_unique_across_the_cluster(cluster: LocalCluster) -> No
     assert len(set(ids)) == len(ids), ids
 
 
+def test_transactions_commit_promptly_beside_acks_all_load(cluster: LocalCluster) -> None:
+    """A leader answers each connection's requests in order. The transaction coordinator's
+    WriteTxnMarkers waits for its marker to replicate; when the coordinator's broker is also a
+    follower of the partition and its fetches shared that connection, the fetch response the
+    replication needed sat behind the waiting marker: a deadlock until the marker timed out (5 s),
+    again at each retry. Under a steady acks=all producer a commit then hung past 30 s. The
+    fetchers have their own connections: every commit completes, no marker write fails."""
+    import threading
+    import time
+
+    topic = "admin-txn-load"
+    admin = cluster.admin()  # kept until the answer: a destroyed client fails its futures
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+    cluster.wait_for_isr(topic)
+    stop = threading.Event()
+
+    def load() -> None:
+        steady = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2, "log_level": 3})
+        while not stop.is_set():
+            for partition in range(3):
+                steady.produce(topic, b"y" * 200, partition=partition)
+            steady.poll(0)
+            time.sleep(0.001)
+        steady.flush(30)
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    try:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "admin-txn-load",
+                             "log_level": 3})
+        producer.init_transactions(30)
+        for _ in range(20):
+            producer.begin_transaction()
+            for partition in range(3):
+                producer.produce(topic, b"x" * 100, partition=partition)
+            producer.commit_transaction(20)  # raises on a hung commit (it flushes first)
+    finally:
+        stop.set()
+        loader.join(40)
+    failed = [line for broker in cluster.brokers for line in cluster.broker_output(broker).splitlines()
+              if "WriteTxnMarkers to broker" in line]
+    assert not failed, failed[:5]
+
+
 def test_any_broker_serves_topic_changes_not_only_the_controller(cluster: LocalCluster) -> None:
     """A client whose Metadata names a controller that has just moved sends CreateTopics to a
     broker that is not the controller: it is served there (as Kafka's forwarding serves it)."""

@@ -197,8 +197,16 @@ class Broker:
             entry.name: build_listener_security(config, entry.name, protocols.get(entry.name, "PLAINTEXT"), self.scram)
             for entry in self.listener_addresses}
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> where it listens
-        self.peers = PeerPool(f"roost-broker-{self.broker_id}", peer_security(
-            config, self.inter_broker_listener, self.listener_security[self.inter_broker_listener].protocol))
+        inter_broker_security = peer_security(
+            config, self.inter_broker_listener, self.listener_security[self.inter_broker_listener].protocol)
+        self.peers = PeerPool(f"roost-broker-{self.broker_id}", inter_broker_security)
+        # The replica fetchers' own connections, as Kafka's fetcher threads have theirs. A
+        # leader answers a connection's requests in order, so a request that waits for
+        # replication (WriteTxnMarkers, a share state write, anything acks=all) on a shared
+        # connection would hold back the fetch response behind it that the replication needs:
+        # a deadlock until the waiting request timed out (5 s stalls of a partition's high
+        # watermark under a transactional producer).
+        self.fetch_peers = PeerPool(f"roost-broker-{self.broker_id}-fetcher", inter_broker_security)
         self._limits = ConnectionLimits(
             max_frame_bytes=config["socket.request.max.bytes"],
             max_inflight_requests=config["queued.max.requests"],
@@ -311,7 +319,7 @@ class Broker:
 
         self.zk = ZkClient(self.zookeeper, session_timeout=int(config["zookeeper.session.timeout.ms"]) / 1000,
                            **zk_client_options(config))
-        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.peers, self.clock_ms)
+        self.fetchers = ReplicaFetchers(self.broker_id, config, self.logs, self.fetch_peers, self.clock_ms)
         self.replicas.on_become_follower = self.fetchers.follow
         self.replicas.on_stop_following = self.fetchers.unfollow
         self.replicas.on_replica_damaged = self._replica_damaged
@@ -693,6 +701,7 @@ class Broker:
             await _bounded("the peer reachability watches", self.reachability.stop())
         if self.fetchers is not None:
             await _bounded("the replica fetchers", self.fetchers.close())
+        self.fetch_peers.close()
         self.peers.close()
         if self.zk is not None:
             with contextlib.suppress(Exception):
