@@ -9,7 +9,8 @@ and topic `warm` (the rest), written by acks=all idempotent producers at --rate 
 --before seconds (the p99 "before"), broker 4 starts with the same settings; the controller's
 balancer (balancer.mode continuous, no command) moves replicas and leaders to it. The run ends
 once broker 4 holds at least --share of the replicas and of the leaders, no reassignment is in
-progress and the balancer has had --settle seconds to act on what is left, or at --timeout.
+progress and the balancer has said "balanced" (or "balanced as far as the planner can") for --settle
+seconds, or at --timeout.
 
 Printed: the time until then; broker 4's replicas and leaders; each broker's bytes in (the sum
 of its replicas' produce rates, as the balancer's NW_IN counts them; the rates are what the
@@ -57,11 +58,12 @@ VALUE_BYTES = 1000
 
 @dataclass
 class Acks:
-    """What the producers were told: (topic, partition) -> {offset: value}, and latencies."""
+    """What the producers were told: (topic, partition) -> {value: offset or None}, and latencies."""
     lock: threading.Lock = field(default_factory=threading.Lock)
-    records: dict[tuple[str, int], dict[int, bytes]] = field(default_factory=dict)
+    records: dict[tuple[str, int], dict[bytes, int | None]] = field(default_factory=dict)
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (sent at, seconds to ack)
     failed: int = 0
+    without_offset: int = 0  # delivered with no offset in the report (librdkafka's OFFSET_INVALID)
 
 
 def produce(bootstrap: str, rate: float, hot: int, hot_weight: int, stop: threading.Event, acks: Acks) -> None:
@@ -82,7 +84,9 @@ def produce(bootstrap: str, rate: float, hot: int, hot_weight: int, stop: thread
                 if error is not None:
                     acks.failed += 1
                     return
-                acks.records.setdefault((message.topic(), message.partition()), {})[message.offset()] = value
+                offset = message.offset()
+                acks.without_offset += offset is None
+                acks.records.setdefault((message.topic(), message.partition()), {})[value] = offset
                 acks.latencies.append((sent, time.monotonic() - sent))
         return report
 
@@ -103,23 +107,33 @@ def produce(bootstrap: str, rate: float, hot: int, hot_weight: int, stop: thread
 
 
 def read_back(bootstrap: str, acks: Acks) -> int:
-    """Acknowledged records missing when every partition is read from its start."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Acknowledged records missing (or at another offset than acknowledged) when every
+    partition is read from its start to its high watermark."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     missing = 0
     for (topic, partition), wanted in sorted(acks.records.items()):
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "balance-skew-check",
                              "enable.auto.commit": False, "log_level": 3})
         try:
+            end = None
+            for _ in range(20):  # a leadership moving meanwhile answers NOT_LEADER: ask again (bounded)
+                try:
+                    _low, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+                    break
+                except KafkaException:
+                    time.sleep(0.5)
+            assert end is not None, f"no high watermark for {topic}-{partition}"
             consumer.assign([TopicPartition(topic, partition, 0)])
-            end = max(wanted) + 1
-            seen: dict[int, bytes] = {}
+            seen: dict[bytes, int] = {}
+            last = -1
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and (not seen or max(seen) + 1 < end):
+            while time.monotonic() < deadline and last + 1 < end:
                 for message in consumer.consume(1000, 1.0):
                     if message.error() is None:
-                        seen[message.offset()] = message.value()
-            missing += sum(1 for offset, value in wanted.items() if seen.get(offset) != value)
+                        seen[message.value()] = last = message.offset()
+            missing += sum(1 for value, offset in wanted.items()
+                           if value not in seen or (offset is not None and seen[value] != offset))
         finally:
             consumer.close()
     return missing
@@ -190,7 +204,9 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
                 shared = replicas >= args.share * total and leaders >= args.share * len(parts) and not moving
                 if shared and took is None:
                     took = time.monotonic() - added_at
-                if shared:
+                # Done once the balancer itself has nothing more to do for --settle seconds.
+                calm = not moving and took is not None and balancer_decision(cluster).startswith("balanced")
+                if calm:
                     settled_since = settled_since or time.monotonic()
                     if time.monotonic() - settled_since >= args.settle:
                         break
@@ -198,6 +214,7 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
                     settled_since = None
                 time.sleep(1.0)
             moves_ended = time.monotonic()
+            settled = settled_since - added_at if settled_since is not None else None
             decision = balancer_decision(cluster)
             if args.trace:
                 from click.testing import CliRunner
@@ -238,8 +255,9 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
     ok_bytes = bool(spread) and all(abs(s) <= args.tolerance for s in spread.values())
     ok_lost = missing == 0 and acks.failed == 0
     when = f"first after {took:.1f} s" if took is not None else f"at no time within {args.timeout:.0f} s"
-    print(f"run {run}: broker 4 held >= {args.share:.0%} of replicas and leaders {when}; "
-          f"balancer's last decision: {decision}")
+    calm = f"after {settled:.1f} s" if settled is not None else f"not within {args.timeout:.0f} s"
+    print(f"run {run}: broker 4 held >= {args.share:.0%} of replicas and leaders {when}; the balancer balanced "
+          f"{calm}; its last decision: {decision}")
     print(f"  replicas per broker {dict(sorted(replica_counts.items()))} of {total}, "
           f"leaders {dict(sorted(leader_counts.items()))} of {len(parts)}")
     print("  bytes in per broker (kB/s, vs the mean): " + ", ".join(
@@ -248,7 +266,8 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
           f"p99 {percentile(before, 0.99) * 1000:.1f} ms ({len(before)} records); during the moves: "
           f"p50 {percentile(during, 0.5) * 1000:.1f} ms, p99 {percentile(during, 0.99) * 1000:.1f} ms "
           f"({len(during)} records)")
-    print(f"  acknowledged {total_acked}, failed {acks.failed}, missing on read-back {missing}; "
+    print(f"  acknowledged {total_acked} ({acks.without_offset} reported with no offset), failed {acks.failed}, "
+          f"missing on read-back {missing}; "
           f"brokers' CPU s {', '.join(f'{b}: {c:.1f}' for b, c in sorted(cpu.items()))}; "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"  checks (at the end): share {'ok' if ok_share else 'FAILED'}, bytes in within ±{args.tolerance:.0%} "
@@ -265,8 +284,8 @@ def main() -> int:
     parser.add_argument("--before", type=float, default=20.0, help="seconds of load before broker 4 starts")
     parser.add_argument("--share", type=float, default=0.20, help="broker 4's share of replicas and leaders")
     parser.add_argument("--tolerance", type=float, default=0.15, help="bytes in per broker vs the mean")
-    parser.add_argument("--settle", type=float, default=20.0,
-                        help="seconds the balancer gets after the share is reached (its windows see the new load)")
+    parser.add_argument("--settle", type=float, default=10.0,
+                        help="seconds the balancer must have had nothing to do before the run ends")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds after broker 4 starts, at most")
     parser.add_argument("--moves", type=int, default=5, help="balancer.moves.per.broker")
     parser.add_argument("--throttle", type=int, default=-1, help="balancer.throttle.bytes.per.second (-1: none)")
