@@ -214,8 +214,12 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
                     settled_since = None
                 time.sleep(1.0)
             moves_ended = time.monotonic()
-            settled = settled_since - added_at if settled_since is not None else None
+            calm_enough = settled_since is not None and moves_ended - settled_since >= args.settle
+            settled = settled_since - added_at if calm_enough and settled_since is not None else None
             decision = balancer_decision(cluster)
+            executions = Counter(line.split("balancer: ", 1)[1].split(" execution ended")[0]
+                                 for broker in cluster.brokers for line in cluster.broker_output(broker).splitlines()
+                                 if "balancer: " in line and " execution ended " in line)
             if args.trace:
                 from click.testing import CliRunner
 
@@ -257,7 +261,7 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
     when = f"first after {took:.1f} s" if took is not None else f"at no time within {args.timeout:.0f} s"
     calm = f"after {settled:.1f} s" if settled is not None else f"not within {args.timeout:.0f} s"
     print(f"run {run}: broker 4 held >= {args.share:.0%} of replicas and leaders {when}; the balancer balanced "
-          f"{calm}; its last decision: {decision}")
+          f"{calm}; its executions {dict(sorted(executions.items()))}; its last decision: {decision}")
     print(f"  replicas per broker {dict(sorted(replica_counts.items()))} of {total}, "
           f"leaders {dict(sorted(leader_counts.items()))} of {len(parts)}")
     print("  bytes in per broker (kB/s, vs the mean): " + ", ".join(
