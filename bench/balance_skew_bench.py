@@ -144,6 +144,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def placements(cluster: Any) -> dict[tuple[str, int], tuple[int, list[int], list[int]]]:
+    """(topic, partition) -> (leader, replicas, ISR) of both topics, from the metadata."""
+    return {(topic, index): placed for topic in (HOT, WARM) for index, placed in cluster.partitions(topic).items()}
+
+
 def balancer_decision(cluster: Any) -> str:
     import json
 
@@ -191,8 +196,7 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
             settled_since: float | None = None
             deadline = added_at + args.timeout
             while time.monotonic() < deadline:
-                parts = {**{(HOT, i): v for i, v in cluster.partitions(HOT).items()},
-                         **{(WARM, i): v for i, v in cluster.partitions(WARM).items()}}
+                parts = placements(cluster)
                 replicas = sum(4 in rs and 4 in isr for _l, rs, isr in parts.values())
                 leaders = sum(leader == 4 for leader, _rs, _isr in parts.values())
                 moving = ops.list_reassignments()
@@ -236,8 +240,7 @@ def one_run(args: argparse.Namespace, run: int) -> bool:
         try:
             produced_s = max(1e-9, time.monotonic() - (added_at - args.before))
             rates = {key: len(values) * VALUE_BYTES / produced_s for key, values in acks.records.items()}
-            parts = {**{(HOT, i): v for i, v in cluster.partitions(HOT).items()},
-                     **{(WARM, i): v for i, v in cluster.partitions(WARM).items()}}
+            parts = placements(cluster)
             bytes_in = Counter[int]()
             for key, (_leader, replicas_of, _isr) in parts.items():
                 for broker in replicas_of:

@@ -58,6 +58,7 @@ from tests.support.abuse import (
     push_partial,
     raise_open_files,
     rss_mib,
+    send_each,
     start_slow_loris,
     tls_connect,
 )
@@ -142,11 +143,7 @@ def loris(args: argparse.Namespace, work: Path) -> None:
         started = time.monotonic()
         measured = False
         while count_open(sockets) and time.monotonic() - started < 120:
-            for sock in sockets:
-                try:
-                    sock.send(b"\x00")
-                except OSError:
-                    pass
+            send_each(sockets, b"\x00")
             if not measured and time.monotonic() - started > 5:
                 broker.figures(f"{n} slow-loris held", "loris-held")
                 measured = True
@@ -282,11 +279,7 @@ def tls_loris(args: argparse.Namespace, work: Path) -> None:
         print(f"  {len(silent) + len(stalled) - count_open(silent + stalled)} of {len(silent) + len(stalled)} "
               f"handshakes cut {time.monotonic() - started:.1f} s after the first opened ({handshakes:.1f} s of waiting)")
         while count_open(trickle) and time.monotonic() - started < 120:
-            for sock in trickle:
-                try:
-                    sock.send(b"\x00")
-                except OSError:
-                    pass
+            send_each(trickle, b"\x00")
             time.sleep(1)
         print(f"  {trickle_n - count_open(trickle)} of {trickle_n} trickling senders cut "
               f"{time.monotonic() - started:.1f} s after opening")

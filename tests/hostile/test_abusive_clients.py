@@ -35,7 +35,9 @@ from tests.support.abuse import (
     raise_open_files,
     request_frame,
     rss_mib,
+    send_each,
     start_slow_loris,
+    wait_closed,
 )
 from tests.support.procs import RoostProcess, start_roost
 
@@ -86,15 +88,6 @@ def settle_open(sockets: list[socket.socket], expected: int, within: float = 15.
     while count_open(sockets) > expected and time.monotonic() < deadline:
         time.sleep(0.1)
     return count_open(sockets)
-
-
-def wait_closed(sockets: list[socket.socket], within: float) -> float:
-    """Seconds until the broker has closed every one of `sockets`; fails past `within`."""
-    started = time.monotonic()
-    while count_open(sockets):
-        assert time.monotonic() - started < within, f"{count_open(sockets)} of {len(sockets)} still open"
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 def test_thousands_of_idle_connections_cost_little_and_are_closed_after_the_idle_timeout(
@@ -168,11 +161,7 @@ def test_slow_loris_senders_are_cut_off_and_others_served(broker: RoostProcess) 
         served(broker, "loris-held", records=20)
         started = time.monotonic()
         while time.monotonic() - started < RECEIVE_S + 3 and count_open(trickle):
-            for sock in trickle:
-                try:
-                    sock.send(b"\x00")
-                except OSError:
-                    pass  # this one is closed already
+            send_each(trickle, b"\x00")
             time.sleep(0.4)
         assert count_open(trickle) == 0, "a byte-by-byte sender kept its connection past request.receive.timeout.ms"
         wait_closed(silent, 3)

@@ -24,7 +24,16 @@ import aiohttp
 import pytest
 
 from tests.hostile.test_abusive_tls_clients import make_certificates
-from tests.support.abuse import client_hello, close_all, connect, count_open, open_idle, rss_mib
+from tests.support.abuse import (
+    client_hello,
+    close_all,
+    connect,
+    count_open,
+    open_idle,
+    rss_mib,
+    send_each,
+    wait_closed,
+)
 from tests.support.procs import RoostProcess, start_roost, wait_for
 
 HEADER_TIMEOUT_S = 1.5
@@ -67,14 +76,6 @@ def page(console: RoostProcess, path: str = "/api/topics") -> int:
         return answer.status
 
 
-def wait_closed(sockets: list, within: float) -> float:
-    started = time.monotonic()
-    while count_open(sockets):
-        assert time.monotonic() - started < within, f"{count_open(sockets)} of {len(sockets)} still open"
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
 def test_slow_and_silent_clients_are_closed_and_pages_still_served(console: RoostProcess) -> None:
     host, port = console.listeners["console"]
     before = rss_mib(console.popen.pid)
@@ -90,11 +91,7 @@ def test_slow_and_silent_clients_are_closed_and_pages_still_served(console: Roos
             assert count_open(silent + trickle) == 120, "closed before --header-timeout"
         sent, served = 1, 0
         while count_open(trickle) and time.monotonic() - opened < HEADER_TIMEOUT_S + 3:
-            for sock in trickle:  # one more byte of the head every 0.2 s: never idle, never whole
-                try:
-                    sock.send(head[sent:sent + 1])
-                except OSError:
-                    pass  # closed already
+            send_each(trickle, head[sent:sent + 1])  # one more byte of the head every 0.2 s: never idle, never whole
             sent += 1
             assert page(console) == 200  # a well-behaved client meanwhile
             served += 1

@@ -32,7 +32,9 @@ from tests.support.abuse import (
     produce_latency,
     raise_open_files,
     rss_mib,
+    send_each,
     tls_connect,
+    wait_closed,
 )
 from tests.support.procs import RoostProcess, start_roost
 
@@ -86,14 +88,6 @@ def served(tls: tuple[RoostProcess, Path], topic: str, records: int = 20) -> Non
     latency = produce_latency(bootstrap, topic, records, settings=settings)
     print(f"{topic}: produce over TLS {latency}")
     assert consume_all(bootstrap, topic, records + 1, settings=settings) == records + 1
-
-
-def wait_closed(sockets: list[socket.socket], within: float) -> float:
-    started = time.monotonic()
-    while count_open(sockets):
-        assert time.monotonic() - started < within, f"{count_open(sockets)} of {len(sockets)} still open"
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def test_handshakes_never_begun_stalled_or_not_tls_are_cut_off_and_others_served(
@@ -159,11 +153,7 @@ def test_a_request_trickled_after_the_handshake_is_cut_off_by_the_receive_timeou
         served(tls, "tls-loris-held", records=10)
         started = time.monotonic()
         while count_open(trickle) and time.monotonic() - started < RECEIVE_S + 3:
-            for sock in trickle:
-                try:
-                    sock.send(b"\x00")
-                except OSError:
-                    pass  # closed already
+            send_each(trickle, b"\x00")
             time.sleep(0.3)
         assert count_open(trickle) == 0, "a byte-by-byte sender over TLS kept its connection past the timeout"
         wait_closed(silent, 3)

@@ -106,6 +106,25 @@ def count_open(sockets: list[socket.socket]) -> int:
     return sum(not peer_gone(sock) for sock in sockets)
 
 
+def wait_closed(sockets: list[socket.socket], within: float, interval: float = 0.05) -> float:
+    """Seconds until the server has closed every one of `sockets`; fails past `within`."""
+    started = time.monotonic()
+    while count_open(sockets):
+        assert time.monotonic() - started < within, f"{count_open(sockets)} of {len(sockets)} still open"
+        time.sleep(interval)
+    return time.monotonic() - started
+
+
+def send_each(sockets: list[socket.socket], data: bytes) -> None:
+    """`data` written on each of `sockets` (a trickling client's next bytes); one the server has
+    closed already is passed over."""
+    for sock in sockets:
+        try:
+            sock.send(data)
+        except OSError:
+            pass
+
+
 def request_frame(api_key: int, version: int, body: dict, correlation: int, client_id: str = "abuser") -> bytes:
     return b"".join(bytes(b) for b in encode_request(RequestHeader(api_key, version, correlation, client_id), body))
 

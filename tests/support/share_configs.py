@@ -16,18 +16,17 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from roost.broker.share.group_configs import RESOURCE_GROUP
+from roost.wire.kafka import ApiKey
 from tests.support.kafka_wire import WireClient
-
-DESCRIBE_CONFIGS = 32
-GROUP_RESOURCE = 32
 
 
 def described_group_configs(address: str, group: str) -> dict[str, str | None]:
     """The GROUP resource's configs as the broker at `address` answers DescribeConfigs."""
     client = WireClient(address, timeout=15)
     try:
-        answer = client.request(DESCRIBE_CONFIGS, 1, {
-            "resources": [{"resource_type": GROUP_RESOURCE, "resource_name": group, "configuration_keys": None}],
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 1, {
+            "resources": [{"resource_type": RESOURCE_GROUP, "resource_name": group, "configuration_keys": None}],
             "include_synonyms": False})
     finally:
         client.close()
