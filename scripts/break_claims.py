@@ -1630,6 +1630,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         (LINK_CORE + "test_a_recreated_source_topic_stops_the_mirror_before_any_truncation",
          LINK_CLUSTER + "test_a_recreated_source_topic_stops_its_mirror"), must_load=(BROKER,)),
     Mutation(
+        "link-failback-ends-at-high-watermark",
+        "`roost link failback` hands over everything the promoted side will acknowledge: it waits until each "
+        "read-only leader has replicated its whole log; here it takes the high watermark it sees, below a record "
+        "appended and acknowledged later",
+        (edit("src/roost/cli/admin_commands/link.py",
+              '        if entry is not None and entry["high_watermark"] == entry["log_end"] >= highs[(topic, index)]:\n'
+              '            found[(topic, index)] = entry["log_end"]\n',
+              '        if entry is not None:  # MUTATION: the high watermark as the end\n'
+              '            found[(topic, index)] = highs[(topic, index)]\n'),),
+        (LINK_CLUSTER + "test_mirror_same_batches_offsets_groups_then_promote",)),
+    Mutation(
+        "link-new-mirror-acts-on-stale-settings",
+        "a topic that becomes a mirror is acted on under its link's settings as they are now (a pause written "
+        "before is seen): here under those last polled, so failback's paused link cuts what the promoted side "
+        "had acknowledged",
+        (edit("src/roost/broker/link/service.py",
+              "        if added and await self.service.reread_settings(self.name):\n",
+              "        if added and False:  # MUTATION: settings as last polled\n"),),
+        (LINK_CLUSTER + "test_mirror_same_batches_offsets_groups_then_promote",)),
+    Mutation(
         "link-failback-leaves-destination-writable",
         "`roost link failback` ends with the original roles: the destination's topics are mirrors of the "
         "old source again (read-only); here they stay writable and the link never mirrors them",

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +41,11 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCl
     root = tmp_path_factory.mktemp("link")
     source = LocalCluster.start(root / "source", brokers=2)
     try:
-        destination = LocalCluster.start(root / "destination", brokers=2)
+        # A frozen broker (the failback test's follower) keeps its session and its ISR place for
+        # the seconds it is frozen, and leaders stay where the test put them.
+        destination = LocalCluster.start(root / "destination", brokers=2, settings={
+            "zookeeper.session.timeout.ms": 10_000, "replica.lag.time.max.ms": 30_000,
+            "auto.leader.rebalance.enable": False})
     except BaseException:
         source.close()
         raise
@@ -247,11 +253,10 @@ def failback(source: LocalCluster, destination: LocalCluster, ends: dict[int, in
     wait_for(lambda: epoch_end(source.bootstrap, TOPIC, 0, promoted_epoch)
              == (promoted_epoch, log_end(batches(destination.bootstrap, TOPIC, 0))), 30, interval=0.5,
              what="the old source to hold the destination's promotion epoch to its end")
-    out = roost(*failback_command)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "failed back" in out.stdout
+    in_flight = switch_back_with_a_record_in_flight(destination, failback_command)
     logs = {p: batches(source.bootstrap, TOPIC, p) for p in (0, 1)}
     assert logs == {p: batches(destination.bootstrap, TOPIC, p) for p in (0, 1)}
+    assert in_flight in records_of(logs[0]), "the record acknowledged after the switch began was handed over"
     assert not any(b"late" in b for b in logs[1]), "the divergent suffix was cut"
     assert any(b"after-promotion" in b for b in logs[0])
     # The original roles: the destination is a mirror again (refuses produces), the old source
@@ -267,6 +272,80 @@ def failback(source: LocalCluster, destination: LocalCluster, ends: dict[int, in
         except Exception:
             return False
     wait_for(mirrored_again, 60, interval=0.5, what="the destination to mirror the old source again")
+
+
+def switch_back_with_a_record_in_flight(destination: LocalCluster, failback_command: list[str]) -> tuple[int, bytes]:
+    """The switch-back (`roost link failback` without --reverse-only) while the destination holds
+    a record it has appended and not yet acknowledged: its leader of partition 0 takes it with
+    its only follower frozen (SIGSTOP), and acknowledges it when the follower is thawed, seconds
+    after the command has made the topic read-only. The command must wait for it and hand it over
+    (a high watermark read while the follower is frozen ends below it). Returns (offset, value)."""
+    leader, follower = lead_alone(destination)
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{destination.brokers[leader].advertised_port}",
+                         "acks": "all", "message.timeout.ms": 120_000})
+    producer.produce(TOPIC, value=b"warm-up", partition=0)  # connected before the follower freezes
+    assert producer.flush(30) == 0
+    delivered: list[tuple[object, int, bytes]] = []
+
+    def report(error: object, message: object) -> None:
+        delivered.append((error, message.offset(), message.value()))  # type: ignore[attr-defined]
+    frozen = destination.brokers[follower].process
+    assert frozen is not None
+    frozen.popen.send_signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        producer.produce(TOPIC, value=b"in-flight", partition=0, on_delivery=report)
+        producer.poll(0.5)
+        assert not delivered, "not acknowledged while its follower is frozen"
+        command = subprocess.Popen([sys.executable, "-m", "roost.cli.main", *failback_command],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        output: list[str] = []
+        reader = threading.Thread(target=lambda: output.extend(command.stdout or []), daemon=True)
+        reader.start()
+        # Frozen on until the command has made the topic read-only and had time to read the ends
+        # (a status round is 2 s), within the frozen broker's 10 s session.
+        wait_for(lambda: any("read-only here" in line for line in output) or time.monotonic() - frozen_at > 5.5,
+                 10, interval=0.05, what="the switch to begin")
+        time.sleep(max(0.0, min(3.5, 7.5 - (time.monotonic() - frozen_at))))
+    finally:
+        frozen.popen.send_signal(signal.SIGCONT)
+    try:
+        command.wait(120)
+    finally:
+        command.kill()
+    reader.join(5)
+    text = "".join(output)
+    assert command.returncode == 0, text
+    assert "failed back" in text
+    assert producer.flush(30) == 0
+    assert len(delivered) == 1 and delivered[0][0] is None, delivered
+    destination.wait_for_isr(TOPIC)
+    return delivered[0][1], delivered[0][2]
+
+
+def lead_alone(destination: LocalCluster) -> tuple[int, int]:
+    """Make one broker lead both partitions of the topic (its other broker shut down and back,
+    with automatic leader rebalancing off), so that freezing the other stalls replication
+    without leaving a partition leaderless. Returns (leader, follower)."""
+    leaders = {leader for leader, _, _ in destination.partitions(TOPIC).values()}
+    if len(leaders) == 1:
+        (leader,) = leaders
+        return leader, next(b for b in destination.brokers if b != leader)
+    leader, follower = sorted(destination.brokers)
+    assert destination.stop_broker(follower) == 0
+    wait_for(lambda: {lead for lead, _, _ in destination.partitions(TOPIC).values()} == {leader}, 30,
+             interval=0.2, what=f"broker {leader} to lead every partition")
+    destination.start_broker(follower)
+    destination.wait_for_isr(TOPIC)
+    return leader, follower
+
+
+def records_of(log: list[bytes]) -> set[tuple[int, bytes]]:
+    """(offset, value) of every record in the partition's batches (uncompressed, as a test's
+    producers write them)."""
+    from roost.wire.kafka.records import iter_records
+
+    return {(record.offset, record.value or b"") for record in iter_records(b"".join(log), include_control=False)}
 
 
 def topic_id_config(cluster: LocalCluster, topic: str) -> str:

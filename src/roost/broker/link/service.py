@@ -243,7 +243,16 @@ class LinkRunner:
             self._next_acls = loop_now + self.settings["acl.sync.ms"] / 1000
             from roost.broker.link.acls import sync_acls
             self.acls_synced += await sync_acls(self)
-        self._track_led_partitions()
+        added = self._track_led_partitions()
+        if added and await self.service.reread_settings(self.name):
+            # A topic just became a mirror of this link: act on the link's settings as they are
+            # now, not as last polled. `roost link failback` pauses the link before it makes the
+            # promoted topics mirrors again; a runner still unpaused would ask a source that has
+            # not caught up yet and cut what this side had acknowledged. The new mirrors are
+            # taken up again at the next step, under the settings just read.
+            for key in added:
+                del self.mirrors[key]
+            return
         await self._round()
 
     async def _refresh_metadata(self) -> None:
@@ -394,7 +403,8 @@ class LinkRunner:
                     await result
 
     # the mirrors this broker leads ---------------------------------------------------------------
-    def _track_led_partitions(self) -> None:
+    def _track_led_partitions(self) -> list[Key]:
+        """Follow the mirrors this broker leads; those new since the last step."""
         led: dict[Key, Partition] = {}
         for partition in self.service.replicas.hosted():
             if partition.is_leader and partition.mirror_link == self.name:
@@ -402,10 +412,13 @@ class LinkRunner:
         for key in list(self.mirrors):
             if key not in led:
                 del self.mirrors[key]  # promoted, moved away, or deleted: this broker stops mirroring it
+        added = []
         for key in led:
             if key not in self.mirrors:
                 self._observe(self.mirrors.setdefault(key, PartitionMirror(*key)), led[key])
+                added.append(key)
         self._led = led
+        return added
 
     async def _round(self) -> None:
         now = now_ms()
@@ -563,7 +576,22 @@ class LinkRunner:
                                "truncations": m.truncations[-3:]})
         return {"link": self.name, "state": self.state().value, "error": self.error, "time_ms": now,
                 "acls_synced": self.acls_synced,
-                "bytes": self.bytes_total, "records": self.records_total, "partitions": partitions}
+                "bytes": self.bytes_total, "records": self.records_total, "partitions": partitions,
+                "leading": self.leading()}
+
+    def leading(self) -> list[dict[str, Any]]:
+        """The mirrors of this link this broker leads, paused or not, with their log end and high
+        watermark: a leader listed here refuses produces, so once its high watermark reaches its log
+        end every record it will ever acknowledge is below that end (what `roost link failback`
+        waits for before it hands the records over; the high watermark alone misses a record
+        appended and not yet replicated, acknowledged later)."""
+        found = []
+        for partition in self.service.replicas.hosted():
+            if partition.is_leader and partition.mirror_link == self.name and len(found) < MAX_STATUS_PARTITIONS:
+                found.append({"topic": partition.topic, "partition": partition.index,
+                              "leader_epoch": partition.leader_epoch, "log_end": partition.log_end_offset,
+                              "high_watermark": partition.high_watermark})
+        return found
 
 
 class LinkService:
@@ -681,23 +709,41 @@ class LinkService:
                 data, _ = await self.zk.get(f"{LINKS_PATH}/{name}")
             except ZkError:
                 continue
-            if self._raw.get(name) == data:
-                continue
-            self._raw[name] = data
-            try:
-                settings = LinkSettings.decode(name, data)
-                settings.security()  # TLS files and secret references resolve here
-            except LinkSettingsError as error:
-                log.error("cluster link %s cannot be used: %s", name, error)
-                continue
-            runner = self.runners.get(name)
-            if runner is None:
-                log.info("cluster link %s: mirroring from %s", name, settings["bootstrap.servers"])
-                runner = self.runners[name] = LinkRunner(settings, self)
-                runner.start()
-            else:
-                log.info("cluster link %s: settings changed", name)
-                runner.reconfigure(settings)
+            self._apply(name, data)
+
+    def _apply(self, name: str, data: bytes) -> bool:
+        """Start link `name` or give its runner new settings; whether they changed."""
+        if self._raw.get(name) == data:
+            return False
+        self._raw[name] = data
+        try:
+            settings = LinkSettings.decode(name, data)
+            settings.security()  # TLS files and secret references resolve here
+        except LinkSettingsError as error:
+            log.error("cluster link %s cannot be used: %s", name, error)
+            return True
+        runner = self.runners.get(name)
+        if runner is None:
+            log.info("cluster link %s: mirroring from %s", name, settings["bootstrap.servers"])
+            runner = self.runners[name] = LinkRunner(settings, self)
+            runner.start()
+        else:
+            log.info("cluster link %s: settings changed", name)
+            runner.reconfigure(settings)
+        return True
+
+    async def reread_settings(self, name: str) -> bool:
+        """Read link `name`'s settings now (after a sync, so that this keeper holds every write
+        made before); whether they changed. A link that cannot be read counts as changed: its
+        runner waits for the next poll rather than acting on what it last saw."""
+        path = f"{LINKS_PATH}/{name}"
+        try:
+            await self.zk.sync(path)
+            data, _ = await self.zk.get(path)
+        except ZkError as error:
+            log.debug("cluster link %s: settings not read again: %r", name, error)
+            return True
+        return self._apply(name, data)
 
     async def _publish(self) -> None:
         for name, runner in self.runners.items():

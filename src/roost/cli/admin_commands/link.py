@@ -400,6 +400,31 @@ def _wait(what: str, timeout_s: float, check: Any) -> Any:
         time.sleep(0.5)
 
 
+def _frozen_ends(client: Any, link: str, target: Target, partitions: dict[str, int]) -> dict[tuple[str, int], int]:
+    """The partitions whose current leader is read-only (a mirror of `link`) and has replicated
+    everything it appended, with that log end: the last offset this side will ever acknowledge.
+
+    Each broker applies the read-only setting from ZooKeeper on its own and says so in its link
+    status (`leading`). A high watermark read from outside is not enough: a record appended just
+    before the switch and not yet replicated (a follower slow or stopped) is acknowledged once it
+    is, above the high watermark read before; handed over without it, it would be lost."""
+    admin = open_admin(target)
+    metadata = admin.list_topics(timeout=target.timeout_s)
+    leaders = {(t, i): metadata.topics[t].partitions[i].leader for t in partitions if t in metadata.topics
+               for i in metadata.topics[t].partitions}
+    reported = {(p["topic"], p["partition"], status["broker"]): p
+                for status in _status(client, link) for p in status.get("leading", [])}
+    # Read after the statuses: a status written before the switch (a broker that cannot publish)
+    # lists a log end below the high watermark seen now, and is not taken.
+    highs = _high_watermarks(target, partitions)
+    found = {}
+    for (topic, index), leader in leaders.items():
+        entry = reported.get((topic, index, leader))
+        if entry is not None and entry["high_watermark"] == entry["log_end"] >= highs[(topic, index)]:
+            found[(topic, index)] = entry["log_end"]
+    return found
+
+
 def _set_mirror_link(target: Target, topics: list[str], link: str | None, what: str) -> None:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
@@ -512,20 +537,27 @@ def failback(name: str, topics: tuple[str, ...], prefix: str | None, all_topics:
             return
 
         # 2. Switch back: this side read-only, the old source takes the last records, then is promoted.
+        frozen: dict[tuple[str, int], int] = {}
         with _Session(zookeeper, target) as client:
             _set_paused(client, name, True)
-        _set_mirror_link(target, chosen, name, "making read-only here:")
-        click.echo(f"{', '.join(chosen)} read-only here (link {name} paused); waiting for the old source")
-        last: dict[str, Any] = {}
+            _set_mirror_link(target, chosen, name, "making read-only here:")
+            click.echo(f"{', '.join(chosen)} read-only here (link {name} paused); waiting for the old source")
 
-        def settled() -> dict[tuple[str, int], int] | None:
-            # Every broker applies the config from ZooKeeper on its own: the ends settle once they
-            # have (the same ends a second apart; producers still retrying are refused by then).
-            time.sleep(1.0)
-            ends = _high_watermarks(target, {t: here[t] for t in chosen})
-            previous, last["ends"] = last.get("ends"), ends
-            return ends if ends == previous else None
-        ends = _wait("this side's ends settling", catch_up_timeout, settled)
+            def settled() -> dict[tuple[str, int], int] | None:
+                frozen.clear()
+                try:
+                    frozen.update(_frozen_ends(client, name, target, {t: here[t] for t in chosen}))
+                except CliError:  # an election here (OFFSET_NOT_AVAILABLE, ...): ask again
+                    return None
+                return dict(frozen) if wanted <= set(frozen) else None
+            try:
+                ends = _wait("this side's leaders refusing produces with every record replicated", catch_up_timeout,
+                             settled)
+            except CliError as error:
+                waiting = ", ".join(f"{t}-{i}" for t, i in sorted(wanted - set(frozen)))
+                raise CliError(f"{error}; still waiting for {waiting} (a leader not yet read-only, or a follower "
+                               f"behind); link {name} stays paused and {', '.join(chosen)} read-only on both sides: "
+                               "resume by hand") from None
 
         seen: dict[str, Any] = {}
 
