@@ -116,6 +116,19 @@ def missing_below_end(acks: Sequence[Ack], mirror_ends: dict[int, int],
             and held.get((a.partition, a.offset)) != a.value]
 
 
+def promotion_points(first_accepted: dict[int, int], controls: dict[int, set[int]]) -> dict[int, int]:
+    """Where each promoted partition's mirrored log ended: below the first record B accepted,
+    less the abort markers the promotion wrote for transactions left open on the mirror (control
+    batches of one offset each, just below the first accepted record). Taking the first accepted
+    offset as the end counts A's records at the markers' offsets as mirrored: they are lost."""
+    ends = {}
+    for partition, end in first_accepted.items():
+        while end - 1 in controls.get(partition, set()):
+            end -= 1
+        ends[partition] = end
+    return ends
+
+
 def group_skipped(last_commit: dict[int, int], first_read: dict[int, int],
                   held: dict[tuple[int, int], str]) -> list[tuple[int, int]]:
     """Records a group resumed on B never reads: B's read_committed records from the group's last
@@ -276,9 +289,11 @@ def role_dump(args: argparse.Namespace) -> None:
     from tests.link.raw import batches
 
     found: dict[str, Any] = {"batches": {}, "records": []}
+    found["controls"] = {}
     for p in range(PARTITIONS):
-        found["batches"][str(p)] = [[int.from_bytes(b[:8], "big"), hashlib.sha256(b).hexdigest()]
-                                    for b in batches(args.bootstrap, args.topic, p, max_rounds=100_000)]
+        raw = batches(args.bootstrap, args.topic, p, max_rounds=100_000)
+        found["batches"][str(p)] = [[int.from_bytes(b[:8], "big"), hashlib.sha256(b).hexdigest()] for b in raw]
+        found["controls"][str(p)] = [int.from_bytes(b[:8], "big") for b in raw if b[22] & 0x20]
     consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": f"dump-{os.getpid()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "enable.partition.eof": True, "auto.offset.reset": "earliest"})
@@ -704,8 +719,11 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     probe = wait_until("produce accepted on every promoted partition", 120,
                        lambda: (lines := [ln.split() for ln in files["probe"].read_text().splitlines()
                                           if ln.startswith("first-accepted")]) and len(lines) == PARTITIONS and lines)
-    ends = {int(p): int(o) for _, p, o, _ in probe}
     first_produce = min(float(t) for *_, t in probe)
+    dump_b = json.loads(run.helper(NS_B, "dump", "--bootstrap", b.bootstrap, "--topic", TOPIC))
+    held = {(p, o): v for p, o, v in dump_b["records"]}
+    ends = promotion_points({int(p): int(o) for _, p, o, _ in probe},
+                            {int(p): set(offsets) for p, offsets in dump_b["controls"].items()})
     run.spawn(NS_B, "consume", "--bootstrap", b.bootstrap, "--topic", TOPIC, "--stop", str(stop_b), "--pause",
               str(run.root / "never"), "--out", str(files["group-b"]), "--first-read")
     first_read = wait_until("the group reading on B", 120, lambda: [
@@ -719,8 +737,6 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     say(f"RTO: {first_produce - lost_at:.2f} s from the loss to the first produce accepted on B "
         f"(failover command done at +{failed_over_at - lost_at:.2f} s), {first_read - lost_at:.2f} s to the "
         f"group's first record read on B (failover started at once: detection and decision not included)")
-    dump_b = json.loads(run.helper(NS_B, "dump", "--bootstrap", b.bootstrap, "--topic", TOPIC))
-    held = {(p, o): v for p, o, v in dump_b["records"]}
     commits_a = [ln for ln in files["group-a"].read_text().splitlines() if ln.startswith("commit")]
     if commits_a:
         last_a = {int(p): int(o) for p, o in (x.split(":") for x in commits_a[-1].split()[1:])}

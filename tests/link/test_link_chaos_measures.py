@@ -36,6 +36,18 @@ def test_missing_below_end_names_lost_or_changed_records() -> None:
     assert chaos.missing_below_end(acks, {0: 3}, {(0, 0): "a", (0, 1): "b"}) == [acks[2]]
 
 
+def test_promotion_points_leave_out_the_abort_markers_of_the_promotion() -> None:
+    # Partition 0: the promotion aborted two open transactions (markers at 16378 and 16379), the
+    # first record accepted after it at 16380; a marker mirrored earlier (16370) is not adjacent.
+    controls = {0: {16370, 16378, 16379}, 1: {5}}
+    assert chaos.promotion_points({0: 16380, 1: 9, 2: 4}, controls) == {0: 16378, 1: 9, 2: 4}
+    # A's records at the markers' offsets were never mirrored: counted as lost, not as missing.
+    acks = [Ack(0, 16378, "idem-1", 1.0), Ack(0, 16377, "idem-0", 0.5)]
+    ends = chaos.promotion_points({0: 16380}, controls)
+    assert chaos.missing_below_end(acks, ends, {(0, 16377): "idem-0"}) == []
+    assert chaos.rpo(acks, ends, lost_at=2.0).lost == 1
+
+
 def test_group_skipped_ignores_offsets_without_a_visible_record() -> None:
     # Offsets 5-7 of partition 0 hold an aborted transaction and its marker: no record there.
     held = {(0, o): f"v{o}" for o in (3, 4, 8, 9)} | {(1, o): f"w{o}" for o in range(6)}
