@@ -1702,6 +1702,25 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/link/test_link_security.py::test_a_limited_link_principal_mirrors_and_one_without_read_is_refused"),
         must_load=(BROKER,)),
     Mutation(
+        "link-acl-sync-removes-others",
+        "ACL sync removes from the destination only ACLs the link created (and the source dropped): here every "
+        "destination topic ACL the source lacks, the administrators' own too",
+        (edit("src/roost/broker/link/acls.py",
+              "    return AclChanges(sorted(wanted - have), sorted((set(synced) & have) - wanted))\n",
+              "    return AclChanges(sorted(wanted - have), sorted(have - wanted))  # MUTATION: not only its own\n"),),
+        (LINK_CORE + "test_acl_sync_removes_only_the_acls_it_created_once_the_source_drops_them",
+         "tests/link/test_link_security.py::test_a_limited_link_principal_mirrors_and_one_without_read_is_refused"),
+        must_load=(BROKER,)),
+    Mutation(
+        "link-acl-removals-ignored",
+        "an ACL removed on the source is removed from the destination: here the sync only adds",
+        (edit("src/roost/broker/link/acls.py",
+              "    return AclChanges(sorted(wanted - have), sorted((set(synced) & have) - wanted))\n",
+              "    return AclChanges(sorted(wanted - have), [])  # MUTATION: additions only\n"),),
+        (LINK_CORE + "test_acl_sync_removes_only_the_acls_it_created_once_the_source_drops_them",
+         "tests/link/test_link_security.py::test_a_limited_link_principal_mirrors_and_one_without_read_is_refused"),
+        must_load=(BROKER,)),
+    Mutation(
         "link-chaos-spark-offsets-only",
         "scripts/link_chaos.py's Spark check holds the records the query's checkpoint committed on the source "
         "to the same values at the same offsets on the promoted destination: here only the offsets are "

@@ -317,7 +317,7 @@ def test_settings_round_trip_and_hide_secrets() -> None:
 
 # -- ACL sync --------------------------------------------------------------------------------------
 def test_acl_sync_copies_literal_topic_acls_of_mirrored_topics_renamed_and_only_missing() -> None:
-    from roost.broker.link.acls import LITERAL, TOPIC, Binding, acls_to_sync
+    from roost.broker.link.acls import LITERAL, TOPIC, Binding, acl_changes
 
     read, write, allow, deny = 3, 4, 3, 2
     def acl(name: str, operation: int = read, principal: str = "User:app", resource: int = TOPIC,
@@ -328,10 +328,41 @@ def test_acl_sync_copies_literal_topic_acls_of_mirrored_topics_renamed_and_only_
               acl("payments"), acl("ord", pattern=4), acl("orders", resource=3), acl("__consumer_offsets"),
               acl("other")]
     topics = topic_filter("literal:orders, literal:payments, literal:__consumer_offsets")
-    synced = acls_to_sync(source, [acl("eu.payments")], topics, lambda t: f"eu.{t}")
-    assert synced == sorted([acl("eu.orders"), acl("eu.orders", write), acl("eu.orders", read, "User:bad",
-                                                                             permission=deny)])
-    assert acls_to_sync(source, [*synced, acl("eu.payments")], topics, lambda t: f"eu.{t}") == []
+    changes = acl_changes(source, [acl("eu.payments")], [], topics, lambda t: f"eu.{t}")
+    assert changes.create == sorted([acl("eu.orders"), acl("eu.orders", write), acl("eu.orders", read, "User:bad",
+                                                                                    permission=deny)])
+    assert changes.delete == []
+    assert acl_changes(source, [*changes.create, acl("eu.payments")], changes.create, topics,
+                       lambda t: f"eu.{t}").create == []
+
+
+def test_acl_sync_removes_only_the_acls_it_created_once_the_source_drops_them() -> None:
+    from roost.broker.link.acls import LITERAL, TOPIC, Binding, acl_changes, synced_after
+
+    def acl(name: str, principal: str = "User:app", operation: int = 3) -> Binding:
+        return Binding(TOPIC, name, LITERAL, principal, "*", operation, 3)
+
+    topics = topic_filter("literal:orders, literal:payments")
+    def same(topic: str) -> str:
+        return topic
+    # The link created orders/app and orders/peeker; the destination's administrators made
+    # orders/ops and payments/app (which the source has too).
+    synced = [acl("orders"), acl("orders", "User:peeker")]
+    destination = [*synced, acl("orders", "User:ops"), acl("payments")]
+    # The source dropped orders/peeker.
+    source = [acl("orders"), acl("payments")]
+    changes = acl_changes(source, destination, synced, topics, same)
+    assert changes.delete == [acl("orders", "User:peeker")]
+    assert changes.create == []
+    assert synced_after(synced, destination, [], changes.delete) == [acl("orders")]
+    # A filter that stops taking orders: the link's own orders ACLs go; the administrators' stay.
+    narrowed = acl_changes(source, destination, synced, topic_filter("literal:payments"), same)
+    assert narrowed.delete == sorted(synced)
+    # An ACL the link created that someone removed on the destination leaves the record (the next
+    # sync creates it again while the source has it, and records it then).
+    assert synced_after(synced, [acl("orders")], [], []) == [acl("orders")]
+    # Nothing recorded (an older link, or the record lost): nothing removed.
+    assert acl_changes([], destination, [], topics, same).delete == []
 
 
 def test_promotion_aborts_every_open_transaction_oldest_first() -> None:

@@ -137,4 +137,18 @@ def test_a_limited_link_principal_mirrors_and_one_without_read_is_refused(secure
              what="the source's ACLs of the mirrored topic synced to the destination")
     assert not any(name == "elsewhere" for name, _, _ in destination_acls())
     assert not any(name == "kafka-cluster" for name, _, _ in destination_acls())
+
+    # A removal on the source follows; an ACL the destination's administrators made does not go.
+    local = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:ops", "*", AclOperation.READ,
+                       AclPermissionType.ALLOW)
+    destination_admin, source_admin = destination.admin(), source.admin()  # alive until answered
+    for future in destination_admin.create_acls([local]).values():
+        future.result(30)
+    dropped = AclBindingFilter(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:peeker", "*",
+                               AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for future in source_admin.delete_acls([dropped]).values():
+        assert len(future.result(30)) == 1
+    wait_for(lambda: (TOPIC, "User:peeker", "DESCRIBE") not in destination_acls(), 60, interval=1.0,
+             what="the ACL removed on the source to be removed on the destination")
+    assert expected_acls - {(TOPIC, "User:peeker", "DESCRIBE")} | {(TOPIC, "User:ops", "READ")} <= destination_acls()
     assert "peeker-secret" not in json.dumps(described(destination, "denied"))

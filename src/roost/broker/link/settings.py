@@ -31,6 +31,7 @@ from roost.broker.security.listener import PeerSecurity
 from roost.secret_ref import resolve_secret
 
 LINKS_PATH = "/config/cluster-links"
+SYNCED_ACLS_PATH = "/cluster-links-acls"  # <link>: the ACLs the link created on this cluster (JSON)
 STATUS_PATH = "/cluster-links-status"  # each destination broker's mirrors: <link>/<broker id>, ephemeral JSON
 LINK_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

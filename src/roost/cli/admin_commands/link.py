@@ -18,6 +18,7 @@ is printed from the brokers' last published status.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -34,6 +35,7 @@ from roost.broker.link.settings import (
     LINKS_PATH,
     SECRETS,
     STATUS_PATH,
+    SYNCED_ACLS_PATH,
     LinkSettings,
     LinkSettingsError,
     link_path,
@@ -222,6 +224,9 @@ def delete(name: str, zookeeper: str | None, target: Target) -> None:
             client.delete(link_path(name))
         except NoNodeError:
             raise CliError(f"no cluster link {name!r}") from None
+        # The ACLs it synced stay; a later link of the same name must not take them for its own.
+        with contextlib.suppress(NoNodeError):
+            client.delete(f"{SYNCED_ACLS_PATH}/{name}")
     click.echo(f"deleted cluster link {name}; its mirror topics stay read-only until promoted")
 
 
