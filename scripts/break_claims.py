@@ -1702,6 +1702,16 @@ MUTATIONS: tuple[Mutation, ...] = (
          "tests/link/test_link_security.py::test_a_limited_link_principal_mirrors_and_one_without_read_is_refused"),
         must_load=(BROKER,)),
     Mutation(
+        "link-mirror-validates-in-one-round",
+        "a mirror asks its source about its latest epoch again after each cut, until an answer cuts nothing (two "
+        "controllers number the epochs after the clusters part): here one round, so an old source that wrote in "
+        "an epoch of its own keeps the records it took that the promoted side never got",
+        (edit("src/roost/broker/link/core.py",
+              "        self.validated = end >= log_end_offset\n",
+              "        self.validated = True  # MUTATION: one round\n"),),
+        (LINK_CORE + "test_failback_cuts_an_old_source_that_wrote_in_epochs_the_promoted_side_never_had",
+         LINK_CORE + "test_failback_after_the_old_source_wrote_markers_in_a_later_epoch")),
+    Mutation(
         "link-acl-sync-removes-others",
         "ACL sync removes from the destination only ACLs the link created (and the source dropped): here every "
         "destination topic ACL the source lacks, the administrators' own too",

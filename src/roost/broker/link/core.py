@@ -262,8 +262,16 @@ class PartitionMirror:
         if error != ErrorCode.NONE:
             return self._on_error(error, now_ms, "OffsetForLeaderEpoch")
         self._succeeded()
-        self.validated = True
         end = truncation_for(epochs, log_end_offset, epoch, end_offset)
+        # Validated once an answer cuts nothing. A follower needs one round because one controller
+        # numbers every epoch of its partition; a mirror's epochs after the point where the two
+        # clusters parted were numbered by two controllers. An old source that elected leaders
+        # and wrote (transaction markers) in epochs the promoted side never had asks first about
+        # such an epoch, is told of the promoted side's nearest lower epoch, and cuts only back
+        # to where its own next epoch began; asked again, about the epoch now last, it is told
+        # where that epoch really ends. Each round cuts, so the rounds are at most the log's
+        # epochs.
+        self.validated = end >= log_end_offset
         if end < log_end_offset:
             self._note_truncation(log_end_offset, end)
             return Truncate(end)
