@@ -585,7 +585,7 @@ class LinkRunner:
         end every record it will ever acknowledge is below that end (what `roost link failback`
         waits for before it hands the records over; the high watermark alone misses a record
         appended and not yet replicated, acknowledged later)."""
-        found = []
+        found: list[dict[str, Any]] = []
         for partition in self.service.replicas.hosted():
             if partition.is_leader and partition.mirror_link == self.name and len(found) < MAX_STATUS_PARTITIONS:
                 found.append({"topic": partition.topic, "partition": partition.index,
