@@ -85,7 +85,7 @@ def main() -> None:
         try:
             admin = source.admin()
             admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(30)
-            link = ["-z", destination.zookeeper, "--source-bootstrap", source.bootstrap, "-c", "topics=literal:load",
+            link = ["--zookeeper", destination.zookeeper, "--source-bootstrap", source.bootstrap, "-c", "topics=literal:load",
                     "-c", "metadata.max.age.ms=1000", "-c", "consumer.offset.sync.enable=false",
                     "-c", f"max.partition.fetch.bytes={args.partition_fetch_bytes}"]
             roost("link", "create", "bench", *link)
@@ -121,7 +121,7 @@ def main() -> None:
             wait_for(lambda: high_watermark(destination.bootstrap, args.partitions)
                      >= high_watermark(source.bootstrap, args.partitions), 300, what="caught up")
             # 2. catch-up after a cut
-            roost("link", "delete", "bench", "-z", destination.zookeeper)
+            roost("link", "delete", "bench", "--zookeeper", destination.zookeeper)
             time.sleep(3)
             produce(source.bootstrap, 1000.0, args.cut_mb / 50, None)  # as fast as it goes, about CUT_MB
             backlog = high_watermark(source.bootstrap, args.partitions) - \

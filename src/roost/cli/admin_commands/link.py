@@ -1,13 +1,13 @@
 """`roost link`: cluster links, defined on the destination cluster (docs/cluster-links.md).
 
-    roost link create eu -z dest-zk:2181 --source-bootstrap eu1:9092 -c topics=prefix:orders
-    roost link list -z dest-zk:2181
-    roost link describe eu -z dest-zk:2181            # state, per-partition lag (records, ms)
-    roost link promote eu --topic orders -b dest:9092 -z dest-zk:2181   # waits for lag 0 and no open txn, then promotes
-    roost link failover eu --all -b dest:9092 -z dest-zk:2181          # the source is gone: promote now
-    roost link pause eu -z dest-zk:2181 ; roost link resume eu -z dest-zk:2181
-    roost link failback eu --all -b dest:9092 -z dest-zk:2181 --source-zookeeper eu-zk:2181
-    roost link delete eu -z dest-zk:2181
+    roost link create eu --zookeeper dest-zk:2181 --source-bootstrap eu1:9092 -c topics=prefix:orders
+    roost link list --zookeeper dest-zk:2181
+    roost link describe eu --zookeeper dest-zk:2181            # state, per-partition lag (records, ms)
+    roost link promote eu --topic orders -b dest:9092 --zookeeper dest-zk:2181   # waits for lag 0 and no open txn, then promotes
+    roost link failover eu --all -b dest:9092 --zookeeper dest-zk:2181          # the source is gone: promote now
+    roost link pause eu --zookeeper dest-zk:2181 ; roost link resume eu --zookeeper dest-zk:2181
+    roost link failback eu --all -b dest:9092 --zookeeper dest-zk:2181 --source-zookeeper eu-zk:2181
+    roost link delete eu --zookeeper dest-zk:2181
 
 Settings live in ZooKeeper at /config/cluster-links/<name> (as Kafka's dynamic configs); every
 destination broker reads them. Promotion removes the topic's `roost.mirror.link` config through
