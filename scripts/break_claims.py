@@ -1712,6 +1712,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (LINK_CORE + "test_failback_cuts_an_old_source_that_wrote_in_epochs_the_promoted_side_never_had",
          LINK_CORE + "test_failback_after_the_old_source_wrote_markers_in_a_later_epoch")),
     Mutation(
+        "heap-never-trimmed",
+        "the broker trims its heap once per burst of closed TLS connections: here never",
+        (edit("src/roost/broker/net/heap_trim.py",
+              "        if self.closed_since < self.after_closes:\n",
+              "        if True:  # MUTATION: never due\n"),),
+        ("tests/hostile/test_heap_trim.py::test_a_trim_is_due_after_a_burst_of_closes_and_not_more_often_than_the_interval",
+         "tests/hostile/test_heap_trim.py::test_the_shell_trims_once_per_burst_on_the_loop")),
+    Mutation(
         "link-acl-sync-removes-others",
         "ACL sync removes from the destination only ACLs the link created (and the source dropped): here every "
         "destination topic ACL the source lacks, the administrators' own too",

@@ -64,6 +64,7 @@ from roost.broker.net import tls_handshakes
 from roost.broker.net.connection import ConnectionLimits, KafkaConnection
 from roost.broker.net.deadlines import IDLE, Deadlines
 from roost.broker.net.dispatcher import ADVERTISED_VERSIONS, Dispatcher, clip_to_codec, describe_counts
+from roost.broker.net.heap_trim import HeapTrimmer
 from roost.broker.net.peer import PeerPool
 from roost.broker.net.request import Handler
 from roost.broker.net.request_memory import RequestMemory
@@ -182,6 +183,7 @@ class Broker:
             ProducerIdAllocator(data_dir / "meta" / "producer-id-block")
         self._connections: set[KafkaConnection] = set()
         self._handshakes_given_up = tls_handshakes.OverdueLog()
+        self._heap_trimmer = HeapTrimmer()  # after bursts of closed TLS connections (roost.broker.net.heap_trim)
         self._background: set[asyncio.Future[None]] = set()
         self._servers: list[asyncio.Server] = []
         # Every listener (`listeners`, else PLAINTEXT on host:port), the inter-broker one first.
@@ -778,6 +780,8 @@ class Broker:
 
     def _connection_closed(self, connection: KafkaConnection) -> None:
         self._connections.discard(connection)
+        if connection.security.tls is not None:
+            self._heap_trimmer.tls_connection_closed()
         self.share_api.connection_closed(connection)  # its share sessions end, their records are released
         if connection.admitted:
             connection.admitted = False
