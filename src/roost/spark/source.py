@@ -14,6 +14,7 @@ consumer (`roost.spark.record_reader`) or, when an option needs it, librdkafka (
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -42,6 +43,9 @@ from roost.spark.offsets import (
     to_json_dict,
 )
 from roost.spark.options import OffsetSpec, ReaderOptions
+
+MISSING_PARTITION_RETRIES = 10  # Metadata asked again while a planned partition is missing from it
+MISSING_PARTITION_WAIT_S = 0.5
 
 log = logging.getLogger("roost.spark")
 
@@ -101,8 +105,15 @@ class _ReaderBase:
         return resolve_specific(spec.specific, tps, earliest, latest, option)
 
     def _plan(self, start: OffsetMap, end: OffsetMap) -> list[RangePartition]:
-        # Only partitions that still exist are asked for offsets; the others are data loss.
+        # Only partitions that still exist are asked for offsets; the others are data loss. A
+        # broker restarting can leave a partition out of one Metadata answer: asked again, a
+        # bounded number of times, before it counts as deleted.
         existing = set(self.cluster.partitions(self.options.subscription))
+        for _ in range(MISSING_PARTITION_RETRIES):
+            if all(tp in existing for tp in end):
+                break
+            time.sleep(MISSING_PARTITION_WAIT_S)
+            existing = set(self.cluster.partitions(self.options.subscription))
         earliest, _latest = self.cluster.watermarks(sorted(tp for tp in end if tp in existing))
         reporter = DataLossReporter(self.options.fail_on_data_loss)
         ranges = plan_ranges(start, end, earliest, reporter)
