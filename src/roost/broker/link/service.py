@@ -405,10 +405,7 @@ class LinkRunner:
     # the mirrors this broker leads ---------------------------------------------------------------
     def _track_led_partitions(self) -> list[Key]:
         """Follow the mirrors this broker leads; those new since the last step."""
-        led: dict[Key, Partition] = {}
-        for partition in self.service.replicas.hosted():
-            if partition.is_leader and partition.mirror_link == self.name:
-                led[(partition.topic, partition.index)] = partition
+        led = self._led_mirrors()
         for key in list(self.mirrors):
             if key not in led:
                 del self.mirrors[key]  # promoted, moved away, or deleted: this broker stops mirroring it
@@ -585,13 +582,14 @@ class LinkRunner:
         end every record it will ever acknowledge is below that end (what `roost link failback`
         waits for before it hands the records over; the high watermark alone misses a record
         appended and not yet replicated, acknowledged later)."""
-        found: list[dict[str, Any]] = []
-        for partition in self.service.replicas.hosted():
-            if partition.is_leader and partition.mirror_link == self.name and len(found) < MAX_STATUS_PARTITIONS:
-                found.append({"topic": partition.topic, "partition": partition.index,
-                              "leader_epoch": partition.leader_epoch, "log_end": partition.log_end_offset,
-                              "high_watermark": partition.high_watermark})
-        return found
+        led = sorted(self._led_mirrors().values(), key=lambda p: (p.topic, p.index))[:MAX_STATUS_PARTITIONS]
+        return [{"topic": p.topic, "partition": p.index, "leader_epoch": p.leader_epoch,
+                 "log_end": p.log_end_offset, "high_watermark": p.high_watermark} for p in led]
+
+    def _led_mirrors(self) -> dict[Key, Partition]:
+        """The partitions this broker leads that are mirrors of this link (paused or not)."""
+        return {(p.topic, p.index): p for p in self.service.replicas.hosted()
+                if p.is_leader and p.mirror_link == self.name}
 
 
 class LinkService:
