@@ -213,7 +213,7 @@ def decode_touches(message: bytes) -> list[int]:
     r = JuteReader(message)
     if r.int() != TOUCH_MAGIC:
         raise ZkCodecError("not a touch message")
-    ids = [r.long() for _ in range(r.vector_length(8))]
+    ids = [r.long() for _ in range(r.vector_length(8, null_allowed=False))]
     r.expect_end("touch message")
     return ids
 

@@ -98,10 +98,12 @@ class JuteReader:
             raise ZkCodecError("null path")
         return value
 
-    def vector_length(self, min_item_size: builtins.int) -> builtins.int:
-        """The element count of a vector; -1 (null) reads as 0. Bounded by the bytes left."""
+    def vector_length(self, min_item_size: builtins.int, *, null_allowed: bool = True) -> builtins.int:
+        """The element count of a vector; -1 (null) reads as 0 where ZooKeeper's own messages
+        may carry it, and is refused where the writer never sends it (so a decoded message
+        re-encodes to the same bytes). Bounded by the bytes left."""
         count = self.int()
-        if count < -1:
+        if count < -1 or (count == -1 and not null_allowed):
             raise ZkCodecError(f"negative vector length {count}")
         if count == -1:
             return 0
