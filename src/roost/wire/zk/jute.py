@@ -98,7 +98,7 @@ class JuteReader:
             raise ZkCodecError("null path")
         return value
 
-    def vector_length(self, min_item_size: builtins.int, *, null_allowed: bool = True) -> builtins.int:
+    def vector_length(self, min_item_size: builtins.int, *, null_allowed: builtins.bool = True) -> builtins.int:
         """The element count of a vector; -1 (null) reads as 0 where ZooKeeper's own messages
         may carry it, and is refused where the writer never sends it (so a decoded message
         re-encodes to the same bytes). Bounded by the bytes left."""
