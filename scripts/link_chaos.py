@@ -3,7 +3,12 @@
 
 Region A (the source) and region B (the destination) are network namespaces this script creates
 (`links-a`, `links-b`: it must run as root), each with a keeper and three brokers on its own
-address, joined by one veth pair: the inter-region link. Then:
+address, joined by one veth pair: the inter-region link. The clusters reach each other through a
+gateway in each region (tests/support/faultproxy.py run as a program, listening on the region's
+address) that holds every byte --region-delay-ms each way (tc netem does not work on this
+machine): each broker has a second listener, REGION, advertised at its gateway's address, and the
+links (the forward one and failback's reverse one) bootstrap from there; clients in a region use
+its PLAINTEXT listener. Then:
 
 1. an acks=all idempotent producer and a transactional one write to topic `chaos` on A, a
    consumer group reads it on A; link `chaos` on B mirrors it (same offsets);
@@ -76,6 +81,7 @@ ADDRESS = {NS_A: "10.213.1.1", NS_B: "10.213.2.1"}  # each region's service addr
 VETH = {NS_A: ("links-ab", "10.213.0.1"), NS_B: ("links-ba", "10.213.0.2")}  # the inter-region link
 TOPIC, LINK, GROUP, PARTITIONS = "chaos", "chaos", "chaos-readers", 4
 KEEPER_PORT, BROKER_PORT = 2181, 9091
+REGION_PORT, GATEWAY_PORT = 9191, 9291  # + broker id: a broker's REGION listener, its gateway's address
 PYTHON = sys.executable
 
 
@@ -360,6 +366,7 @@ class Region:
     root: Path
     brokers: dict[int, Any] = field(default_factory=dict)
     keeper: Any = None
+    gateway: subprocess.Popen[Any] | None = None
 
     @property
     def address(self) -> str:
@@ -370,6 +377,11 @@ class Region:
         return ",".join(f"{self.address}:{BROKER_PORT + i}" for i in (1, 2, 3))
 
     @property
+    def region_bootstrap(self) -> str:
+        """The brokers as the other region reaches them: through this region's delaying gateway."""
+        return ",".join(f"{self.address}:{GATEWAY_PORT + i}" for i in (1, 2, 3))
+
+    @property
     def zookeeper(self) -> str:
         return f"{self.address}:{KEEPER_PORT}"
 
@@ -377,9 +389,10 @@ class Region:
 class Run:
     """Everything started, to be removed at the end."""
 
-    def __init__(self, root: Path, say: Any) -> None:
+    def __init__(self, root: Path, say: Any, region_delay_ms: float = 0.0) -> None:
         self.root = root
         self.say = say
+        self.region_delay_ms = region_delay_ms
         self.procs: list[subprocess.Popen[Any]] = []
         self.logs: dict[int, Path] = {}
         self.regions: list[Region] = []
@@ -428,12 +441,17 @@ class Run:
         region.keeper = start_roost(["keeper", "--config", str(keeper_config)], expect=("keeper",),
                                     env=self.env, new_session=True, command=command)
         self.procs.append(region.keeper.popen)
+        self.start_gateway(region)
         for broker_id in (1, 2, 3):
             config = region.root / f"broker-{broker_id}.toml"
             if not config.exists():
-                listener = f"PLAINTEXT://{region.address}:{BROKER_PORT + broker_id}"
+                plain = f"PLAINTEXT://{region.address}:{BROKER_PORT + broker_id}"
                 write_toml(config, {"broker.id": broker_id, "zookeeper.connect": region.zookeeper,
-                                    "listeners": listener, "advertised.listeners": listener,
+                                    "listeners": f"{plain},REGION://{region.address}:{REGION_PORT + broker_id}",
+                                    "advertised.listeners": f"{plain},REGION://{region.address}:"
+                                                            f"{GATEWAY_PORT + broker_id}",
+                                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REGION:PLAINTEXT",
+                                    "inter.broker.listener.name": "PLAINTEXT",
                                     "log.dirs": str(region.root / f"broker-{broker_id}"),
                                     "offsets.topic.replication.factor": 3,
                                     "transaction.state.log.replication.factor": 3, "default.replication.factor": 3,
@@ -442,6 +460,21 @@ class Run:
         for broker in region.brokers.values():
             broker.wait_ready(90)
         self.helper(region.ns, "ready", "--bootstrap", region.bootstrap, "--brokers", "3")
+
+    def start_gateway(self, region: Region) -> None:
+        """The region's door for the other region: each broker's REGION listener behind a delay."""
+        pairs = [f"--pair={region.address}:{GATEWAY_PORT + i}={region.address}:{REGION_PORT + i}" for i in (1, 2, 3)]
+        log = open(region.root.parent / f"gateway-{region.ns}.log", "a")  # noqa: SIM115
+        region.gateway = subprocess.Popen(
+            in_ns(region.ns, PYTHON, "-m", "tests.support.faultproxy", *pairs, "--delay-ms", f"{self.region_delay_ms:g}"),
+            stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True, cwd=REPO)
+        self.procs.append(region.gateway)
+        wait_until(f"the gateway of {region.ns}", 30, lambda: region.gateway is not None and (
+            region.gateway.poll() is not None or "forwarding" in
+            (region.root.parent / f"gateway-{region.ns}.log").read_text()), interval=0.2)
+        if region.gateway.poll() is not None:
+            raise RuntimeError(f"the gateway of {region.ns} exited: "
+                               f"{(region.root.parent / f'gateway-{region.ns}.log').read_text()[-800:]}")
 
     def start_broker(self, region: Region, broker_id: int, wait: bool = True) -> None:
         from tests.support.procs import start_roost
@@ -482,6 +515,8 @@ class Run:
         for proc in [*region.brokers.values(), region.keeper]:
             if proc is not None:
                 self.kill(proc.popen)
+        if region.gateway is not None:
+            self.kill(region.gateway)
 
     def spawn(self, ns: str, role: str, *args: str) -> subprocess.Popen[Any]:
         path = self.root / f"{role}-{ns}-{len(self.procs)}.log"
@@ -635,7 +670,8 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     a, b = Region(NS_A, run.root / "a"), Region(NS_B, run.root / "b")
     run.regions = [a, b]
     run.make_regions()
-    say(f"regions: {NS_A} ({a.address}) and {NS_B} ({b.address}), joined by {VETH[NS_A][0]}/{VETH[NS_B][0]}")
+    say(f"regions: {NS_A} ({a.address}) and {NS_B} ({b.address}), joined by {VETH[NS_A][0]}/{VETH[NS_B][0]}; "
+        f"the links go through each region's gateway, {run.region_delay_ms:g} ms each way")
     run.start_region(a)
     run.start_region(b)
     say(f"  region A: keeper {a.zookeeper}, brokers {a.bootstrap}; region B: keeper {b.zookeeper}, {b.bootstrap}")
@@ -653,7 +689,7 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     spark_args = ["--topic", TOPIC, "--checkpoint", str(checkpoint), "--stop", str(stop_spark)]
     if not args.no_spark:
         in_a.append(run.spawn(NS_A, "spark", "--bootstrap", a.bootstrap, *spark_args, "--out", str(files["spark-a"])))
-    run.roost(NS_B, "link", "create", LINK, "--zookeeper", b.zookeeper, "--source-bootstrap", a.bootstrap,
+    run.roost(NS_B, "link", "create", LINK, "--zookeeper", b.zookeeper, "--source-bootstrap", a.region_bootstrap,
               "-c", f"topics=literal:{TOPIC}", "-c", "consumer.offset.sync.ms=2000", "-c", "metadata.max.age.ms=1000")
     say(f"link {LINK} on B mirrors {TOPIC} from A; producers (idempotent {args.rate}/s, transactional) and group "
         f"{GROUP} on A")
@@ -766,7 +802,8 @@ def scenario(run: Run, args: argparse.Namespace) -> None:
     run.heal()
     run.start_region(a)
     back = run.roost(NS_B, "link", "failback", LINK, "--all", "--source-zookeeper", a.zookeeper, "--source-bootstrap",
-                     a.bootstrap, "-b", b.bootstrap, "--zookeeper", b.zookeeper, "--timeout", "30",
+                     a.bootstrap, "--reverse-bootstrap", b.region_bootstrap, "-b", b.bootstrap,
+                     "--zookeeper", b.zookeeper, "--timeout", "30",
                      "-c", "metadata.max.age.ms=1000", "-c", "consumer.offset.sync.ms=2000",
                      "--catch-up-timeout", "300")
     say("  " + back.strip().replace("\n", "\n  "))
@@ -801,6 +838,8 @@ def main() -> int:
     parser.add_argument("--warm-seconds", type=float, default=10.0, help="producing before the cut and the loss")
     parser.add_argument("--loss-cut-seconds", type=float, default=5.0,
                         help="the link is cut this long before region A is lost (0: lost with the link up)")
+    parser.add_argument("--region-delay-ms", type=float, default=20.0,
+                        help="added each way between the regions by their gateways (a 40 ms round trip by default)")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory (logs) at the end")
     args = parser.parse_args()
     if args.role:
@@ -816,7 +855,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupted)
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="links-chaos-"))
-    run = Run(root, lambda line: print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True))
+    run = Run(root, lambda line: print(f"[{time.monotonic() - started:6.1f}s] {line}", flush=True),
+              region_delay_ms=args.region_delay_ms)
     try:
         scenario(run, args)
     except (AssertionError, RuntimeError) as failure:

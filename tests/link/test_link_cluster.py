@@ -23,6 +23,7 @@ from confluent_kafka.admin import NewTopic
 
 from tests.link.raw import batches, epoch_end, leader_epoch, produce_raw
 from tests.support.cluster import LocalCluster
+from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.procs import retry, wait_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -238,40 +239,51 @@ def failback(source: LocalCluster, destination: LocalCluster, ends: dict[int, in
         # Leaders settled on their preferred replicas: a later election (on a mirror, which
         # begins no epoch of its own) would hide what this test is about.
         source.wait_for_isr(TOPIC, preferred=True)
-    failback_command = ["link", "failback", LINK, "--topic", TOPIC, "--source-zookeeper", source.zookeeper,
-                        "-b", destination.bootstrap, "--zookeeper", destination.zookeeper, "--catch-up-timeout", "45",
-                        "-c", "metadata.max.age.ms=1000", "-c", "consumer.offset.sync.enable=false"]
-    out = roost(*failback_command, "--reverse-only")
-    assert out.returncode == 0, out.stdout + out.stderr
-    # The cut is reported: partition 1 from after "late" back to the promotion point.
-    assert f"{ends[1] + 1} -> {ends[1]}" in out.stdout, out.stdout
-    assert "roles reversed" in out.stdout
-    # The old source, mirroring the destination, has the destination's epochs as its batches
-    # carry them: asked where the destination's promotion epoch ends, it names its own end
-    # (kept, an empty epoch of its restart would hide that epoch, and its followers and later
-    # the destination would be sent back to the promotion point).
-    wait_for(lambda: epoch_end(source.bootstrap, TOPIC, 0, promoted_epoch)
-             == (promoted_epoch, log_end(batches(destination.bootstrap, TOPIC, 0))), 30, interval=0.5,
-             what="the old source to hold the destination's promotion epoch to its end")
-    in_flight = switch_back_with_a_record_in_flight(destination, failback_command)
-    logs = {p: batches(source.bootstrap, TOPIC, p) for p in (0, 1)}
-    assert logs == {p: batches(destination.bootstrap, TOPIC, p) for p in (0, 1)}
-    assert in_flight in records_of(logs[0]), "the record acknowledged after the switch began was handed over"
-    assert not any(b"late" in b for b in logs[1]), "the divergent suffix was cut"
-    assert any(b"after-promotion" in b for b in logs[0])
-    # The original roles: the destination is a mirror again (refuses produces), the old source
-    # takes writes in a later epoch and they are mirrored to the destination at the same offsets.
-    assert produce_raw(destination.bootstrap, TOPIC, 0, logs[0][0]) == 42
-    producer = Producer({"bootstrap.servers": source.bootstrap, "acks": "all", "enable.idempotence": True})
-    producer.produce(TOPIC, value=b"after-failback", partition=0)
-    assert producer.flush(30) == 0
+    # The old source reaches the destination another way than this command does (a gateway
+    # between regions): the reverse link bootstraps through a proxy, which must see it connect.
+    first_broker = destination.bootstrap.split(",")[0]
+    host, port = first_broker.rsplit(":", 1)
+    with ThreadedFaultProxy((host, int(port))) as gateway:
+        gateway_address = f"{gateway.address[0]}:{gateway.address[1]}"
+        failback_command = ["link", "failback", LINK, "--topic", TOPIC, "--source-zookeeper", source.zookeeper,
+                            "-b", destination.bootstrap, "--zookeeper", destination.zookeeper,
+                            "--reverse-bootstrap", gateway_address, "--catch-up-timeout", "45",
+                            "-c", "metadata.max.age.ms=1000", "-c", "consumer.offset.sync.enable=false"]
+        out = roost(*failback_command, "--reverse-only")
+        assert out.returncode == 0, out.stdout + out.stderr
+        reverse = roost("link", "describe", f"{LINK}-reverse", "--zookeeper", source.zookeeper,
+                        "-b", source.bootstrap, "-o", "json")
+        assert json.loads(reverse.stdout)["settings"]["bootstrap.servers"] == gateway_address, reverse.stdout
+        assert gateway.proxy.connections >= 1, "the reverse link never bootstrapped through --reverse-bootstrap"
+        # The cut is reported: partition 1 from after "late" back to the promotion point.
+        assert f"{ends[1] + 1} -> {ends[1]}" in out.stdout, out.stdout
+        assert "roles reversed" in out.stdout
+        # The old source, mirroring the destination, has the destination's epochs as its batches
+        # carry them: asked where the destination's promotion epoch ends, it names its own end
+        # (kept, an empty epoch of its restart would hide that epoch, and its followers and later
+        # the destination would be sent back to the promotion point).
+        wait_for(lambda: epoch_end(source.bootstrap, TOPIC, 0, promoted_epoch)
+                 == (promoted_epoch, log_end(batches(destination.bootstrap, TOPIC, 0))), 30, interval=0.5,
+                 what="the old source to hold the destination's promotion epoch to its end")
+        in_flight = switch_back_with_a_record_in_flight(destination, failback_command)
+        logs = {p: batches(source.bootstrap, TOPIC, p) for p in (0, 1)}
+        assert logs == {p: batches(destination.bootstrap, TOPIC, p) for p in (0, 1)}
+        assert in_flight in records_of(logs[0]), "the record acknowledged after the switch began was handed over"
+        assert not any(b"late" in b for b in logs[1]), "the divergent suffix was cut"
+        assert any(b"after-promotion" in b for b in logs[0])
+        # The original roles: the destination is a mirror again (refuses produces), the old source
+        # takes writes in a later epoch and they are mirrored to the destination at the same offsets.
+        assert produce_raw(destination.bootstrap, TOPIC, 0, logs[0][0]) == 42
+        producer = Producer({"bootstrap.servers": source.bootstrap, "acks": "all", "enable.idempotence": True})
+        producer.produce(TOPIC, value=b"after-failback", partition=0)
+        assert producer.flush(30) == 0
 
-    def mirrored_again() -> bool:
-        try:
-            return batches(destination.bootstrap, TOPIC, 0) == batches(source.bootstrap, TOPIC, 0) != logs[0]
-        except Exception:
-            return False
-    wait_for(mirrored_again, 60, interval=0.5, what="the destination to mirror the old source again")
+        def mirrored_again() -> bool:
+            try:
+                return batches(destination.bootstrap, TOPIC, 0) == batches(source.bootstrap, TOPIC, 0) != logs[0]
+            except Exception:
+                return False
+        wait_for(mirrored_again, 60, interval=0.5, what="the destination to mirror the old source again")
 
 
 def switch_back_with_a_record_in_flight(destination: LocalCluster, failback_command: list[str]) -> tuple[int, bytes]:

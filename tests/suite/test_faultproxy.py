@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import socketserver
 import threading
+import time
 
 from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.procs import wait_for
@@ -73,6 +74,36 @@ def test_lose_reply_once_after_the_request_reached_the_server() -> None:
             assert (proxy.proxy.replies_lost, proxy.proxy.marker_seen) == (1, 2)
             for s in (conn, again):
                 s.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_delayed_proxy_adds_its_delay_each_way_and_keeps_every_byte_in_order() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    delay_s = 0.08
+    try:
+        with ThreadedFaultProxy(server.server_address, delay_s=delay_s) as proxy:
+            conn = socket.create_connection(proxy.address, timeout=10)
+            started = time.monotonic()
+            conn.sendall(b"ping")
+            assert conn.recv(4) == b"ping"
+            round_trip = time.monotonic() - started
+            assert round_trip >= 2 * delay_s, f"a round trip of {round_trip:.3f} s through a {delay_s} s delay each way"
+            # Many chunks on their way at once arrive whole and in order (a stream, not datagrams).
+            payload = bytes(i % 251 for i in range(3 << 20))
+            sender = threading.Thread(target=conn.sendall, args=(payload,))
+            sender.start()
+            echoed = bytearray()
+            while len(echoed) < len(payload):
+                chunk = conn.recv(1 << 16)
+                assert chunk, f"closed after {len(echoed)} of {len(payload)} bytes"
+                echoed += chunk
+            sender.join(10)
+            assert bytes(echoed) == payload
+            conn.close()
     finally:
         server.shutdown()
         server.server_close()

@@ -224,7 +224,7 @@ class LocalCluster:
         return ",".join(f"127.0.0.1:{n.advertised_port}" for n in self.brokers.values())
 
     def running_bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{n.advertised_port}" for n in self.brokers.values() if n.running)
+        return ",".join(f"127.0.0.1:{n.advertised_port}" for n in list(self.brokers.values()) if n.running)
 
     def running_addresses(self) -> list[str]:
         """Each running broker's own listener (to ask one broker what it alone holds)."""

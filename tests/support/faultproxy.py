@@ -10,12 +10,20 @@ whose bytes contain `marker` reaches the server, but the server's next bytes on 
 did the work; the client never learns it, and retries if it does so. `marker_seen` counts the
 client chunks that carried the marker, so a test can tell that the retry came.
 
+`delay_s` holds every chunk that long in each direction before it goes on (a wide-area link:
+the round trip grows by twice the delay), keeping the order and the stream's back-pressure: at
+most `MAX_DELAYED_CHUNKS` chunks wait per direction, then the proxy stops reading. tc netem
+does not work on the project's machines; this is how two "regions" get a distance between them.
+
 `ThreadedFaultProxy` runs one in a background thread with blocking methods, for synchronous tests
-that drive server processes.
+that drive server processes. Run as a program (`python -m tests.support.faultproxy --pair
+LISTEN=TARGET ... --delay-ms N`), it forwards each pair until killed: scripts in network
+namespaces start it there (scripts/link_chaos.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import enum
 import threading
@@ -23,6 +31,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 Address = tuple[str, int]
+
+MAX_DELAYED_CHUNKS = 256  # per direction of a delayed connection: at most 16 MiB of 64 KiB chunks
 
 
 class Mode(enum.Enum):
@@ -46,8 +56,11 @@ class _Link:
 
 
 class FaultProxy:
-    def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0), chunk: int = 1 << 16) -> None:
+    def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0), chunk: int = 1 << 16,
+                 delay_s: float = 0.0) -> None:
+        assert delay_s >= 0, delay_s
         self.target = target
+        self.delay_s = delay_s
         self.listen = listen
         self.chunk = chunk
         self.mode = Mode.PASS
@@ -145,10 +158,19 @@ class FaultProxy:
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link,
                     from_client: bool) -> None:
+        loop = asyncio.get_running_loop()
+        delayed: asyncio.Queue[tuple[float, bytes]] | None = None
+        sender: asyncio.Task[None] | None = None
+        if self.delay_s > 0:
+            delayed = asyncio.Queue(MAX_DELAYED_CHUNKS)
+            sender = asyncio.create_task(self._send_delayed(delayed, writer))
         try:
             while True:
                 data = await reader.read(self.chunk)
                 if not data:
+                    if delayed is not None and sender is not None:  # what is on its way still arrives
+                        await delayed.put((loop.time() + self.delay_s, b""))
+                        await sender
                     return
                 if from_client:
                     self._watch_request(link, data)
@@ -158,24 +180,49 @@ class FaultProxy:
                     self.bytes_dropped += len(data)
                     link.abort()
                     return
-                if self.mode is Mode.PASS:
+                if self.mode is not Mode.PASS:
+                    self.bytes_dropped += len(data)
+                elif delayed is not None:
+                    await delayed.put((loop.time() + self.delay_s, data))
+                else:
                     writer.write(data)
                     self.bytes_forwarded += len(data)
                     await writer.drain()
-                else:
-                    self.bytes_dropped += len(data)
         except (OSError, ConnectionError):
             return
+        finally:
+            if sender is not None:
+                sender.cancel()
+
+    async def _send_delayed(self, delayed: asyncio.Queue[tuple[float, bytes]], writer: asyncio.StreamWriter) -> None:
+        """The far end of a delay line: each chunk written once its time has come, in order."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                due, data = await delayed.get()
+                if not data:  # the end of the stream, after everything before it
+                    return
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if self.mode is not Mode.PASS:  # cut or blackholed while it was on its way
+                    self.bytes_dropped += len(data)
+                    continue
+                writer.write(data)
+                self.bytes_forwarded += len(data)
+                await writer.drain()
+        except (OSError, ConnectionError):
+            writer.transport.abort()
 
 
 class ThreadedFaultProxy:
     """A FaultProxy on its own event loop thread, controlled with blocking calls."""
 
-    def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0)) -> None:
+    def __init__(self, target: Address, listen: Address = ("127.0.0.1", 0), delay_s: float = 0.0) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
         self._thread.start()
-        self.proxy = FaultProxy(target, listen)
+        self.proxy = FaultProxy(target, listen, delay_s=delay_s)
         self.address = self._call(self.proxy.start())
 
     def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -212,3 +259,40 @@ class ThreadedFaultProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _address(text: str) -> Address:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"not HOST:PORT: {text!r}")
+    return host, int(port)
+
+
+def _pair(text: str) -> tuple[Address, Address]:
+    listen, equals, target = text.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(f"not LISTEN=TARGET: {text!r}")
+    return _address(listen), _address(target)
+
+
+async def _serve(pairs: list[tuple[Address, Address]], delay_s: float) -> None:
+    proxies = [FaultProxy(target, listen, delay_s=delay_s) for listen, target in pairs]
+    for proxy in proxies:
+        await proxy.start()
+    print(f"forwarding {len(proxies)} addresses with {delay_s * 1000:g} ms each way", flush=True)
+    await asyncio.Event().wait()  # until killed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Forward TCP addresses, each way delayed (see the module docstring).")
+    parser.add_argument("--pair", type=_pair, action="append", required=True, metavar="LISTEN=TARGET",
+                        help="HOST:PORT to listen on = HOST:PORT to forward to (repeatable)")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="added to each direction (default 0)")
+    args = parser.parse_args()
+    if args.delay_ms < 0:
+        parser.error("--delay-ms must be 0 or more")
+    asyncio.run(_serve(args.pair, args.delay_ms / 1000))
+
+
+if __name__ == "__main__":
+    main()

@@ -450,6 +450,9 @@ def _set_mirror_link(target: Target, topics: list[str], link: str | None, what: 
 @click.option("--source-bootstrap", default=None, metavar="HOST:PORT[,...]",
               help="the old source's brokers (default: the link's bootstrap.servers)")
 @click.option("--reverse-link", default=None, help="the link created on the old source (default NAME-reverse)")
+@click.option("--reverse-bootstrap", default=None, metavar="HOST:PORT[,...]",
+              help="this cluster's brokers as the old source reaches them (default: -b): another listener, "
+                   "a gateway between the regions")
 @click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE",
               help="a setting of the reverse link (how the old source reaches this cluster: security, ...)")
 @click.option("--reverse-only", is_flag=True,
@@ -459,7 +462,8 @@ def _set_mirror_link(target: Target, topics: list[str], link: str | None, what: 
 @ZK_OPTION
 @kafka_target_options
 def failback(name: str, topics: tuple[str, ...], prefix: str | None, all_topics: bool, source_zookeeper: str,
-             source_bootstrap: str | None, reverse_link: str | None, configs: tuple[str, ...], reverse_only: bool,
+             source_bootstrap: str | None, reverse_link: str | None, reverse_bootstrap: str | None,
+             configs: tuple[str, ...], reverse_only: bool,
              catch_up_timeout: float, zookeeper: str | None, target: Target) -> None:
     """After `failover`: the old source (back again) mirrors this cluster, cutting what it took
     that this side never got, catches up, and becomes the source again.
@@ -505,7 +509,7 @@ def failback(name: str, topics: tuple[str, ...], prefix: str | None, all_topics:
     # 1. Reverse: the old source mirrors this side.
     raw = parse_settings(configs, "-c")
     raw.setdefault("topics", ", ".join(f"literal:{t}" for t in chosen))
-    raw["bootstrap.servers"] = target.bootstrap
+    raw["bootstrap.servers"] = reverse_bootstrap or target.bootstrap
     try:
         reverse_settings = LinkSettings.parse(reverse, raw)
     except LinkSettingsError as error:
@@ -516,10 +520,10 @@ def failback(name: str, topics: tuple[str, ...], prefix: str | None, all_topics:
         try:
             source_zk.create(link_path(reverse), reverse_settings.encode())
         except NodeExistsError:
-            if _settings(source_zk, reverse)["bootstrap.servers"] != target.bootstrap:
+            if _settings(source_zk, reverse)["bootstrap.servers"] != raw["bootstrap.servers"]:
                 raise CliError(f"the old source has a link {reverse!r} from elsewhere: name another "
                                "with --reverse-link") from None
-        click.echo(f"reverse link {reverse} on the old source mirrors {', '.join(chosen)} from {target.bootstrap}")
+        click.echo(f"reverse link {reverse} on the old source mirrors {', '.join(chosen)} from {raw['bootstrap.servers']}")
 
         def caught_up() -> dict[tuple[str, int], dict[str, Any]] | None:
             found = _mirror_status(source_zk, reverse)
