@@ -252,7 +252,7 @@ def failback(source: LocalCluster, destination: LocalCluster, ends: dict[int, in
         out = roost(*failback_command, "--reverse-only")
         assert out.returncode == 0, out.stdout + out.stderr
         reverse = roost("link", "describe", f"{LINK}-reverse", "--zookeeper", source.zookeeper,
-                        "-b", source.bootstrap, "-o", "json")
+                        "-b", source.bootstrap, "--format", "json")
         assert json.loads(reverse.stdout)["settings"]["bootstrap.servers"] == gateway_address, reverse.stdout
         assert gateway.proxy.connections >= 1, "the reverse link never bootstrapped through --reverse-bootstrap"
         # The cut is reported: partition 1 from after "late" back to the promotion point.
