@@ -44,7 +44,10 @@ from roost.spark.offsets import (
 )
 from roost.spark.options import OffsetSpec, ReaderOptions
 
-MISSING_PARTITION_RETRIES = 10  # Metadata asked again while a planned partition is missing from it
+# Metadata asked again while a planned partition is missing from it: a broker just restarted
+# answers it from an empty cache until the controller's UpdateMetadata reaches it, which took
+# more than 5 s in the two-region run (a broker killed and restarted under load); 30 s here.
+MISSING_PARTITION_RETRIES = 60
 MISSING_PARTITION_WAIT_S = 0.5
 
 log = logging.getLogger("roost.spark")
