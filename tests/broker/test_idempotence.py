@@ -18,7 +18,7 @@ from roost.wire.kafka.records import build_batch
 from tests.broker.conftest import StartBroker
 from tests.support.faultproxy import ThreadedFaultProxy
 from tests.support.kafka_wire import WireClient
-from tests.support.procs import RoostProcess, free_ports
+from tests.support.procs import RoostProcess, free_ports, wait_for
 
 PRODUCE, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID = 0, 2, 3, 22
 
@@ -177,6 +177,11 @@ def test_a_batch_resent_on_the_wire_is_not_appended_twice(broker: RoostProcess) 
         assert gap["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert gap["log_start_offset"] == 0  # Kafka names it with a refused sequence (and epoch)
         assert latest_offset(client, topic) == 3
+        # The broker says what it refused and what it holds for the producer (the trace a fault
+        # run's duplicate is followed by: a client may renumber after this answer).
+        refusal = f"refused OUT_OF_ORDER_SEQUENCE_NUMBER for producer {pid} epoch {epoch} seq 5..6"
+        wait_for(lambda: refusal in broker.text() and "held for it: epoch" in broker.text(), 10,
+                 what="the refusal in the broker's log")
 
         follow = produce_batch(client, topic, batch(3, 2))
         assert (follow["error_code"], follow["base_offset"]) == (0, 3)

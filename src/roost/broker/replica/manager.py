@@ -160,6 +160,8 @@ class ReplicaManager:
         self._hosted_per_topic: dict[str, int] = {}
         # KIP-73: what this broker sends to out-of-ISR followers of its leader-throttled partitions.
         self.leader_quota = quota_for(config, "leader.replication.throttled.rate", clock_ms())
+        # When each partition last logged a refused idempotent batch (see _log_sequence_refusal).
+        self._sequence_refusals_logged: dict[tuple[str, int], float] = {}
         logs.host(self.hosted)
 
     # hosting ----------------------------------------------------------------------------------
@@ -663,6 +665,7 @@ class ReplicaManager:
                 return AppendOutcome(base_offset=verdict.first_offset, log_start_offset=partition.log_start_offset,
                                      required_offset=verdict.last_offset + 1, leader_epoch=partition.leader_epoch)
             if verdict != ErrorCode.NONE:
+                self._log_sequence_refusal(partition, batches[0][1], verdict)
                 return AppendOutcome(verdict, log_start_offset=partition.log_start_offset)
         try:
             # Offsets assigned from the log end; each batch stamped with the epoch of the leader
@@ -686,6 +689,25 @@ class ReplicaManager:
                              durable=self.logs.flush_after_append(partition, len(batches) if batches else 1),
                              required_offset=info.last_offset + 1, leader_epoch=partition.leader_epoch,
                              appended_records=info.last_offset - info.first_offset + 1)
+
+    def _log_sequence_refusal(self, partition: Partition, first: Any, verdict: ErrorCode) -> None:
+        """A refused idempotent batch, named with what this leader holds for its producer: a
+        client answered OUT_OF_ORDER_SEQUENCE_NUMBER may renumber and re-send (librdkafka bumps
+        its epoch), so a fault run's duplicate is traced through this line. At most one line a
+        second per partition: a client looping on the refusal cannot flood the log."""
+        key = (partition.topic, partition.index)
+        now = time.monotonic()
+        if now - self._sequence_refusals_logged.get(key, -1.0) < 1.0:
+            return
+        self._sequence_refusals_logged[key] = now
+        entry = partition.log.producer_state.entry(first.producer_id)
+        held = "nothing" if entry is None else (
+            f"epoch {entry.epoch}, batches "
+            + (", ".join(f"{b.first_seq}..{b.last_seq}@{b.first_offset}" for b in entry.batches) or "none"))
+        log.warning("%s-%d: refused %s for producer %d epoch %d seq %d..%d (leader epoch %d, log end %d); "
+                    "held for it: %s", partition.topic, partition.index, verdict.name, first.producer_id,
+                    first.producer_epoch, first.base_sequence, first.last_sequence, partition.leader_epoch,
+                    partition.log.log_end_offset, held)
 
     def _append_mirrored(self, partition: Partition, records: Any, link: str | None) -> AppendOutcome:
         """A cluster link's batches on the mirror's leader, as a follower appends its leader's
