@@ -1712,6 +1712,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         (LINK_CORE + "test_failback_cuts_an_old_source_that_wrote_in_epochs_the_promoted_side_never_had",
          LINK_CORE + "test_failback_after_the_old_source_wrote_markers_in_a_later_epoch")),
     Mutation(
+        "produce-overtakes-a-waiting-produce",
+        "a connection's produces reach the append door in the order sent, also behind one waiting for a new "
+        "topic: here the later one goes first (an idempotent producer's earlier batch is then refused "
+        "OUT_OF_ORDER_SEQUENCE_NUMBER)",
+        (edit("src/roost/broker/handlers/produce.py",
+              "        earlier = self._waiting.get(connection) if connection is not None else None\n",
+              "        earlier = None  # MUTATION: nothing waits for the connection's earlier produce\n"),),
+        ("tests/cluster/test_produce_order.py::test_a_produce_behind_one_waiting_for_a_new_topic_is_appended_after_it",)),
+    Mutation(
         "heap-never-trimmed",
         "the broker trims its heap once per burst of closed TLS connections: here never",
         (edit("src/roost/broker/net/heap_trim.py",

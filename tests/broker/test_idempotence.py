@@ -196,3 +196,4 @@ def test_a_batch_resent_on_the_wire_is_not_appended_twice(broker: RoostProcess) 
         assert latest_offset(client, topic) == 6
     finally:
         client.close()
+

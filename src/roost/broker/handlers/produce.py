@@ -46,27 +46,50 @@ class ProduceApi:
         self._metadata = metadata
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
         self._stats = stats  # None: metrics are off
+        # Per connection, the last of its produces not yet through the append door (see handle);
+        # an entry lives at most as long as that produce's bounded wait.
+        self._waiting: dict[object, asyncio.Future[None]] = {}
 
     def handle(self, request: Request) -> Any:
         """Unknown topics are created first when auto-creation is on (in a cluster the controller
-        gives them leaders: the request waits a bounded while for that, then goes on)."""
+        gives them leaders: the request waits a bounded while for that, then goes on).
+
+        A connection's produces reach the append door in the order they came, as Kafka, which
+        reads a connection's next request only once the previous one is answered: the connection
+        hands each request over on arrival, so one that waits for a topic's creation would
+        otherwise be overtaken by the next, and an idempotent producer's later batch would be
+        appended first (or refused OUT_OF_ORDER_SEQUENCE_NUMBER, after which librdkafka renumbers
+        the earlier batch under a new epoch: a record written twice)."""
         creating = self._auto_create_missing(request.body)
-        if not creating:
+        connection = request.connection
+        earlier = self._waiting.get(connection) if connection is not None else None
+        if not creating and earlier is None:
             return self._handle(request)
         metadata = self._metadata
+        appended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if connection is not None:
+            self._waiting[connection] = appended  # the next produce of this connection waits for it
 
         def led() -> bool:
             return all((info := metadata.get(name)) is not None and all(
                 (p := metadata.partition(name, i)) is not None and p.leader >= 0 for i in range(info.partitions))
                 for name in creating)
 
-        async def after_creation() -> Any:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(metadata.wait_until(led), AUTO_CREATE_WAIT_S)
-            result = self._handle(request)
+        async def in_turn() -> Any:
+            try:
+                if earlier is not None:
+                    await asyncio.shield(earlier)  # set whatever became of it (see finally)
+                if creating:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(metadata.wait_until(led), AUTO_CREATE_WAIT_S)
+                result = self._handle(request)
+            finally:
+                appended.set_result(None)
+                if connection is not None and self._waiting.get(connection) is appended:
+                    del self._waiting[connection]
             return (await result) if inspect.isawaitable(result) else result
 
-        return after_creation()
+        return in_turn()
 
     def _auto_create_missing(self, body: dict[str, Any]) -> list[str]:
         if self._auto_create is None:
