@@ -253,7 +253,10 @@ def failback(source: LocalCluster, destination: LocalCluster, ends: dict[int, in
         assert out.returncode == 0, out.stdout + out.stderr
         reverse = roost("link", "describe", f"{LINK}-reverse", "--zookeeper", source.zookeeper,
                         "-b", source.bootstrap, "--format", "json")
-        assert json.loads(reverse.stdout)["settings"]["bootstrap.servers"] == gateway_address, reverse.stdout
+        described = json.loads(reverse.stdout)
+        assert described["settings"]["bootstrap.servers"] == gateway_address, reverse.stdout
+        # The old source leads its two partitions as mirrors of the reverse link (read-only there).
+        assert {(p["topic"], p["partition"]) for p in described["leading"]} == {(TOPIC, 0), (TOPIC, 1)}, reverse.stdout
         assert gateway.proxy.connections >= 1, "the reverse link never bootstrapped through --reverse-bootstrap"
         # The cut is reported: partition 1 from after "late" back to the promotion point.
         assert f"{ends[1] + 1} -> {ends[1]}" in out.stdout, out.stdout

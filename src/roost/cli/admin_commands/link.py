@@ -195,12 +195,19 @@ def describe(name: str, zookeeper: str | None, output_format: str, target: Targe
                          "open_transactions": p.get("open_transactions", 0), "error": p["error"] or "",
                          "truncations": p.get("truncations", [])})
     rows.sort(key=lambda r: (r["topic"], r["partition"]))
+    # The mirrors each broker leads (read-only there): their log end and high watermark, which
+    # failback waits on; a leader whose high watermark is below its log end still replicates.
+    leading = sorted(({"topic": p["topic"], "partition": p["partition"], "broker": status["broker"],
+                       "leader_epoch": p["leader_epoch"], "log_end": p["log_end"],
+                       "high_watermark": p["high_watermark"]}
+                      for status in statuses for p in status.get("leading", [])),
+                     key=lambda r: (r["topic"], r["partition"]))
     if output_format != "text":
         shown = {k: ("(hidden)" if k in SECRETS and v else v) for k, v in settings.values.items()}
         click.echo(json.dumps({"link": name, "state": _state(statuses), "settings": shown,
                                "errors": [s["error"] for s in statuses if s.get("error")],
-                               "acls_synced": sum(s.get("acls_synced", 0) for s in statuses), "partitions": rows},
-                              indent=2))
+                               "acls_synced": sum(s.get("acls_synced", 0) for s in statuses), "partitions": rows,
+                               "leading": leading}, indent=2))
         return
     click.echo(f"link {name}: {_state(statuses)}, source {settings['bootstrap.servers']} "
                f"({settings['security.protocol']})")
@@ -209,6 +216,9 @@ def describe(name: str, zookeeper: str | None, output_format: str, target: Targe
             click.echo(f"  broker {status['broker']}: {status['error']}")
     emit(rows, ["topic", "partition", "broker", "mirrored_end", "source_high_watermark", "lag_records", "lag_ms",
                 "open_transactions", "error"], output_format)
+    if leading:
+        emit(leading, ["topic", "partition", "broker", "leader_epoch", "log_end", "high_watermark"], output_format,
+             title="mirror leaders (read-only here)")
 
 
 @command.command("delete")
