@@ -255,9 +255,21 @@ def test_a_controller_taking_over_finishes_the_old_ones_moves_before_planning(no
 
     def idle() -> bool:
         found = status(cluster)
-        return found["balancer"][0]["decision"].startswith("balanced") and not found["reassignments"] \
+        return not found["reassignments"] \
             and found["execution"][0]["phase"] in ("COMPLETED", "STOPPED", "NO_TASK_IN_PROGRESS")
-    wait_for(idle, 60, interval=0.3, what="the balancer idle (its own executions done)")
+    # Idle for longer than one balancer round (about 3 s here): a read just after `named` was
+    # created may come before the round that plans moves for it (seen once in a full run, with
+    # earlier tests' topics leaving broker 3 below its share). Its decision is not asked for: in
+    # that state it alternates between "below its share" and "balanced as far as the planner can".
+    idle_since: list[float] = []
+
+    def idle_for_a_round() -> bool:
+        if not idle():
+            idle_since.clear()
+            return False
+        idle_since[:] = idle_since or [time.monotonic()]
+        return time.monotonic() - idle_since[0] >= 4.0
+    wait_for(idle_for_a_round, 90, interval=0.3, what="the balancer idle for 4 s (its own executions done)")
     from kazoo.client import KazooClient
 
     zk = KazooClient(hosts=cluster.zookeeper, timeout=10)
