@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -46,9 +47,10 @@ class ProduceApi:
         self._metadata = metadata
         self._auto_create = auto_create  # None: auto.create.topics.enable is off
         self._stats = stats  # None: metrics are off
-        # Per connection, the last of its produces not yet through the append door (see handle);
-        # an entry lives at most as long as that produce's bounded wait.
-        self._waiting: dict[object, asyncio.Future[None]] = {}
+        # Per connection, the last of its produces not yet through the append door (see handle).
+        # An entry goes when that produce is through, or with its connection: a connection closed
+        # before the produce's task ran cancels the task unstarted, and its `finally` never runs.
+        self._waiting: weakref.WeakKeyDictionary[object, asyncio.Future[None]] = weakref.WeakKeyDictionary()
 
     def handle(self, request: Request) -> Any:
         """Unknown topics are created first when auto-creation is on (in a cluster the controller
