@@ -464,17 +464,17 @@ class Run:
     def start_gateway(self, region: Region) -> None:
         """The region's door for the other region: each broker's REGION listener behind a delay."""
         pairs = [f"--pair={region.address}:{GATEWAY_PORT + i}={region.address}:{REGION_PORT + i}" for i in (1, 2, 3)]
-        log = open(region.root.parent / f"gateway-{region.ns}.log", "a")  # noqa: SIM115
-        region.gateway = subprocess.Popen(
+        log_path = self.root / f"gateway-{region.ns}.log"
+        log = open(log_path, "a")  # noqa: SIM115
+        gateway = subprocess.Popen(
             in_ns(region.ns, PYTHON, "-m", "tests.support.faultproxy", *pairs, "--delay-ms", f"{self.region_delay_ms:g}"),
             stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True, cwd=REPO)
-        self.procs.append(region.gateway)
-        wait_until(f"the gateway of {region.ns}", 30, lambda: region.gateway is not None and (
-            region.gateway.poll() is not None or "forwarding" in
-            (region.root.parent / f"gateway-{region.ns}.log").read_text()), interval=0.2)
-        if region.gateway.poll() is not None:
-            raise RuntimeError(f"the gateway of {region.ns} exited: "
-                               f"{(region.root.parent / f'gateway-{region.ns}.log').read_text()[-800:]}")
+        region.gateway = gateway
+        self.procs.append(gateway)
+        wait_until(f"the gateway of {region.ns}", 30,
+                   lambda: gateway.poll() is not None or "forwarding" in log_path.read_text(), interval=0.2)
+        if gateway.poll() is not None:
+            raise RuntimeError(f"the gateway of {region.ns} exited: {log_path.read_text()[-800:]}")
 
     def start_broker(self, region: Region, broker_id: int, wait: bool = True) -> None:
         from tests.support.procs import start_roost

@@ -160,7 +160,7 @@ class ReplicaManager:
         self._hosted_per_topic: dict[str, int] = {}
         # KIP-73: what this broker sends to out-of-ISR followers of its leader-throttled partitions.
         self.leader_quota = quota_for(config, "leader.replication.throttled.rate", clock_ms())
-        # When each partition last logged a refused idempotent batch (see _log_sequence_refusal).
+        # When each hosted partition last logged a refused idempotent batch (_log_sequence_refusal).
         self._sequence_refusals_logged: dict[tuple[str, int], float] = {}
         logs.host(self.hosted)
 
@@ -300,6 +300,7 @@ class ReplicaManager:
 
     def _remove(self, topic: str, index: int) -> Partition | None:
         partition = self.partitions.pop((topic, index), None)
+        self._sequence_refusals_logged.pop((topic, index), None)  # kept for hosted partitions only
         if partition is not None:
             left = self._hosted_per_topic[topic] - 1
             assert left >= 0, topic
